@@ -13,11 +13,18 @@ namespace deepinfer {
 struct RopeParams {
   double theta = 10000.0;
   // YaRN (only on the compress rope of V4.1): factor <= 1 or type "default" means off.
+  // When on, the frequency blend follows transformers' `_compute_yarn_parameters` with
+  // the correction range always truncated (floor/ceil): V4.1 nests its rope dicts, so
+  // the `truncate` lookup on the outer dict never finds a value.
   bool yarn = false;
   double factor = 1.0;
   double beta_fast = 32.0;
   double beta_slow = 1.0;
   int64_t original_max_position_embeddings = 0;
+  // Multiplies cos and sin. 1.0 for the default rope and for the V4.1 compress rope
+  // derived from `rope_scaling`; a nested `rope_parameters` dict without it gets
+  // YaRN's mscale (0.1 ln(factor) + 1, or the mscale / mscale_all_dim ratio).
+  double attention_factor = 1.0;
 };
 
 // Weight storage as declared by quantization_config (informational; the loader
@@ -27,8 +34,9 @@ struct QuantConfig {
   std::string quant_method;             // "fp8"
   int64_t weight_block_rows = 128;      // weight_block_size[0]
   int64_t weight_block_cols = 128;      // weight_block_size[1]
-  std::string scale_fmt;                // "ue8m0"
-  std::string expert_dtype;             // "fp4" or ""
+  std::string scale_fmt;                // "ue8m0" or "float" (transformers' default)
+  std::string expert_dtype;             // "fp4" or "fp8" (transformers' default)
+  std::string activation_scheme;        // "dynamic" or "static"
 };
 
 struct ModelConfig {
@@ -94,7 +102,10 @@ struct ModelConfig {
   int64_t dspark_num_experts_per_tok = 3;
 
   int64_t bos_token_id = 0;
-  int64_t eos_token_id = 1;
+  int64_t eos_token_id = 1;               // the first of eos_token_ids
+  std::vector<int64_t> eos_token_ids{1};  // config.json may give a list
+  int64_t pad_token_id = -1;              // -1: none
+  int64_t image_token_id = -1;            // composite configs only (default 129264)
   bool tie_word_embeddings = false;
   QuantConfig quant;
 
@@ -105,6 +116,15 @@ struct ModelConfig {
   // The nearest KV source <= layer (-1 if none); the nearest index source <= layer.
   int64_t kv_source_for(int64_t layer) const;
   int64_t index_source_for(int64_t layer) const;
+  // 0 for layers out of range (the draft layers are sliding-window only).
+  int64_t compress_ratio(int64_t layer) const;
+  // The compress rope for ratio > 0 layers, the main rope otherwise.
+  const RopeParams& rope_for(int64_t layer) const;
+  // Position of `layer` in engram_layer_ids (its table and hash seed), or -1.
+  int64_t engram_slot(int64_t layer) const;
+  bool is_candidate_source(int64_t layer) const;
+  // An index source after the candidate source scores only inside its candidate mask.
+  bool uses_candidate_mask(int64_t layer) const;
 };
 
 // Parses and validates config.json text. Throws InputError naming the field and
