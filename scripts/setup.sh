@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs everything DeepInfer's build and tests need on a fresh Debian machine.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build clang pkg-config \
+  libgtest-dev nlohmann-json3-dev libutf8proc-dev libpcre2-dev \
+  python3 python3-pip >/dev/null
+echo "setup: done"

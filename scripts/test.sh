@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): builds the CPU targets and runs every CPU test,
+# checks that the CUDA build configures and compiles where the toolkit exists, and
+# runs the safetensors fuzz target for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/build.sh
+ctest --test-dir build --output-on-failure -j "$(nproc)"
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "== CUDA build (compile only)"
+  cmake -S . -B build-cuda -G Ninja -DDEEPINFER_CUDA=ON -DDEEPINFER_TESTS=OFF \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" >/dev/null
+  ninja -C build-cuda
+fi
+if [ -x scripts/fuzz.sh ]; then
+  echo "== fuzz (bounded)"
+  FUZZ_SECONDS="${FUZZ_SECONDS:-60}" ./scripts/fuzz.sh
+fi
+echo "test: all passed"

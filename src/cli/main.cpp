@@ -1,0 +1,102 @@
+// The `deepinfer` command. Each subcommand is a function; user errors print one
+// line ("deepinfer: error: ...") and exit with status 2.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "cli/args.h"
+#include "common/check.h"
+#include "io/safetensors.h"
+#include "model/v41/model.h"
+
+namespace deepinfer::cli {
+namespace {
+
+const char* kUsage =
+    "usage: deepinfer <command> [flags]\n"
+    "commands:\n"
+    "  logits    --model DIR --tokens 1,2,3 [--chunk N | --prefill P] --out FILE\n"
+    "            every position's logits as a safetensors file (F32 tensor 'logits' [T, vocab]);\n"
+    "            --chunk N feeds N tokens per call, --prefill P feeds P at once then one at a time\n"
+    "  generate  --model DIR --tokens 1,2,3 [--max-new-tokens N]\n"
+    "            greedy continuation; prints the generated token ids\n"
+    "  help      this text\n";
+
+// Runs the tokens through one sequence in calls of the given sizes.
+std::vector<float> run_feeding(const v41::Model& model, const std::vector<int64_t>& tokens, int64_t chunk,
+                               int64_t prefill) {
+  v41::SequenceState seq = model.new_sequence();
+  std::vector<float> logits;
+  size_t i = 0;
+  while (i < tokens.size()) {
+    size_t step = tokens.size() - i;
+    if (chunk > 0) step = std::min<size_t>(step, chunk);
+    if (prefill >= 0) step = (i == 0 && prefill > 0) ? std::min<size_t>(step, prefill) : 1;
+    std::vector<int64_t> part(tokens.begin() + i, tokens.begin() + i + step);
+    std::vector<float> l = model.forward(seq, part);
+    logits.insert(logits.end(), l.begin(), l.end());
+    i += step;
+  }
+  return logits;
+}
+
+int cmd_logits(int argc, char** argv) {
+  Args a(argc, argv, 2, {"model", "tokens", "chunk", "prefill", "out"});
+  DI_CHECK_INPUT(!(a.has("chunk") && a.has("prefill")), "--chunk and --prefill are mutually exclusive");
+  auto tokens = parse_id_list(a.require("tokens"), "--tokens");
+  const int64_t chunk = a.get_int("chunk", 0, 1, 1 << 30);
+  const int64_t prefill = a.get_int("prefill", -1, 0, 1 << 30);
+  const std::string out = a.require("out");
+  auto model = v41::Model::load(a.require("model"));
+  std::vector<float> logits = run_feeding(*model, tokens, chunk, prefill);
+  TensorToWrite t{"logits", DType::F32, {int64_t(tokens.size()), model->config().vocab_size}, {}};
+  t.bytes.resize(logits.size() * sizeof(float));
+  std::memcpy(t.bytes.data(), logits.data(), t.bytes.size());
+  write_safetensors(out, {t});
+  return 0;
+}
+
+int cmd_generate(int argc, char** argv) {
+  Args a(argc, argv, 2, {"model", "tokens", "max-new-tokens"});
+  auto tokens = parse_id_list(a.require("tokens"), "--tokens");
+  const int64_t max_new = a.get_int("max-new-tokens", 16, 0, 1 << 20);
+  auto model = v41::Model::load(a.require("model"));
+  const int64_t vocab = model->config().vocab_size;
+  v41::SequenceState seq = model->new_sequence();
+  std::vector<float> logits = model->forward(seq, tokens);
+  for (int64_t i = 0; i < max_new; ++i) {
+    const float* last = logits.data() + (logits.size() / vocab - 1) * vocab;
+    int64_t best = 0;
+    for (int64_t v = 1; v < vocab; ++v)
+      if (last[v] > last[best]) best = v;
+    std::cout << (i ? "," : "") << best;
+    if (best == model->config().eos_token_id) break;
+    logits = model->forward(seq, {best});
+  }
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace deepinfer::cli
+
+int main(int argc, char** argv) {
+  using namespace deepinfer;
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
+    std::fputs(cli::kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  try {
+    std::string cmd = argv[1];
+    if (cmd == "logits") return cli::cmd_logits(argc, argv);
+    if (cmd == "generate") return cli::cmd_generate(argc, argv);
+    std::fprintf(stderr, "deepinfer: error: unknown command '%s'\n%s", cmd.c_str(), cli::kUsage);
+    return 2;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "deepinfer: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "deepinfer: error: out of memory\n");
+    return 2;
+  }
+}

@@ -1,0 +1,40 @@
+// Engram conditional memory (MODEL_V41.md §5): n-gram hashing of the token stream
+// into per-layer tables, and the gated write of the looked-up value into every
+// hyper-connection stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/v41/engram_layout.h"
+#include "model/v41/weights.h"
+
+namespace deepinfer::v41 {
+
+class EngramHasher {
+ public:
+  // Builds the compressed vocabulary from tokenizer.json and the hash layout;
+  // InputError if the derived vocabulary size differs from the config's.
+  static std::unique_ptr<EngramHasher> create(const ModelConfig& cfg, const std::string& tokenizer_path);
+
+  int64_t num_columns() const;  // (max_ngram_size - 1) * n_heads
+  // Table rows for each new token and engram layer: [n, num_layers, num_columns].
+  // `recent` holds the compressed ids of the preceding tokens (oldest first) and is
+  // updated to include the new tokens.
+  std::vector<int64_t> hash(const std::vector<int64_t>& tokens, int64_t first_position,
+                            std::vector<int64_t>& recent) const;
+
+ private:
+  EngramLayout layout_;
+  std::vector<int64_t> token_map_;
+  int64_t pad_id_ = 0;
+};
+
+// h [n, hc, dim] += gate * value, from the looked-up rows of one engram layer.
+void apply_engram(const ModelConfig& cfg, const EngramWeights& w, const int64_t* rows /* [n, cols] stride */,
+                  int64_t row_stride, int64_t n, float* h);
+
+}  // namespace deepinfer::v41

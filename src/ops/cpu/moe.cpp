@@ -1,0 +1,60 @@
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "ops/moe.h"
+
+namespace deepinfer::ops::cpu {
+
+void moe_router(const MoeRouterParams& p) {
+  const int64_t num_experts = p.gate.rows;
+  std::vector<float> logits(p.n * num_experts);
+  linear({p.x, logits.data(), p.n, p.gate});
+  std::vector<float> score(num_experts), biased(num_experts);
+  std::vector<int64_t> order(num_experts);
+  for (int64_t t = 0; t < p.n; ++t) {
+    for (int64_t e = 0; e < num_experts; ++e) {
+      float z = logits[t * num_experts + e] / p.temp;
+      float sp = z > 20.0f ? z : float(std::log1p(std::exp(double(z))));
+      score[e] = std::sqrt(sp);
+      biased[e] = score[e] + (p.bias ? p.bias[e] : 0.0f);
+    }
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + p.top_k, order.end(), [&](int64_t a, int64_t b) {
+      return biased[a] > biased[b] || (biased[a] == biased[b] && a < b);
+    });
+    float sum = 0.0f;
+    for (int64_t k = 0; k < p.top_k; ++k) sum += score[order[k]];
+    for (int64_t k = 0; k < p.top_k; ++k) {
+      float w = score[order[k]];
+      if (p.norm_topk_prob && p.top_k > 1) w = w / (sum + 1e-20f);
+      p.expert_ids[t * p.top_k + k] = order[k];
+      p.expert_weights[t * p.top_k + k] = w * p.routed_scaling_factor;
+    }
+  }
+}
+
+void swiglu_expert(const SwigluExpertParams& p) {
+  const int64_t inter = p.w1.rows;
+  std::vector<float> gate(p.n * inter), up(p.n * inter);
+  linear({p.x, gate.data(), p.n, p.w1});
+  linear({p.x, up.data(), p.n, p.w3});
+  const float lim = p.swiglu_limit;
+  for (int64_t t = 0; t < p.n; ++t) {
+    for (int64_t i = 0; i < inter; ++i) {
+      float g = gate[t * inter + i], u = up[t * inter + i];
+      if (lim > 0) {
+        u = std::clamp(u, -lim, lim);
+        g = std::min(g, lim);
+      }
+      float silu = g / (1.0f + std::exp(-g));
+      float v = silu * u;
+      if (p.route_weight) v = p.route_weight[t] * v;
+      gate[t * inter + i] = v;
+    }
+  }
+  linear({gate.data(), p.y, p.n, p.w2});
+}
+
+}  // namespace deepinfer::ops::cpu
