@@ -1,0 +1,121 @@
+// Op-level checks of the CPU oracle against values stated in MODEL_V41.md and
+// against small hand-computed cases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/attention.h"
+#include "ops/hyper_connection.h"
+#include "ops/indexer.h"
+#include "ops/rope.h"
+
+namespace deepinfer {
+namespace {
+
+TEST(Rope, CompressRopeYarnFrequenciesMatchSpec) {
+  RopeParams r;
+  r.theta = 160000;
+  r.yarn = true;
+  r.factor = 16;
+  r.beta_fast = 32;
+  r.beta_slow = 1;
+  r.original_max_position_embeddings = 65536;
+  auto f = ops::rope_inv_freq(r, 64);
+  ASSERT_EQ(f.size(), 32u);
+  EXPECT_NEAR(f[15], 3.635539e-3, 1e-9);
+  EXPECT_NEAR(f[16], 2.265625e-3, 1e-9);
+  EXPECT_NEAR(f[20], 2.969778e-4, 1e-10);
+  EXPECT_NEAR(f[24], 1.953125e-5, 1e-11);
+  EXPECT_NEAR(f[25], 5.3723e-6, 1e-10);
+  EXPECT_NEAR(f[31], 5.680529e-7, 1e-12);
+  RopeParams m;
+  m.theta = 10000;
+  EXPECT_NEAR(ops::rope_inv_freq(m, 64)[31], 1.3335e-4, 1e-8);
+}
+
+TEST(Rope, InverseUndoesForward) {
+  std::vector<float> x(2 * 8), orig;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * float(i) - 0.5f;
+  orig = x;
+  std::vector<int64_t> pos = {3, 1000};
+  std::vector<float> inv = {0.5f, 0.01f};
+  ops::cpu::rope({x.data(), 2, 1, 8, 4, pos.data(), inv.data()});
+  EXPECT_EQ(x[0], orig[0]);  // leading channels untouched
+  EXPECT_NE(x[4], orig[4]);
+  ops::cpu::rope({x.data(), 2, 1, 8, 4, pos.data(), inv.data(), true});
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], orig[i], 1e-5);
+}
+
+TEST(SinkAttention, SinkOnlyEnlargesTheDenominator) {
+  // One head, one entry with logit 0 and a sink of 0: p = 1/2.
+  std::vector<float> q = {0, 0}, kv = {2, 4}, out(2), sink = {0};
+  std::vector<int64_t> off = {0, 1}, ids = {0};
+  ops::cpu::sink_attention({q.data(), kv.data(), off.data(), ids.data(), sink.data(), 1.0f, out.data(), 1, 1, 2});
+  EXPECT_FLOAT_EQ(out[0], 1.0f);
+  EXPECT_FLOAT_EQ(out[1], 2.0f);
+  // No entries: finite zero output.
+  std::vector<int64_t> off0 = {0, 0};
+  ops::cpu::sink_attention({q.data(), kv.data(), off0.data(), ids.data(), sink.data(), 1.0f, out.data(), 1, 1, 2});
+  EXPECT_EQ(out[0], 0.0f);
+}
+
+TEST(HyperConnection, SinkhornIsNearlyDoublyStochastic) {
+  const int64_t hc = 4, dim = 8, mix = (2 + hc) * hc;
+  std::vector<float> h(hc * dim), fn(mix * hc * dim), base(mix), scale = {1.0f, 1.0f, 1.0f};
+  for (size_t i = 0; i < h.size(); ++i) h[i] = std::sin(float(i));
+  for (size_t i = 0; i < fn.size(); ++i) fn[i] = 0.3f * std::cos(float(i) * 0.7f);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = 0.1f * float(i % 5);
+  std::vector<float> pre(hc), post(hc), comb(hc * hc);
+  ops::cpu::hc_mixes({h.data(), 1, hc, dim, fn.data(), base.data(), scale.data(), 1e-20f, 1e-6f, 20, pre.data(),
+                      post.data(), comb.data()});
+  for (int64_t k = 0; k < hc; ++k) {
+    float col = 0, row = 0;
+    for (int64_t j = 0; j < hc; ++j) {
+      col += comb[j * hc + k];
+      row += comb[k * hc + j];
+    }
+    EXPECT_NEAR(col, 1.0f, 1e-5);  // ends on a column step
+    EXPECT_NEAR(row, 1.0f, 1e-3);
+    EXPECT_GT(pre[k], 0.0f);
+    EXPECT_LT(post[k], 2.0f);
+  }
+}
+
+TEST(IndexerSelect, VisibilityTiesAndCandidates) {
+  // 2 queries, 8 keys, ratio 1. Query positions 3 and 7: 4 and 8 visible keys.
+  std::vector<float> scores = {1, 5, 5, 2, 9, 9, 9, 9,  //
+                               1, 5, 5, 2, 0, 0, 3, 3};
+  std::vector<int64_t> pos = {3, 7};
+  ops::IndexerSelectParams p;
+  p.scores = scores.data();
+  p.n = 2;
+  p.num_keys = 8;
+  p.positions = pos.data();
+  p.ratio = 1;
+  p.top_k = 2;
+  auto sel = ops::cpu::indexer_select(p);
+  // Query 0: keys 4..7 invisible; ties 5/5 -> ids 1, 2.
+  EXPECT_EQ(std::vector<int64_t>(sel.ids.begin(), sel.ids.begin() + sel.offsets[1]), (std::vector<int64_t>{1, 2}));
+  // Query 1: 5, 5 best.
+  EXPECT_EQ(std::vector<int64_t>(sel.ids.begin() + sel.offsets[1], sel.ids.end()), (std::vector<int64_t>{1, 2}));
+
+  // Level 1 with blocks of 4, keep 1 block: the newest block (pinned) wins for query 1.
+  std::vector<float> s2 = {1, 5, 5, 2, 0, 0, 3, 3};
+  std::vector<int64_t> pos2 = {7};
+  std::vector<uint8_t> cand(8);
+  ops::IndexerSelectParams c;
+  c.scores = s2.data();
+  c.n = 1;
+  c.num_keys = 8;
+  c.positions = pos2.data();
+  c.ratio = 1;
+  c.top_k = 2;
+  c.candidates_out = cand.data();
+  c.candidate_topk_blocks = 1;
+  c.candidate_block_size = 4;
+  ops::cpu::indexer_select(c);
+  EXPECT_EQ(cand, (std::vector<uint8_t>{0, 0, 0, 0, 1, 1, 1, 1}));
+}
+
+}  // namespace
+}  // namespace deepinfer
