@@ -1,0 +1,66 @@
+// A Hugging Face tokenizer.json loader for byte-level BPE tokenizers (the format
+// DeepSeek ships), reproducing the Rust `tokenizers` library (0.23): the ids it assigns
+// to added tokens, id_to_token and decode, byte for byte.
+//
+// tokenizer.json is hostile input: every malformed or unsupported part throws
+// InputError naming it; nothing in it can crash the process or make it allocate
+// without bound (token ids are limited to kMaxTokenId).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace deepinfer {
+
+class Tokenizer {
+ public:
+  static constexpr int64_t kMaxTokenId = (int64_t(1) << 24) - 1;
+
+  static std::unique_ptr<Tokenizer> load(const std::string& path);
+  // `origin` labels error messages (usually the file path).
+  static std::unique_ptr<Tokenizer> from_json(const std::string& json_text, const std::string& origin);
+
+  // One past the largest id of the model vocabulary and the added tokens (python's
+  // len(tokenizer) when ids are contiguous, as in every released tokenizer). Ids below
+  // it that no token has are holes: they decode to "" and id_to_token returns "".
+  int64_t size() const { return int64_t(slot_of_id_.size()); }
+  bool has_token(int64_t id) const;
+
+  // The token's string as Rust's Tokenizer::id_to_token returns it: the added token's
+  // content (its normalized form when it is `normalized` and the normalizer changes
+  // it), else the model vocabulary's string. InputError when id is outside [0, size()).
+  std::string id_to_token(int64_t id) const;
+  // Added tokens first, then the model vocabulary.
+  std::optional<int64_t> token_to_id(const std::string& token) const;
+  // Whether the token string of `id` is the content of a special added token.
+  bool is_special(int64_t id) const;
+
+  // Rust Tokenizer::decode: holes are dropped, special tokens too when asked, then the
+  // decoder (ByteLevel: characters back to bytes, invalid UTF-8 replaced by U+FFFD the
+  // way String::from_utf8_lossy does; no decoder: tokens joined by spaces).
+  // InputError when an id is outside [0, size()).
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
+
+ private:
+  Tokenizer() = default;
+  void parse(const std::string& json_text, const std::string& origin);
+
+  struct Slot {
+    std::string token;  // what id_to_token returns and the decoder receives
+    bool special = false;
+  };
+  std::vector<int32_t> slot_of_id_;  // -1 for holes
+  std::vector<Slot> slots_;
+  std::unordered_map<std::string, int64_t> vocab_;        // model vocabulary
+  std::unordered_map<std::string, int64_t> added_ids_;    // added token content -> id
+  // The decoder: the number of ByteLevel steps (a Sequence may repeat it); -1 for none.
+  int byte_level_steps_ = -1;
+  // BPE merges as (left id, right id) -> (rank, merged id), kept for encoding.
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;
+};
+
+}  // namespace deepinfer
