@@ -140,9 +140,14 @@ size_t dtype_size(DType t) { return dtype_info(t).size; }
 const char* dtype_name(DType t) { return dtype_info(t).name; }
 
 int64_t TensorView::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  // A zero dimension ends the product early: parse() accepts shapes like [2^40, 2^40, 0],
+  // whose running product would otherwise overflow before reaching the zero.
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+    n *= static_cast<uint64_t>(d);
+  }
+  return static_cast<int64_t>(n);
 }
 
 std::string TensorView::shape_str() const {
