@@ -359,6 +359,7 @@ void Checkpoint::open_indexed(const std::string& dir, const std::string& index_p
   auto map_it = index.find("weight_map");
   DI_CHECK_INPUT(map_it != index.end() && map_it->is_object(), index_path,
                  ": missing object field 'weight_map'");
+  DI_CHECK_INPUT(!map_it->empty(), index_path, ": weight_map is empty, so the checkpoint has no weights");
 
   std::map<std::string, std::string> weight_map;
   std::map<std::string, size_t> shard_file;  // shard name -> files_ slot

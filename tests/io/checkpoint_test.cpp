@@ -137,6 +137,8 @@ TEST(CheckpointMalformed, IndexNotUsable) {
   EXPECT_MSG(open_error(dir), "not valid JSON");
   write_text(dir.path() / "model.safetensors.index.json", R"({"metadata": {}})");
   EXPECT_MSG(open_error(dir), "missing object field 'weight_map'");
+  write_text(dir.path() / "model.safetensors.index.json", R"({"weight_map": {}})");
+  EXPECT_MSG(open_error(dir), "weight_map is empty");
   write_text(dir.path() / "model.safetensors.index.json", R"({"weight_map": {"a": 3}})");
   EXPECT_MSG(open_error(dir), "must be a file name string");
   write_text(dir.path() / "model.safetensors.index.json", R"({"weight_map": {"a": "x", "a": "y"}})");
