@@ -134,8 +134,169 @@ const size_t kLowercaseRunsSize = sizeof(kLowercaseRuns) / sizeof(kLowercaseRuns
     print(f"wrote {path}: {len(marks)} mark ranges, {len(known)} known ranges, {len(runs)} lowercase runs")
 
 
+# The engram key normalizer of MODEL_V41.md §5.1, as the reference builds it.
+SENTINEL = "\ue000"
+ENGRAM_NORMALIZER = normalizers.Sequence([
+    normalizers.NFKC(), normalizers.NFD(), normalizers.StripAccents(), normalizers.Lowercase(),
+    normalizers.Replace(Regex(r"[ \t\r\n]+"), " "), normalizers.Replace(Regex(r"^ $"), SENTINEL),
+    normalizers.Strip(), normalizers.Replace(SENTINEL, " "),
+])
+
+# Lines that give the trained vocabulary accents, CJK, Turkish and German case traps,
+# full-width forms, tabs, newlines and lone spaces; repeated so that merges form.
+EXTRA_LINES = [
+    "Ünïcödé Tëxt: café, naïve, coöperate, façade, résumé, Ångström, Øre",
+    "İstanbul'da ıslak İĞNE; STRASSE Straße ß ẞ; Σίσυφος ΌΣΟΣ",
+    "日本語のテキスト、中文文本和한국어 텍스트",
+    "ｆｕｌｌｗｉｄｔｈ　１２３ ＡＢＣ ｶﾀｶﾅ ①②③ ﬁﬂ ™ ℃ ½",
+    "tabs\tand\t\ttabs\r\nwindows line\n\n  double  spaces   and a lone \u00a0 nbsp",
+    "e\u0301 combining acute, a\u0308 diaeresis, \u0301 lone mark, Tiếng Việt có dấu",
+    "emoji 😀👍🏽 and math 𝐀𝐁𝐂 and <｜User｜>-like text",
+]
+
+SPECIAL_TOKENS = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"]
+LATE_SPECIAL = ["<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"]
+
+# A DeepSeek-style pre-tokenizer: digits in groups of three, CJK runs, words, then the
+# byte-level mapping.
+PRE_TOKENIZER = pre_tokenizers.Sequence([
+    pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), behavior="isolated"),
+    pre_tokenizers.Split(Regex("[一-龥\u3040-ゟ゠-ヿ]+"), behavior="isolated"),
+    pre_tokenizers.Split(Regex(
+        r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+        r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"), behavior="isolated"),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+])
+
+NORMALIZE_CASES = [
+    "", " ", "  ", "\t", "\n", " \n ", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085", "\u1680",
+    "\u180e", "\u205f", "\u200b", "\ufeff", "\u00ad", "\u0000", "\x7f", "Hello", " Hello World ",
+    "a\tb\r\nc", "  a  ", "İstanbul", "İ", "ı", "ß", "Straße", "\u1e9e", "ǅ", "Ǳ", "Σίσυφος",
+    "ΌΣΟΣ", "ﬁ", "ﬀ", "①", "１２３", "Ａｂｃ", "ｶﾀｶﾅ", "が", "ｶﾞ", "é", "e\u0301", "\u0301",
+    "x\u0345", "Å", "\u212b", "\u212a", "\u2126", "Ⅻ", "㍻", "℡", "ŉ", "ǰ", "ΐ", "\U00010400",
+    "\U0001d400", "\u32ff", "\U0001fbf0", "\ua7f2", "\u1c89", "\ua7cb", "\u1df6x", "a\u1dfa\u0301",
+    "\ue000", " \ue000 ", "a\ue000b", "\ue000\ue000", " \ue000", "한국어", "\u1100\u1161\u11a8",
+    "  Ünïcödé\tTëxt\n", "ÀÉÎÕÜ", "Tiếng Việt", "\u0627\u064b", "हिन्दी", "\u0e01\u0e34",
+    "\u00a0x\u00a0", "\u2028x\u2029", "x\u3000", "…", "‥", "\ufe4f", "\uff0e", "😀👍🏽", "\u0130\u0307",
+    "\u03a3\u0301", "\u1f88", "\u0345\u0301", "A\u0328\u0301", "\U00011938", "\U00011935\U00011930",
+]
+
+
+def hexs(text):
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return data.hex() if data else "-"
+
+
+def engram_key(tok, i):
+    text = tok.decode([i], skip_special_tokens=False)
+    if "\ufffd" in text:
+        return tok.id_to_token(i)
+    return ENGRAM_NORMALIZER.normalize_str(text) or text
+
+
+def write_expectations(tok, n, path, rng):
+    """size, per-id decode / id_to_token / compressed id, then random decode sequences."""
+    keys = {}
+    lines = [f"size {n}"]
+    token_lines = []
+    for i in range(n):
+        key = engram_key(tok, i)
+        cid = keys.setdefault(key, len(keys))
+        token = tok.id_to_token(i)
+        token_lines.append(f"token {i} {hexs(tok.decode([i], skip_special_tokens=False))} "
+                           f"{'none' if token is None else hexs(token)} {cid} "
+                           f"{hexs(tok.decode([i], skip_special_tokens=True))}")
+    lines.append(f"compressed_size {len(keys)}")
+    lines += token_lines
+    for _ in range(300):
+        ids = [rng.randrange(n) for _ in range(rng.randrange(0, 9))]
+        for skip in (False, True):
+            lines.append(f"decode {int(skip)} {','.join(map(str, ids)) or '-'} "
+                         f"{hexs(tok.decode(ids, skip_special_tokens=skip))}")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def train_tokenizer():
+    docs = os.path.join(os.path.dirname(ROOT), "shared", "docs")
+    lines = []
+    for name in sorted(os.listdir(docs)):
+        if name.endswith(".md"):
+            with open(os.path.join(docs, name), encoding="utf-8") as f:
+                lines += f.read().splitlines()
+    lines += EXTRA_LINES * 150
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.Sequence([])
+    tok.pre_tokenizer = PRE_TOKENIZER
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=450, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(lines, trainer)
+    tok.add_special_tokens(LATE_SPECIAL)
+    # Non-special added tokens: one already in the vocabulary, one with a space (not in
+    # the byte alphabet, so decoded as raw UTF-8), one spelled in the byte alphabet.
+    tok.add_tokens([tokenizers.AddedToken("the", normalized=True), tokenizers.AddedToken("hello world"),
+                    tokenizers.AddedToken("ĠpreÃ©"), tokenizers.AddedToken("Ａ", normalized=False)])
+    return tok
+
+
+def handmade_tokenizer():
+    """Edge cases of tokenizer.json loading: ids in the file that the library ignores,
+    a vocabulary with holes, a normalizer that rewrites normalized added tokens, no
+    decoder, a Sequence decoder, an added token already in the vocabulary."""
+    spec = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [
+            {"id": 99, "content": "<s>", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True},
+            {"id": 7, "content": "ＡＢ Ç", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": True, "special": False},
+            {"id": 3, "content": "ab", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": True, "special": True},
+            {"id": 4, "content": "Xy", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": False},
+            {"id": 4, "content": "", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": False},
+        ],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Replace", "pattern": {"String": " "}, "content": "_"},
+            {"type": "Prepend", "prepend": "▁"}]},
+        "pre_tokenizer": None, "post_processor": None,
+        "decoder": None,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "vocab": {"a": 0, "b": 2, "ab": 3, "Ã": 5, "Ċ": 9, "Ġ": 10},
+                  "merges": ["a b"]},
+    }
+    return spec
+
+
 def write_vectors():
-    raise NotImplementedError
+    os.makedirs(FIXTURES, exist_ok=True)
+    rng = random.Random(20261130)
+    tok = train_tokenizer()
+    tok.save(os.path.join(FIXTURES, "bpe_tokenizer.json"))
+    tok = Tokenizer.from_file(os.path.join(FIXTURES, "bpe_tokenizer.json"))
+    write_expectations(tok, tok.get_vocab_size(with_added_tokens=True),
+                       os.path.join(FIXTURES, "bpe_tokenizer.expect"), rng)
+
+    spec = handmade_tokenizer()
+    for name, decoder in (("handmade_nodecoder", None),
+                          ("handmade_sequence", {"type": "Sequence", "decoders": [
+                              {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                               "use_regex": True}]})):
+        spec["decoder"] = decoder
+        text = json.dumps(spec, ensure_ascii=False, indent=1)
+        with open(os.path.join(FIXTURES, name + ".json"), "w", encoding="utf-8") as f:
+            f.write(text)
+        tok = Tokenizer.from_str(text)
+        vocab = tok.get_vocab(with_added_tokens=True)
+        write_expectations(tok, max(vocab.values()) + 1, os.path.join(FIXTURES, name + ".expect"), rng)
+
+    with open(os.path.join(FIXTURES, "engram_normalize.expect"), "w", encoding="utf-8") as f:
+        for case in NORMALIZE_CASES:
+            f.write(f"{hexs(case)} {hexs(ENGRAM_NORMALIZER.normalize_str(case))}\n")
+    print(f"wrote {FIXTURES}")
 
 
 def main():

@@ -16,7 +16,7 @@ class HfNormalizer {
   // `spec` is the JSON value of "normalizer" (null means none).
   static HfNormalizer parse(const nlohmann::json& spec);
 
-  bool is_identity() const { return steps_.empty(); }
+  bool is_identity() const { return steps_.empty() && unsupported_.empty(); }
   // Throws InputError naming the unsupported normalizer type, if there is one.
   std::string normalize(const std::string& utf8) const;
 
