@@ -641,7 +641,8 @@ void validate_scalars(const Fields& f, const ModelConfig& c) {
 Json parse_json(const std::string& text, const std::string& origin) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // parse_error, and out_of_range for numbers beyond double's range.
     throw InputError(str_cat(origin, ": config is not valid JSON: ", e.what()));
   }
 }

@@ -632,6 +632,8 @@ TEST(ModelConfigErrors, HostileValues) {
   std::string deep = std::string(100000, '[') + std::string(100000, ']');
   std::string text = R"({"model_type": "deepseek_v41_text", "hidden_size": )" + deep + "}";
   EXPECT_THROW(parse_model_config(text, "deep.json"), InputError);
+  EXPECT_THROW(parse_model_config(R"({"model_type": "deepseek_v41_text", "hidden_size": 1e999})", "x.json"),
+               InputError);
   Json j = tiny_flat();
   j["scoring_func"] = std::string(10000, 'x');
   try {
