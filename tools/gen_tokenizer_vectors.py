@@ -194,14 +194,18 @@ def engram_key(tok, i):
     return ENGRAM_NORMALIZER.normalize_str(text) or text
 
 
-def write_expectations(tok, n, path, rng):
-    """size, per-id decode / id_to_token / compressed id, then random decode sequences."""
+def write_expectations(tok, path, rng):
+    """The id range (max id + 1) and len(tokenizer) (distinct token strings, which is
+    what transformers' __len__ returns), per-id decode / id_to_token / compressed id
+    (-1 past len(tokenizer), which the reference never visits), then random decodes."""
+    vocab = tok.get_vocab(with_added_tokens=True)
+    size = max(vocab.values()) + 1
+    hf_len = tok.get_vocab_size(with_added_tokens=True)
     keys = {}
-    lines = [f"size {n}"]
+    lines = [f"size {size}", f"hf_len {hf_len}"]
     token_lines = []
-    for i in range(n):
-        key = engram_key(tok, i)
-        cid = keys.setdefault(key, len(keys))
+    for i in range(size):
+        cid = keys.setdefault(engram_key(tok, i), len(keys)) if i < hf_len else -1
         token = tok.id_to_token(i)
         token_lines.append(f"token {i} {hexs(tok.decode([i], skip_special_tokens=False))} "
                            f"{'none' if token is None else hexs(token)} {cid} "
@@ -209,7 +213,7 @@ def write_expectations(tok, n, path, rng):
     lines.append(f"compressed_size {len(keys)}")
     lines += token_lines
     for _ in range(300):
-        ids = [rng.randrange(n) for _ in range(rng.randrange(0, 9))]
+        ids = [rng.randrange(size) for _ in range(rng.randrange(0, 9))]
         for skip in (False, True):
             lines.append(f"decode {int(skip)} {','.join(map(str, ids)) or '-'} "
                          f"{hexs(tok.decode(ids, skip_special_tokens=skip))}")
@@ -240,10 +244,11 @@ def train_tokenizer():
     return tok
 
 
-def handmade_tokenizer():
+def handmade_tokenizer(colliding):
     """Edge cases of tokenizer.json loading: ids in the file that the library ignores,
     a vocabulary with holes, a normalizer that rewrites normalized added tokens, no
-    decoder, a Sequence decoder, an added token already in the vocabulary."""
+    decoder, a Sequence decoder, an added token already in the vocabulary, added tokens
+    whose assigned ids collide with vocabulary ids."""
     spec = {
         "version": "1.0", "truncation": None, "padding": None,
         "added_tokens": [
@@ -268,6 +273,14 @@ def handmade_tokenizer():
                   "vocab": {"a": 0, "b": 2, "ab": 3, "Ã": 5, "Ċ": 9, "Ġ": 10},
                   "merges": ["a b"]},
     }
+    if colliding:
+        # These get ids 9 and 10, which the vocabulary's "Ċ" and "Ġ" also have: the
+        # added tokens win in id_to_token and decode.
+        spec["added_tokens"] += [
+            {"id": 9, "content": "p q", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True},
+            {"id": 10, "content": "Ġq", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": False}]
     return spec
 
 
@@ -277,21 +290,19 @@ def write_vectors():
     tok = train_tokenizer()
     tok.save(os.path.join(FIXTURES, "bpe_tokenizer.json"))
     tok = Tokenizer.from_file(os.path.join(FIXTURES, "bpe_tokenizer.json"))
-    write_expectations(tok, tok.get_vocab_size(with_added_tokens=True),
-                       os.path.join(FIXTURES, "bpe_tokenizer.expect"), rng)
+    write_expectations(tok, os.path.join(FIXTURES, "bpe_tokenizer.expect"), rng)
 
-    spec = handmade_tokenizer()
     for name, decoder in (("handmade_nodecoder", None),
                           ("handmade_sequence", {"type": "Sequence", "decoders": [
                               {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
                                "use_regex": True}]})):
+        spec = handmade_tokenizer(colliding=decoder is not None)
         spec["decoder"] = decoder
         text = json.dumps(spec, ensure_ascii=False, indent=1)
         with open(os.path.join(FIXTURES, name + ".json"), "w", encoding="utf-8") as f:
             f.write(text)
         tok = Tokenizer.from_str(text)
-        vocab = tok.get_vocab(with_added_tokens=True)
-        write_expectations(tok, max(vocab.values()) + 1, os.path.join(FIXTURES, name + ".expect"), rng)
+        write_expectations(tok, os.path.join(FIXTURES, name + ".expect"), rng)
 
     with open(os.path.join(FIXTURES, "engram_normalize.expect"), "w", encoding="utf-8") as f:
         for case in NORMALIZE_CASES:

@@ -9,9 +9,9 @@ namespace deepinfer {
 
 CompressedVocab build_compressed_vocab(const Tokenizer& tokenizer) {
   CompressedVocab vocab;
-  vocab.token_map.resize(size_t(tokenizer.size()));
+  vocab.token_map.resize(size_t(tokenizer.hf_len()));
   std::unordered_map<std::string, int64_t> key_ids;
-  for (int64_t id = 0; id < tokenizer.size(); ++id) {
+  for (int64_t id = 0; id < tokenizer.hf_len(); ++id) {
     const std::string text = tokenizer.decode({id}, /*skip_special_tokens=*/false);
     std::string key;
     if (text.find("\xEF\xBF\xBD") != std::string::npos) {

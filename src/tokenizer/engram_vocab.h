@@ -10,7 +10,9 @@
 namespace deepinfer {
 
 struct CompressedVocab {
-  std::vector<int64_t> token_map;  // [tokenizer.size()]: token id -> compressed id
+  // [tokenizer.hf_len()]: token id -> compressed id. The reference iterates
+  // range(len(tokenizer)), so with non-contiguous ids the highest ids have no entry.
+  std::vector<int64_t> token_map;
   int64_t size = 0;                // number of distinct keys
 };
 

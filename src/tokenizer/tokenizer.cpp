@@ -202,6 +202,9 @@ void Tokenizer::parse(const std::string& json_text, const std::string& origin) {
     }
   }
 
+  hf_len_ = int64_t(vocab_.size());
+  for (const auto& [content, id] : added_ids_) hf_len_ += vocab_.count(content) == 0 ? 1 : 0;
+
   // The per-id token string, added tokens first (AddedVocabulary::simple_id_to_token).
   int64_t size = int64_t(model_token_of_id.size());
   for (const auto& [id, tok] : added_by_id) size = std::max(size, id + 1);

@@ -24,10 +24,14 @@ class Tokenizer {
   // `origin` labels error messages (usually the file path).
   static std::unique_ptr<Tokenizer> from_json(const std::string& json_text, const std::string& origin);
 
-  // One past the largest id of the model vocabulary and the added tokens (python's
-  // len(tokenizer) when ids are contiguous, as in every released tokenizer). Ids below
-  // it that no token has are holes: they decode to "" and id_to_token returns "".
+  // One past the largest id of the model vocabulary and the added tokens: the range of
+  // valid ids. Ids below it that no token has are holes: they decode to "" and
+  // id_to_token returns "".
   int64_t size() const { return int64_t(slot_of_id_.size()); }
+  // Python's len(tokenizer) (Rust get_vocab_size(with_added_tokens=true)): the number of
+  // distinct token strings in the model vocabulary and the added tokens. Equals size()
+  // when ids are contiguous, as in released tokenizers; never exceeds it.
+  int64_t hf_len() const { return hf_len_; }
   bool has_token(int64_t id) const;
 
   // The token's string as Rust's Tokenizer::id_to_token returns it: the added token's
@@ -54,6 +58,7 @@ class Tokenizer {
     bool special = false;
   };
   std::vector<int32_t> slot_of_id_;  // -1 for holes
+  int64_t hf_len_ = 0;
   std::vector<Slot> slots_;
   std::unordered_map<std::string, int64_t> vocab_;        // model vocabulary
   std::unordered_map<std::string, int64_t> added_ids_;    // added token content -> id
