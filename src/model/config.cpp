@@ -256,9 +256,8 @@ void read_scalars(const Fields& f, ModelConfig& c) {
   }
   if (pad) c.engram_pad_id = *pad;
   else if (pad_alias) c.engram_pad_id = *pad_alias;
-  const char* pad_name = pad || !pad_alias ? "engram_pad_id" : "engram_pad_token_id";
-  f.require(c.engram_pad_id >= 0 && c.engram_pad_id < c.vocab_size, pad_name,
-            str_cat("must be a token id below vocab_size ", c.vocab_size), c.engram_pad_id);
+  f.require(c.engram_pad_id >= 0, pad || !pad_alias ? "engram_pad_id" : "engram_pad_token_id",
+            "must be a token id", c.engram_pad_id);
 
   c.num_nextn_predict_layers = f.get_int("num_nextn_predict_layers", c.num_nextn_predict_layers, 0, 64);
   c.dspark_block_size = f.get_int("dspark_block_size", c.dspark_block_size, 1, 1024);
@@ -453,6 +452,9 @@ void derive_engram(const Fields& f, const RawSchedule& raw, ModelConfig& c) {
               str_cat("entries must be in [1, ", kMaxTableRows, "]"), show(c.engram_num_embeddings));
   }
   if (!c.engram_layer_ids.empty()) {
+    // Like the DSpark noise token, the pad id is only looked up when the module exists.
+    f.require(c.engram_pad_id < c.vocab_size, "engram_pad_id", str_cat("must be a token id below vocab_size ", c.vocab_size),
+              c.engram_pad_id);
     f.require(c.engram_max_ngram_size >= 2, "engram_max_ngram_size", "must be >= 2 when engram layers exist",
               c.engram_max_ngram_size);
   }
@@ -628,7 +630,9 @@ void validate_scalars(const Fields& f, const ModelConfig& c) {
             str_cat("must be <= n_routed_experts ", c.n_routed_experts), c.num_experts_per_tok);
   f.require(c.dspark_num_experts_per_tok <= c.dspark_n_routed_experts, "dspark_num_experts_per_tok",
             str_cat("must be <= dspark_n_routed_experts ", c.dspark_n_routed_experts), c.dspark_num_experts_per_tok);
-  f.require(c.dspark_noise_token_id < c.vocab_size, "dspark_noise_token_id",
+  // Only a model with DSpark stages ever embeds the noise token (tiny test configs
+  // without draft layers keep the released default id).
+  f.require(c.num_nextn_predict_layers == 0 || c.dspark_noise_token_id < c.vocab_size, "dspark_noise_token_id",
             str_cat("must be a token id below vocab_size ", c.vocab_size), c.dspark_noise_token_id);
   f.require(c.scoring_func == "sqrtsoftplus" || c.scoring_func == "softmax" || c.scoring_func == "sigmoid",
             "scoring_func", "must be \"sqrtsoftplus\", \"softmax\" or \"sigmoid\"", shorten("\"" + c.scoring_func + "\""));

@@ -4,6 +4,7 @@
 // indexer operands); matrix products accumulate in double.
 #include "model/v41/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -42,6 +43,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   DI_CHECK_INPUT(fs::is_directory(dir), "model directory '", dir, "' does not exist");
   auto m = std::unique_ptr<Model>(new Model());
   m->cfg_ = load_model_config((fs::path(dir) / "config.json").string());
+  // The configuration format admits other router functions; this model only has
+  // the one V4.1 ships.
+  DI_CHECK_INPUT(m->cfg_.scoring_func == "sqrtsoftplus", dir, "/config.json: scoring_func '", m->cfg_.scoring_func,
+                 "' is not supported by the V4.1 model (only sqrtsoftplus)");
   m->ckpt_ = Checkpoint::open(dir);
   m->w_ = bind_weights(m->cfg_, *m->ckpt_);
   m->main_inv_freq_ = ops::rope_inv_freq(m->cfg_.main_rope, m->cfg_.qk_rope_head_dim);

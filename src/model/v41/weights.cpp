@@ -65,8 +65,8 @@ class Binder {
       case DType::F8_E4M3: {
         check_shape(t, {rows, cols});
         const TensorView& s = scale_of(module, wname);
-        int64_t br = cfg_.quant.present ? cfg_.quant.weight_block_rows : ceil_div(rows, std::max<int64_t>(1, s.shape.at(0)));
-        int64_t bc = cfg_.quant.present ? cfg_.quant.weight_block_cols : ceil_div(cols, std::max<int64_t>(1, s.shape.at(1)));
+        int64_t br = cfg_.quant.present ? cfg_.quant.weight_block_rows : infer_block(rows, s.shape[0], wname);
+        int64_t bc = cfg_.quant.present ? cfg_.quant.weight_block_cols : infer_block(cols, s.shape[1], wname);
         check_scale(s, {ceil_div(rows, br), ceil_div(cols, bc)}, wname);
         return with_scale(w, s, br, bc);
       }
@@ -99,6 +99,15 @@ class Binder {
     DI_CHECK_INPUT(s->shape.size() == 2, "checkpoint: scale of '", wname, "' must be 2-D, got ",
                    shape_str(s->shape));
     return *s;
+  }
+  // Without quantization_config the block size is read off the scale's shape: the
+  // smallest power of two that gives exactly that many blocks (DeepSeek uses 32 or 128).
+  static int64_t infer_block(int64_t size, int64_t num_blocks, const std::string& wname) {
+    for (int64_t b = 1; b <= (int64_t(1) << 20); b *= 2)
+      if (ceil_div(size, b) == num_blocks) return b;
+    DI_CHECK_INPUT(false, "checkpoint: scale of '", wname, "' has ", num_blocks, " blocks along a dimension of ",
+                   size, ", which no power-of-two block size gives");
+    return 0;
   }
   void check_scale(const TensorView& s, const std::vector<int64_t>& shape, const std::string& wname) const {
     DI_CHECK_INPUT(s.dtype == DType::F8_E8M0 || s.dtype == DType::F32, "checkpoint: scale of '", wname,
