@@ -453,8 +453,8 @@ void derive_engram(const Fields& f, const RawSchedule& raw, ModelConfig& c) {
   }
   if (!c.engram_layer_ids.empty()) {
     // Like the DSpark noise token, the pad id is only looked up when the module exists.
-    f.require(c.engram_pad_id < c.vocab_size, "engram_pad_id", str_cat("must be a token id below vocab_size ", c.vocab_size),
-              c.engram_pad_id);
+    f.require(c.engram_pad_id < c.vocab_size, "engram_pad_id",
+              str_cat("must be a token id below vocab_size ", c.vocab_size), c.engram_pad_id);
     f.require(c.engram_max_ngram_size >= 2, "engram_max_ngram_size", "must be >= 2 when engram layers exist",
               c.engram_max_ngram_size);
   }

@@ -547,7 +547,17 @@ TEST(ModelConfigErrors, Dimensions) {
   j["dspark_noise_token_id"] = 512;
   expect_error(j, "dspark_noise_token_id");
   j = tiny_flat();
-  j["engram_pad_id"] = 512;
+  j["num_nextn_predict_layers"] = 0;
+  j["compress_ratios"] = {0, 2, 2, 1, 1, 1};
+  j["dspark_noise_token_id"] = 128799;  // unused without draft layers
+  EXPECT_EQ(parse(j).dspark_noise_token_id, 128799);
+  j = tiny_flat();
+  j["engram_pad_id"] = 512;  // unused without engram layers
+  EXPECT_EQ(parse(j).engram_pad_id, 512);
+  j["engram_layer_ids"] = {1};
+  j["engram_num_embeddings"] = {1000};
+  expect_error(j, "engram_pad_id");
+  j["engram_pad_id"] = -1;
   expect_error(j, "engram_pad_id");
 }
 
