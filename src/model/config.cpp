@@ -635,7 +635,8 @@ void validate_scalars(const Fields& f, const ModelConfig& c) {
   f.require(c.num_nextn_predict_layers == 0 || c.dspark_noise_token_id < c.vocab_size, "dspark_noise_token_id",
             str_cat("must be a token id below vocab_size ", c.vocab_size), c.dspark_noise_token_id);
   f.require(c.scoring_func == "sqrtsoftplus" || c.scoring_func == "softmax" || c.scoring_func == "sigmoid",
-            "scoring_func", "must be \"sqrtsoftplus\", \"softmax\" or \"sigmoid\"", shorten("\"" + c.scoring_func + "\""));
+            "scoring_func", "must be \"sqrtsoftplus\", \"softmax\" or \"sigmoid\"",
+            shorten("\"" + c.scoring_func + "\""));
   f.require(c.hidden_act == "silu", "hidden_act", "only \"silu\" is supported", shorten("\"" + c.hidden_act + "\""));
   f.require(c.gate_temp > 0, "gate_temp", "must be positive", c.gate_temp);
   f.require(c.hc_eps >= 0, "hc_eps", "must be >= 0", c.hc_eps);
@@ -667,7 +668,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   top.require(mt->is_string(), "model_type", "must be a string", show(*mt));
   std::string model_type = mt->get<std::string>();
   if (model_type == "deepseek_v4" || model_type == "deepseek_v4_text") {
-    top.fail("model_type", "DeepSeek-V4 configs are not yet supported; expected \"deepseek_v41\" or \"deepseek_v41_text\"",
+    top.fail("model_type",
+             "DeepSeek-V4 configs are not yet supported; expected \"deepseek_v41\" or \"deepseek_v41_text\"",
              show(*mt));
   }
   top.require(model_type == "deepseek_v41" || model_type == "deepseek_v41_text", "model_type", kModelTypeRule,
