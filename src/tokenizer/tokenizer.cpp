@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "common/check.h"
@@ -67,14 +66,6 @@ std::vector<std::pair<std::string, std::string>> parse_merges(const json& merges
   return out;
 }
 
-struct AddedToken {
-  std::string content;
-  bool special = false;
-  bool normalized = true;
-  bool single_word = false, lstrip = false, rstrip = false;
-  bool operator==(const AddedToken&) const = default;
-};
-
 bool optional_bool(const json& obj, const char* key, bool fallback, const std::string& origin) {
   const auto it = obj.find(key);
   if (it == obj.end()) return fallback;
@@ -103,30 +94,68 @@ void Tokenizer::parse(const std::string& json_text, const std::string& origin) {
   const json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   DI_CHECK_INPUT(!root.is_discarded(), origin, ": not valid JSON");
   DI_CHECK_INPUT(root.is_object(), origin, ": the top level must be a JSON object");
+  const auto model = root.find("model");
+  DI_CHECK_INPUT(model != root.end() && model->is_object(), origin, ": missing object 'model'");
 
-  const auto model_it = root.find("model");
-  DI_CHECK_INPUT(model_it != root.end() && model_it->is_object(), origin, ": missing object 'model'");
-  const json& model = *model_it;
+  std::vector<const std::string*> model_token_of_id;
+  parse_model(*model, origin, &model_token_of_id);
+  if (root.contains("decoder") && !root["decoder"].is_null()) {
+    byte_level_steps_ = 0;
+    count_byte_level(root["decoder"], origin, 0, &byte_level_steps_);
+  }
+  const HfNormalizer normalizer = HfNormalizer::parse(root.contains("normalizer") ? root["normalizer"] : json());
+  AddedTokens added;
+  if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
+    added = parse_added_tokens(root["added_tokens"], normalizer, origin);
+  }
+
+  // The per-id token string, added tokens first (AddedVocabulary::simple_id_to_token).
+  hf_len_ = int64_t(vocab_.size());
+  for (const auto& [content, id] : added_ids_) hf_len_ += vocab_.count(content) == 0 ? 1 : 0;
+  int64_t size = int64_t(model_token_of_id.size());
+  for (const auto& [id, tok] : added.by_id) size = std::max(size, id + 1);
+  slot_of_id_.assign(size_t(size), -1);
+  for (int64_t id = 0; id < size; ++id) {
+    Slot slot;
+    if (const auto it = added.by_id.find(id); it != added.by_id.end()) {
+      const auto n = added.normalized_form.find(id);
+      slot.token = n != added.normalized_form.end() ? n->second : it->second.content;
+    } else if (id < int64_t(model_token_of_id.size()) && model_token_of_id[id] != nullptr) {
+      slot.token = *model_token_of_id[id];
+    } else {
+      continue;
+    }
+    slot.special = added.special_contents.count(slot.token) != 0;
+    slot_of_id_[id] = int32_t(slots_.size());
+    slots_.push_back(std::move(slot));
+  }
+}
+
+void Tokenizer::parse_model(const json& model, const std::string& origin,
+                            std::vector<const std::string*>* token_of_id) {
   if (model.contains("type")) {
     DI_CHECK_INPUT(model["type"] == "BPE", origin, ": model type ", model["type"].dump(),
                    " is not supported (byte-level BPE only)");
   }
   DI_CHECK_INPUT(model.contains("vocab") && model["vocab"].is_object(), origin, ": missing object 'model.vocab'");
   DI_CHECK_INPUT(model.contains("merges"), origin, ": missing 'model.merges'");
-
-  // Model vocabulary.
-  std::vector<const std::string*> model_token_of_id;
-  for (const auto& [token, value] : model["vocab"].items()) {
-    const int64_t id = token_id(value, origin, "vocab token " + json(token).dump());
-    if (id >= int64_t(model_token_of_id.size())) model_token_of_id.resize(size_t(id) + 1, nullptr);
-    DI_CHECK_INPUT(model_token_of_id[id] == nullptr, origin, ": vocab id ", id, " is used by both ",
-                   json(*model_token_of_id[id]).dump(), " and ", json(token).dump());
-    const auto [it, inserted] = vocab_.emplace(token, id);
-    model_token_of_id[id] = &it->first;
+  if (model.contains("dropout") && !model["dropout"].is_null()) {
+    const json& p = model["dropout"];
+    DI_CHECK_INPUT(p.is_number() && p.get<double>() >= 0.0 && p.get<double>() <= 1.0, origin,
+                   ": model.dropout must be a number in [0, 1]");
   }
 
-  // Merges: both parts and their concatenation (less the continuing-subword prefix of
-  // the right part) must be vocabulary tokens.
+  for (const auto& [token, value] : model["vocab"].items()) {
+    const int64_t id = token_id(value, origin, "vocab token " + json(token).dump());
+    if (id >= int64_t(token_of_id->size())) token_of_id->resize(size_t(id) + 1, nullptr);
+    DI_CHECK_INPUT((*token_of_id)[id] == nullptr, origin, ": vocab id ", id, " is used by both ",
+                   json(*(*token_of_id)[id]).dump(), " and ", json(token).dump());
+    const auto [it, inserted] = vocab_.emplace(token, id);
+    (*token_of_id)[id] = &it->first;
+  }
+
+  // Both parts of a merge and their concatenation (less the continuing-subword prefix
+  // of the right part) must be vocabulary tokens, as the Rust BPE builder requires.
   std::string prefix;
   if (model.contains("continuing_subword_prefix") && !model["continuing_subword_prefix"].is_null()) {
     DI_CHECK_INPUT(model["continuing_subword_prefix"].is_string(), origin,
@@ -136,93 +165,60 @@ void Tokenizer::parse(const std::string& json_text, const std::string& origin) {
   const auto merges = parse_merges(model["merges"], origin);
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
-    const auto ia = vocab_.find(a), ib = vocab_.find(b);
-    DI_CHECK_INPUT(ia != vocab_.end(), origin, ": merge ", rank + 1, " uses ", json(a).dump(),
-                   ", which is not in the vocabulary");
-    DI_CHECK_INPUT(ib != vocab_.end(), origin, ": merge ", rank + 1, " uses ", json(b).dump(),
-                   ", which is not in the vocabulary");
+    for (const std::string* part : {&a, &b}) {
+      DI_CHECK_INPUT(vocab_.count(*part), origin, ": merge ", rank + 1, " uses ", json(*part).dump(),
+                     ", which is not in the vocabulary");
+    }
     DI_CHECK_INPUT(b.size() >= prefix.size(), origin, ": merge ", rank + 1, " right part is shorter than the prefix");
     const std::string merged = a + b.substr(prefix.size());
-    const auto im = vocab_.find(merged);
-    DI_CHECK_INPUT(im != vocab_.end(), origin, ": merge ", rank + 1, " makes ", json(merged).dump(),
+    DI_CHECK_INPUT(vocab_.count(merged), origin, ": merge ", rank + 1, " makes ", json(merged).dump(),
                    ", which is not in the vocabulary");
-    const uint64_t key = (uint64_t(ia->second) << 32) | uint64_t(ib->second);
-    merges_.emplace(key, std::make_pair(int32_t(rank), int32_t(im->second)));  // the first rank wins
   }
+}
 
-  // Decoder and normalizer.
-  if (root.contains("decoder") && !root["decoder"].is_null()) {
-    byte_level_steps_ = 0;
-    count_byte_level(root["decoder"], origin, 0, &byte_level_steps_);
-  }
-  const HfNormalizer normalizer = HfNormalizer::parse(root.contains("normalizer") ? root["normalizer"] : json());
-
-  // Added tokens get their ids exactly as tokenizers' AddedVocabulary::add_tokens
-  // assigns them when it loads a file: the id of the same content if known (added
-  // before, or in the model vocabulary), else the next id after the model vocabulary.
-  // The "id" written in the file is not used (the library only warns on a mismatch).
-  std::unordered_map<int64_t, AddedToken> added_by_id;
-  std::unordered_map<int64_t, std::string> normalized_form;
-  std::set<std::string> special_contents;
-  if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
-    const json& list = root["added_tokens"];
-    DI_CHECK_INPUT(list.is_array(), origin, ": 'added_tokens' must be an array");
-    int64_t next_id = int64_t(vocab_.size());
-    for (const json& entry : list) {
-      DI_CHECK_INPUT(entry.is_object(), origin, ": every added token must be an object");
-      DI_CHECK_INPUT(entry.contains("content") && entry["content"].is_string(), origin,
-                     ": an added token has no string 'content'");
-      DI_CHECK_INPUT(entry.contains("id"), origin, ": added token ", entry["content"].dump(), " has no 'id'");
-      token_id(entry["id"], origin, "added token " + entry["content"].dump());
-      AddedToken tok;
-      tok.content = entry["content"].get<std::string>();
-      tok.special = optional_bool(entry, "special", false, origin);
-      tok.normalized = optional_bool(entry, "normalized", !tok.special, origin);
-      tok.single_word = optional_bool(entry, "single_word", false, origin);
-      tok.lstrip = optional_bool(entry, "lstrip", false, origin);
-      tok.rstrip = optional_bool(entry, "rstrip", false, origin);
-      if (tok.content.empty()) continue;
-      int64_t id;
-      if (const auto it = added_ids_.find(tok.content); it != added_ids_.end()) {
-        if (added_by_id[it->second] == tok) continue;
-        id = it->second;
-      } else if (const auto iv = vocab_.find(tok.content); iv != vocab_.end()) {
-        id = iv->second;
-      } else {
-        DI_CHECK_INPUT(next_id <= kMaxTokenId, origin, ": too many added tokens (id above ", kMaxTokenId, ")");
-        id = next_id++;
-      }
-      if (tok.normalized && !normalizer.is_identity()) {
-        std::string normed = normalizer.normalize(tok.content);
-        if (normed != tok.content) normalized_form[id] = std::move(normed);
-      }
-      added_ids_[tok.content] = id;
-      if (tok.special) special_contents.insert(tok.content);
-      added_by_id[id] = std::move(tok);
-    }
-  }
-
-  hf_len_ = int64_t(vocab_.size());
-  for (const auto& [content, id] : added_ids_) hf_len_ += vocab_.count(content) == 0 ? 1 : 0;
-
-  // The per-id token string, added tokens first (AddedVocabulary::simple_id_to_token).
-  int64_t size = int64_t(model_token_of_id.size());
-  for (const auto& [id, tok] : added_by_id) size = std::max(size, id + 1);
-  slot_of_id_.assign(size_t(size), -1);
-  for (int64_t id = 0; id < size; ++id) {
-    Slot slot;
-    if (const auto it = added_by_id.find(id); it != added_by_id.end()) {
-      const auto n = normalized_form.find(id);
-      slot.token = n != normalized_form.end() ? n->second : it->second.content;
-    } else if (id < int64_t(model_token_of_id.size()) && model_token_of_id[id] != nullptr) {
-      slot.token = *model_token_of_id[id];
+// Added tokens get their ids exactly as tokenizers' AddedVocabulary::add_tokens assigns
+// them when it loads a file: the id of the same content if known (added before, or in
+// the model vocabulary), else the next id after the model vocabulary's size. The "id"
+// written in the file is not used (the library only warns on a mismatch).
+Tokenizer::AddedTokens Tokenizer::parse_added_tokens(const json& list, const HfNormalizer& normalizer,
+                                                     const std::string& origin) {
+  DI_CHECK_INPUT(list.is_array(), origin, ": 'added_tokens' must be an array");
+  AddedTokens added;
+  int64_t next_id = int64_t(vocab_.size());
+  for (const json& entry : list) {
+    DI_CHECK_INPUT(entry.is_object(), origin, ": every added token must be an object");
+    DI_CHECK_INPUT(entry.contains("content") && entry["content"].is_string(), origin,
+                   ": an added token has no string 'content'");
+    DI_CHECK_INPUT(entry.contains("id"), origin, ": added token ", entry["content"].dump(), " has no 'id'");
+    token_id(entry["id"], origin, "added token " + entry["content"].dump());
+    AddedToken tok;
+    tok.content = entry["content"].get<std::string>();
+    tok.special = optional_bool(entry, "special", false, origin);
+    tok.normalized = optional_bool(entry, "normalized", !tok.special, origin);
+    tok.single_word = optional_bool(entry, "single_word", false, origin);
+    tok.lstrip = optional_bool(entry, "lstrip", false, origin);
+    tok.rstrip = optional_bool(entry, "rstrip", false, origin);
+    if (tok.content.empty()) continue;
+    int64_t id;
+    if (const auto it = added_ids_.find(tok.content); it != added_ids_.end()) {
+      if (added.by_id[it->second] == tok) continue;
+      id = it->second;
+    } else if (const auto iv = vocab_.find(tok.content); iv != vocab_.end()) {
+      id = iv->second;
     } else {
-      continue;
+      DI_CHECK_INPUT(next_id <= kMaxTokenId, origin, ": too many added tokens (id above ", kMaxTokenId, ")");
+      id = next_id++;
     }
-    slot.special = special_contents.count(slot.token) != 0;
-    slot_of_id_[id] = int32_t(slots_.size());
-    slots_.push_back(std::move(slot));
+    // simple_id_to_token hands the decoder the normalized form of a normalized token.
+    if (tok.normalized && !normalizer.is_identity()) {
+      std::string normed = normalizer.normalize(tok.content);
+      if (normed != tok.content) added.normalized_form[id] = std::move(normed);
+    }
+    added_ids_[tok.content] = id;
+    if (tok.special) added.special_contents.insert(tok.content);
+    added.by_id[id] = std::move(tok);
   }
+  return added;
 }
 
 bool Tokenizer::has_token(int64_t id) const { return id >= 0 && id < size() && slot_of_id_[id] >= 0; }

@@ -9,13 +9,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace deepinfer {
 
+class HfNormalizer;
+
+// Thread-safe after loading: every query is const.
 class Tokenizer {
  public:
   static constexpr int64_t kMaxTokenId = (int64_t(1) << 24) - 1;
@@ -50,8 +55,27 @@ class Tokenizer {
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
 
  private:
+  struct AddedToken {
+    std::string content;
+    bool special = false;
+    bool normalized = true;
+    bool single_word = false, lstrip = false, rstrip = false;
+    bool operator==(const AddedToken&) const = default;
+  };
+  struct AddedTokens {
+    std::unordered_map<int64_t, AddedToken> by_id;
+    std::unordered_map<int64_t, std::string> normalized_form;  // where it differs
+    std::set<std::string> special_contents;
+  };
+
   Tokenizer() = default;
   void parse(const std::string& json_text, const std::string& origin);
+  // Fills vocab_ and token_of_id (model vocabulary) and validates the merges.
+  void parse_model(const nlohmann::json& model, const std::string& origin,
+                   std::vector<const std::string*>* token_of_id);
+  // Fills added_ids_.
+  AddedTokens parse_added_tokens(const nlohmann::json& list, const HfNormalizer& normalizer,
+                                 const std::string& origin);
 
   struct Slot {
     std::string token;  // what id_to_token returns and the decoder receives
@@ -64,8 +88,6 @@ class Tokenizer {
   std::unordered_map<std::string, int64_t> added_ids_;    // added token content -> id
   // The decoder: the number of ByteLevel steps (a Sequence may repeat it); -1 for none.
   int byte_level_steps_ = -1;
-  // BPE merges as (left id, right id) -> (rank, merged id), kept for encoding.
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;
 };
 
 }  // namespace deepinfer

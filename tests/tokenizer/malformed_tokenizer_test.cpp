@@ -57,6 +57,9 @@ TEST(MalformedTokenizerTest, Rejected) {
   expect_input_error(with_model(R"({"vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"], "a b"]})"),
                      "pair of strings");
   expect_input_error(with_model(R"({"vocab": {"a": 0}, "merges": {}})"), "must be an array");
+  expect_input_error(with_model(R"({"vocab": {"a": 0}, "merges": [], "dropout": 1.5})"), "dropout");
+  expect_input_error(with_model(R"({"vocab": {"a": 0}, "merges": [], "continuing_subword_prefix": 3})"),
+                     "continuing_subword_prefix");
   expect_input_error(with_model(kGoodModel, R"(, "added_tokens": [{"id": 3}])"), "no string 'content'");
   expect_input_error(with_model(kGoodModel, R"(, "added_tokens": [{"id": 3, "content": 5}])"), "content");
   expect_input_error(with_model(kGoodModel, R"(, "added_tokens": [{"content": "x"}])"), "has no 'id'");
