@@ -21,6 +21,8 @@ struct RopeParamsOp {
   const int64_t* positions = nullptr;  // [n]
   const float* inv_freq = nullptr;     // [rope_dim / 2]
   bool inverse = false;
+  // cos and sin are multiplied by this (YaRN's attention factor; 1 in V4.1).
+  float attention_factor = 1.0f;
 };
 
 namespace cpu {

@@ -138,16 +138,17 @@ void Model::attention(const Batch& b, int64_t l, const float* x, SequenceState& 
   const int64_t n = b.n, hd = c.head_dim, heads = c.num_attention_heads, rd = c.qk_rope_head_dim;
   const int64_t ratio = c.compress_ratios[l], win = c.sliding_window;
   const std::vector<float>& inv_freq = ratio > 0 ? compress_inv_freq_ : main_inv_freq_;
+  const float af = float(c.rope_for(l).attention_factor), caf = float(c.compress_rope.attention_factor);
   LayerState& st = seq.layers[l];
 
   std::vector<float> qr(n * c.q_lora_rank), q(n * heads * hd), kv(n * hd);
   cpu::linear({x, qr.data(), n, a.wq_a});
   cpu::rms_norm({qr.data(), qr.data(), n, c.q_lora_rank, a.q_norm.data(), float(c.rms_norm_eps)});
   cpu::linear({qr.data(), q.data(), n, a.wq_b});
-  cpu::rope({q.data(), n, heads, hd, rd, b.positions.data(), inv_freq.data()});
+  cpu::rope({q.data(), n, heads, hd, rd, b.positions.data(), inv_freq.data(), false, af});
   cpu::linear({x, kv.data(), n, a.wkv});
   cpu::rms_norm({kv.data(), kv.data(), n, hd, a.kv_norm.data(), float(c.rms_norm_eps)});
-  cpu::rope({kv.data(), n, 1, hd, rd, b.positions.data(), inv_freq.data()});
+  cpu::rope({kv.data(), n, 1, hd, rd, b.positions.data(), inv_freq.data(), false, af});
   cpu::fake_quant_fp8({kv.data(), n, hd, 32});
 
   if (ratio > 0) {
@@ -160,7 +161,7 @@ void Model::attention(const Batch& b, int64_t l, const float* x, SequenceState& 
     if (num_groups > 0) {
       std::vector<int64_t> pos(num_groups);
       for (int64_t g = 0; g < num_groups; ++g) pos[g] = first_pos + ratio * g;
-      cpu::rope({latent.data(), num_groups, 1, hd, rd, pos.data(), compress_inv_freq_.data()});
+      cpu::rope({latent.data(), num_groups, 1, hd, rd, pos.data(), compress_inv_freq_.data(), false, caf});
       cpu::fake_quant_fp4({latent.data(), num_groups, hd, 16}, ops::Fp4Scale::kE4m3);
       st.compressed.insert(st.compressed.end(), latent.begin(), latent.end());
       st.num_entries += num_groups;
@@ -198,7 +199,7 @@ void Model::attention(const Batch& b, int64_t l, const float* x, SequenceState& 
     std::copy_n(kv.data() + t * hd, hd, st.window.begin() + (p % win) * hd);
   }
   // The values carried RoPE; rotate the output back by the query position.
-  cpu::rope({o.data(), n, heads, hd, rd, b.positions.data(), inv_freq.data(), /*inverse=*/true});
+  cpu::rope({o.data(), n, heads, hd, rd, b.positions.data(), inv_freq.data(), /*inverse=*/true, af});
 
   // Grouped low-rank output: group g (heads g*H/G ..) through its own wo_a block.
   const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;
@@ -269,7 +270,8 @@ void Model::indexer(const Batch& b, int64_t l, const float* x, const float* qr, 
       cpu::rms_norm({k.data(), k.data(), num_groups, ihd, a.indexer_k_norm.data(), float(c.rms_norm_eps)});
       std::vector<int64_t> pos(num_groups);
       for (int64_t g = 0; g < num_groups; ++g) pos[g] = first_pos + ratio * g;
-      cpu::rope({k.data(), num_groups, 1, ihd, c.qk_rope_head_dim, pos.data(), compress_inv_freq_.data()});
+      cpu::rope({k.data(), num_groups, 1, ihd, c.qk_rope_head_dim, pos.data(), compress_inv_freq_.data(), false,
+                 float(c.compress_rope.attention_factor)});
       cpu::fake_quant_fp4({k.data(), num_groups, ihd, 32}, ops::Fp4Scale::kUe8m0);
       st.index_keys.insert(st.index_keys.end(), k.begin(), k.end());
       st.num_index_keys += num_groups;
@@ -282,7 +284,8 @@ void Model::indexer(const Batch& b, int64_t l, const float* x, const float* qr, 
 
   std::vector<float> qi(n * ih * ihd), w(n * ih), scores(n * num_keys);
   cpu::linear({qr, qi.data(), n, a.indexer_wq_b});
-  cpu::rope({qi.data(), n, ih, ihd, c.qk_rope_head_dim, b.positions.data(), compress_inv_freq_.data()});
+  cpu::rope({qi.data(), n, ih, ihd, c.qk_rope_head_dim, b.positions.data(), compress_inv_freq_.data(), false,
+             float(c.compress_rope.attention_factor)});
   cpu::fake_quant_fp4({qi.data(), n * ih, ihd, 32}, ops::Fp4Scale::kUe8m0);
   cpu::linear({x, w.data(), n, a.indexer_weights_proj});
   const float head_scale = 1.0f / std::sqrt(float(ih));

@@ -90,6 +90,18 @@ class Binder {
     return w;
   }
 
+  // An FP8 matrix whose scale has one entry per row and per `cols / scale_cols` columns.
+  WeightRef row_scaled(const std::string& module, int64_t rows, int64_t cols) const {
+    const std::string wname = module + ".weight";
+    const TensorView& t = require(wname, {rows, cols});
+    check_shape(t, {rows, cols});
+    const TensorView& s = scale_of(module, wname);
+    DI_CHECK_INPUT(s.shape[0] == rows && s.shape[1] > 0 && cols % s.shape[1] == 0, "checkpoint: scale of '", wname,
+                   "' has shape ", shape_str(s.shape), ", expected [", rows, ", ", cols, " / block]");
+    check_scale(s, s.shape, wname);
+    return with_scale(WeightRef{t.dtype, t.data, rows, cols}, s, 1, cols / s.shape[1]);
+  }
+
  private:
   const TensorView& scale_of(const std::string& module, const std::string& wname) const {
     const TensorView* s = find(module + ".scale");
@@ -173,7 +185,9 @@ EngramWeights bind_engram(const Binder& b, const std::string& p, const ModelConf
   const TensorView& table = b.require(p + ".embed.weight", {rows, c.engram_head_dim});
   b.check_shape(table, {rows, c.engram_head_dim});
   if (table.dtype == DType::F8_E4M3) {
-    e.table = b.matrix(p + ".embed", rows, c.engram_head_dim);
+    // Engram rows carry one ue8m0 scale per 32 columns of each row (1 x 32 blocks),
+    // unlike the 32 x 32 blocks of the FP8 linears.
+    e.table = b.row_scaled(p + ".embed", rows, c.engram_head_dim);
   } else {
     // A float table is used as stored: the reference applies .scale only to FP8 rows.
     e.table = WeightRef{table.dtype, table.data, rows, c.engram_head_dim};

@@ -51,8 +51,8 @@ void rope(const RopeParamsOp& p) {
     for (int64_t i = 0; i < half; ++i) {
       // The angle is an fp32 product, as in the reference; cos/sin of it exactly.
       float angle = pos * p.inv_freq[i];
-      float c = float(std::cos(double(angle)));
-      float s = float(std::sin(double(angle)));
+      float c = float(std::cos(double(angle))) * p.attention_factor;
+      float s = float(std::sin(double(angle))) * p.attention_factor;
       if (p.inverse) s = -s;
       for (int64_t h = 0; h < p.heads; ++h) {
         float* v = p.x + (t * p.heads + h) * p.dim + d0 + 2 * i;
