@@ -1,0 +1,137 @@
+// DeepInfer's public engine API: the one header the server and the CLI include.
+//
+// An Engine owns a model, its tokenizer, the cache pools and the scheduler. Requests
+// go in as token ids (the caller renders chat messages and tokenizes text with the
+// engine's tokenizer); outputs come back as incremental deltas, token ids and text.
+//
+//   deepinfer::EngineOptions opts;
+//   opts.model_dir = "/models/tiny";
+//   auto engine = deepinfer::Engine::create(opts);         // throws InputError
+//   deepinfer::GenerateRequest req;
+//   req.prompt_ids = engine->tokenize("def fibonacci(n):");
+//   req.params.max_tokens = 32;
+//   std::string id = engine->add_request(req);             // throws InputError
+//   while (engine->has_unfinished()) {
+//     for (const deepinfer::RequestOutput& out : engine->step()) std::cout << out.text_delta;
+//   }
+//
+// Thread safety: Engine is single-threaded (call it from one thread). AsyncEngine
+// runs the step loop on its own thread and is safe to call from any thread; it is
+// what the HTTP server uses.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace deepinfer {
+
+struct EngineOptions {
+  std::string model_dir;
+  std::string device = "cpu";            // "cpu" (the oracle); "cuda" when built with it
+  int64_t max_num_seqs = 64;             // running requests per step
+  int64_t max_num_batched_tokens = 2048; // token budget of one step (chunked prefill)
+  int64_t max_model_len = 0;             // 0: from the model config
+  int64_t cache_blocks = 0;              // history blocks in the pool; 0: sized automatically
+  int64_t block_size = 64;               // tokens per history block (prefix-cache grain)
+  bool enable_prefix_caching = true;
+  int64_t swa_replay = 0;                // 0: exact window rebuild on a prefix hit; N: bounded replay of N tokens
+  uint64_t default_seed = 0;             // used when a request gives no seed (deterministic by default)
+};
+
+// Per-request sampling, OpenAI semantics. Validated by add_request.
+struct RequestSampling {
+  float temperature = 1.0f;  // 0 = greedy
+  int64_t top_k = -1;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int64_t, float>> logit_bias;
+  std::vector<std::string> stop;
+  std::vector<int64_t> stop_token_ids;
+  int64_t max_tokens = 16;
+  bool ignore_eos = false;
+  int64_t logprobs = -1;  // -1: none; k >= 0: the sampled token's logprob and the top k
+  std::optional<uint64_t> seed;
+};
+
+struct GenerateRequest {
+  std::string request_id;  // empty: the engine assigns one
+  std::vector<int64_t> prompt_ids;
+  RequestSampling params;
+};
+
+struct TokenLogprob {
+  int64_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int64_t, float>> top;  // (token, logprob), best first
+};
+
+// One step's progress of one request.
+struct RequestOutput {
+  std::string request_id;
+  std::vector<int64_t> new_token_ids;  // tokens generated in this step
+  std::string text_delta;              // newly decodable text (never a partial UTF-8 sequence)
+  std::vector<TokenLogprob> logprobs;  // one per new token when requested
+  bool finished = false;
+  std::string finish_reason;           // "stop", "length" or "abort" once finished
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;           // prompt tokens served from the prefix cache
+};
+
+struct EngineStats {
+  int64_t running = 0, waiting = 0;
+  int64_t cache_blocks_total = 0, cache_blocks_used = 0;
+  int64_t prefix_queries = 0, prefix_hits = 0;  // in tokens
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  static std::unique_ptr<Engine> create(const EngineOptions& options);
+
+  // Validates and queues a request; returns its id. Throws InputError (bad ids,
+  // prompt longer than the context, invalid sampling parameters).
+  virtual std::string add_request(const GenerateRequest& request) = 0;
+  // Finishes the request with reason "abort" at the next step; unknown ids are ignored.
+  virtual void abort_request(const std::string& request_id) = 0;
+  // Runs one scheduler step and returns the outputs it produced.
+  virtual std::vector<RequestOutput> step() = 0;
+  virtual bool has_unfinished() const = 0;
+  virtual EngineStats stats() const = 0;
+
+  virtual std::vector<int64_t> tokenize(const std::string& text) const = 0;
+  virtual std::string detokenize(const std::vector<int64_t>& ids) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t max_model_len() const = 0;
+  virtual int64_t eos_token_id() const = 0;
+  virtual std::string model_name() const = 0;
+};
+
+// Runs an Engine's step loop on a background thread. Callbacks run on that thread
+// and must not block; a callback with finished == true is the request's last.
+class AsyncEngine {
+ public:
+  using Callback = std::function<void(const RequestOutput&)>;
+  explicit AsyncEngine(std::unique_ptr<Engine> engine);
+  ~AsyncEngine();  // stops the loop; pending requests finish with "abort"
+
+  // Throws InputError exactly as Engine::add_request does.
+  std::string submit(const GenerateRequest& request, Callback callback);
+  void abort(const std::string& request_id);
+  EngineStats stats() const;
+  const Engine& engine() const { return *engine_; }  // tokenizer and model facts (thread-safe getters)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace deepinfer
