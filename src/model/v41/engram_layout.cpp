@@ -152,17 +152,45 @@ uint64_t bounded_u64(Pcg64& g, uint64_t rng) {
   return uint64_t(m >> 64);
 }
 
-bool is_prime(int64_t n) {
-  if (n < 2) return false;
-  if (n % 2 == 0) return n == 2;
-  for (int64_t d = 3; d <= n / d; d += 2) {
-    if (n % d == 0) return false;
+uint64_t mul_mod(uint64_t a, uint64_t b, uint64_t m) { return uint64_t(__uint128_t(a) * b % m); }
+
+uint64_t pow_mod(uint64_t base, uint64_t exp, uint64_t m) {
+  uint64_t result = 1;
+  for (base %= m; exp > 0; exp >>= 1) {
+    if (exp & 1) result = mul_mod(result, base, m);
+    base = mul_mod(base, base, m);
+  }
+  return result;
+}
+
+// Deterministic Miller-Rabin: these bases decide primality for every 64-bit n.
+bool is_prime(int64_t value) {
+  if (value < 2) return false;
+  const uint64_t n = uint64_t(value);
+  for (uint64_t p : {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37}) {
+    if (n % p == 0) return n == p;
+  }
+  uint64_t d = n - 1;
+  int r = 0;
+  while ((d & 1) == 0) {
+    d >>= 1;
+    ++r;
+  }
+  for (uint64_t a : {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37}) {
+    uint64_t x = pow_mod(a, d, n);
+    if (x == 1 || x == n - 1) continue;
+    bool composite = true;
+    for (int i = 1; i < r && composite; ++i) {
+      x = mul_mod(x, x, n);
+      composite = x != n - 1;
+    }
+    if (composite) return false;
   }
   return true;
 }
 
 // The reference's prime search starts below the vocab size, so a prime equal to it is
-// allowed; trial division keeps this cheap only for moderate sizes.
+// allowed. The bound keeps the search (and the tables it implies) reasonable.
 constexpr int64_t kMaxEngramVocabSize = int64_t(1) << 40;
 constexpr int64_t kMaxNgramSize = 64;
 constexpr int64_t kMaxHeads = 1024;
