@@ -23,19 +23,34 @@ namespace deepinfer::v41 {
 namespace cpu = ops::cpu;
 
 // What source layers publish to the layers after them within one forward call
-// (the reference's per-forward `shared` dict). Pointers refer into the sequence's
-// state, so they see entries appended during this call.
+// (the reference's per-forward `shared` dict), kept per sequence of the batch.
 struct Model::Shared {
-  const LayerState* compress_source = nullptr;  // whose compressed KV the group attends
-  const LayerState* index_source = nullptr;     // whose indexer keys the group scores
+  int64_t compress_source = -1;  // KV-source layer whose compressed history is attended
+  int64_t index_source = -1;     // KV-source layer whose indexer keys are scored
   bool has_selection = false;
-  ops::Selection selection;          // per-query compressed entries (top-k)
-  std::vector<uint8_t> candidates;   // level-1 mask [n, num_keys], empty if none
+  ops::Selection selection;         // per-query compressed entry ids (top-k)
+  std::vector<uint8_t> candidates;  // level-1 mask [tokens, num_keys], empty if none
 };
 
 struct Model::Batch {
+  HistoryPool* pool = nullptr;
+  std::vector<BatchItem>* items = nullptr;
+  std::vector<int64_t> begin;      // token offset of each item; begin.back() == n
+  std::vector<int64_t> positions;  // [n] absolute positions
+  std::vector<Shared> shared;      // per item
   int64_t n = 0;
-  std::vector<int64_t> positions;
+
+  StateSlot& slot(size_t i) const { return *(*items)[i].seq.slot; }
+  int64_t count(size_t i) const { return begin[i + 1] - begin[i]; }
+  // History storage of entry e of KV-source layer `layer` for item i.
+  float* entry(size_t i, int64_t layer, int64_t ratio, int64_t e, bool key) const {
+    const int64_t pos = e * ratio, bs = pool->block_size();
+    const auto& table = *(*items)[i].seq.block_table;
+    DI_CHECK(pos / bs < int64_t(table.size()), "block table does not cover position ", pos);
+    const int64_t src = pool->source_index(layer);
+    const int64_t block = table[pos / bs], off = (pos % bs) / ratio;
+    return key ? pool->key(src, block, off) : pool->entry(src, block, off);
+  }
 };
 
 std::unique_ptr<Model> Model::load(const std::string& dir) {
@@ -60,39 +75,59 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   return m;
 }
 
-SequenceState Model::new_sequence() const {
-  SequenceState s;
-  s.layers.resize(cfg_.num_hidden_layers);
-  for (auto& l : s.layers) l.window.assign(cfg_.sliding_window * cfg_.head_dim, 0.0f);
-  return s;
+std::vector<float> Model::forward(SequenceState& seq, const std::vector<int64_t>& tokens) const {
+  seq.ensure_capacity(seq.slot.num_tokens + int64_t(tokens.size()));
+  std::vector<BatchItem> items(1);
+  items[0].seq = {&seq.slot, &seq.block_table};
+  items[0].tokens = tokens;
+  items[0].all_logits = true;
+  return forward_batch(seq.pool, items);
 }
 
-std::vector<float> Model::forward(SequenceState& seq, const std::vector<int64_t>& tokens) const {
+std::vector<float> Model::forward_batch(HistoryPool& pool, std::vector<BatchItem>& items) const {
   const ModelConfig& c = cfg_;
-  const int64_t n = int64_t(tokens.size()), d = c.hidden_size, hc = c.hc_mult;
-  DI_CHECK_INPUT(n > 0, "forward: no tokens");
-  for (int64_t t : tokens)
-    DI_CHECK_INPUT(t >= 0 && t < c.vocab_size, "token id ", t, " is out of range [0, ", c.vocab_size, ")");
-  DI_CHECK(int64_t(seq.layers.size()) == c.num_hidden_layers, "sequence state belongs to another model");
+  const int64_t d = c.hidden_size, hc = c.hc_mult;
   Batch b;
-  b.n = n;
-  for (int64_t i = 0; i < n; ++i) b.positions.push_back(seq.num_tokens + i);
+  b.pool = &pool;
+  b.items = &items;
+  b.begin.push_back(0);
+  for (const BatchItem& it : items) {
+    DI_CHECK_INPUT(!it.tokens.empty(), "forward: no tokens");
+    DI_CHECK(it.seq.slot && int64_t(it.seq.slot->layers.size()) == c.num_hidden_layers,
+             "sequence state belongs to another model");
+    for (size_t k = 0; k < it.tokens.size(); ++k) {
+      const int64_t t = it.tokens[k];
+      DI_CHECK_INPUT(t >= 0 && t < c.vocab_size, "token id ", t, " is out of range [0, ", c.vocab_size, ")");
+      b.positions.push_back(it.seq.slot->num_tokens + int64_t(k));
+    }
+    b.begin.push_back(b.begin.back() + int64_t(it.tokens.size()));
+  }
+  const int64_t n = b.n = b.begin.back();
+  b.shared.resize(items.size());
 
   // Residual state: hc identical copies of the embedding.
   std::vector<float> h(n * hc * d);
-  for (int64_t t = 0; t < n; ++t) {
-    ops::dequant_row(w_.embed, tokens[t], h.data() + t * hc * d);
-    for (int64_t k = 1; k < hc; ++k) std::copy_n(h.data() + t * hc * d, d, h.data() + (t * hc + k) * d);
-  }
   std::vector<int64_t> engram_rows;
-  if (engram_) engram_rows = engram_->hash(tokens, seq.num_tokens, seq.recent_ngram_ids);
+  const int64_t engram_row_stride = engram_ ? int64_t(c.engram_layer_ids.size()) * engram_->num_columns() : 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& toks = items[i].tokens;
+    for (size_t k = 0; k < toks.size(); ++k) {
+      float* row = h.data() + (b.begin[i] + int64_t(k)) * hc * d;
+      ops::dequant_row(w_.embed, toks[k], row);
+      for (int64_t s = 1; s < hc; ++s) std::copy_n(row, d, row + s * d);
+    }
+    if (engram_) {
+      StateSlot& slot = b.slot(i);
+      auto rows = engram_->hash(toks, slot.num_tokens, slot.recent_ngram_ids);
+      engram_rows.insert(engram_rows.end(), rows.begin(), rows.end());
+    }
+  }
 
   // The collapse weights of a site are consumed by the next site (§2.5); the first
   // site collapses stream 0.
   std::vector<float> pre_mix(n * hc, 0.0f), a_pre(n * hc), post(n * hc), comb(n * hc * hc);
   for (int64_t t = 0; t < n; ++t) pre_mix[t * hc] = 1.0f;
   std::vector<float> x(n * d), y(n * d);
-  Shared shared;
   const float eps = float(c.rms_norm_eps);
   auto mixes = [&](const HcSiteWeights& s, float* pre_out) {
     cpu::hc_mixes({h.data(), n, hc, d, s.fn.data(), s.base.data(), s.scale.data(), eps, float(c.hc_eps),
@@ -101,16 +136,13 @@ std::vector<float> Model::forward(SequenceState& seq, const std::vector<int64_t>
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& lw = w_.layers[l];
     if (lw.has_engram) {
-      size_t idx = 0;
-      while (c.engram_layer_ids[idx] != l) ++idx;
       const int64_t cols = engram_->num_columns();
-      const int64_t stride = int64_t(c.engram_layer_ids.size()) * cols;
-      apply_engram(c, lw.engram, engram_rows.data() + idx * cols, stride, n, h.data());
+      apply_engram(c, lw.engram, engram_rows.data() + c.engram_slot(l) * cols, engram_row_stride, n, h.data());
     }
     mixes(lw.hc_attn, a_pre.data());
     cpu::hc_collapse({h.data(), pre_mix.data(), x.data(), n, hc, d});
     cpu::rms_norm({x.data(), x.data(), n, d, lw.attn_norm.data(), eps});
-    attention(b, l, x.data(), seq, shared, y.data());
+    attention(b, l, x.data(), y.data());
     cpu::hc_expand({h.data(), y.data(), post.data(), comb.data(), n, hc, d});
 
     mixes(lw.hc_ffn, pre_mix.data());  // f_pre becomes the next site's collapse weights
@@ -119,11 +151,26 @@ std::vector<float> Model::forward(SequenceState& seq, const std::vector<int64_t>
     moe(l, x.data(), n, y.data());
     cpu::hc_expand({h.data(), y.data(), post.data(), comb.data(), n, hc, d});
   }
-  cpu::hc_collapse({h.data(), pre_mix.data(), x.data(), n, hc, d});
-  cpu::rms_norm({x.data(), x.data(), n, d, w_.norm.data(), eps});
-  std::vector<float> logits(n * c.vocab_size);
-  cpu::linear({x.data(), logits.data(), n, w_.head});
-  seq.num_tokens += n;
+  for (size_t i = 0; i < items.size(); ++i) b.slot(i).num_tokens += b.count(i);
+
+  // Only the requested rows go through the final norm and the head.
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].all_logits)
+      for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) rows.push_back(t);
+    else
+      rows.push_back(b.begin[i + 1] - 1);
+  }
+  const int64_t m = int64_t(rows.size());
+  std::vector<float> hs(m * hc * d), pm(m * hc), xs(m * d);
+  for (int64_t r = 0; r < m; ++r) {
+    std::copy_n(h.data() + rows[r] * hc * d, hc * d, hs.data() + r * hc * d);
+    std::copy_n(pre_mix.data() + rows[r] * hc, hc, pm.data() + r * hc);
+  }
+  cpu::hc_collapse({hs.data(), pm.data(), xs.data(), m, hc, d});
+  cpu::rms_norm({xs.data(), xs.data(), m, d, w_.norm.data(), eps});
+  std::vector<float> logits(m * c.vocab_size);
+  cpu::linear({xs.data(), logits.data(), m, w_.head});
   return logits;
 }
 
@@ -131,15 +178,13 @@ std::vector<float> Model::forward(SequenceState& seq, const std::vector<int64_t>
 // Attention (§3) with the compressed branch (§4).
 // ---------------------------------------------------------------------------
 
-void Model::attention(const Batch& b, int64_t l, const float* x, SequenceState& seq, Shared& shared,
-                      float* out) const {
+void Model::attention(Batch& b, int64_t l, const float* x, float* out) const {
   const ModelConfig& c = cfg_;
   const AttentionWeights& a = w_.layers[l].attn;
   const int64_t n = b.n, hd = c.head_dim, heads = c.num_attention_heads, rd = c.qk_rope_head_dim;
   const int64_t ratio = c.compress_ratios[l], win = c.sliding_window;
   const std::vector<float>& inv_freq = ratio > 0 ? compress_inv_freq_ : main_inv_freq_;
   const float af = float(c.rope_for(l).attention_factor), caf = float(c.compress_rope.attention_factor);
-  LayerState& st = seq.layers[l];
 
   std::vector<float> qr(n * c.q_lora_rank), q(n * heads * hd), kv(n * hd);
   cpu::linear({x, qr.data(), n, a.wq_a});
@@ -151,153 +196,188 @@ void Model::attention(const Batch& b, int64_t l, const float* x, SequenceState& 
   cpu::rope({kv.data(), n, 1, hd, rd, b.positions.data(), inv_freq.data(), false, af});
   cpu::fake_quant_fp8({kv.data(), n, hd, 32});
 
-  if (ratio > 0) {
-    std::vector<float> latent;
-    int64_t num_groups = 0, first_pos = 0;
-    if (c.is_kv_source(l)) compressor(b, l, x, st, latent, num_groups, first_pos);
-    // The indexer reads the pre-RoPE latent, so it runs before the latent is
-    // rotated into the compressed cache.
-    if (c.is_index_source(l)) indexer(b, l, x, qr.data(), latent, num_groups, first_pos, st, shared);
-    if (num_groups > 0) {
-      std::vector<int64_t> pos(num_groups);
-      for (int64_t g = 0; g < num_groups; ++g) pos[g] = first_pos + ratio * g;
-      cpu::rope({latent.data(), num_groups, 1, hd, rd, pos.data(), compress_inv_freq_.data(), false, caf});
-      cpu::fake_quant_fp4({latent.data(), num_groups, hd, 16}, ops::Fp4Scale::kE4m3);
-      st.compressed.insert(st.compressed.end(), latent.begin(), latent.end());
-      st.num_entries += num_groups;
-    }
-    if (c.is_kv_source(l)) shared.compress_source = &st;
-  }
-
-  // KV pool: [old window entries (ring) | new entries | compressed entries].
-  const int64_t p0 = b.positions[0];
-  const int64_t ring_base = 0, new_base = win, comp_base = win + n;
-  const LayerState* src = ratio > 0 ? shared.compress_source : nullptr;
-  const int64_t num_comp = (src && shared.has_selection) ? src->num_entries : 0;
-  std::vector<float> pool((comp_base + num_comp) * hd);
-  std::copy(st.window.begin(), st.window.end(), pool.begin());
-  std::copy(kv.begin(), kv.end(), pool.begin() + new_base * hd);
-  if (num_comp > 0) std::copy_n(src->compressed.data(), num_comp * hd, pool.begin() + comp_base * hd);
-
+  // KV pool of the whole batch: per item [its window ring | its new entries |
+  // the compressed entries its queries selected].
+  std::vector<float> pool;
   std::vector<int64_t> offsets{0}, ids;
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t p = b.positions[t];
-    // Window: positions max(0, p - win + 1) .. p inclusive.
-    for (int64_t s = std::max<int64_t>(0, p - win + 1); s <= p; ++s)
-      ids.push_back(s < p0 ? ring_base + s % win : new_base + (s - p0));
-    if (num_comp > 0) {
-      const auto& sel = shared.selection;
-      for (int64_t j = sel.offsets[t]; j < sel.offsets[t + 1]; ++j) ids.push_back(comp_base + sel.ids[j]);
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    StateSlot& slot = b.slot(i);
+    LayerSlot& st = slot.layers[l];
+    Shared& sh = b.shared[i];
+    const int64_t t0 = b.begin[i], cnt = b.count(i);
+    if (ratio > 0) {
+      std::vector<float> latent;
+      std::vector<int64_t> group_pos;
+      if (c.is_kv_source(l)) compressor(b, i, l, x + t0 * c.hidden_size, latent, group_pos);
+      const int64_t groups = int64_t(group_pos.size());
+      if (groups > 0) {
+        // The stored entry is the RoPE-rotated, FP4-rounded latent; the indexer below
+        // derives its keys from the unrotated latent.
+        std::vector<float> rotated = latent;
+        cpu::rope({rotated.data(), groups, 1, hd, rd, group_pos.data(), compress_inv_freq_.data(), false, caf});
+        cpu::fake_quant_fp4({rotated.data(), groups, hd, 16}, ops::Fp4Scale::kE4m3);
+        for (int64_t g = 0; g < groups; ++g) {
+          DI_CHECK(group_pos[g] / ratio == st.num_entries, "compressed history out of order at layer ", l);
+          std::copy_n(rotated.data() + g * hd, hd, b.entry(i, l, ratio, st.num_entries, false));
+          ++st.num_entries;
+        }
+      }
+      if (c.is_kv_source(l)) sh.compress_source = l;
+      if (c.is_index_source(l)) indexer(b, i, l, x + t0 * c.hidden_size, qr.data() + t0 * c.q_lora_rank, latent,
+                                        group_pos);
     }
-    offsets.push_back(int64_t(ids.size()));
+
+    const int64_t base = int64_t(pool.size()) / hd;
+    pool.insert(pool.end(), st.window.begin(), st.window.end());
+    pool.insert(pool.end(), kv.begin() + t0 * hd, kv.begin() + (t0 + cnt) * hd);
+    const int64_t new_base = base + win, comp_base = new_base + cnt;
+    const bool use_comp = ratio > 0 && sh.compress_source >= 0 && sh.has_selection;
+    std::vector<int64_t> comp_ids;  // distinct selected entries, in pool order
+    if (use_comp) {
+      comp_ids = sh.selection.ids;
+      std::sort(comp_ids.begin(), comp_ids.end());
+      comp_ids.erase(std::unique(comp_ids.begin(), comp_ids.end()), comp_ids.end());
+      const int64_t src_ratio = c.compress_ratios[sh.compress_source];
+      for (int64_t e : comp_ids) {
+        const float* v = b.entry(i, sh.compress_source, src_ratio, e, false);
+        pool.insert(pool.end(), v, v + hd);
+      }
+    }
+    const int64_t p0 = b.positions[t0];
+    for (int64_t k = 0; k < cnt; ++k) {
+      const int64_t p = b.positions[t0 + k];
+      // Window: positions max(window start, p - win + 1) .. p inclusive.
+      for (int64_t s = std::max<int64_t>(slot.window_start, p - win + 1); s <= p; ++s)
+        ids.push_back(s < p0 ? base + s % win : new_base + (s - p0));
+      if (use_comp) {
+        const auto& sel = sh.selection;
+        for (int64_t j = sel.offsets[k]; j < sel.offsets[k + 1]; ++j) {
+          auto it = std::lower_bound(comp_ids.begin(), comp_ids.end(), sel.ids[j]);
+          ids.push_back(comp_base + (it - comp_ids.begin()));
+        }
+      }
+      offsets.push_back(int64_t(ids.size()));
+    }
+    for (int64_t k = 0; k < cnt; ++k)
+      std::copy_n(kv.data() + (t0 + k) * hd, hd, st.window.begin() + (b.positions[t0 + k] % win) * hd);
   }
   std::vector<float> o(n * heads * hd);
   cpu::sink_attention({q.data(), pool.data(), offsets.data(), ids.data(), a.attn_sink.data(),
                        1.0f / std::sqrt(float(hd)), o.data(), n, heads, hd});
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t p = b.positions[t];
-    std::copy_n(kv.data() + t * hd, hd, st.window.begin() + (p % win) * hd);
-  }
   // The values carried RoPE; rotate the output back by the query position.
   cpu::rope({o.data(), n, heads, hd, rd, b.positions.data(), inv_freq.data(), /*inverse=*/true, af});
 
-  // Grouped low-rank output: group g (heads g*H/G ..) through its own wo_a block.
+  // Grouped low-rank output: group g (heads g*H/G ..) through its own block of wo_a.
   const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;
   std::vector<float> z(n * groups * rank), xg(n * group_in), zg(n * rank);
   for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * heads * hd + g * group_in, group_in, xg.data() + t * group_in);
+    for (int64_t t = 0; t < n; ++t)
+      std::copy_n(o.data() + t * heads * hd + g * group_in, group_in, xg.data() + t * group_in);
     cpu::linear({xg.data(), zg.data(), n, a.wo_a, /*row0=*/g * rank, /*num_rows=*/rank});
     for (int64_t t = 0; t < n; ++t) std::copy_n(zg.data() + t * rank, rank, z.data() + (t * groups + g) * rank);
   }
   cpu::linear({z.data(), out, n, a.wo_b});
 }
 
-void Model::compressor(const Batch& b, int64_t l, const float* x, LayerState& st, std::vector<float>& latent,
-                       int64_t& num_groups, int64_t& first_group_position) const {
+// Emits the pre-RoPE latents of the groups completed by item i's tokens, with the
+// absolute position of each group's first token. Groups starting below the slot's
+// write floor are already in the (shared) history and are not emitted.
+void Model::compressor(Batch& b, size_t i, int64_t l, const float* x, std::vector<float>& latent,
+                       std::vector<int64_t>& group_pos) const {
   const ModelConfig& c = cfg_;
   const AttentionWeights& a = w_.layers[l].attn;
-  const int64_t n = b.n, hd = c.head_dim, ratio = c.compress_ratios[l];
+  StateSlot& slot = b.slot(i);
+  LayerSlot& st = slot.layers[l];
+  const int64_t n = b.count(i), hd = c.head_dim, ratio = c.compress_ratios[l];
   const float eps = float(c.rms_norm_eps);
-  if (ratio == 1) {
-    latent.resize(n * hd);
-    cpu::linear({x, latent.data(), n, a.compressor_wkv});
-    cpu::rms_norm({latent.data(), latent.data(), n, hd, a.compressor_norm.data(), eps});
-    num_groups = n;
-    first_group_position = st.num_entries;
-    return;
-  }
-  // Ratio > 1: softmax-gated pooling of `ratio` consecutive tokens, per channel.
-  std::vector<float> kvp(n * hd), gate(n * hd);
+  std::vector<float> kvp(n * hd), gate;
   cpu::linear({x, kvp.data(), n, a.compressor_wkv});
-  cpu::linear({x, gate.data(), n, a.compressor_wgate});
+  if (ratio > 1) {
+    gate.resize(n * hd);
+    cpu::linear({x, gate.data(), n, a.compressor_wgate});
+  }
   st.pending_kv.insert(st.pending_kv.end(), kvp.begin(), kvp.end());
   st.pending_gate.insert(st.pending_gate.end(), gate.begin(), gate.end());
   st.num_pending += n;
-  first_group_position = st.num_entries * ratio;
-  num_groups = st.num_pending / ratio;
-  latent.assign(num_groups * hd, 0.0f);
-  for (int64_t g = 0; g < num_groups; ++g) {
+  const int64_t complete = st.num_pending / ratio;
+  for (int64_t g = 0; g < complete; ++g) {
+    const int64_t pos = st.next_group_position + g * ratio;
+    if (pos < slot.write_floor) continue;
+    group_pos.push_back(pos);
+    const float* ka = st.pending_kv.data() + g * ratio * hd;
+    if (ratio == 1) {
+      latent.insert(latent.end(), ka, ka + hd);
+      continue;
+    }
+    // Softmax-gated pooling of the group's tokens, per channel, in fp32.
+    const float* ga = st.pending_gate.data() + g * ratio * hd;
     for (int64_t ch = 0; ch < hd; ++ch) {
       float mx = -INFINITY;
-      for (int64_t i = 0; i < ratio; ++i) mx = std::max(mx, st.pending_gate[(g * ratio + i) * hd + ch]);
+      for (int64_t k = 0; k < ratio; ++k) mx = std::max(mx, ga[k * hd + ch]);
       float denom = 0.0f;
-      for (int64_t i = 0; i < ratio; ++i) denom += std::exp(st.pending_gate[(g * ratio + i) * hd + ch] - mx);
+      for (int64_t k = 0; k < ratio; ++k) denom += std::exp(ga[k * hd + ch] - mx);
       float acc = 0.0f;
-      for (int64_t i = 0; i < ratio; ++i) {
-        float wgt = std::exp(st.pending_gate[(g * ratio + i) * hd + ch] - mx) / denom;
-        acc += st.pending_kv[(g * ratio + i) * hd + ch] * wgt;
-      }
-      latent[g * hd + ch] = acc;
+      for (int64_t k = 0; k < ratio; ++k) acc += ka[k * hd + ch] * (std::exp(ga[k * hd + ch] - mx) / denom);
+      latent.push_back(acc);
     }
   }
-  const int64_t used = num_groups * ratio;
+  const int64_t used = complete * ratio;
   st.pending_kv.erase(st.pending_kv.begin(), st.pending_kv.begin() + used * hd);
-  st.pending_gate.erase(st.pending_gate.begin(), st.pending_gate.begin() + used * hd);
+  if (ratio > 1) st.pending_gate.erase(st.pending_gate.begin(), st.pending_gate.begin() + used * hd);
   st.num_pending -= used;
-  if (num_groups > 0) cpu::rms_norm({latent.data(), latent.data(), num_groups, hd, a.compressor_norm.data(), eps});
+  st.next_group_position += used;
+  const int64_t groups = int64_t(group_pos.size());
+  if (groups > 0) cpu::rms_norm({latent.data(), latent.data(), groups, hd, a.compressor_norm.data(), eps});
 }
 
-void Model::indexer(const Batch& b, int64_t l, const float* x, const float* qr, const std::vector<float>& latent,
-                    int64_t num_groups, int64_t first_pos, LayerState& st, Shared& shared) const {
+void Model::indexer(Batch& b, size_t i, int64_t l, const float* x, const float* qr, const std::vector<float>& latent,
+                    const std::vector<int64_t>& group_pos) const {
   const ModelConfig& c = cfg_;
   const AttentionWeights& a = w_.layers[l].attn;
-  const int64_t n = b.n, ihd = c.index_head_dim, ih = c.index_n_heads, ratio = c.compress_ratios[l];
+  StateSlot& slot = b.slot(i);
+  Shared& sh = b.shared[i];
+  const int64_t n = b.count(i), ihd = c.index_head_dim, ih = c.index_n_heads, ratio = c.compress_ratios[l];
+  const int64_t* positions = b.positions.data() + b.begin[i];
   if (c.is_kv_source(l)) {
     // Keys come from the pre-RoPE latent, rotated to the group's first position.
-    if (num_groups > 0) {
-      std::vector<float> k(num_groups * ihd);
-      cpu::linear({latent.data(), k.data(), num_groups, a.indexer_wk});
-      cpu::rms_norm({k.data(), k.data(), num_groups, ihd, a.indexer_k_norm.data(), float(c.rms_norm_eps)});
-      std::vector<int64_t> pos(num_groups);
-      for (int64_t g = 0; g < num_groups; ++g) pos[g] = first_pos + ratio * g;
-      cpu::rope({k.data(), num_groups, 1, ihd, c.qk_rope_head_dim, pos.data(), compress_inv_freq_.data(), false,
+    const int64_t groups = int64_t(group_pos.size());
+    if (groups > 0) {
+      std::vector<float> k(groups * ihd);
+      cpu::linear({latent.data(), k.data(), groups, a.indexer_wk});
+      cpu::rms_norm({k.data(), k.data(), groups, ihd, a.indexer_k_norm.data(), float(c.rms_norm_eps)});
+      cpu::rope({k.data(), groups, 1, ihd, c.qk_rope_head_dim, group_pos.data(), compress_inv_freq_.data(), false,
                  float(c.compress_rope.attention_factor)});
-      cpu::fake_quant_fp4({k.data(), num_groups, ihd, 32}, ops::Fp4Scale::kUe8m0);
-      st.index_keys.insert(st.index_keys.end(), k.begin(), k.end());
-      st.num_index_keys += num_groups;
+      cpu::fake_quant_fp4({k.data(), groups, ihd, 32}, ops::Fp4Scale::kUe8m0);
+      for (int64_t g = 0; g < groups; ++g)
+        std::copy_n(k.data() + g * ihd, ihd, b.entry(i, l, ratio, group_pos[g] / ratio, true));
     }
-    shared.index_source = &st;
+    sh.index_source = l;
   }
-  const LayerState* keys = shared.index_source;
-  const int64_t num_keys = keys ? keys->num_index_keys : 0;
+  if (sh.index_source < 0) return;
+  const int64_t key_layer = sh.index_source, key_ratio = c.compress_ratios[key_layer];
+  // The keys this call can see: the source's entries so far (its compressor ran
+  // earlier in this layer pass, or in this very layer).
+  const int64_t num_keys = slot.layers[key_layer].num_entries;
   if (num_keys == 0) return;  // nothing to select yet; an earlier selection stays published
+  std::vector<float> keys(num_keys * ihd);
+  for (int64_t e = 0; e < num_keys; ++e) std::copy_n(b.entry(i, key_layer, key_ratio, e, true), ihd, keys.data() + e * ihd);
 
   std::vector<float> qi(n * ih * ihd), w(n * ih), scores(n * num_keys);
   cpu::linear({qr, qi.data(), n, a.indexer_wq_b});
-  cpu::rope({qi.data(), n, ih, ihd, c.qk_rope_head_dim, b.positions.data(), compress_inv_freq_.data(), false,
+  cpu::rope({qi.data(), n, ih, ihd, c.qk_rope_head_dim, positions, compress_inv_freq_.data(), false,
              float(c.compress_rope.attention_factor)});
   cpu::fake_quant_fp4({qi.data(), n * ih, ihd, 32}, ops::Fp4Scale::kUe8m0);
   cpu::linear({x, w.data(), n, a.indexer_weights_proj});
   const float head_scale = 1.0f / std::sqrt(float(ih));
   for (float& v : w) v *= head_scale;
-  cpu::indexer_score({qi.data(), w.data(), keys->index_keys.data(), n, ih, ihd, num_keys,
-                      1.0f / std::sqrt(float(ihd)), scores.data()});
+  cpu::indexer_score({qi.data(), w.data(), keys.data(), n, ih, ihd, num_keys, 1.0f / std::sqrt(float(ihd)),
+                      scores.data()});
 
   ops::IndexerSelectParams sp;
   sp.scores = scores.data();
   sp.n = n;
   sp.num_keys = num_keys;
-  sp.positions = b.positions.data();
+  sp.positions = positions;
   sp.ratio = ratio;
   sp.top_k = std::min(c.index_topk, num_keys);
   const bool is_candidate_source = l == c.candidate_source_layer_id;
@@ -308,13 +388,13 @@ void Model::indexer(const Batch& b, int64_t l, const float* x, const float* qr, 
     sp.candidates_out = cand.data();
     sp.candidate_topk_blocks = c.candidate_topk_blocks;
     sp.candidate_block_size = c.candidate_block_size;
-  } else if (uses_candidates && !shared.candidates.empty()) {
-    DI_CHECK(int64_t(shared.candidates.size()) == n * num_keys, "candidate mask width mismatch at layer ", l);
-    sp.candidates_in = shared.candidates.data();
+  } else if (uses_candidates && !sh.candidates.empty()) {
+    DI_CHECK(int64_t(sh.candidates.size()) == n * num_keys, "candidate mask width mismatch at layer ", l);
+    sp.candidates_in = sh.candidates.data();
   }
-  shared.selection = cpu::indexer_select(sp);
-  shared.has_selection = true;
-  if (is_candidate_source) shared.candidates = std::move(cand);
+  sh.selection = cpu::indexer_select(sp);
+  sh.has_selection = true;
+  if (is_candidate_source) sh.candidates = std::move(cand);
 }
 
 // ---------------------------------------------------------------------------

@@ -7,7 +7,8 @@
 //   std::vector<float> logits = model->forward(seq, {0, 17, 42});  // [3, vocab]
 //   logits = model->forward(seq, {7});                               // [1, vocab], position 3
 //
-// forward is const and thread-compatible: distinct sequences may run concurrently.
+// The engine uses forward_batch over state slots and a shared paged history pool.
+// Both are const: distinct sequences (and pools) may run concurrently.
 #pragma once
 
 #include <memory>
@@ -22,28 +23,43 @@
 
 namespace deepinfer::v41 {
 
+// One sequence's part of a ragged batch: its state and the tokens to append.
+struct BatchItem {
+  SequenceRef seq;
+  std::vector<int64_t> tokens;
+  bool all_logits = false;  // true: logits of every position; false: the last only
+};
+
 class Model {
  public:
   // Throws InputError on a missing or malformed config, checkpoint or tokenizer.
   static std::unique_ptr<Model> load(const std::string& dir);
 
   const ModelConfig& config() const { return cfg_; }
-  SequenceState new_sequence() const;
+  // A single-sequence state with a private history pool (oracle API).
+  SequenceState new_sequence(int64_t block_size = 64) const { return SequenceState(cfg_, block_size); }
 
-  // Feeds `tokens` (ids in [0, vocab)) at positions seq.num_tokens...; returns the
+  // Feeds `tokens` (ids in [0, vocab)) at positions seq.num_tokens()...; returns the
   // logits of every fed position, row-major [tokens.size(), vocab_size].
   std::vector<float> forward(SequenceState& seq, const std::vector<int64_t>& tokens) const;
 
- private:
-  struct Shared;  // per-forward state published by source layers (see model.cpp)
-  struct Batch;   // the tokens of one forward call and their positions
+  // Runs a ragged batch of sequences in one pass: per-token work (projections, MoE,
+  // hyper-connections) over all tokens together, per-sequence work (attention over
+  // its window and history, compressor, indexer) on each sequence's own state.
+  // Returns the requested logits rows in item order. Each item's logits are bitwise
+  // independent of the other items (batch invariance). The caller guarantees every
+  // block table covers the positions written.
+  std::vector<float> forward_batch(HistoryPool& pool, std::vector<BatchItem>& items) const;
 
-  void attention(const Batch& b, int64_t layer, const float* x, SequenceState& seq, Shared& shared,
-                 float* out) const;
-  void compressor(const Batch& b, int64_t layer, const float* x, LayerState& st, std::vector<float>& latent,
-                  int64_t& num_groups, int64_t& first_group_position) const;
-  void indexer(const Batch& b, int64_t layer, const float* x, const float* qr, const std::vector<float>& latent,
-               int64_t num_groups, int64_t first_group_position, LayerState& st, Shared& shared) const;
+ private:
+  struct Shared;  // per-sequence state published by source layers within one call
+  struct Batch;   // the ragged batch: token ranges, positions, sequences
+
+  void attention(Batch& b, int64_t layer, const float* x, float* out) const;
+  void compressor(Batch& b, size_t item, int64_t layer, const float* x, std::vector<float>& latent,
+                  std::vector<int64_t>& group_positions) const;
+  void indexer(Batch& b, size_t item, int64_t layer, const float* x, const float* qr,
+               const std::vector<float>& latent, const std::vector<int64_t>& group_positions) const;
   void moe(int64_t layer, const float* x, int64_t n, float* out) const;
 
   ModelConfig cfg_;

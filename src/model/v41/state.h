@@ -1,38 +1,88 @@
-// Per-sequence inference state of the V4.1 model (MODEL_V41.md §8): everything a
-// sequence must carry between forward calls so that one call with all tokens, chunks
-// of any size, and one token at a time compute the same logits.
+// Inference state of the V4.1 model (MODEL_V41.md §8, FEATURES.md §3/§11), in the two
+// families the engine manages differently:
 //
-// This is the CPU oracle's plain representation (fp32 vectors that grow); the
-// engine's paged pools (issue: engine core) store the same content in blocks.
+//  * StateSlot: fixed-size private state of one running sequence -- the sliding-window
+//    ring of every layer, the compressor's pending tokens, the n-gram history and the
+//    counters. Never shared; rebuilt by replay after a prefix-cache hit.
+//  * HistoryPool: paged, shareable history -- compressed KV entries and indexer keys of
+//    every KV-source layer, in blocks of `block_size` tokens (block_size / ratio entries
+//    per source per block). A sequence addresses it through its block table; prefix
+//    caching shares blocks between sequences.
+//
+// SequenceState bundles a slot with a private, growing pool: the simple form used by
+// the CPU oracle's single-sequence API and its tests.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "model/config.h"
+
 namespace deepinfer::v41 {
 
-struct LayerState {
-  // Sliding window ring of post-RoPE, FP8-rounded K=V entries: slot = position % window.
-  std::vector<float> window;  // [sliding_window, head_dim]
-
-  // KV-source layers only.
-  // Compressor tokens of a group that is not complete yet (ratio > 1): the fp32
-  // projections a = wkv.x and g = wgate.x, oldest first.
+struct LayerSlot {
+  std::vector<float> window;  // [sliding_window, head_dim], slot = position % window
+  // KV sources: compressor tokens of the group being filled (fp32 a = wkv.x, g = wgate.x).
   std::vector<float> pending_kv, pending_gate;  // [num_pending, head_dim]
   int64_t num_pending = 0;
-  // Compressed entries (post-RoPE, FP4-rounded) and indexer keys, one per group.
-  std::vector<float> compressed;  // [num_entries, head_dim]
-  std::vector<float> index_keys;  // [num_index_keys, index_head_dim]
-  int64_t num_entries = 0;
-  int64_t num_index_keys = 0;
+  int64_t next_group_position = 0;  // absolute position of the pending group's first token
+  int64_t num_entries = 0;          // history entries this sequence has (written or shared)
 };
 
+struct StateSlot {
+  int64_t num_tokens = 0;    // position of the next token
+  int64_t window_start = 0;  // window entries below this position are not valid (replay)
+  int64_t write_floor = 0;   // history groups starting below this are already stored
+  std::vector<LayerSlot> layers;
+  std::vector<int64_t> recent_ngram_ids;  // compressed ids of the last max_ngram-1 tokens
+
+  // A fresh slot for a sequence starting at position 0.
+  static StateSlot create(const ModelConfig& cfg);
+  // Resets the slot to resume a sequence whose history is stored for [0, history_end)
+  // and whose tokens are replayed from `replay_start` (aligned to every ratio).
+  void reset_for_replay(const ModelConfig& cfg, int64_t replay_start, int64_t history_end);
+  void reset(const ModelConfig& cfg) { reset_for_replay(cfg, 0, 0); }
+};
+
+class HistoryPool {
+ public:
+  // block_size must be a multiple of every compress ratio.
+  HistoryPool(const ModelConfig& cfg, int64_t block_size, int64_t num_blocks);
+
+  int64_t block_size() const { return block_size_; }
+  int64_t num_blocks() const { return num_blocks_; }
+  void grow(int64_t num_blocks);  // adds blocks (used by SequenceState only)
+
+  // Source s is the s-th KV-source layer (ModelConfig::kv_source_layer_ids order).
+  int64_t source_index(int64_t layer) const;
+  float* entry(int64_t source, int64_t block, int64_t offset);
+  float* key(int64_t source, int64_t block, int64_t offset);
+  int64_t entries_per_block(int64_t source) const { return sources_[source].entries_per_block; }
+
+ private:
+  struct Source {
+    int64_t layer = 0, ratio = 1, entries_per_block = 0;
+    std::vector<float> entries, keys;  // [num_blocks, entries_per_block, dim]
+  };
+  int64_t block_size_, num_blocks_, head_dim_, index_head_dim_;
+  std::vector<Source> sources_;
+};
+
+// A sequence as the model sees it in one forward call.
+struct SequenceRef {
+  StateSlot* slot = nullptr;
+  const std::vector<int64_t>* block_table = nullptr;  // must cover every position written
+};
+
+// Single-sequence convenience: a slot plus a private pool that grows as needed.
 struct SequenceState {
-  int64_t num_tokens = 0;  // tokens consumed so far = position of the next token
-  std::vector<LayerState> layers;
-  // Engram n-gram history: compressed ids of the last (max_ngram_size - 1) tokens,
-  // oldest first (fewer at the start of a sequence).
-  std::vector<int64_t> recent_ngram_ids;
+  StateSlot slot;
+  HistoryPool pool;
+  std::vector<int64_t> block_table;
+  SequenceState(const ModelConfig& cfg, int64_t block_size);
+  // Makes the block table cover positions [0, end).
+  void ensure_capacity(int64_t end);
+  int64_t num_tokens() const { return slot.num_tokens; }
 };
 
 }  // namespace deepinfer::v41
