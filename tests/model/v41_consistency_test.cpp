@@ -108,3 +108,119 @@ TEST(V41Consistency, RejectsOutOfRangeTokens) {
 
 }  // namespace
 }  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+struct BatchFixture {
+  std::unique_ptr<v41::Model> model;
+  BatchFixture() {
+    const std::string dir = ::testing::TempDir() + "/v41_batch";
+    nlohmann::json cfg_json = tiny_config();
+    testing::RandomCheckpointWriter w(99);
+    w.add_model(parse_model_config(cfg_json.dump(), "test"));
+    w.write(dir, cfg_json);
+    model = v41::Model::load(dir);
+  }
+};
+
+std::vector<int64_t> random_tokens(uint32_t seed, size_t n) {
+  std::mt19937 rng(seed);
+  std::vector<int64_t> t(n);
+  for (auto& v : t) v = int64_t(rng() % 96);
+  return t;
+}
+
+// A sequence's logits do not depend on what else is in the batch: four sequences
+// at different stages run together give bitwise the logits each gives alone.
+TEST(V41Batch, RaggedBatchIsBitwiseInvariant) {
+  BatchFixture f;
+  const auto& cfg = f.model->config();
+  const int64_t bs = 8;
+  std::vector<std::vector<int64_t>> prompts = {random_tokens(1, 13), random_tokens(2, 5), random_tokens(3, 30),
+                                               random_tokens(4, 1)};
+  // Alone.
+  std::vector<std::vector<float>> alone;
+  for (const auto& p : prompts) {
+    auto seq = f.model->new_sequence(bs);
+    alone.push_back(f.model->forward(seq, p));
+  }
+  // Together, in one shared pool, with interleaved block tables.
+  const int64_t blocks_per_seq = 8;
+  v41::HistoryPool pool(cfg, bs, blocks_per_seq * int64_t(prompts.size()));
+  std::vector<v41::StateSlot> slots;
+  std::vector<std::vector<int64_t>> tables(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    slots.push_back(v41::StateSlot::create(cfg));
+    for (int64_t k = 0; k < blocks_per_seq; ++k) tables[i].push_back(k * int64_t(prompts.size()) + int64_t(i));
+  }
+  // Feed in two rounds of different chunk sizes, all sequences in each batch.
+  std::vector<std::vector<float>> together(prompts.size());
+  std::vector<size_t> fed(prompts.size(), 0);
+  for (size_t chunk : {7u, 100u}) {
+    std::vector<v41::BatchItem> items;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (fed[i] == prompts[i].size()) continue;
+      size_t take = std::min(chunk, prompts[i].size() - fed[i]);
+      v41::BatchItem it;
+      it.seq = {&slots[i], &tables[i]};
+      it.tokens.assign(prompts[i].begin() + fed[i], prompts[i].begin() + fed[i] + take);
+      it.all_logits = true;
+      items.push_back(it);
+      which.push_back(i);
+      fed[i] += take;
+    }
+    auto logits = f.model->forward_batch(pool, items);
+    size_t off = 0;
+    for (size_t k = 0; k < items.size(); ++k) {
+      size_t len = items[k].tokens.size() * cfg.vocab_size;
+      together[which[k]].insert(together[which[k]].end(), logits.begin() + off, logits.begin() + off + len);
+      off += len;
+    }
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(alone[i].size(), together[i].size());
+    EXPECT_EQ(max_diff(alone[i], together[i]), 0.0) << "sequence " << i;
+  }
+}
+
+// Exact prefix reuse: a second sequence that shares the first one's history blocks
+// and replays the causal cone W + (L-1)(W-1) before the hit point continues with
+// bitwise the logits of the first.
+TEST(V41Batch, CausalConeReplayIsExact) {
+  BatchFixture f;
+  const auto& cfg = f.model->config();
+  const int64_t bs = 8, hit = 64;
+  const int64_t cone = cfg.sliding_window + (cfg.num_hidden_layers - 1) * (cfg.sliding_window - 1);
+  const int64_t replay_start = (hit - cone) / 2 * 2;  // aligned to every ratio; one less is not exact
+  ASSERT_GT(replay_start, 0);
+  auto tokens = random_tokens(11, hit + 6);
+  auto cold = f.model->new_sequence(bs);
+  cold.ensure_capacity(hit + 6);
+  std::vector<int64_t> prefix(tokens.begin(), tokens.begin() + hit), tail(tokens.begin() + hit, tokens.end());
+  f.model->forward(cold, prefix);
+  auto cold_tail = f.model->forward(cold, tail);
+
+  // The warm sequence shares blocks [0, hit) and owns copies for the rest.
+  v41::HistoryPool& pool = cold.pool;
+  const int64_t shared_blocks = hit / bs;
+  std::vector<int64_t> table(cold.block_table.begin(), cold.block_table.begin() + shared_blocks);
+  const int64_t first_new = pool.num_blocks();
+  pool.grow(2);
+  table.push_back(first_new);
+  table.push_back(first_new + 1);
+  v41::StateSlot slot = v41::StateSlot::create(cfg);
+  slot.reset_for_replay(cfg, replay_start, hit);
+  std::vector<v41::BatchItem> items(1);
+  items[0].seq = {&slot, &table};
+  items[0].tokens.assign(tokens.begin() + replay_start, tokens.begin() + hit);
+  f.model->forward_batch(pool, items);
+  items[0].tokens = tail;
+  items[0].all_logits = true;
+  auto warm_tail = f.model->forward_batch(pool, items);
+  EXPECT_EQ(max_diff(cold_tail, warm_tail), 0.0);
+}
+
+}  // namespace
+}  // namespace deepinfer
