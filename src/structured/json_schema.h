@@ -1,0 +1,49 @@
+// JSON Schema (draft 2020-12) to grammar.
+//
+// The grammar accepts exactly the JSON texts whose value validates against the schema,
+// within these documented policies:
+//
+//  * Whitespace. Compact JSON is always accepted. With Whitespace::kFlexible (default)
+//    every place JSON allows whitespace accepts a run of [ \t\n\r] of at most
+//    max_whitespace characters (default 20; -1 = unbounded), so `json.dumps` output
+//    (", " and ": ") and modest pretty-printing pass while runaway whitespace does not.
+//    Whitespace::kCompact accepts none.
+//  * Strings. The escape policy of CharEncoding::kJsonString (fsa_builder.h): printable
+//    ASCII is written raw, other characters raw or escaped. Lengths count code points.
+//  * Numbers. Integers are written without exponent ("1.0" is an integer, as JSON Schema
+//    says). Unbounded `number` accepts every JSON number; a bounded one is written
+//    without exponent. enum/const numbers accept their value with or without trailing
+//    fractional zeros.
+//  * Objects. Properties listed in `properties` appear in the order they are declared;
+//    other properties (where additionalProperties allows them) may appear anywhere.
+//    Keys are not repeated.
+//  * oneOf is accepted when its alternatives are provably disjoint (by type, const/enum,
+//    or a required property with disjoint values); otherwise it is an error.
+//  * format is asserted (assert_format) for date, time, date-time, duration, uuid,
+//    email, hostname, ipv4, ipv6, uri, uri-reference; other formats are errors. With
+//    assert_format = false, format is an annotation, as the 2020-12 default.
+//
+// Keywords that are not implemented (not, if/then/else, contains, uniqueItems: true,
+// dependent*, propertyNames, unevaluated*, $dynamicRef, ...) are an InputError naming
+// the keyword, never ignored. Annotations ($comment, title, description, default,
+// examples, deprecated, readOnly, writeOnly, contentMediaType, ...) are ignored.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "structured/grammar.h"
+#include "structured/limits.h"
+
+namespace deepinfer::structured {
+
+struct JsonSchemaOptions {
+  enum class Whitespace { kFlexible, kCompact };
+  Whitespace whitespace = Whitespace::kFlexible;
+  int max_whitespace = 20;
+  bool assert_format = true;
+};
+
+Grammar json_schema_to_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options,
+                               CompileBudget* budget);
+
+}  // namespace deepinfer::structured

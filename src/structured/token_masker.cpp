@@ -1,0 +1,119 @@
+#include "structured/token_masker.h"
+
+#include "common/check.h"
+#include "structured/earley.h"
+
+namespace deepinfer::structured {
+namespace {
+
+constexpr uint32_t kNone = UINT32_MAX;
+
+}  // namespace
+
+TokenMasker::TokenMasker(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab)
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
+  DI_CHECK(grammar_ && vocab_, "TokenMasker needs a grammar and a vocabulary");
+  entries_.reset(new std::atomic<const Entry*>[grammar_->num_states()]);
+  for (uint32_t s = 0; s < grammar_->num_states(); ++s) entries_[s].store(nullptr);
+}
+
+TokenMasker::~TokenMasker() {
+  for (uint32_t s = 0; s < grammar_->num_states(); ++s) delete entries_[s].load();
+}
+
+const TokenMasker::Entry& TokenMasker::entry(uint32_t state) {
+  const Entry* e = entries_[state].load(std::memory_order_acquire);
+  if (e) return *e;
+  std::unique_ptr<Entry> computed = compute(state);
+  std::lock_guard<std::mutex> lock(mu_);
+  e = entries_[state].load(std::memory_order_acquire);
+  if (e) return *e;
+  cached_bytes_ += computed->bytes();
+  ++num_entries_;
+  e = computed.release();
+  entries_[state].store(e, std::memory_order_release);
+  return *e;
+}
+
+size_t TokenMasker::precompute_all() {
+  for (uint32_t s = 0; s < grammar_->num_states(); ++s) entry(s);
+  return grammar_->num_states();
+}
+
+// One depth-first walk over the vocabulary trie from the item (state, outside).
+// Along a path the walk runs in "simple" mode (a plain automaton step per byte) while
+// the rule has no calls, and in Earley mode below the first byte that needs one.
+std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state) const {
+  const CompiledGrammar& g = *grammar_;
+  const VocabIndex& v = *vocab_;
+  const std::vector<VocabIndex::Node>& nodes = v.nodes();
+  const ByteSet& follow = g.rule_follow(g.state_rule(state));
+  EarleyParser parser(&g);
+
+  struct Level {
+    uint32_t simple;  // the automaton state in simple mode, else kNone
+    uint32_t sets;    // the parser's set count in Earley mode
+    bool finished;    // the rule can finish here (only counted after the first byte)
+    bool escaped;     // the rule finished earlier on this path with a follow byte next
+  };
+  std::vector<Level> levels(v.max_token_bytes() + 1);
+  if (g.is_simple(state)) {
+    levels[0] = {state, 0, false, false};
+  } else {
+    parser.start_at(state);
+    levels[0] = {kNone, 1, false, false};
+  }
+  std::vector<uint32_t> accepted, uncertain;
+  size_t i = 1;
+  while (i < nodes.size()) {
+    const VocabIndex::Node& n = nodes[i];
+    const Level& up = levels[n.depth - 1];
+    const bool escaped = up.escaped || (up.finished && follow.test(n.byte));
+    Level child{kNone, 0, false, escaped};
+    bool alive;
+    if (up.simple != kNone) {
+      const uint32_t t = g.step_simple(up.simple, n.byte);
+      alive = t != kNone;
+      if (alive && g.is_simple(t)) {
+        child.simple = t;
+        child.finished = g.is_final(t);
+      } else if (alive) {
+        parser.start_at(t);
+        child.sets = 1;
+        child.finished = parser.escaped();
+      }
+    } else {
+      parser.truncate(up.sets);
+      alive = parser.push(n.byte);
+      if (alive) {
+        child.sets = uint32_t(parser.num_sets());
+        child.finished = parser.escaped();
+      }
+    }
+    if (alive) {
+      levels[n.depth] = child;
+      if (n.rank >= 0) accepted.push_back(uint32_t(n.rank));
+      ++i;
+    } else {
+      if (escaped)
+        for (uint32_t r = n.rank_begin; r < n.rank_end; ++r) uncertain.push_back(r);
+      i = n.end;
+    }
+  }
+
+  auto e = std::make_unique<Entry>();
+  size_t num_ids = 0;
+  for (uint32_t r : accepted) num_ids += v.rank_tokens(r).size();
+  if (num_ids * 64 >= v.vocab_size()) {
+    e->accepted_words.assign(v.mask_words(), 0);
+    for (uint32_t r : accepted)
+      for (int32_t id : v.rank_tokens(r)) e->accepted_words[id >> 5] |= uint32_t(1) << (id & 31);
+  } else {
+    for (uint32_t r : accepted)
+      for (int32_t id : v.rank_tokens(r)) e->accepted_ids.push_back(id);
+  }
+  e->uncertain_ranks = std::move(uncertain);
+  return e;
+}
+
+}  // namespace deepinfer::structured
