@@ -1,0 +1,103 @@
+// AsyncEngine: the step loop on its own thread. Two locks, always taken in this
+// order: engine_mu serialises every call into the (single-threaded) Engine; mu guards
+// the callback table and the abort queue. Callbacks run on the loop thread with no
+// lock held.
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "deepinfer/engine.h"
+
+namespace deepinfer {
+
+struct AsyncEngine::Impl {
+  std::mutex engine_mu, mu;
+  std::condition_variable cv;
+  std::map<std::string, Callback> callbacks;  // one per unfinished request
+  std::deque<std::string> aborts;
+  EngineStats stats;
+  bool stop = false;
+  std::thread loop;
+};
+
+AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine) : engine_(std::move(engine)), impl_(new Impl) {
+  impl_->loop = std::thread([this] {
+    Impl& im = *impl_;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lk(im.mu);
+        im.cv.wait(lk, [&] { return im.stop || !im.aborts.empty() || !im.callbacks.empty(); });
+        if (im.stop) return;
+      }
+      std::vector<RequestOutput> outs;
+      {
+        std::lock_guard<std::mutex> eg(im.engine_mu);
+        std::deque<std::string> aborts;
+        {
+          std::lock_guard<std::mutex> lk(im.mu);
+          aborts.swap(im.aborts);
+        }
+        for (const auto& id : aborts) engine_->abort_request(id);
+        outs = engine_->step();
+        std::lock_guard<std::mutex> lk(im.mu);
+        im.stats = engine_->stats();
+      }
+      std::vector<std::pair<Callback, RequestOutput>> calls;
+      {
+        std::lock_guard<std::mutex> lk(im.mu);
+        for (auto& o : outs) {
+          auto it = im.callbacks.find(o.request_id);
+          if (it == im.callbacks.end()) continue;
+          calls.emplace_back(it->second, std::move(o));
+          if (calls.back().second.finished) im.callbacks.erase(it);
+        }
+      }
+      for (auto& [cb, o] : calls) cb(o);
+    }
+  });
+}
+
+AsyncEngine::~AsyncEngine() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  impl_->loop.join();
+  for (auto& [id, cb] : impl_->callbacks) {
+    RequestOutput o;
+    o.request_id = id;
+    o.finished = true;
+    o.finish_reason = "abort";
+    cb(o);
+  }
+}
+
+std::string AsyncEngine::submit(const GenerateRequest& request, Callback callback) {
+  std::string id;
+  {
+    std::lock_guard<std::mutex> eg(impl_->engine_mu);
+    id = engine_->add_request(request);  // throws InputError before anything is registered
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->callbacks[id] = std::move(callback);
+  }
+  impl_->cv.notify_all();
+  return id;
+}
+
+void AsyncEngine::abort(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->aborts.push_back(request_id);
+  }
+  impl_->cv.notify_all();
+}
+
+EngineStats AsyncEngine::stats() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->stats;
+}
+
+}  // namespace deepinfer

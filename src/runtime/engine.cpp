@@ -1,0 +1,278 @@
+// The CPU engine: scheduler + runner + sampler around the V4.1 model.
+//
+// One step: the scheduler plans (plain data), the runner turns the plan into one
+// ragged forward_batch over state slots and the shared history pool, the sampler draws
+// one token for every chunk that reached its last known token, and the outputs are
+// assembled (detokenized deltas, stop handling).
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+
+#include "common/check.h"
+#include "deepinfer/engine.h"
+#include "model/v41/model.h"
+#include "sample/sampler.h"
+#include "sample/stop.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer {
+namespace {
+
+sampling::SamplingParams to_params(const RequestSampling& s) {
+  sampling::SamplingParams p;
+  p.temperature = s.temperature;
+  p.top_k = s.top_k;
+  p.top_p = s.top_p;
+  p.min_p = s.min_p;
+  p.repetition_penalty = s.repetition_penalty;
+  p.presence_penalty = s.presence_penalty;
+  p.frequency_penalty = s.frequency_penalty;
+  p.logit_bias = s.logit_bias;
+  p.stop = s.stop;
+  p.stop_token_ids = s.stop_token_ids;
+  p.max_tokens = s.max_tokens;
+  p.ignore_eos = s.ignore_eos;
+  p.logprobs = s.logprobs;
+  p.seed = s.seed;
+  return p;
+}
+
+// Per-request output bookkeeping beyond what the scheduler tracks.
+struct Stream {
+  std::unique_ptr<sched::Request> req;
+  std::unique_ptr<sampling::StopMatcher> stops;
+  std::string text;       // detokenized output so far (complete UTF-8 only)
+  size_t sent = 0;        // bytes of `text` already returned
+};
+
+class CpuEngine final : public Engine {
+ public:
+  explicit CpuEngine(const EngineOptions& o) : opts_(o) {
+    namespace fs = std::filesystem;
+    model_ = v41::Model::load(o.model_dir);
+    const ModelConfig& c = model_->config();
+    const std::string tok_path = (fs::path(o.model_dir) / "tokenizer.json").string();
+    DI_CHECK_INPUT(fs::exists(tok_path), "model directory '", o.model_dir, "' has no tokenizer.json");
+    tokenizer_ = Tokenizer::load(tok_path);
+    DI_CHECK_INPUT(o.max_num_seqs >= 1 && o.max_num_seqs <= 4096, "max_num_seqs must be in [1, 4096]");
+    DI_CHECK_INPUT(o.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1");
+    DI_CHECK_INPUT(o.block_size >= 2 && o.block_size % 2 == 0, "block_size must be even and >= 2");
+    max_len_ = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position_embeddings) : c.max_position_embeddings;
+    const int64_t per_seq = (max_len_ + o.block_size - 1) / o.block_size;
+    num_blocks_ = o.cache_blocks > 0 ? o.cache_blocks : std::min<int64_t>(o.max_num_seqs * per_seq, 1 << 16);
+    DI_CHECK_INPUT(num_blocks_ >= 1, "cache_blocks must be >= 1");
+    // Memory is planned up front: every slot and the whole history pool exist from now on.
+    pool_ = std::make_unique<v41::HistoryPool>(c, o.block_size, num_blocks_);
+    for (int64_t s = 0; s < o.max_num_seqs; ++s) slots_.push_back(v41::StateSlot::create(c));
+    blocks_ = std::make_unique<sched::BlockManager>(num_blocks_, o.block_size, std::hash<std::string>{}(o.model_dir));
+    sched::SchedulerConfig sc;
+    sc.max_num_seqs = o.max_num_seqs;
+    sc.max_num_batched_tokens = o.max_num_batched_tokens;
+    sc.enable_prefix_caching = o.enable_prefix_caching;
+    // Exact rebuild: the causal cone of the window through every layer (FEATURES §3).
+    const int64_t cone = c.sliding_window + (c.num_hidden_layers - 1) * (c.sliding_window - 1);
+    sc.replay_tokens = o.swa_replay > 0 ? std::max(o.swa_replay, c.sliding_window) : cone;
+    scheduler_ = std::make_unique<sched::Scheduler>(sc, *blocks_);
+    name_ = fs::path(o.model_dir).filename().string();
+    if (name_.empty()) name_ = o.model_dir;
+  }
+
+  std::string add_request(const GenerateRequest& g) override {
+    const ModelConfig& c = model_->config();
+    DI_CHECK_INPUT(!g.prompt_ids.empty(), "the prompt is empty");
+    for (int64_t t : g.prompt_ids)
+      DI_CHECK_INPUT(t >= 0 && t < c.vocab_size, "prompt token id ", t, " is out of range [0, ", c.vocab_size, ")");
+    sampling::SamplingParams p = to_params(g.params);
+    p.validate(c.vocab_size);
+    DI_CHECK_INPUT(int64_t(g.prompt_ids.size()) + p.max_tokens <= max_len_, "the prompt (",
+                   g.prompt_ids.size(), " tokens) plus max_tokens (", p.max_tokens,
+                   ") exceeds the model's context length ", max_len_);
+    auto s = std::make_unique<Stream>();
+    s->req = std::make_unique<sched::Request>();
+    sched::Request& r = *s->req;
+    r.id = g.request_id.empty() ? "req-" + std::to_string(next_id_++) : g.request_id;
+    DI_CHECK_INPUT(!streams_.count(r.id), "request id '", r.id, "' is already in use");
+    r.arrival = arrival_++;
+    r.prompt = g.prompt_ids;
+    r.params = p;
+    r.seed = p.effective_seed(opts_.default_seed);
+    if (!p.stop.empty()) s->stops = std::make_unique<sampling::StopMatcher>(r.params.stop);
+    scheduler_->add(&r);
+    const std::string id = r.id;
+    streams_[id] = std::move(s);
+    return id;
+  }
+
+  void abort_request(const std::string& id) override {
+    auto it = streams_.find(id);
+    if (it != streams_.end()) it->second->req->abort_requested = true;
+  }
+
+  std::vector<RequestOutput> step() override;
+
+  bool has_unfinished() const override { return !streams_.empty(); }
+  EngineStats stats() const override {
+    EngineStats s;
+    s.running = scheduler_->num_running();
+    s.waiting = scheduler_->num_waiting();
+    s.cache_blocks_total = num_blocks_;
+    s.cache_blocks_used = blocks_->num_used();
+    s.prefix_queries = scheduler_->prefix_query_tokens();
+    s.prefix_hits = scheduler_->prefix_hit_tokens();
+    return s;
+  }
+  std::vector<int64_t> tokenize(const std::string& text) const override;
+  std::string detokenize(const std::vector<int64_t>& ids) const override { return tokenizer_->decode(ids, true); }
+  int64_t vocab_size() const override { return model_->config().vocab_size; }
+  int64_t max_model_len() const override { return max_len_; }
+  int64_t eos_token_id() const override { return model_->config().eos_token_id; }
+  std::string model_name() const override { return name_; }
+
+ private:
+  RequestOutput finish(Stream& s, const std::string& reason, std::vector<int64_t> new_ids,
+                       std::vector<TokenLogprob> lps);
+
+  EngineOptions opts_;
+  std::unique_ptr<v41::Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<v41::HistoryPool> pool_;
+  std::vector<v41::StateSlot> slots_;
+  std::unique_ptr<sched::BlockManager> blocks_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  std::map<std::string, std::unique_ptr<Stream>> streams_;
+  int64_t max_len_ = 0, num_blocks_ = 0, next_id_ = 0, arrival_ = 0;
+  std::string name_;
+};
+
+RequestOutput CpuEngine::finish(Stream& s, const std::string& reason, std::vector<int64_t> new_ids,
+                                std::vector<TokenLogprob> lps) {
+  scheduler_->finish(s.req.get(), reason);
+  RequestOutput out;
+  out.request_id = s.req->id;
+  out.new_token_ids = std::move(new_ids);
+  out.logprobs = std::move(lps);
+  out.finished = true;
+  out.finish_reason = reason;
+  return out;
+}
+
+std::vector<RequestOutput> CpuEngine::step() {
+  std::vector<RequestOutput> outs;
+  // Aborts take effect between steps.
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    Stream& s = *it->second;
+    if (s.req->abort_requested) {
+      RequestOutput o = finish(s, "abort", {}, {});
+      o.prompt_tokens = int64_t(s.req->prompt.size());
+      o.completion_tokens = int64_t(s.req->output.size());
+      o.cached_tokens = s.req->cached_tokens;
+      outs.push_back(std::move(o));
+      it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  sched::StepPlan plan = scheduler_->schedule();
+  if (plan.empty()) return outs;
+
+  // Runner: one ragged batch over the planned chunks.
+  const ModelConfig& c = model_->config();
+  std::vector<v41::BatchItem> items(plan.chunks.size());
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const sched::ScheduledChunk& ch = plan.chunks[i];
+    sched::Request& r = *ch.request;
+    v41::StateSlot& slot = slots_[r.slot];
+    if (ch.fresh) slot.reset_for_replay(c, r.replay_start, r.history_floor);
+    DI_CHECK(slot.num_tokens == ch.start, "slot of ", r.id, " is at ", slot.num_tokens, ", plan says ", ch.start);
+    items[i].seq = {&slot, &r.blocks};
+    for (int64_t p = ch.start; p < ch.start + ch.count; ++p) items[i].tokens.push_back(r.known(p));
+  }
+  std::vector<float> logits = model_->forward_batch(*pool_, items);
+  scheduler_->complete(plan);
+
+  // Sampler: one row per chunk that reached its last known token.
+  std::vector<sampling::SampleInput> rows;
+  std::vector<size_t> row_chunk;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const sched::ScheduledChunk& ch = plan.chunks[i];
+    if (!ch.sample) continue;
+    sched::Request& r = *ch.request;
+    sampling::SampleInput in;
+    in.logits = logits.data() + i * c.vocab_size;
+    in.vocab = c.vocab_size;
+    in.params = &r.params;
+    in.seed = r.seed;
+    in.position = r.num_known();  // position of the token being sampled
+    in.prompt_ids = r.prompt;
+    in.output_ids = r.output;
+    rows.push_back(in);
+    row_chunk.push_back(i);
+  }
+  std::vector<sampling::SampleResult> results(rows.size());
+  sampling::sample_batch(rows, results);
+
+  for (size_t k = 0; k < rows.size(); ++k) {
+    sched::Request& r = *plan.chunks[row_chunk[k]].request;
+    Stream& s = *streams_.at(r.id);
+    const sampling::SampleResult& res = results[k];
+    RequestOutput o;
+    o.request_id = r.id;
+    if (res.token < 0) {  // the row could not be sampled (e.g. non-finite logits)
+      o = finish(s, "abort", {}, {});
+    } else {
+      r.output.push_back(res.token);
+      o.new_token_ids = {res.token};
+      if (r.params.logprobs >= 0) o.logprobs.push_back({res.token, res.logprob, res.top_logprobs});
+      // Detokenize incrementally; a trailing U+FFFD may still become a character.
+      std::string full = tokenizer_->decode(r.output, /*skip_special_tokens=*/true);
+      const bool partial = full.size() >= 3 && full.compare(full.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+      std::string fresh;
+      if (!partial && full.size() > s.text.size()) fresh = full.substr(s.text.size());
+      if (!partial) s.text = full;
+      std::string reason;
+      size_t end = s.text.size();
+      if (s.stops) {
+        sampling::StopResult sr = s.stops->feed(fresh);
+        if (sr.stopped) reason = "stop";
+        end = sr.output_end;
+      }
+      if (reason.empty() && r.params.is_stop_token(res.token, c.eos_token_id)) reason = "stop";
+      if (reason.empty() && int64_t(r.output.size()) >= r.params.max_tokens) reason = "length";
+      if (reason.empty() && r.num_known() >= max_len_) reason = "length";
+      // Finishing for any reason but a stop string releases the held-back text.
+      const bool stopped_by_string = s.stops && s.stops->feed("").stopped;
+      if (!reason.empty() && !stopped_by_string) end = s.text.size();
+      if (end > s.sent) o.text_delta = s.text.substr(s.sent, end - s.sent);
+      s.sent = std::max(s.sent, end);
+      if (!reason.empty()) {
+        RequestOutput f = finish(s, reason, o.new_token_ids, o.logprobs);
+        f.text_delta = o.text_delta;
+        o = std::move(f);
+      }
+    }
+    o.prompt_tokens = int64_t(r.prompt.size());
+    o.completion_tokens = int64_t(r.output.size());
+    o.cached_tokens = r.cached_tokens;
+    const bool done = o.finished;
+    const std::string id = r.id;  // r lives inside the stream erased below
+    outs.push_back(std::move(o));
+    if (done) streams_.erase(id);
+  }
+  return outs;
+}
+
+std::vector<int64_t> CpuEngine::tokenize(const std::string& text) const {
+  DI_CHECK_INPUT(false, "text prompts need the tokenizer's encoder, which is not built yet; pass token ids");
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
+  DI_CHECK_INPUT(options.device == "cpu", "device '", options.device, "' is not available in this build (only cpu)");
+  return std::make_unique<CpuEngine>(options);
+}
+
+}  // namespace deepinfer
