@@ -14,14 +14,19 @@
 //    says). Unbounded `number` accepts every JSON number; a bounded one is written
 //    without exponent. enum/const numbers accept their value with or without trailing
 //    fractional zeros.
-//  * Objects. Properties listed in `properties` appear in the order they are declared;
-//    other properties (where additionalProperties allows them) may appear anywhere.
-//    Keys are not repeated.
+//  * Objects. Declared properties may appear in any order when an object declares at
+//    most max_any_order_properties (default 6) of them, else in declared order; other
+//    properties (where additionalProperties allows them) may appear anywhere. Declared
+//    keys appear at most once (undeclared ones are not checked for repeats).
 //  * oneOf is accepted when its alternatives are provably disjoint (by type, const/enum,
 //    or a required property with disjoint values); otherwise it is an error.
 //  * format is asserted (assert_format) for date, time, date-time, duration, uuid,
 //    email, hostname, ipv4, ipv6, uri, uri-reference; other formats are errors. With
 //    assert_format = false, format is an annotation, as the 2020-12 default.
+//
+//  * The top-level value has no whitespace before or after it.
+//  * $schema must name a JSON Schema draft (json-schema.org); other metaschemas could
+//    change the vocabulary, so they are refused.
 //
 // Keywords that are not implemented (not, if/then/else, contains, uniqueItems: true,
 // dependent*, propertyNames, unevaluated*, $dynamicRef, ...) are an InputError naming
@@ -41,6 +46,9 @@ struct JsonSchemaOptions {
   Whitespace whitespace = Whitespace::kFlexible;
   int max_whitespace = 20;
   bool assert_format = true;
+  // Objects declaring at most this many properties accept them in any order; larger
+  // ones in declared order (the automaton tracks which were seen: 2^n states).
+  int max_any_order_properties = 6;
 };
 
 Grammar json_schema_to_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options,
