@@ -2,6 +2,7 @@
 """Generates the tokenizer's Unicode tables and its golden test vectors.
 
   gen_tokenizer_vectors.py tables   -> src/tokenizer/unicode_tables.cpp
+  gen_tokenizer_vectors.py onig     -> src/tokenizer/onig_tables.cpp, tests/fixtures/tokenizer/onig_classes.expect
   gen_tokenizer_vectors.py vectors  -> tests/fixtures/tokenizer/*
 
 Both are derived from the Python `tokenizers` package (0.23.x), whose Rust core is the
@@ -307,14 +308,19 @@ def write_vectors():
     with open(os.path.join(FIXTURES, "engram_normalize.expect"), "w", encoding="utf-8") as f:
         for case in NORMALIZE_CASES:
             f.write(f"{hexs(case)} {hexs(ENGRAM_NORMALIZER.normalize_str(case))}\n")
+    import gen_encode_vectors
+    gen_encode_vectors.write_encode_vectors(FIXTURES, random.Random(20261201))
     print(f"wrote {FIXTURES}")
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("tables", "vectors"):
+    if len(sys.argv) != 2 or sys.argv[1] not in ("tables", "onig", "vectors"):
         sys.exit(__doc__)
     if sys.argv[1] == "tables":
         write_tables()
+    elif sys.argv[1] == "onig":
+        import gen_onig_tables
+        gen_onig_tables.write_onig_tables(ROOT, FIXTURES)
     else:
         write_vectors()
 

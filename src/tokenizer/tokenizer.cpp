@@ -1,12 +1,16 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/check.h"
+#include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/encoder.h"
 #include "tokenizer/hf_normalizer.h"
+#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace deepinfer {
@@ -73,6 +77,21 @@ bool optional_bool(const json& obj, const char* key, bool fallback, const std::s
   return it->get<bool>();
 }
 
+// A model field that is a string or null (absent: null).
+std::optional<std::string> optional_string(const json& model, const char* key, const std::string& origin) {
+  const auto it = model.find(key);
+  if (it == model.end() || it->is_null()) return std::nullopt;
+  DI_CHECK_INPUT(it->is_string(), origin, ": model.", key, " must be a string");
+  return it->get<std::string>();
+}
+
+bool model_bool(const json& model, const char* key, const std::string& origin) {
+  const auto it = model.find(key);
+  if (it == model.end() || it->is_null()) return false;
+  DI_CHECK_INPUT(it->is_boolean(), origin, ": model.", key, " must be a boolean");
+  return it->get<bool>();
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
@@ -83,6 +102,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
   DI_CHECK_INPUT(!in.bad(), path, ": cannot read tokenizer file");
   return from_json(ss.str(), path);
 }
+
+Tokenizer::~Tokenizer() = default;
 
 std::unique_ptr<Tokenizer> Tokenizer::from_json(const std::string& json_text, const std::string& origin) {
   std::unique_ptr<Tokenizer> t(new Tokenizer());
@@ -98,12 +119,13 @@ void Tokenizer::parse(const std::string& json_text, const std::string& origin) {
   DI_CHECK_INPUT(model != root.end() && model->is_object(), origin, ": missing object 'model'");
 
   std::vector<const std::string*> model_token_of_id;
-  parse_model(*model, origin, &model_token_of_id);
+  BpeOptions bpe_options;
+  const auto merges = parse_model(*model, origin, &model_token_of_id, &bpe_options);
   if (root.contains("decoder") && !root["decoder"].is_null()) {
     byte_level_steps_ = 0;
     count_byte_level(root["decoder"], origin, 0, &byte_level_steps_);
   }
-  const HfNormalizer normalizer = HfNormalizer::parse(root.contains("normalizer") ? root["normalizer"] : json());
+  HfNormalizer normalizer = HfNormalizer::parse(root.contains("normalizer") ? root["normalizer"] : json());
   AddedTokens added;
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
     added = parse_added_tokens(root["added_tokens"], normalizer, origin);
@@ -129,10 +151,46 @@ void Tokenizer::parse(const std::string& json_text, const std::string& origin) {
     slot_of_id_[id] = int32_t(slots_.size());
     slots_.push_back(std::move(slot));
   }
+  build_encoder(root, added, std::move(normalizer), merges, std::move(bpe_options), origin);
 }
 
-void Tokenizer::parse_model(const json& model, const std::string& origin,
-                            std::vector<const std::string*>* token_of_id) {
+void Tokenizer::build_encoder(const json& root, const AddedTokens& added, HfNormalizer normalizer,
+                              const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
+                              const std::string& origin) {
+  // tokenizers matches each id's latest token; normalized ones by their normalized form.
+  std::vector<AddedTokenSpec> plain, normalized;
+  std::vector<int64_t> ids;
+  for (const auto& [id, tok] : added.by_id) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (int64_t id : ids) {
+    const AddedToken& tok = added.by_id.at(id);
+    AddedTokenSpec spec;
+    const auto n = added.normalized_form.find(id);
+    spec.pattern = tok.normalized && n != added.normalized_form.end() ? n->second : tok.content;
+    spec.id = id;
+    spec.special = added.special_contents.count(tok.content) != 0;
+    spec.single_word = tok.single_word;
+    spec.lstrip = tok.lstrip;
+    spec.rstrip = tok.rstrip;
+    (tok.normalized ? normalized : plain).push_back(std::move(spec));
+  }
+  PreTokenizer pre = PreTokenizer::parse(root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json(), origin);
+  auto bpe = std::make_unique<BpeModel>(&vocab_, merges, std::move(options));
+  encoder_ = std::make_unique<Encoder>(std::move(plain), std::move(normalized), std::move(normalizer),
+                                       std::move(pre), std::move(bpe));
+}
+
+std::vector<int64_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+  DI_CHECK_INPUT(is_valid_utf8(text), "text to encode is not valid UTF-8");
+  std::vector<int64_t> ids;
+  ids.reserve(text.size() / 3 + 1);
+  encoder_->encode(text, allow_special, &ids);
+  return ids;
+}
+
+std::vector<std::pair<std::string, std::string>> Tokenizer::parse_model(const json& model, const std::string& origin,
+                                                                        std::vector<const std::string*>* token_of_id,
+                                                                        BpeOptions* options) {
   if (model.contains("type")) {
     DI_CHECK_INPUT(model["type"] == "BPE", origin, ": model type ", model["type"].dump(),
                    " is not supported (byte-level BPE only)");
@@ -174,6 +232,13 @@ void Tokenizer::parse_model(const json& model, const std::string& origin,
     DI_CHECK_INPUT(vocab_.count(merged), origin, ": merge ", rank + 1, " makes ", json(merged).dump(),
                    ", which is not in the vocabulary");
   }
+  options->continuing_subword_prefix = prefix;
+  options->end_of_word_suffix = optional_string(model, "end_of_word_suffix", origin).value_or("");
+  options->unk_token = optional_string(model, "unk_token", origin);
+  options->fuse_unk = model_bool(model, "fuse_unk", origin);
+  options->byte_fallback = model_bool(model, "byte_fallback", origin);
+  options->ignore_merges = model_bool(model, "ignore_merges", origin);
+  return merges;
 }
 
 // Added tokens get their ids exactly as tokenizers' AddedVocabulary::add_tokens assigns

@@ -13,12 +13,16 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace deepinfer {
 
+class Encoder;
 class HfNormalizer;
+struct BpeOptions;
 
 // Thread-safe after loading: every query is const.
 class Tokenizer {
@@ -28,6 +32,7 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> load(const std::string& path);
   // `origin` labels error messages (usually the file path).
   static std::unique_ptr<Tokenizer> from_json(const std::string& json_text, const std::string& origin);
+  ~Tokenizer();
 
   // One past the largest id of the model vocabulary and the added tokens: the range of
   // valid ids. Ids below it that no token has are holes: they decode to "" and
@@ -54,6 +59,18 @@ class Tokenizer {
   // InputError when an id is outside [0, size()).
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
 
+  // Python's tokenizer.encode(text, add_special_tokens=False).ids: added tokens first
+  // (their lstrip / rstrip / single_word / normalized flags), then the normalizer, the
+  // pre-tokenizer and the BPE model. No BOS is added. With allow_special false, special
+  // tokens are not recognised and encode as plain text (tokenizers'
+  // encode_special_tokens); non-special added tokens still are. InputError on invalid
+  // UTF-8 and on tokenizer.json parts that are only unsupported for encoding.
+  std::vector<int64_t> encode(std::string_view text, bool allow_special = true) const;
+
+  // How the ByteLevel decoder is configured: the number of ByteLevel steps (a Sequence
+  // may repeat it), 0 for a Sequence without one, -1 for no decoder.
+  int byte_level_steps() const { return byte_level_steps_; }
+
  private:
   struct AddedToken {
     std::string content;
@@ -70,9 +87,14 @@ class Tokenizer {
 
   Tokenizer() = default;
   void parse(const std::string& json_text, const std::string& origin);
-  // Fills vocab_ and token_of_id (model vocabulary) and validates the merges.
-  void parse_model(const nlohmann::json& model, const std::string& origin,
-                   std::vector<const std::string*>* token_of_id);
+  // Fills vocab_ and token_of_id (model vocabulary), validates the merges and returns
+  // them in rank order with the model's options.
+  std::vector<std::pair<std::string, std::string>> parse_model(const nlohmann::json& model, const std::string& origin,
+                                                               std::vector<const std::string*>* token_of_id,
+                                                               BpeOptions* options);
+  void build_encoder(const nlohmann::json& root, const AddedTokens& added, HfNormalizer normalizer,
+                     const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
+                     const std::string& origin);
   // Fills added_ids_.
   AddedTokens parse_added_tokens(const nlohmann::json& list, const HfNormalizer& normalizer,
                                  const std::string& origin);
@@ -88,6 +110,7 @@ class Tokenizer {
   std::unordered_map<std::string, int64_t> added_ids_;    // added token content -> id
   // The decoder: the number of ByteLevel steps (a Sequence may repeat it); -1 for none.
   int byte_level_steps_ = -1;
+  std::unique_ptr<const Encoder> encoder_;
 };
 
 }  // namespace deepinfer

@@ -1,6 +1,7 @@
 #include "tokenizer/utf8.h"
 
 #include <cstdint>
+#include <cstring>
 
 namespace deepinfer {
 
@@ -83,6 +84,39 @@ bool decode_utf8(std::string_view bytes, std::u32string* out) {
     i += len;
   }
   return true;
+}
+
+bool is_valid_utf8(std::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    if (i + 8 <= bytes.size()) {
+      uint64_t word;
+      std::memcpy(&word, bytes.data() + i, 8);
+      if ((word & 0x8080808080808080ULL) == 0) {
+        i += 8;
+        continue;
+      }
+    }
+    char32_t cp;
+    size_t prefix;
+    const size_t len = valid_sequence(bytes, i, &cp, &prefix);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+size_t complete_utf8_prefix(std::string_view bytes) {
+  // Only the last three bytes can start an unfinished sequence.
+  const size_t from = bytes.size() > 3 ? bytes.size() - 3 : 0;
+  for (size_t i = from; i < bytes.size(); ++i) {
+    char32_t cp;
+    size_t prefix;
+    const uint8_t lead = static_cast<uint8_t>(bytes[i]);
+    if (lead < 0xC2 || lead > 0xF4) continue;
+    if (valid_sequence(bytes, i, &cp, &prefix) == 0 && i + prefix == bytes.size()) return i;
+  }
+  return bytes.size();
 }
 
 std::string utf8_lossy(std::string_view bytes) {

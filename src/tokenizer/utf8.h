@@ -16,6 +16,13 @@ bool decode_utf8(std::string_view bytes, std::u32string* out);
 
 std::string encode_utf8(std::u32string_view text);
 
+// Whether decode_utf8 would succeed, without decoding.
+bool is_valid_utf8(std::string_view bytes);
+
+// The length of the longest prefix of `bytes` that does not end inside a UTF-8 sequence
+// that could still be completed by more bytes (used to hold back partial characters).
+size_t complete_utf8_prefix(std::string_view bytes);
+
 // Rust's String::from_utf8_lossy: each maximal prefix of a would-be-valid sequence that
 // is cut short (or each stray byte) becomes one U+FFFD ("substitution of maximal
 // subparts", the practice the Unicode standard recommends).
