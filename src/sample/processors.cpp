@@ -95,19 +95,29 @@ void apply_top_p(std::vector<float>& z, float top_p) {
   if (top_p >= 1.0f) return;  // at 1 rounding could otherwise drop the far tail
   std::vector<int64_t> ids = unmasked_ids(z);
   if (ids.empty()) return;
-  std::sort(ids.begin(), ids.end(), Better{z.data()});
-  const double z_max = z[ids[0]];
-  std::vector<double> w(ids.size());
-  double total = 0;
-  for (size_t i = 0; i < ids.size(); ++i) total += w[i] = std::exp(double(z[ids[i]]) - z_max);
+  const Better better{z.data()};
+  const int64_t z_max_id = *std::min_element(ids.begin(), ids.end(), better);
+  const double z_max = z[z_max_id];
+  double total = 0;  // in token order
+  for (int64_t v : ids) total += std::exp(double(z[v]) - z_max);
   const double target = double(top_p) * total;
+  // The nucleus is usually a small head of the vocabulary: sort a head of doubling size
+  // until it covers the target mass. The sorted head is the same prefix a full sort gives
+  // (Better is a strict total order), so the kept set does not depend on the head size.
+  const int64_t n = int64_t(ids.size());
   double before = 0;  // mass of the tokens ranked above ids[i]
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (before >= target) {
-      for (size_t j = i; j < ids.size(); ++j) z[ids[j]] = kNegInf;
-      return;
+  int64_t i = 0;
+  for (int64_t head = std::min<int64_t>(n, 256);; head = std::min(n, head * 4)) {
+    std::partial_sort(ids.begin() + i, ids.begin() + head, ids.end(), better);
+    for (; i < head; ++i) {
+      if (before >= target) {
+        // ids[i, head) are sorted and ids[head, n) all rank below them: mask both.
+        for (int64_t j = i; j < n; ++j) z[ids[j]] = kNegInf;
+        return;
+      }
+      before += std::exp(double(z[ids[i]]) - z_max);
     }
-    before += w[i];
+    if (head == n) return;
   }
 }
 

@@ -179,6 +179,34 @@ TEST(Sampler, TopPKeepsTheShortestPrefixTiesByLowerId) {
   EXPECT_EQ(kept(process(row(logits, p))), (std::vector<int64_t>{0}));
 }
 
+// Large nuclei take process()'s growing-head path; the kept set must be the one a full
+// sort by (probability desc, id asc) gives, ties included.
+TEST(Sampler, TopPOnLargeVocabulariesMatchesAFullSort) {
+  std::mt19937 rng(3);
+  for (float top_p : {0.05f, 0.5f, 0.9f, 0.999f}) {
+    std::vector<float> logits = random_logits(rng, 5000, 1.5f);
+    for (float& x : logits) x = std::round(x * 4) / 4;  // many exact ties
+    SamplingParams p;
+    p.top_p = top_p;
+    std::vector<int64_t> order(5000);
+    for (int64_t v = 0; v < 5000; ++v) order[v] = v;
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    double total = 0;
+    for (int64_t v = 0; v < 5000; ++v) total += std::exp(double(logits[v]) - logits[order[0]]);
+    std::vector<int64_t> expected;
+    double before = 0;
+    for (int64_t v : order) {
+      if (before >= double(top_p) * total) break;
+      expected.push_back(v);
+      before += std::exp(double(logits[v]) - logits[order[0]]);
+    }
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(kept(process(row(logits, p))), expected) << "top_p " << top_p;
+  }
+}
+
 TEST(Sampler, MinPIsRelativeToTheMostLikelyToken) {
   std::vector<float> logits = {std::log(0.5f), std::log(0.25f), std::log(0.125f), std::log(0.125f)};
   SamplingParams p;
