@@ -65,7 +65,7 @@ bool Scheduler::admit(Request* r, int64_t budget, StepPlan& plan, int64_t& used)
     matched = blocks_.match_and_take(r->known_tokens(), (known - 1) / bs);
     floor = int64_t(matched.size()) * bs;
     start = (floor - cfg_.replay_tokens) / cfg_.position_align * cfg_.position_align;
-    if (floor > 0 && start <= 0) {  // a hit within the replay range saves nothing
+    if (start <= 0) {  // no hit, or one within the replay range, which saves nothing
       blocks_.release(matched);
       matched.clear();
       floor = start = 0;

@@ -107,6 +107,12 @@ TEST(Scheduler, PrefixHitReplaysBeforeTheHitPoint) {
   EXPECT_EQ(b->replay_start, 14);  // 20 - 6, aligned to 2
   EXPECT_EQ(p.chunks[0].start, 14);
   EXPECT_EQ(b->cached_tokens, 14);
+  // A miss never starts before position 0, whatever the replay length.
+  Request* c = h.add(3, 1, 500);
+  auto pc = h.step();
+  for (auto& ch : pc.chunks)
+    if (ch.request == c) EXPECT_EQ(ch.start, 0);
+  EXPECT_EQ(c->cached_tokens, 0);
 }
 
 }  // namespace
