@@ -1,10 +1,12 @@
 // The `deepinfer` command. Each subcommand is a function; user errors print one
 // line ("deepinfer: error: ...") and exit with status 2.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
 #include "cli/args.h"
+#include "cli/commands.h"
 #include "common/check.h"
 #include "io/safetensors.h"
 #include "model/v41/model.h"
@@ -18,8 +20,11 @@ const char* kUsage =
     "  logits    --model DIR --tokens 1,2,3 [--chunk N | --prefill P] --out FILE\n"
     "            every position's logits as a safetensors file (F32 tensor 'logits' [T, vocab]);\n"
     "            --chunk N feeds N tokens per call, --prefill P feeds P at once then one at a time\n"
-    "  generate  --model DIR --tokens 1,2,3 [--max-new-tokens N]\n"
-    "            greedy continuation; prints the generated token ids\n"
+    "  generate  [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3 | --input IN.jsonl [--output OUT.jsonl])\n"
+    "            [--max-tokens N --temperature T --top-p P --top-k K --min-p M --stop S --request-seed N\n"
+    "             --ignore-eos true --json true] [engine flags: --max-num-seqs --max-num-batched-tokens\n"
+    "             --cache-blocks --block-size --swa-replay N --prefix-cache on|off --seed N]\n"
+    "            offline batch generation through the scheduler; without --model, the embedded default\n"
     "  help      this text\n";
 
 // Runs the tokens through one sequence in calls of the given sizes.
@@ -56,28 +61,13 @@ int cmd_logits(int argc, char** argv) {
   return 0;
 }
 
-int cmd_generate(int argc, char** argv) {
-  Args a(argc, argv, 2, {"model", "tokens", "max-new-tokens"});
-  auto tokens = parse_id_list(a.require("tokens"), "--tokens");
-  const int64_t max_new = a.get_int("max-new-tokens", 16, 0, 1 << 20);
-  auto model = v41::Model::load(a.require("model"));
-  const int64_t vocab = model->config().vocab_size;
-  v41::SequenceState seq = model->new_sequence();
-  std::vector<float> logits = model->forward(seq, tokens);
-  for (int64_t i = 0; i < max_new; ++i) {
-    const float* last = logits.data() + (logits.size() / vocab - 1) * vocab;
-    int64_t best = 0;
-    for (int64_t v = 1; v < vocab; ++v)
-      if (last[v] > last[best]) best = v;
-    std::cout << (i ? "," : "") << best;
-    if (best == model->config().eos_token_id) break;
-    logits = model->forward(seq, {best});
-  }
-  std::cout << "\n";
-  return 0;
+}  // namespace
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("DEEPINFER_MODEL")) return env;
+  return DEEPINFER_DEFAULT_MODEL;
 }
 
-}  // namespace
 }  // namespace deepinfer::cli
 
 int main(int argc, char** argv) {

@@ -263,10 +263,7 @@ std::vector<RequestOutput> CpuEngine::step() {
   return outs;
 }
 
-std::vector<int64_t> CpuEngine::tokenize(const std::string& text) const {
-  DI_CHECK_INPUT(false, "text prompts need the tokenizer's encoder, which is not built yet; pass token ids");
-  return {};
-}
+std::vector<int64_t> CpuEngine::tokenize(const std::string& text) const { return tokenizer_->encode(text); }
 
 }  // namespace
 

@@ -1,0 +1,191 @@
+// `deepinfer generate`: offline batch inference through the engine. Every request
+// (one --prompt / --prompt-ids, or every line of --input) runs together through the
+// scheduler; results print as text, one JSON object (--json), or JSON lines (--output).
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "common/check.h"
+#include "deepinfer/engine.h"
+#include "sample/sampling_params.h"
+
+namespace deepinfer::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::set<std::string> kEngineFlags = {"model", "max-num-seqs", "max-num-batched-tokens", "cache-blocks",
+                                            "block-size", "swa-replay", "prefix-cache", "seed", "max-model-len"};
+
+RequestSampling sampling_from(const sampling::SamplingParams& p) {
+  RequestSampling s;
+  s.temperature = p.temperature;
+  s.top_k = p.top_k;
+  s.top_p = p.top_p;
+  s.min_p = p.min_p;
+  s.repetition_penalty = p.repetition_penalty;
+  s.presence_penalty = p.presence_penalty;
+  s.frequency_penalty = p.frequency_penalty;
+  s.logit_bias = p.logit_bias;
+  s.stop = p.stop;
+  s.stop_token_ids = p.stop_token_ids;
+  s.max_tokens = p.max_tokens;
+  s.ignore_eos = p.ignore_eos;
+  s.logprobs = p.logprobs;
+  s.seed = p.seed;
+  return s;
+}
+
+struct Result {
+  std::string text;
+  std::vector<int64_t> ids;
+  std::string finish_reason, error;
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+};
+
+Json to_json(const std::string& id, const Result& r) {
+  Json j = {{"id", id}};
+  if (!r.error.empty()) {
+    j["error"] = r.error;
+    return j;
+  }
+  j["text"] = r.text;
+  j["token_ids"] = r.ids;
+  j["finish_reason"] = r.finish_reason;
+  j["usage"] = {{"prompt_tokens", r.prompt_tokens},
+                {"completion_tokens", r.completion_tokens},
+                {"cached_tokens", r.cached_tokens}};
+  return j;
+}
+
+}  // namespace
+
+EngineOptions engine_options_from(const Args& a) {
+  EngineOptions o;
+  o.model_dir = a.get("model", default_model_dir());
+  o.max_num_seqs = a.get_int("max-num-seqs", o.max_num_seqs, 1, 4096);
+  o.max_num_batched_tokens = a.get_int("max-num-batched-tokens", o.max_num_batched_tokens, 1, 1 << 24);
+  o.cache_blocks = a.get_int("cache-blocks", o.cache_blocks, 0, 1 << 24);
+  o.block_size = a.get_int("block-size", o.block_size, 2, 1 << 16);
+  o.swa_replay = a.get_int("swa-replay", o.swa_replay, 0, 1 << 24);
+  o.default_seed = uint64_t(a.get_int("seed", 0, 0, INT64_MAX));
+  o.max_model_len = a.get_int("max-model-len", 0, 0, INT64_MAX);
+  const std::string pc = a.get("prefix-cache", "on");
+  DI_CHECK_INPUT(pc == "on" || pc == "off", "--prefix-cache must be on or off");
+  o.enable_prefix_caching = pc == "on";
+  return o;
+}
+
+int cmd_generate(int argc, char** argv) {
+  std::set<std::string> flags = kEngineFlags;
+  for (const char* f : {"prompt", "prompt-ids", "input", "output", "json", "max-tokens", "temperature", "top-p",
+                        "top-k", "min-p", "stop", "ignore-eos", "request-seed"})
+    flags.insert(f);
+  Args a(argc, argv, 2, flags);
+  const int sources = int(a.has("prompt")) + int(a.has("prompt-ids")) + int(a.has("input"));
+  DI_CHECK_INPUT(sources == 1, "give exactly one of --prompt, --prompt-ids or --input");
+  EngineOptions opts = engine_options_from(a);
+  if (!a.has("model"))
+    std::cerr << "deepinfer: no --model given; using the embedded default " << opts.model_dir
+              << " (a tiny RANDOM V4.1 checkpoint for smoke tests: its output is noise)\n";
+  auto engine = Engine::create(opts);
+
+  // Command-line sampling flags, in the JSON field names the input lines use.
+  Json base = Json::object();
+  if (a.has("max-tokens")) base["max_tokens"] = a.get_int("max-tokens", 16, 1, INT64_MAX);
+  if (a.has("temperature")) base["temperature"] = std::stod(a.get("temperature"));
+  if (a.has("top-p")) base["top_p"] = std::stod(a.get("top-p"));
+  if (a.has("top-k")) base["top_k"] = a.get_int("top-k", -1, -1, INT64_MAX);
+  if (a.has("min-p")) base["min_p"] = std::stod(a.get("min-p"));
+  if (a.has("stop")) base["stop"] = a.get("stop");
+  if (a.has("ignore-eos")) base["ignore_eos"] = a.get("ignore-eos") == "true";
+  if (a.has("request-seed")) base["seed"] = a.get_int("request-seed", 0, 0, INT64_MAX);
+
+  std::vector<std::string> order;
+  std::map<std::string, Result> results;
+  auto submit = [&](const std::string& id, const Json& line) {
+    order.push_back(id);
+    Result& res = results[id];
+    try {
+      Json fields = base;
+      for (auto& [k, v] : line.items())
+        if (k != "id" && k != "prompt" && k != "prompt_ids") fields[k] = v;
+      GenerateRequest req;
+      req.request_id = id;
+      DI_CHECK_INPUT(line.contains("prompt") != line.contains("prompt_ids"),
+                     "a request needs exactly one of 'prompt' or 'prompt_ids'");
+      if (line.contains("prompt")) {
+        DI_CHECK_INPUT(line["prompt"].is_string(), "'prompt' must be a string");
+        req.prompt_ids = engine->tokenize(line["prompt"].get<std::string>());
+      } else {
+        DI_CHECK_INPUT(line["prompt_ids"].is_array(), "'prompt_ids' must be an array of token ids");
+        for (const auto& t : line["prompt_ids"]) {
+          DI_CHECK_INPUT(t.is_number_integer(), "'prompt_ids' must be an array of token ids");
+          req.prompt_ids.push_back(t.get<int64_t>());
+        }
+      }
+      req.params = sampling_from(sampling::SamplingParams::from_json(fields));
+      engine->add_request(req);
+    } catch (const InputError& e) {
+      res.error = e.what();
+    }
+  };
+
+  if (a.has("input")) {
+    std::ifstream in(a.get("input"));
+    DI_CHECK_INPUT(in.good(), "cannot read --input file '", a.get("input"), "'");
+    std::string line;
+    for (int64_t n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+      std::string id = "line-" + std::to_string(n);
+      if (j.is_object() && j.contains("id")) id = j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();
+      if (!j.is_object()) {
+        order.push_back(id);
+        results[id].error = "line " + std::to_string(n) + " is not a JSON object";
+        continue;
+      }
+      if (results.count(id)) id += "#" + std::to_string(n);
+      submit(id, j);
+    }
+  } else if (a.has("prompt")) {
+    submit("0", Json{{"prompt", a.get("prompt")}});
+  } else {
+    submit("0", Json{{"prompt_ids", parse_id_list(a.get("prompt-ids"), "--prompt-ids")}});
+  }
+
+  while (engine->has_unfinished()) {
+    for (const RequestOutput& o : engine->step()) {
+      Result& r = results[o.request_id];
+      r.text += o.text_delta;
+      r.ids.insert(r.ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      if (o.finished) {
+        r.finish_reason = o.finish_reason;
+        r.prompt_tokens = o.prompt_tokens;
+        r.completion_tokens = o.completion_tokens;
+        r.cached_tokens = o.cached_tokens;
+      }
+    }
+  }
+
+  if (a.has("output")) {
+    std::ofstream out(a.get("output"));
+    DI_CHECK_INPUT(out.good(), "cannot write --output file '", a.get("output"), "'");
+    for (const auto& id : order) out << to_json(id, results[id]).dump() << "\n";
+  } else if (a.has("json") && a.get("json") != "false") {
+    for (const auto& id : order) std::cout << to_json(id, results[id]).dump() << "\n";
+  } else {
+    for (const auto& id : order) {
+      const Result& r = results[id];
+      if (!r.error.empty()) throw InputError(r.error);
+      std::cout << r.text << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace deepinfer::cli
