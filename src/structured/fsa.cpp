@@ -14,12 +14,62 @@ namespace {
 constexpr size_t kMaxEpsilonFreeEdges = size_t(1) << 25;
 constexpr uint32_t kDead = UINT32_MAX;
 
-struct VecHash {
-  size_t operator()(const std::vector<uint32_t>& v) const {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
-    for (uint32_t x : v) h = (h ^ x) * 0x100000001B3ull + (h >> 29);
-    return size_t(h);
+// Interns sequences of uint32 (state sets, state signatures) into dense ids, storing
+// them back to back in one buffer: no allocation per sequence.
+class SeqTable {
+ public:
+  // The id of `seq`; `*inserted` tells whether it is new.
+  uint32_t intern(const uint32_t* seq, size_t n, bool* inserted) {
+    if (4 * (offsets_.size() + 1) > slots_.size() * 3) grow();
+    const uint64_t h = hash(seq, n);
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const uint32_t id = slots_[i];
+      if (id == kEmpty) {
+        const uint32_t nid = uint32_t(offsets_.size());
+        offsets_.push_back(uint32_t(data_.size()));
+        data_.insert(data_.end(), seq, seq + n);
+        lengths_.push_back(uint32_t(n));
+        hashes_.push_back(h);
+        slots_[i] = nid;
+        *inserted = true;
+        return nid;
+      }
+      if (hashes_[id] == h && lengths_[id] == n && std::equal(seq, seq + n, data_.data() + offsets_[id])) {
+        *inserted = false;
+        return id;
+      }
+    }
   }
+  size_t size() const { return offsets_.size(); }
+  const uint32_t* data(uint32_t id) const { return data_.data() + offsets_[id]; }
+  uint32_t length(uint32_t id) const { return lengths_[id]; }
+  void clear() {
+    offsets_.clear();
+    lengths_.clear();
+    hashes_.clear();
+    data_.clear();
+    std::fill(slots_.begin(), slots_.end(), kEmpty);
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  static uint64_t hash(const uint32_t* seq, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    for (size_t i = 0; i < n; ++i) h = (h ^ seq[i]) * 0x100000001B3ull + (h >> 29);
+    return h ^ (h >> 31);
+  }
+  void grow() {
+    slots_.assign(std::max<size_t>(64, slots_.size() * 2), kEmpty);
+    const size_t mask = slots_.size() - 1;
+    for (uint32_t id = 0; id < offsets_.size(); ++id) {
+      size_t i = hashes_[id] & mask;
+      while (slots_[i] != kEmpty) i = (i + 1) & mask;
+      slots_[i] = id;
+    }
+  }
+  std::vector<uint32_t> slots_, offsets_, lengths_, data_;
+  std::vector<uint64_t> hashes_;
 };
 
 void sort_unique_bytes(std::vector<Fsa::ByteEdge>* edges) {
@@ -142,33 +192,32 @@ Fsa remove_epsilon(const Fsa& in, CompileBudget* budget) {
 
 bool determinize(const Fsa& nfa, size_t max_states, Fsa* out, CompileBudget* budget) {
   DI_CHECK(!nfa.has_epsilons(), "determinize needs an epsilon-free automaton");
-  std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> ids;
-  std::vector<std::vector<uint32_t>> sets;
+  SeqTable sets;
   Fsa dfa;
   bool overflow = false;
-  auto get = [&](std::vector<uint32_t> set) -> uint32_t {
-    auto [it, inserted] = ids.try_emplace(set, uint32_t(sets.size()));
+  auto get = [&](const std::vector<uint32_t>& set) -> uint32_t {
+    bool inserted;
+    const uint32_t id = sets.intern(set.data(), set.size(), &inserted);
     if (inserted) {
-      if (sets.size() >= max_states) {
+      if (sets.size() > max_states) {
         overflow = true;
         return 0;
       }
-      sets.push_back(std::move(set));
       dfa.add_state();
     }
-    return it->second;
+    return id;
   };
   dfa.start = get({nfa.start});
   std::vector<Fsa::ByteEdge> edges;
   std::vector<Fsa::RuleEdge> redges;
   std::vector<int> bounds;
-  std::vector<uint32_t> targets;
+  std::vector<uint32_t> targets, members;
   for (size_t i = 0; i < sets.size() && !overflow; ++i) {
-    const std::vector<uint32_t> set = sets[i];
+    members.assign(sets.data(uint32_t(i)), sets.data(uint32_t(i)) + sets.length(uint32_t(i)));
     edges.clear();
     redges.clear();
     bool final = false;
-    for (uint32_t s : set) {
+    for (uint32_t s : members) {
       const Fsa::State& st = nfa.states[s];
       final = final || st.final;
       edges.insert(edges.end(), st.bytes.begin(), st.bytes.end());
@@ -176,30 +225,39 @@ bool determinize(const Fsa& nfa, size_t max_states, Fsa* out, CompileBudget* bud
     }
     Fsa::State ns;
     ns.final = final;
-    bounds.clear();
-    for (const Fsa::ByteEdge& e : edges) {
-      bounds.push_back(e.lo);
-      bounds.push_back(e.hi + 1);
-    }
-    std::sort(bounds.begin(), bounds.end());
-    bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
-    for (size_t k = 0; k + 1 < bounds.size(); ++k) {
-      const int lo = bounds[k], hi = bounds[k + 1] - 1;
-      targets.clear();
-      for (const Fsa::ByteEdge& e : edges)
-        if (e.lo <= lo && hi <= e.hi) targets.push_back(e.to);
-      if (targets.empty()) continue;
-      std::sort(targets.begin(), targets.end());
-      targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-      const uint32_t to = get(targets);
-      if (overflow) break;
-      push_merged(&ns.bytes, lo, hi, to);
+    if (members.size() == 1 && nfa.states[members[0]].bytes.size() <= 1) {
+      // One state with at most one byte edge: nothing to split.
+      for (const Fsa::ByteEdge& e : edges) {
+        targets.assign(1, e.to);
+        const uint32_t to = get(targets);
+        ns.bytes.push_back({e.lo, e.hi, to});
+      }
+    } else {
+      bounds.clear();
+      for (const Fsa::ByteEdge& e : edges) {
+        bounds.push_back(e.lo);
+        bounds.push_back(e.hi + 1);
+      }
+      std::sort(bounds.begin(), bounds.end());
+      bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+      for (size_t k = 0; k + 1 < bounds.size() && !overflow; ++k) {
+        const int lo = bounds[k], hi = bounds[k + 1] - 1;
+        targets.clear();
+        for (const Fsa::ByteEdge& e : edges)
+          if (e.lo <= lo && hi <= e.hi) targets.push_back(e.to);
+        if (targets.empty()) continue;
+        std::sort(targets.begin(), targets.end());
+        targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+        const uint32_t to = get(targets);
+        push_merged(&ns.bytes, lo, hi, to);
+      }
     }
     sort_unique_rules(&redges);
     for (size_t k = 0; k < redges.size() && !overflow;) {
       size_t e = k;
       targets.clear();
       while (e < redges.size() && redges[e].rule == redges[k].rule) targets.push_back(redges[e++].to);
+      std::sort(targets.begin(), targets.end());
       ns.rules.push_back({redges[k].rule, get(targets)});
       k = e;
     }
@@ -211,87 +269,168 @@ bool determinize(const Fsa& nfa, size_t max_states, Fsa* out, CompileBudget* bud
   return true;
 }
 
-Fsa minimize(const Fsa& dfa, CompileBudget* budget) {
-  // Moore's partition refinement. Rounds are bounded by the longest distinguishing
-  // suffix, so long counted chains (maxLength 5000) hit the work cap and stay as they
-  // are: subset construction of our Thompson automata is close to minimal already.
-  constexpr size_t kMaxWork = size_t(1) << 21;
-  const size_t n = dfa.states.size();
-  if (n <= 1) return dfa;
-  std::vector<uint32_t> cls(n), next(n);
-  for (size_t s = 0; s < n; ++s) cls[s] = dfa.states[s].final ? 1 : 0;
-  size_t num_classes = 0;
-  size_t work = 0;
-  std::vector<uint32_t> sig;
-  std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> ids;
-  for (;;) {
-    ids.clear();
-    for (size_t s = 0; s < n; ++s) {
-      const Fsa::State& st = dfa.states[s];
-      sig.clear();
-      sig.push_back(cls[s]);
-      int prev_hi = -2;
-      uint32_t prev_cls = kDead;
-      for (const Fsa::ByteEdge& e : st.bytes) {
-        const uint32_t c = cls[e.to];
-        if (c == prev_cls && e.lo == prev_hi + 1) {
-          sig[sig.size() - 2] = e.hi;
-        } else {
-          sig.push_back(e.lo);
-          sig.push_back(e.hi);
-          sig.push_back(c);
-        }
-        prev_hi = e.hi;
-        prev_cls = c;
+namespace {
+
+// A refinable partition of 0..n-1 (Valmari and Lehtinen, "Efficient minimization of
+// DFAs with partial transition functions", 2008). Elements of a set are contiguous in
+// `elems`; marked ones are moved to the front of their set; split() cuts each touched
+// set and gives the smaller part a new index.
+struct Partition {
+  std::vector<uint32_t> elems, loc, set_of, first, past, marked, touched;
+  uint32_t count = 0;
+
+  void init(uint32_t n) {
+    elems.resize(n);
+    loc.resize(n);
+    set_of.assign(n, 0);
+    for (uint32_t i = 0; i < n; ++i) elems[i] = loc[i] = i;
+    first.assign(n + 1, 0);
+    past.assign(n + 1, 0);
+    marked.assign(n + 1, 0);
+    count = n > 0;
+    past[0] = n;
+  }
+  void mark(uint32_t e) {
+    const uint32_t s = set_of[e], i = loc[e], j = first[s] + marked[s];
+    elems[i] = elems[j];
+    loc[elems[i]] = i;
+    elems[j] = e;
+    loc[e] = j;
+    if (!marked[s]++) touched.push_back(s);
+  }
+  void split() {
+    while (!touched.empty()) {
+      const uint32_t s = touched.back();
+      touched.pop_back();
+      const uint32_t j = first[s] + marked[s];
+      if (j == past[s]) {
+        marked[s] = 0;
+        continue;
       }
-      sig.push_back(kDead);
-      for (const Fsa::RuleEdge& e : st.rules) {
-        sig.push_back(e.rule);
-        sig.push_back(cls[e.to]);
+      const uint32_t z = count++;
+      if (marked[s] <= past[s] - j) {
+        first[z] = first[s];
+        past[z] = first[s] = j;
+      } else {
+        past[z] = past[s];
+        first[z] = past[s] = j;
       }
-      work += sig.size();
-      auto [it, inserted] = ids.try_emplace(sig, uint32_t(ids.size()));
-      next[s] = it->second;
+      for (uint32_t i = first[z]; i < past[z]; ++i) set_of[elems[i]] = z;
+      marked[s] = marked[z] = 0;
     }
-    const size_t count = ids.size();
-    cls.swap(next);
-    if (count == num_classes) break;
-    num_classes = count;
-    if (work > kMaxWork) return dfa;
+  }
+};
+
+}  // namespace
+
+Fsa minimize(const Fsa& dfa, CompileBudget* budget) {
+  const uint32_t n = uint32_t(dfa.states.size());
+  if (n <= 1) return dfa;
+  // Letters: classes of bytes no edge tells apart, then one letter per rule.
+  std::vector<int> bounds;
+  std::vector<uint32_t> rules;
+  for (const Fsa::State& st : dfa.states) {
+    for (const Fsa::ByteEdge& e : st.bytes) {
+      bounds.push_back(e.lo);
+      bounds.push_back(e.hi + 1);
+    }
+    for (const Fsa::RuleEdge& e : st.rules) rules.push_back(e.rule);
+  }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  std::sort(rules.begin(), rules.end());
+  rules.erase(std::unique(rules.begin(), rules.end()), rules.end());
+  struct Trans {
+    uint32_t tail, label, head;
+  };
+  std::vector<Trans> trans;
+  for (uint32_t s = 0; s < n; ++s) {
+    for (const Fsa::ByteEdge& e : dfa.states[s].bytes) {
+      const uint32_t c0 = uint32_t(std::lower_bound(bounds.begin(), bounds.end(), int(e.lo)) - bounds.begin());
+      for (uint32_t c = c0; c + 1 < bounds.size() && bounds[c] <= e.hi; ++c) trans.push_back({s, c, e.to});
+    }
+    for (const Fsa::RuleEdge& e : dfa.states[s].rules) {
+      const uint32_t r = uint32_t(std::lower_bound(rules.begin(), rules.end(), e.rule) - rules.begin());
+      trans.push_back({s, uint32_t(bounds.size()) + r, e.to});
+    }
+  }
+  const uint32_t m = uint32_t(trans.size());
+  // Blocks of states, split first by finality; cords of transitions, by letter.
+  Partition blocks, cords;
+  blocks.init(n);
+  for (uint32_t s = 0; s < n; ++s)
+    if (dfa.states[s].final) blocks.mark(s);
+  blocks.split();
+  cords.init(m);
+  if (m > 0) {
+    std::sort(cords.elems.begin(), cords.elems.end(),
+              [&](uint32_t a, uint32_t b) { return trans[a].label < trans[b].label; });
+    cords.count = 0;
+    uint32_t label = trans[cords.elems[0]].label;
+    cords.first[0] = 0;
+    for (uint32_t i = 0; i < m; ++i) {
+      const uint32_t t = cords.elems[i];
+      if (trans[t].label != label) {
+        label = trans[t].label;
+        cords.past[cords.count++] = i;
+        cords.first[cords.count] = i;
+      }
+      cords.set_of[t] = cords.count;
+      cords.loc[t] = i;
+    }
+    cords.past[cords.count++] = m;
+  }
+  // Incoming transitions per state.
+  std::vector<uint32_t> in_begin(n + 1, 0), in_list(m);
+  for (const Trans& t : trans) ++in_begin[t.head + 1];
+  for (uint32_t i = 0; i < n; ++i) in_begin[i + 1] += in_begin[i];
+  {
+    std::vector<uint32_t> fill(in_begin.begin(), in_begin.end() - 1);
+    for (uint32_t t = 0; t < m; ++t) in_list[fill[trans[t].head]++] = t;
+  }
+  uint32_t b = 1, c = 0;
+  while (c < cords.count) {
+    for (uint32_t i = cords.first[c]; i < cords.past[c]; ++i) blocks.mark(trans[cords.elems[i]].tail);
+    blocks.split();
+    ++c;
+    while (b < blocks.count) {
+      for (uint32_t i = blocks.first[b]; i < blocks.past[b]; ++i) {
+        const uint32_t s = blocks.elems[i];
+        for (uint32_t k = in_begin[s]; k < in_begin[s + 1]; ++k) cords.mark(in_list[k]);
+      }
+      cords.split();
+      ++b;
+    }
     if (budget) budget->check_time("minimization");
   }
-  if (num_classes == n) return dfa;
+  if (blocks.count == n) return dfa;
   Fsa out;
-  out.states.resize(num_classes);
-  std::vector<bool> done(num_classes, false);
-  for (size_t s = 0; s < n; ++s) {
-    const uint32_t c = cls[s];
-    if (done[c]) continue;
-    done[c] = true;
-    const Fsa::State& st = dfa.states[s];
-    Fsa::State& ns = out.states[c];
+  out.states.resize(blocks.count);
+  for (uint32_t k = 0; k < blocks.count; ++k) {
+    const Fsa::State& st = dfa.states[blocks.elems[blocks.first[k]]];
+    Fsa::State& ns = out.states[k];
     ns.final = st.final;
-    for (const Fsa::ByteEdge& e : st.bytes) push_merged(&ns.bytes, e.lo, e.hi, cls[e.to]);
-    for (const Fsa::RuleEdge& e : st.rules) ns.rules.push_back({e.rule, cls[e.to]});
+    for (const Fsa::ByteEdge& e : st.bytes) push_merged(&ns.bytes, e.lo, e.hi, blocks.set_of[e.to]);
+    for (const Fsa::RuleEdge& e : st.rules) ns.rules.push_back({e.rule, blocks.set_of[e.to]});
   }
-  out.start = cls[dfa.start];
+  out.start = blocks.set_of[dfa.start];
   return out;
 }
 
 Fsa trim(const Fsa& fsa, const std::vector<bool>* productive) {
   const size_t n = fsa.states.size();
   auto usable = [&](const Fsa::RuleEdge& e) { return !productive || (*productive)[e.rule]; };
-  std::vector<bool> fwd(n, false), back(n, false);
+  std::vector<uint8_t> fwd(n, 0), back(n, 0);
   std::vector<uint32_t> stack{fsa.start};
-  fwd[fsa.start] = true;
-  std::vector<std::vector<uint32_t>> rev(n);
+  fwd[fsa.start] = 1;
+  std::vector<std::pair<uint32_t, uint32_t>> rev;  // (to, from), sorted below
   while (!stack.empty()) {
     const uint32_t s = stack.back();
     stack.pop_back();
     auto visit = [&](uint32_t t) {
-      rev[t].push_back(s);
+      rev.push_back({t, s});
       if (!fwd[t]) {
-        fwd[t] = true;
+        fwd[t] = 1;
         stack.push_back(t);
       }
     };
@@ -300,18 +439,26 @@ Fsa trim(const Fsa& fsa, const std::vector<bool>* productive) {
       if (usable(e)) visit(e.to);
     for (uint32_t t : fsa.states[s].eps) visit(t);
   }
+  std::vector<uint32_t> rev_begin(n + 1, 0), rev_from(rev.size());
+  for (const auto& [t, s] : rev) ++rev_begin[t + 1];
+  for (size_t i = 0; i < n; ++i) rev_begin[i + 1] += rev_begin[i];
+  {
+    std::vector<uint32_t> fill(rev_begin.begin(), rev_begin.end() - 1);
+    for (const auto& [t, s] : rev) rev_from[fill[t]++] = s;
+  }
   for (size_t s = 0; s < n; ++s) {
     if (fwd[s] && fsa.states[s].final) {
-      back[s] = true;
+      back[s] = 1;
       stack.push_back(uint32_t(s));
     }
   }
   while (!stack.empty()) {
     const uint32_t s = stack.back();
     stack.pop_back();
-    for (uint32_t p : rev[s]) {
+    for (uint32_t k = rev_begin[s]; k < rev_begin[s + 1]; ++k) {
+      const uint32_t p = rev_from[k];
       if (!back[p]) {
-        back[p] = true;
+        back[p] = 1;
         stack.push_back(p);
       }
     }
@@ -322,8 +469,10 @@ Fsa trim(const Fsa& fsa, const std::vector<bool>* productive) {
     return out;
   }
   std::vector<uint32_t> id(n, kDead);
+  uint32_t count = 0;
   for (size_t s = 0; s < n; ++s)
-    if (back[s]) id[s] = out.add_state();
+    if (back[s]) id[s] = count++;
+  out.states.resize(count);
   for (size_t s = 0; s < n; ++s) {
     if (id[s] == kDead) continue;
     const Fsa::State& st = fsa.states[s];

@@ -78,6 +78,25 @@ Fsa repeat_unit(const Fsa& unit, uint64_t min, uint64_t max, CompileBudget* budg
   return trim(f);
 }
 
+// One character inside a JSON string (CharEncoding::kJsonString), and a whole quoted
+// string; built once per process.
+const Fsa& json_char_fsa() {
+  static const Fsa f = [] {
+    CompileBudget budget{CompileLimits{}};
+    FsaBuilder b(&budget, 1 << 16);
+    return optimize_fsa(b.finish(b.chars(CodepointSet::all_scalars(), CharEncoding::kJsonString)), 1 << 16, &budget);
+  }();
+  return f;
+}
+
+const Fsa& json_string_fsa() {
+  static const Fsa f = [] {
+    CompileBudget budget{CompileLimits{}};
+    return quote_wrap(repeat_unit(json_char_fsa(), 0, kNoLimit, &budget));
+  }();
+  return f;
+}
+
 std::string rule_name(const std::string& path) {
   std::string n = "s";
   for (char c : path) n += (isalnum(uint8_t(c)) || c == '_' || c == '-') ? c : '_';
@@ -87,11 +106,7 @@ std::string rule_name(const std::string& path) {
 class Emitter {
  public:
   Emitter(const Json& schema, const JsonSchemaOptions& options, CompileBudget* budget)
-      : options_(options), budget_(budget), store_(schema, budget), model_(&store_, options, budget) {
-    FsaBuilder b(budget, 1 << 16);
-    json_char_ = optimize_fsa(b.finish(b.chars(CodepointSet::all_scalars(), CharEncoding::kJsonString)), 1 << 16,
-                              budget);
-  }
+      : options_(options), budget_(budget), store_(schema, budget), model_(&store_, options, budget) {}
 
   Grammar run() {
     const Grammar::RuleId root = rule_for(model_.both({}, {store_.root()}), "root");
@@ -131,7 +146,7 @@ class Emitter {
     });
   }
   Grammar::RuleId json_string() {
-    return shared(&string_, "json_string", [&] { return g_.fsa(quote_wrap(repeat_unit(json_char_, 0, kNoLimit, budget_))); });
+    return shared(&string_, "json_string", [&] { return g_.fsa(json_string_fsa()); });
   }
   Grammar::RuleId json_number(bool integer) {
     return shared(integer ? &integer_ : &number_, integer ? "json_integer" : "json_number",
@@ -198,14 +213,18 @@ class Emitter {
   Grammar::ExprId string_expr(const Conj& c) {
     if (c.min_len == 0 && c.max_len == kNoLimit && c.patterns.empty() && c.formats.empty())
       return g_.rule_ref(json_string());
-    Fsa body = repeat_unit(json_char_, c.min_len, c.max_len, budget_);
-    for (const std::string& p : c.patterns)
-      body = intersect(body, model_.pattern_fsa(p, CharEncoding::kJsonString), budget_);
+    // Pattern and format automata only spell valid string characters already, so the
+    // length automaton joins the product only when there is a length bound.
+    std::vector<Fsa> parts;
+    if (c.min_len > 0 || c.max_len != kNoLimit) parts.push_back(repeat_unit(json_char_fsa(), c.min_len, c.max_len, budget_));
+    for (const std::string& p : c.patterns) parts.push_back(model_.pattern_fsa(p, CharEncoding::kJsonString));
     for (const std::string& name : c.formats) {
       Fsa f;
       DI_CHECK_INPUT(format_fsa(name, CharEncoding::kJsonString, &f), "format '", name, "' is not supported");
-      body = intersect(body, f, budget_);
+      parts.push_back(std::move(f));
     }
+    Fsa body = std::move(parts[0]);
+    for (size_t i = 1; i < parts.size(); ++i) body = intersect(body, parts[i], budget_);
     return own_rule("string", quote_wrap(body));
   }
 
@@ -331,7 +350,7 @@ class Emitter {
 
   // Quoted keys other than `names`.
   Fsa extra_key_fsa(const std::vector<std::string>& names) {
-    const Fsa all = quote_wrap(repeat_unit(json_char_, 0, kNoLimit, budget_));
+    const Fsa& all = json_string_fsa();
     if (names.empty()) return all;
     FsaBuilder b(budget_, budget_->limits().max_rule_states);
     std::vector<Frag> keys;
@@ -380,7 +399,6 @@ class Emitter {
   Grammar g_;
   std::map<SchemaList, Grammar::RuleId> rules_;
   Grammar::RuleId ws_ = kNoRule, string_ = kNoRule, number_ = kNoRule, integer_ = kNoRule, value_ = kNoRule;
-  Fsa json_char_;
 };
 
 }  // namespace

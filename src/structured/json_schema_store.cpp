@@ -160,8 +160,8 @@ SchemaStore::SchemaStore(const Json& root, CompileBudget* budget) : budget_(budg
   true_id_ = add(&true_json_, kDefaultBase, "true");
   false_id_ = add(&false_json_, kDefaultBase, "false");
   resources_[kDefaultBase] = &root;
-  index(root, kDefaultBase, "", 0);
-  root_ = add(&root, bases_[&root], "");
+  index(root, kDefaultBase, "#", 0);
+  root_ = add(&root, bases_[&root], "#");
 }
 
 int SchemaStore::add(const Json* json, const std::string& base, const std::string& path) {
@@ -222,7 +222,7 @@ int SchemaStore::resolve_ref(int from, const std::string& ref) {
   auto res = resources_.find(doc);
   DI_CHECK_INPUT(res != resources_.end(), "$ref '", ref, "' points outside the schema (remote references are not supported)");
   const Json* node = res->second;
-  std::string path = paths_.count(node) ? paths_[node] : "";
+  std::string path = paths_.count(node) ? paths_[node] : "#";
   std::string base = doc;
   if (!fragment.empty() && fragment[0] == '/') {
     size_t i = 1;

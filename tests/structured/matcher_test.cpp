@@ -104,6 +104,23 @@ TEST(Matcher, MasksMatchBruteForceOnGrammars) {
   }
 }
 
+TEST(Matcher, MasksMatchBruteForceOnJsonSchemas) {
+  const char* schemas[] = {
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},"age":{"type":"integer","minimum":0,
+          "maximum":120},"tags":{"type":"array","items":{"enum":["a","bc","xyz"]},"maxItems":3}},
+          "required":["name","age"],"additionalProperties":false})",
+      R"({"$defs":{"t":{"type":"object","properties":{"v":{"type":"number"},"kids":{"type":"array",
+          "items":{"$ref":"#/$defs/t"}}},"required":["v"]}},"$ref":"#/$defs/t"})",
+      R"({"anyOf":[{"type":"string","pattern":"^[a-c]+$"},{"type":"boolean"},{"type":"null"},
+          {"type":"array","prefixItems":[{"const":1},{"const":"x"}],"items":false}]})",
+      R"({})",
+  };
+  for (const char* schema : schemas) {
+    SCOPED_TRACE(schema);
+    for (uint32_t seed = 1; seed <= 5; ++seed) random_walk(compile_json_schema(schema), seed, 30);
+  }
+}
+
 TEST(Matcher, RollbackRestoresMasks) {
   auto g = compile_gbnf(
       "root ::= \"{\" (\"\\\"\" [a-z]+ \"\\\":\" [0-9]+ (\",\\\"\" [a-z]+ \"\\\":\" [0-9]+)*)? \"}\"\n");
