@@ -51,6 +51,22 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DetokenizerTest,
                          ::testing::Values("bpe_tokenizer.json", "handmade_nodecoder.json", "handmade_sequence.json",
                                            "bpe_variant_nobytelevel.json"));
 
+TEST(Detokenizer, DecodersThatCannotStreamOrNeedNoBytes) {
+  for (const std::string decoder : {R"({"type": "Sequence", "decoders": []})",
+                                    R"({"type": "Sequence", "decoders": [{"type": "ByteLevel"}, {"type": "ByteLevel"}]})"}) {
+    const auto tok = Tokenizer::from_json(
+        R"({"decoder": )" + decoder +
+            R"(, "model": {"vocab": {"a": 0, "Ã": 1, "Ä": 2, "©": 3, "ł": 4, "Ċ": 5, "é": 6}, "merges": []}})",
+        "t.json");
+    std::mt19937 rng(5);
+    for (int round = 0; round < 200; ++round) {
+      std::vector<int64_t> ids(rng() % 10);
+      for (int64_t& id : ids) id = int64_t(rng() % 7);
+      check_stream(*tok, ids, false);
+    }
+  }
+}
+
 TEST(Detokenizer, HoldsBackPartialCharacters) {
   const auto tok = Tokenizer::load(fixture("bpe_tokenizer.json"));
   // The single-byte tokens of "é" (C3 A9) and "€" (E2 82 AC).
