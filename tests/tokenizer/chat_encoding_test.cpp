@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "tokenizer/chat_encoding.h"
+#include "tokenizer/py_json.h"
 
 namespace deepinfer {
 namespace {
@@ -205,6 +206,25 @@ TEST(ChatEncoding, BadInputIsAnInputError) {
         R"([{"function": {"name": "f", "p": )" + std::string(1000, '[') + std::string(1000, ']') + "}}]"}) {
     EXPECT_THROW(encode_chat({user("q")}, with_tools(chat(), tools)), InputError) << tools;
   }
+}
+
+}  // namespace
+}  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// Expected texts printed by Python 3.11's json.dumps(..., ensure_ascii=False).
+TEST(PyJson, MatchesPythonJsonDumps) {
+  const auto dumps = [](const std::string& text) { return py_json_dumps(nlohmann::ordered_json::parse(text)); };
+  EXPECT_EQ(dumps("[0.1, 1.0, -0.0, 1e16, 1e15, 123456789012345.6, 1.5e-5, 0.0001, 0.001, 2.5e-300, "
+                  "1.7976931348623157e308, 5e-324, -123.456, 100.0, 1e22, 12345678.9]"),
+            "[0.1, 1.0, -0.0, 1e+16, 1000000000000000.0, 123456789012345.6, 1.5e-05, 0.0001, 0.001, 2.5e-300, "
+            "1.7976931348623157e+308, 5e-324, -123.456, 100.0, 1e+22, 12345678.9]");
+  EXPECT_EQ(dumps(R"({"a": "\u0001\u001f\u2028\u007f\"\\/é😀\b\f\n\r\t", "b": [null, true, false, -5, 18446744073709551615]})"),
+            "{\"a\": \"\\u0001\\u001f\u2028\x7f\\\"\\\\/é😀\\b\\f\\n\\r\\t\", \"b\": [null, true, false, -5, "
+            "18446744073709551615]}");
+  EXPECT_EQ(dumps(R"({"z": 1, "a": {"y": [], "x": {}}})"), R"({"z": 1, "a": {"y": [], "x": {}}})");
 }
 
 }  // namespace
