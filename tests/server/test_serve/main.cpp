@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     return server::serve(options, [&](const EngineOptions& e) -> std::unique_ptr<server::GenerationBackend> {
       if (engine_kind == "real") return server::make_async_backend(Engine::create(e));
       std::this_thread::sleep_for(std::chrono::milliseconds(load_ms));
-      auto engine = std::make_unique<testing::FakeEngine>(e.max_model_len > 0 ? e.max_model_len : 256);
+      auto engine = std::make_unique<testing::FakeEngine>(e.max_model_len > 0 ? e.max_model_len : 4096);
       return std::make_unique<testing::FakeBackend>(std::move(engine), std::chrono::milliseconds(step_ms));
     });
   } catch (const InputError& e) {
