@@ -9,6 +9,7 @@
 namespace deepinfer::cli {
 
 int cmd_generate(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 // Engine options from the shared flags (--model, --max-num-seqs, ...).
 EngineOptions engine_options_from(const Args& a);
 // The model used when --model is not given (see README: what it is and is not).

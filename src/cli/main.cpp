@@ -7,6 +7,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/structured_cmd.h"
+#include "cli/tokenize_cmd.h"
 #include "common/check.h"
 #include "io/safetensors.h"
 #include "model/v41/model.h"
@@ -25,6 +27,10 @@ const char* kUsage =
     "             --ignore-eos true --json true] [engine flags: --max-num-seqs --max-num-batched-tokens\n"
     "             --cache-blocks --block-size --swa-replay N --prefix-cache on|off --seed N]\n"
     "            offline batch generation through the scheduler; without --model, the embedded default\n"
+    "  chat      [--model DIR] [--thinking on|off] [--system TEXT] [--max-tokens N] [--temperature T]\n"
+    "            interactive multi-turn chat with the V4.1 prompt encoding\n"
+    "  tokenize  --tokenizer FILE | --model DIR [--decode]   JSON lines on stdin -> ids / text\n"
+    "  structured check --jsonl FILE   compile constraints and check instances\n"
     "  help      this text\n";
 
 // Runs the tokens through one sequence in calls of the given sizes.
@@ -80,6 +86,9 @@ int main(int argc, char** argv) {
     std::string cmd = argv[1];
     if (cmd == "logits") return cli::cmd_logits(argc, argv);
     if (cmd == "generate") return cli::cmd_generate(argc, argv);
+    if (cmd == "chat") return cli::cmd_chat(argc, argv);
+    if (cmd == "tokenize") return cli::cmd_tokenize(argc, argv);
+    if (cmd == "structured") return cli::cmd_structured(argc, argv);
     std::fprintf(stderr, "deepinfer: error: unknown command '%s'\n%s", cmd.c_str(), cli::kUsage);
     return 2;
   } catch (const InputError& e) {
