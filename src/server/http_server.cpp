@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -316,23 +317,32 @@ class Session : public ResponseChannel, public std::enable_shared_from_this<Sess
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   Impl(net::io_context& io, Router& router, HttpLimits limits)
-      : io(io), shared(std::make_shared<Shared>(router, limits)), acceptor(net::make_strand(io)) {}
+      : io(io),
+        shared(std::make_shared<Shared>(router, limits)),
+        acceptor(net::make_strand(io)),
+        backoff(acceptor.get_executor()) {}
 
   void accept() {
     acceptor.async_accept(net::make_strand(io), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
       if (ec == net::error::operation_aborted || !self->acceptor.is_open()) return;
-      if (!ec) {
-        const bool reject = ++self->shared->connections > self->shared->limits.max_connections;
-        std::make_shared<Session>(std::move(s), self->shared)->start(reject);
-      }
-      // Out of descriptors and similar errors: keep accepting; the next try may work.
+      if (ec) return self->retry_later();  // out of descriptors and the like: back off
+      const bool reject = ++self->shared->connections > self->shared->limits.max_connections;
+      std::make_shared<Session>(std::move(s), self->shared)->start(reject);
       self->accept();
+    });
+  }
+
+  void retry_later() {
+    backoff.expires_after(std::chrono::milliseconds(50));
+    backoff.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec && self->acceptor.is_open()) self->accept();
     });
   }
 
   net::io_context& io;
   std::shared_ptr<Shared> shared;
   tcp::acceptor acceptor;
+  net::steady_timer backoff;
 };
 
 HttpServer::HttpServer(net::io_context& io, Router& router, HttpLimits limits)
