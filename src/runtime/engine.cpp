@@ -15,6 +15,7 @@
 #include "sample/sampler.h"
 #include "sample/stop.h"
 #include "sched/scheduler.h"
+#include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -43,6 +44,7 @@ sampling::SamplingParams to_params(const RequestSampling& s) {
 struct Stream {
   std::unique_ptr<sched::Request> req;
   std::unique_ptr<sampling::StopMatcher> stops;
+  std::unique_ptr<IncrementalDetokenizer> detok;
   std::string text;       // detokenized output so far (complete UTF-8 only)
   size_t sent = 0;        // bytes of `text` already returned
 };
@@ -99,6 +101,7 @@ class CpuEngine final : public Engine {
     r.params = p;
     r.seed = p.effective_seed(opts_.default_seed);
     if (!p.stop.empty()) s->stops = std::make_unique<sampling::StopMatcher>(r.params.stop);
+    s->detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_, /*skip_special=*/true);
     scheduler_->add(&r);
     const std::string id = r.id;
     streams_[id] = std::move(s);
@@ -225,25 +228,29 @@ std::vector<RequestOutput> CpuEngine::step() {
       r.output.push_back(res.token);
       o.new_token_ids = {res.token};
       if (r.params.logprobs >= 0) o.logprobs.push_back({res.token, res.logprob, res.top_logprobs});
-      // Detokenize incrementally; a trailing U+FFFD may still become a character.
-      std::string full = tokenizer_->decode(r.output, /*skip_special_tokens=*/true);
-      const bool partial = full.size() >= 3 && full.compare(full.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+      // Detokenize incrementally (never a partial UTF-8 sequence). A model vocabulary
+      // can be larger than its tokenizer: such ids decode to nothing.
       std::string fresh;
-      if (!partial && full.size() > s.text.size()) fresh = full.substr(s.text.size());
-      if (!partial) s.text = full;
+      try {
+        fresh = s.detok->push(res.token);
+      } catch (const InputError&) {
+      }
+      const bool ends = r.params.is_stop_token(res.token, c.eos_token_id) ||
+                        int64_t(r.output.size()) >= r.params.max_tokens || r.num_known() >= max_len_;
+      if (ends) fresh += s.detok->finish();
+      s.text += fresh;
       std::string reason;
-      size_t end = s.text.size();
+      size_t end = s.text.size();  // text that may be sent now
+      bool by_stop_string = false;
       if (s.stops) {
         sampling::StopResult sr = s.stops->feed(fresh);
-        if (sr.stopped) reason = "stop";
-        end = sr.output_end;
+        by_stop_string = sr.stopped;
+        end = sr.output_end;  // excludes the stop string, or the held-back tail
       }
-      if (reason.empty() && r.params.is_stop_token(res.token, c.eos_token_id)) reason = "stop";
-      if (reason.empty() && int64_t(r.output.size()) >= r.params.max_tokens) reason = "length";
-      if (reason.empty() && r.num_known() >= max_len_) reason = "length";
-      // Finishing for any reason but a stop string releases the held-back text.
-      const bool stopped_by_string = s.stops && s.stops->feed("").stopped;
-      if (!reason.empty() && !stopped_by_string) end = s.text.size();
+      if (by_stop_string || r.params.is_stop_token(res.token, c.eos_token_id)) reason = "stop";
+      else if (int64_t(r.output.size()) >= r.params.max_tokens || r.num_known() >= max_len_) reason = "length";
+      // Finishing for any other reason than a stop string releases the held-back text.
+      if (!reason.empty() && !by_stop_string) end = s.text.size();
       if (end > s.sent) o.text_delta = s.text.substr(s.sent, end - s.sent);
       s.sent = std::max(s.sent, end);
       if (!reason.empty()) {

@@ -125,6 +125,36 @@ TEST(Engine, PrefixCacheReusesHistoryExactly) {
   EXPECT_EQ(run_all(*cold, {greedy("two", p2, 4)})["two"], second["two"]);
 }
 
+// Streamed text deltas add up to the decoded output, and a stop string cuts the text
+// before its first occurrence with finish_reason "stop".
+TEST(Engine, TextDeltasAndStopStrings) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  auto e = Engine::create(o);
+  auto run = [&](const GenerateRequest& r, std::string* reason) {
+    e->add_request(r);
+    std::string text;
+    while (e->has_unfinished())
+      for (const auto& out : e->step()) {
+        text += out.text_delta;
+        if (out.finished) *reason = out.finish_reason;
+      }
+    return text;
+  };
+  auto req = greedy("t", tokens_for(3, 10, e->vocab_size()), 24);
+  std::string reason;
+  const std::string full = run(req, &reason);
+  EXPECT_EQ(reason, "length");
+  ASSERT_GE(full.size(), 12u);
+  // A stop string taken from the middle of the output (it may also occur earlier).
+  const std::string stop = full.substr(full.size() / 2, 2);
+  req.request_id = "t2";
+  req.params.stop = {stop};
+  const std::string cut = run(req, &reason);
+  EXPECT_EQ(reason, "stop");
+  EXPECT_EQ(cut, full.substr(0, full.find(stop)));
+}
+
 TEST(Engine, RejectsBadRequests) {
   EngineOptions o;
   o.model_dir = kModel;
