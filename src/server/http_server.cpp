@@ -47,6 +47,9 @@ class Session : public ResponseChannel, public std::enable_shared_from_this<Sess
   ~Session() override { shared_->connections--; }
 
   void start(bool reject) {
+    // Stream events are small writes; Nagle's algorithm would hold each for an ACK.
+    beast::error_code ignored;
+    stream_.socket().set_option(tcp::no_delay(true), ignored);
     net::dispatch(stream_.get_executor(), [self = shared_from_this(), reject] {
       if (reject) self->fail_and_close(503, "Too many open connections; retry later.");
       else self->read_header();

@@ -17,6 +17,9 @@ struct Case {
   const char* param;  // expected "param", or nullptr to skip the check
 };
 
+// Keeps gtest from printing the struct's bytes in test names and failures.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 std::string long_prompt(size_t n) { return json{{"prompt", std::string(n, 'x')}, {"max_tokens", 10}}.dump(); }
 
 std::vector<Case> completion_cases() {
