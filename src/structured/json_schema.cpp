@@ -229,11 +229,12 @@ class Emitter {
   }
 
   // An automaton as its own rule: the compiler keeps an epsilon-free body as it is.
-  Grammar::ExprId own_rule(const char* name, Fsa f) {
+  Grammar::RuleId own_rule_id(const char* name, Fsa f) {
     const Grammar::RuleId r = g_.add_fresh_rule(name);
     g_.set_body(r, g_.fsa(std::move(f)));
-    return g_.rule_ref(r);
+    return r;
   }
+  Grammar::ExprId own_rule(const char* name, Fsa f) { return g_.rule_ref(own_rule_id(name, std::move(f))); }
 
   Grammar::ExprId array_expr(const Conj& c) {
     if (c.unique && c.max_items > 1)
@@ -286,15 +287,18 @@ class Emitter {
     std::vector<std::string> names;
     for (const auto& p : c.props) names.push_back(p.first);
     for (const Slot& sl : slots) names.push_back(sl.name);
-    return object_fsa(slots, extra ? extra_key_fsa(names) : Fsa(), extra ? rule_for(c.additional) : 0, extra,
-                      c.min_props, c.max_props);
+    // Additional keys are one rule per object, so the states inside a key string are
+    // shared by every position (and so is their mask cache entry).
+    Grammar::RuleId keys = 0;
+    if (extra) keys = names.empty() ? json_string() : own_rule_id("key", extra_key_fsa(names));
+    return object_fsa(slots, keys, extra ? rule_for(c.additional) : 0, extra, c.min_props, c.max_props);
   }
 
   // An object automaton. With few declared properties they may come in any order (the
   // state remembers which were seen); with more, in declared order. Additional members
   // (keys from `extra_keys`) may come anywhere. Member counts are tracked only as far as
   // min/max need.
-  Grammar::ExprId object_fsa(const std::vector<Slot>& slots, const Fsa& extra_keys, Grammar::RuleId extra_value,
+  Grammar::ExprId object_fsa(const std::vector<Slot>& slots, Grammar::RuleId extra_keys, Grammar::RuleId extra_value,
                              bool extra, uint64_t min_props, uint64_t max_props) {
     const size_t n = slots.size();
     const bool any_order = n <= size_t(options_.max_any_order_properties);
@@ -319,8 +323,8 @@ class Emitter {
         const Frag here = state(q[pos][k]);
         const bool room = max_props == kNoLimit || k < max_props;
         const uint64_t next = std::min(k + 1, cap);
-        auto member = [&](const Fsa& key, Grammar::RuleId value) {
-          const Frag parts[] = {k == 0 ? ws(b) : punct(b, ","), b.embed(key), punct(b, ":"), b.rule(value)};
+        auto member = [&](Frag key, Grammar::RuleId value) {
+          const Frag parts[] = {k == 0 ? ws(b) : punct(b, ","), key, punct(b, ":"), b.rule(value)};
           return b.seq(parts);
         };
         bool complete = true;  // every required declared member is present
@@ -328,15 +332,16 @@ class Emitter {
           for (size_t i = 0; i < n; ++i) {
             const bool seen = (pos >> i) & 1;
             if (!seen && slots[i].required) complete = false;
-            if (!seen && room) b.seq(b.seq(here, member(keys[i], slots[i].value)), state(q[pos | (size_t(1) << i)][next]));
+            if (!seen && room)
+              b.seq(b.seq(here, member(b.embed(keys[i]), slots[i].value)), state(q[pos | (size_t(1) << i)][next]));
           }
         } else if (pos < n) {
           complete = false;
           if (!slots[pos].required) b.seq(here, state(q[pos + 1][k]));
-          if (room) b.seq(b.seq(here, member(keys[pos], slots[pos].value)), state(q[pos + 1][next]));
+          if (room) b.seq(b.seq(here, member(b.embed(keys[pos]), slots[pos].value)), state(q[pos + 1][next]));
         }
         if (complete && k >= min_props) b.seq(b.seq(here, b.seq(ws(b), b.literal("}"))), state(end));
-        if (extra && room) b.seq(b.seq(here, member(extra_keys, extra_value)), state(q[pos][next]));
+        if (extra && room) b.seq(b.seq(here, member(b.rule(extra_keys), extra_value)), state(q[pos][next]));
       }
     }
     return g_.fsa(b.finish(Frag{open.in, end}));
@@ -380,7 +385,7 @@ class Emitter {
       case Json::value_t::object: {
         std::vector<Slot> slots;
         for (auto it = v.begin(); it != v.end(); ++it) slots.push_back({it.key(), literal_rule(it.value()), true});
-        return object_fsa(slots, Fsa(), 0, false, 0, kNoLimit);
+        return object_fsa(slots, 0, 0, false, 0, kNoLimit);
       }
       default: return g_.fsa(number_literal_fsa(Decimal::from_json(v)));
     }

@@ -1,5 +1,7 @@
 #include "structured/token_masker.h"
 
+#include <algorithm>
+
 #include "common/check.h"
 #include "structured/earley.h"
 
@@ -64,6 +66,19 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state) const {
     levels[0] = {kNone, 1, false, false};
   }
   std::vector<uint32_t> accepted, uncertain;
+  // Dense 256-entry transition rows for the simple states the walk meets (usually a
+  // handful), so a step is two loads.
+  std::vector<uint32_t> row_of(g.num_states(), kNone);
+  std::vector<uint32_t> rows;
+  auto row = [&](uint32_t s) -> const uint32_t* {
+    if (row_of[s] == kNone) {
+      row_of[s] = uint32_t(rows.size());
+      rows.resize(rows.size() + 256, kNone);
+      for (const auto& e : g.byte_edges(s))
+        for (int b = e.lo; b <= e.hi; ++b) rows[row_of[s] + b] = e.to;
+    }
+    return rows.data() + row_of[s];
+  };
   size_t i = 1;
   while (i < nodes.size()) {
     const VocabIndex::Node& n = nodes[i];
@@ -72,7 +87,7 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state) const {
     Level child{kNone, 0, false, escaped};
     bool alive;
     if (up.simple != kNone) {
-      const uint32_t t = g.step_simple(up.simple, n.byte);
+      const uint32_t t = row(up.simple)[n.byte];
       alive = t != kNone;
       if (alive && g.is_simple(t)) {
         child.simple = t;
