@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
               index->vocab_size(), index->num_ranks(), index->nodes().size(), us_since(t_vocab) / 1000);
 
   std::vector<double> compile_us, mask_us, ttfm_us;
+  std::vector<std::pair<double, std::string>> slowest;  // compile time, case
   int cases = 0, compiled = 0, instances = 0, rejected = 0, errors = 0;
   std::ifstream in(cases_path);
   std::string line;
@@ -158,7 +159,9 @@ int main(int argc, char** argv) {
     std::shared_ptr<const CompiledGrammar> g;
     const double t0 = thread_us();
     try {
-      if (c.contains("schema")) g = compile_json_schema(c["schema"].dump());
+      JsonSchemaOptions options;
+      options.assert_format = c.value("assert_format", true);
+      if (c.contains("schema")) g = compile_json_schema(c["schema"].dump(), options);
       else if (c.contains("regex")) g = compile_regex(c["regex"].get<std::string>());
       else g = compile_gbnf(c["ebnf"].get<std::string>());
     } catch (const InputError&) {
@@ -167,6 +170,7 @@ int main(int argc, char** argv) {
     }
     const double compile = thread_us() - t0;
     compile_us.push_back(compile);
+    slowest.push_back({compile, line.substr(0, 100)});
     ++compiled;
     auto masker = std::make_shared<TokenMasker>(g, index);
     bool first = true;
@@ -207,6 +211,9 @@ int main(int argc, char** argv) {
   std::printf("compile us: p50=%.1f p90=%.1f p99=%.1f max=%.1f\n", pct(compile_us, 50), pct(compile_us, 90),
               pct(compile_us, 99), compile_us.empty() ? 0 : *std::max_element(compile_us.begin(), compile_us.end()));
   std::printf("TTFM us:    p50=%.1f p90=%.1f p99=%.1f\n", pct(ttfm_us, 50), pct(ttfm_us, 90), pct(ttfm_us, 99));
+  std::sort(slowest.rbegin(), slowest.rend());
+  for (size_t i = 0; i < std::min<size_t>(3, slowest.size()); ++i)
+    std::printf("slow compile %.1f ms: %s\n", slowest[i].first / 1000, slowest[i].second.c_str());
   if (!json_out.empty()) {
     Json r = {{"cases", cases},         {"compiled", compiled},     {"instances", instances},
               {"rejected", rejected},   {"masks", mask_us.size()},  {"mask_p50_us", pct(mask_us, 50)},
