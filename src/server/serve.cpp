@@ -1,5 +1,7 @@
 #include "server/serve.h"
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -132,6 +134,12 @@ void wait_until(Pred pred, Clock::time_point deadline, StopSignal& stop, int sig
 }  // namespace
 
 int serve(const ServeOptions& options, const BackendLoader& load) {
+  // Each connection is a descriptor; the usual soft limit of 1024 would cap streams
+  // long before memory does.
+  if (rlimit r; getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
   Router router(RouterOptions{options.api_key, options.served_model_name,
                               options.engine.max_num_seqs + options.max_waiting_seqs});
   net::io_context io;
