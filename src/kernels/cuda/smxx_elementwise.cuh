@@ -1,0 +1,42 @@
+// Row-wise and element-wise kernels: RMS norm, partial interleaved RoPE, and the
+// model's block fake quantization (FP8 e4m3 / FP4 e2m1). fp32 activations in and
+// out, matching the CPU oracle; a bf16-activation variant will take the same
+// arguments with bf16 pointers once the model runs bf16 between ops.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+struct RmsNormArgs {
+  const float* x = nullptr;       // [n, dim]
+  float* y = nullptr;             // [n, dim]; may alias x
+  const float* weight = nullptr;  // [dim] or null
+  int64_t n = 0, dim = 0;
+  float eps = 1e-6f;
+};
+cudaError_t rms_norm(const RmsNormArgs& a, cudaStream_t stream);
+
+struct RopeArgs {
+  float* x = nullptr;                  // [n, heads, dim], rotated in place
+  const int64_t* positions = nullptr;  // [n]
+  const float* inv_freq = nullptr;     // [rope_dim / 2]
+  int64_t n = 0, heads = 1, dim = 0, rope_dim = 0;  // rope_dim even, <= dim
+  bool inverse = false;
+  float attention_factor = 1.0f;
+};
+cudaError_t rope(const RopeArgs& a, cudaStream_t stream);
+
+enum class QuantKind : int { kFp8E4m3, kFp4Ue8m0, kFp4E4m3 };
+
+struct FakeQuantArgs {
+  float* x = nullptr;  // [n, dim], in place; untouched when dim % block != 0
+  int64_t n = 0, dim = 0;
+  int block = 32;      // 1, 2, 4, 8, 16 or 32 (one block lives inside one warp)
+  QuantKind kind = QuantKind::kFp8E4m3;
+};
+cudaError_t fake_quant(const FakeQuantArgs& a, cudaStream_t stream);
+
+}  // namespace deepinfer::kernels

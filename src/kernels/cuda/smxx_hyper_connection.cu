@@ -1,0 +1,172 @@
+#include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_hyper_connection.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
+constexpr int kMixThreads = 256;
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// One block per token. Pass 1: sum of squares of the flattened state; pass 2: the
+// (2 + hc) * hc projections of the normalized state, each thread holding one
+// partial sum per projection. The tiny Sinkhorn problem then runs on one thread.
+// fn (2 MB at V4.1 size) is re-read from L2 by every token; a batched version
+// would tile tokens against fn rows as a skinny GEMM.
+__global__ void __launch_bounds__(kMixThreads) hc_mixes_kernel(HcMixesArgs a) {
+  __shared__ float scratch[32];
+  __shared__ float part[kMixThreads / 32][kMaxMix];
+  __shared__ float mix[kMaxMix];
+  const int hc = int(a.hc), num_mix = (2 + hc) * hc;
+  const int64_t width = a.hc * a.dim, t = blockIdx.x;
+  const float* h = a.h + t * width;
+
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) ss += h[i] * h[i];
+  ss = block_sum(ss, scratch);
+  const float r = 1.0f / sqrtf(ss / float(width) + a.norm_eps);
+
+  float acc[kMaxMix];
+#pragma unroll
+  for (int m = 0; m < kMaxMix; ++m) acc[m] = 0.0f;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    const float f = h[i] * r;
+#pragma unroll
+    for (int m = 0; m < kMaxMix; ++m)
+      if (m < num_mix) acc[m] += f * a.fn[m * width + i];
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < kMaxMix; ++m) {
+    const float s = warp_sum(acc[m]);
+    if (lane == 0) part[warp][m] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < num_mix) {
+    float s = 0.0f;
+    for (int w = 0; w < kMixThreads / 32; ++w) s += part[w][threadIdx.x];
+    mix[threadIdx.x] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+
+  float* pre = a.pre + t * hc;
+  float* post = a.post + t * hc;
+  float c[kMaxHc][kMaxHc];
+  for (int k = 0; k < hc; ++k) {
+    pre[k] = sigmoid(mix[k] * a.scale[0] + a.base[k]) + a.hc_eps;
+    post[k] = 2.0f * sigmoid(mix[hc + k] * a.scale[1] + a.base[hc + k]);
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxHc; ++j) {
+    if (j >= hc) break;
+    float mx = -INFINITY, sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k)
+      if (k < hc) {
+        c[j][k] = mix[2 * hc + j * hc + k] * a.scale[2] + a.base[2 * hc + j * hc + k];
+        mx = fmaxf(mx, c[j][k]);
+      }
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k)
+      if (k < hc) {
+        c[j][k] = expf(c[j][k] - mx);
+        sum += c[j][k];
+      }
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k)
+      if (k < hc) c[j][k] = c[j][k] / sum + a.hc_eps;
+  }
+  // Sinkhorn: a column step, then (iters - 1) row + column steps, as the reference.
+  for (int64_t it = 0; it < a.sinkhorn_iters; ++it) {
+    if (it > 0) {
+#pragma unroll
+      for (int j = 0; j < kMaxHc; ++j) {
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < kMaxHc; ++k) s += k < hc && j < hc ? c[j][k] : 0.0f;
+#pragma unroll
+        for (int k = 0; k < kMaxHc; ++k)
+          if (k < hc && j < hc) c[j][k] /= (s + a.hc_eps);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kMaxHc; ++j) s += k < hc && j < hc ? c[j][k] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < kMaxHc; ++j)
+        if (k < hc && j < hc) c[j][k] /= (s + a.hc_eps);
+    }
+  }
+  float* out = a.comb + t * hc * hc;
+#pragma unroll
+  for (int j = 0; j < kMaxHc; ++j)
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k)
+      if (j < hc && k < hc) out[j * hc + k] = c[j][k];
+}
+
+// Thread per (token, channel). Explicit _rn operations keep the CPU's unfused
+// multiply-then-add order, so the results agree bit for bit.
+__global__ void hc_collapse_kernel(HcCollapseArgs a) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= a.n * a.dim) return;
+  const int64_t t = idx / a.dim, d = idx % a.dim;
+  float acc = 0.0f;
+  for (int64_t k = 0; k < a.hc; ++k) acc = __fadd_rn(acc, __fmul_rn(a.pre[t * a.hc + k], a.h[(t * a.hc + k) * a.dim + d]));
+  a.x[idx] = acc;
+}
+
+__global__ void hc_expand_kernel(HcExpandArgs a) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= a.n * a.dim) return;
+  const int64_t t = idx / a.dim, d = idx % a.dim;
+  const int hc = int(a.hc);
+  float* h = a.h + t * a.hc * a.dim + d;
+  const float* c = a.comb + t * hc * hc;
+  const float y = a.y[idx];
+  float old[kMaxHc];
+#pragma unroll
+  for (int j = 0; j < kMaxHc; ++j) old[j] = j < hc ? h[j * a.dim] : 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxHc; ++k) {
+    if (k >= hc) break;
+    float mixed = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxHc; ++j)
+      if (j < hc) mixed = __fadd_rn(mixed, __fmul_rn(c[j * hc + k], old[j]));
+    h[k * a.dim] = __fadd_rn(__fmul_rn(a.post[t * hc + k], y), mixed);
+  }
+}
+
+}  // namespace
+
+cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
+  if (a.n < 0 || a.hc < 1 || a.hc > kMaxHc || a.dim <= 0 || a.sinkhorn_iters < 1 || a.n > INT32_MAX)
+    return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (!a.h || !a.fn || !a.base || !a.scale || !a.pre || !a.post || !a.comb) return cudaErrorInvalidValue;
+  hc_mixes_kernel<<<unsigned(a.n), kMixThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t hc_collapse(const HcCollapseArgs& a, cudaStream_t stream) {
+  if (a.n < 0 || a.hc < 1 || a.dim <= 0) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (!a.h || !a.pre || !a.x) return cudaErrorInvalidValue;
+  hc_collapse_kernel<<<grid_1d(a.n * a.dim, 256), 256, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t hc_expand(const HcExpandArgs& a, cudaStream_t stream) {
+  if (a.n < 0 || a.hc < 1 || a.hc > kMaxHc || a.dim <= 0) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (!a.h || !a.y || !a.post || !a.comb) return cudaErrorInvalidValue;
+  hc_expand_kernel<<<grid_1d(a.n * a.dim, 256), 256, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels

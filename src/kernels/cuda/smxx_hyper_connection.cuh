@@ -1,0 +1,45 @@
+// Manifold-constrained hyper-connection kernels (MODEL_V41.md §2.3-2.4): the per-token
+// mixes (RMS-normalized projection, sigmoid gates, Sinkhorn-projected stream mixing)
+// and the collapse / expand of the hc residual streams. fp32 throughout.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+constexpr int kMaxHc = 4;  // V4.1 uses 4 streams; register arrays are sized for it
+
+struct HcMixesArgs {
+  const float* h = nullptr;      // [n, hc * dim]
+  const float* fn = nullptr;     // [(2 + hc) * hc, hc * dim]
+  const float* base = nullptr;   // [(2 + hc) * hc]
+  const float* scale = nullptr;  // [3]
+  int64_t n = 0, hc = 4, dim = 0;  // 1 <= hc <= kMaxHc
+  float norm_eps = 1e-20f, hc_eps = 1e-6f;
+  int64_t sinkhorn_iters = 20;
+  float* pre = nullptr;   // [n, hc]
+  float* post = nullptr;  // [n, hc]
+  float* comb = nullptr;  // [n, hc, hc]
+};
+cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream);
+
+struct HcCollapseArgs {
+  const float* h = nullptr;    // [n, hc, dim]
+  const float* pre = nullptr;  // [n, hc]
+  float* x = nullptr;          // [n, dim]
+  int64_t n = 0, hc = 4, dim = 0;
+};
+cudaError_t hc_collapse(const HcCollapseArgs& a, cudaStream_t stream);
+
+struct HcExpandArgs {
+  float* h = nullptr;           // [n, hc, dim], updated in place
+  const float* y = nullptr;     // [n, dim]
+  const float* post = nullptr;  // [n, hc]
+  const float* comb = nullptr;  // [n, hc, hc]
+  int64_t n = 0, hc = 4, dim = 0;
+};
+cudaError_t hc_expand(const HcExpandArgs& a, cudaStream_t stream);
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,202 @@
+// The gemv path of linear (smxx_linear.cuh): kernel template and launcher,
+// instantiated once per weight format in smxx_linear_gemv_<format>.cu so the
+// variants compile in parallel. Internal to the kernels directory.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include "kernels/cuda/smxx_linear.cuh"
+
+namespace deepinfer::kernels::gemv {
+
+// ---------------------------------------------------------------------------
+// Decoding one 32-bit word of a 16-byte weight vector into fp32.
+// ---------------------------------------------------------------------------
+
+template <WFormat F> struct Fmt;
+template <> struct Fmt<WFormat::kF32> { static constexpr int kPerWord = 1; static constexpr float kFactor = 1.0f; };
+template <> struct Fmt<WFormat::kBF16> { static constexpr int kPerWord = 2; static constexpr float kFactor = 1.0f; };
+template <> struct Fmt<WFormat::kF16> { static constexpr int kPerWord = 2; static constexpr float kFactor = 1.0f; };
+template <> struct Fmt<WFormat::kE4M3> { static constexpr int kPerWord = 4; static constexpr float kFactor = 1.0f; };
+// e2m1 codes decode to value * 2^-14 (see e2m1_to_float); the factor goes into the scale.
+template <> struct Fmt<WFormat::kE2M1> { static constexpr int kPerWord = 8; static constexpr float kFactor = 16384.0f; };
+
+template <WFormat F>
+__device__ __forceinline__ void decode_word(uint32_t u, float* out) {
+  if constexpr (F == WFormat::kF32) {
+    out[0] = __uint_as_float(u);
+  } else if constexpr (F == WFormat::kBF16) {
+    out[0] = __uint_as_float(u << 16);
+    out[1] = __uint_as_float(u & 0xffff0000u);
+  } else if constexpr (F == WFormat::kF16) {
+    __half2_raw r;
+    r.x = uint16_t(u);
+    r.y = uint16_t(u >> 16);
+    const float2 f = __half22float2(__half2(r));
+    out[0] = f.x;
+    out[1] = f.y;
+  } else if constexpr (F == WFormat::kE4M3) {
+    // cvt.rn.f16x2.e4m3x2: exact, e4m3 is a subset of fp16.
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(u >> (16 * p)), __NV_E4M3);
+      const float2 f = __half22float2(__half2(r));
+      out[2 * p] = f.x;
+      out[2 * p + 1] = f.y;
+    }
+  } else {
+    // Two nibbles of one byte become the two halves of an fp16x2 in one step.
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const uint32_t byte = (u >> (8 * b)) & 0xffu;
+      const uint32_t pair = (byte & 0xfu) | ((byte >> 4) << 16);
+      const uint32_t bits = ((pair & 0x00070007u) << 9) | ((pair & 0x00080008u) << 12);
+      __half2_raw r;
+      r.x = uint16_t(bits);
+      r.y = uint16_t(bits >> 16);
+      const float2 f = __half22float2(__half2(r));
+      out[2 * b] = f.x;
+      out[2 * b + 1] = f.y;
+    }
+  }
+}
+
+// Weights are streamed once: keep them out of L1 so x stays resident there.
+__device__ __forceinline__ uint4 load_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+template <int N>
+__device__ __forceinline__ void load_x(const float* p, float* out) {
+  if constexpr (N == 1) {
+    out[0] = p[0];
+  } else if constexpr (N == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    out[0] = v.x;
+    out[1] = v.y;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + i);
+      out[i] = v.x;
+      out[i + 1] = v.y;
+      out[i + 2] = v.z;
+      out[i + 3] = v.w;
+    }
+  }
+}
+
+constexpr int kGemvWarps = 8;
+constexpr int kGemvRows = 2;  // rows per warp: each x load feeds two weight rows
+
+__host__ __device__ constexpr int bytes_per_element_x2(WFormat f) {
+  return f == WFormat::kF32 ? 8 : (f == WFormat::kBF16 || f == WFormat::kF16) ? 4 : f == WFormat::kE4M3 ? 2 : 1;
+}
+
+// Block: 8 warps = (8 / ks) row groups x ks slices of K. Warp (group g, slice s)
+// owns rows 2 * (block * (8 / ks) + g) + {0, 1} and the s-th slice of the row's
+// 16-byte vectors; the ks partial sums meet in shared memory.
+template <WFormat F, int NT>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int ks) {
+  constexpr int kPerWord = Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
+  __shared__ float red[kGemvWarps][kGemvRows][NT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int slice = warp % ks, group = warp / ks, groups = kGemvWarps / ks;
+  const int64_t lr0 = (int64_t(blockIdx.x) * groups + group) * kGemvRows;
+  const WeightArgs& w = a.w;
+  const int64_t row_bytes = w.cols * bytes_per_element_x2(F) / 2;
+  const int64_t nvec = w.cols / kPerVec;
+  const int64_t per = (nvec + ks - 1) / ks;
+  const int64_t v_end = min(nvec, (slice + 1) * per);
+
+  const uint8_t* wrow[kGemvRows];
+  int64_t row[kGemvRows];
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) {
+    const int64_t lr = min(lr0 + r, a.num_rows - 1);  // clamped rows compute garbage that is never stored
+    row[r] = a.row0 + lr;
+    wrow[r] = w.data + row[r] * row_bytes;
+  }
+  float acc[kGemvRows][NT];
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+
+  for (int64_t v = slice * per + lane; v < v_end; v += 32) {
+    uint4 wv[kGemvRows];
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r) wv[r] = load_stream(wrow[r] + v * 16);
+    const int64_t c0 = v * kPerVec;
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r) {
+      float part[NT];
+#pragma unroll
+      for (int t = 0; t < NT; ++t) part[t] = 0.0f;
+      const uint32_t words[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        float wf[kPerWord];
+        decode_word<F>(words[q], wf);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          if (t >= a.n) break;
+          float xf[kPerWord];
+          load_x<kPerWord>(a.x + t * w.cols + c0 + q * kPerWord, xf);
+#pragma unroll
+          for (int e = 0; e < kPerWord; ++e) part[t] += wf[e] * xf[e];
+        }
+      }
+      // One scale per vector (block_cols is a multiple of the vector width).
+      const float s = (w.scale_format == SFormat::kNone ? 1.0f : weight_scale(w, row[r], c0)) * Fmt<F>::kFactor;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) acc[r][t] += part[t] * s;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float s = warp_sum(acc[r][t]);
+      if (lane == 0) red[warp][r][t] = s;
+    }
+  __syncthreads();
+  // Thread i of the block finishes output (group, r, t) = unravel(i) over its ks slices.
+  const int i = threadIdx.x;
+  if (i >= groups * kGemvRows * NT) return;
+  const int g = i / (kGemvRows * NT), r = (i / NT) % kGemvRows, t = i % NT;
+  const int64_t lr = (int64_t(blockIdx.x) * groups + g) * kGemvRows + r;
+  if (t >= a.n || lr >= a.num_rows) return;
+  float s = 0.0f;
+  for (int k = 0; k < ks; ++k) s += red[g * ks + k][r][t];
+  a.y[t * a.num_rows + lr] = s;
+}
+
+template <WFormat F, int NT>
+cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
+  constexpr int kPerVec = 4 * Fmt<F>::kPerWord;
+  const int64_t nvec = a.w.cols / kPerVec;
+  // Split K across warps until each warp has about two vectors per lane: short
+  // rows then still put enough loads in flight per block.
+  int ks = 1;
+  while (ks < kGemvWarps && nvec / (2 * ks) >= 64) ks *= 2;
+  const int64_t rows_per_block = int64_t(kGemvWarps / ks) * kGemvRows;
+  const int64_t blocks = (a.num_rows + rows_per_block - 1) / rows_per_block;
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  gemv_kernel<F, NT><<<unsigned(blocks), kGemvWarps * 32, 0, stream>>>(a, ks);
+  return cudaGetLastError();
+}
+
+template <WFormat F>
+cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
+  if (a.n <= 1) return launch_gemv<F, 1>(a, stream);
+  if (a.n <= 2) return launch_gemv<F, 2>(a, stream);
+  if (a.n <= 4) return launch_gemv<F, 4>(a, stream);
+  return launch_gemv<F, 8>(a, stream);
+}
+
+}  // namespace deepinfer::kernels::gemv

@@ -1,0 +1,6 @@
+// gemv path of linear, e4m3 weights (one instantiation per file: parallel builds).
+#include "kernels/cuda/smxx_linear_gemv.cuh"
+
+namespace deepinfer::kernels::gemv {
+template cudaError_t launch<WFormat::kE4M3>(const LinearArgs& a, cudaStream_t stream);
+}  // namespace deepinfer::kernels::gemv

@@ -1,0 +1,6 @@
+// gemv path of linear, f32 weights (one instantiation per file: parallel builds).
+#include "kernels/cuda/smxx_linear_gemv.cuh"
+
+namespace deepinfer::kernels::gemv {
+template cudaError_t launch<WFormat::kF32>(const LinearArgs& a, cudaStream_t stream);
+}  // namespace deepinfer::kernels::gemv

@@ -1,0 +1,25 @@
+// Sink attention on the GPU (kernels/cuda/smxx_attention).
+#include "kernels/cuda/smxx_attention.cuh"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_ops.h"
+
+namespace deepinfer::ops::cuda {
+
+void sink_attention(const SinkAttentionParams& p, cudaStream_t stream) {
+  CUDA_OP_CHECK(p.n >= 0 && p.heads > 0 && p.dim > 0, "sink_attention: bad shape");
+  CUDA_OP_CHECK(p.dim <= kernels::kAttnMaxDim, "sink_attention: head dim above the kernel's 512");
+  kernels::SinkAttentionArgs a;
+  a.q = p.q;
+  a.kv = p.kv;
+  a.offsets = p.offsets;
+  a.ids = p.ids;
+  a.sink = p.sink;
+  a.scale = p.scale;
+  a.out = p.out;
+  a.n = p.n;
+  a.heads = p.heads;
+  a.dim = p.dim;
+  CUDA_CHECK(kernels::sink_attention(a, stream));
+}
+
+}  // namespace deepinfer::ops::cuda

@@ -1,0 +1,54 @@
+// The CUDA backend: the ops of src/ops/*.h under the same names, taking the same
+// Params structs with DEVICE pointers (weights included), plus a stream. Every op
+// is enqueued on the stream and returns without synchronizing, except the
+// host-result overload of indexer_select. Scratch space comes from the stream-
+// ordered allocator (cudaMallocAsync) for now; the step arena of DESIGN 2.8 will
+// replace it.
+//
+// Activations are fp32, the CPU oracle's precision, so tests compare tightly.
+// bf16 activations (half the bytes between ops, tensor-core GEMMs) come next and
+// will add overloads with bf16 pointers, not change these.
+//
+// Errors: bad arguments and failed CUDA calls throw std::runtime_error naming the
+// file and line (cuda_check.h).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ops/attention.h"
+#include "ops/hyper_connection.h"
+#include "ops/indexer.h"
+#include "ops/linear.h"
+#include "ops/moe.h"
+#include "ops/norm.h"
+#include "ops/quant.h"
+#include "ops/rope.h"
+
+namespace deepinfer::ops::cuda {
+
+void rms_norm(const RmsNormParams& p, cudaStream_t stream);
+void rope(const RopeParamsOp& p, cudaStream_t stream);
+void fake_quant_fp8(const FakeQuantParams& p, cudaStream_t stream);
+void fake_quant_fp4(const FakeQuantParams& p, Fp4Scale scale_kind, cudaStream_t stream);
+
+void hc_mixes(const HcMixesParams& p, cudaStream_t stream);
+void hc_collapse(const HcCollapseParams& p, cudaStream_t stream);
+void hc_expand(const HcExpandParams& p, cudaStream_t stream);
+
+void sink_attention(const SinkAttentionParams& p, cudaStream_t stream);
+
+void linear(const LinearParams& p, cudaStream_t stream);
+
+void moe_router(const MoeRouterParams& p, cudaStream_t stream);
+void swiglu_expert(const SwigluExpertParams& p, cudaStream_t stream);
+
+void indexer_score(const IndexerScoreParams& p, cudaStream_t stream);
+// Masks p.scores in place and writes the selection to device memory: ids [n, top_k]
+// ascending with -1 padding, counts [n]. Writes p.candidates_out when set.
+void indexer_select(const IndexerSelectParams& p, int64_t* ids, int64_t* counts, cudaStream_t stream);
+// The same, copied back into the CPU's CSR form (synchronizes the stream).
+Selection indexer_select(const IndexerSelectParams& p, cudaStream_t stream);
+
+}  // namespace deepinfer::ops::cuda
