@@ -48,19 +48,19 @@ awk '/^\[ metric \]/ { key = $4; for (i = 5; i <= NF; ++i) if ($i ~ /^(err\/rms|
        split($i, kv, "="); v = kv[2] + 0; if (!(key in worst) || v > worst[key]) { worst[key] = v; what[key] = kv[1] } } }
      END { for (k in worst) printf "%-60s worst %s=%.3e\n", k, what[k], worst[k] }' "$LOG/test.log" | sort >"$LOG/metrics.txt"
 
-if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  stamp "compute-sanitizer memcheck (small cases)"
-  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 build-gpu/tests/test_ops_cuda \
-    --gtest_filter='*small*:*odd*:*take_all*:*slice*:*dim100*:*heads12*:*k0*:*all_blocks*:*nolimit*:*ties*' \
-    >"$LOG/sanitizer.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: rc=$?"; test_rc=${test_rc:-1}; }
-  grep -E "ERROR SUMMARY|Invalid|out of bounds" "$LOG/sanitizer.log" | head -10
-fi
-
 if [ "${BENCH:-1}" = 1 ]; then
   stamp "bench_linear"
   build-gpu/bench/bench_linear 2>&1 | tee "$LOG/bench_linear.txt"
   stamp "torch reference"
   PYTHONUNBUFFERED=1 timeout 180 python3 bench/kernels/bench_torch_fp8.py 2>&1 | tee "$LOG/bench_torch.txt"
 fi
+if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  stamp "compute-sanitizer memcheck (small cases)"
+  timeout "${SANITIZE_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 3 build-gpu/tests/test_ops_cuda \
+    --gtest_filter='*small*:*odd*:*take_all*:*slice*:*dim100*:*heads12*:*k0*:*all_blocks*:*nolimit*:*ties*' \
+    >"$LOG/sanitizer.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: rc=$?"; [ "$test_rc" = 0 ] && test_rc=3; }
+  grep -E "ERROR SUMMARY|Invalid|out of bounds" "$LOG/sanitizer.log" | head -10
+fi
+
 stamp "done (tests rc=$test_rc)"
 exit "$test_rc"
