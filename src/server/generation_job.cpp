@@ -33,13 +33,19 @@ void GenerationJob::start() {
         const Clock::time_point at = Clock::now();
         self->channel_->post([self, i, out, at] { self->handle_output(i, out, at); });
       });
-    } catch (const InputError& e) {
+    } catch (...) {
+      // Undo: free the unsubmitted slots and abort what was already submitted (its
+      // callbacks still come, and are only accounted for).
       ctx_.tracker->finish(seq.request.request_id);
       ctx_.tracker->release(n - int64_t(i) - 1);
       failed_ = true;
       for (size_t j = 0; j < i; ++j) ctx_.backend->abort(seqs_[j].request.request_id);
       num_done_ = seqs_.size() - i;  // the unsubmitted ones count as done
-      throw bad_request(e.what());
+      try {
+        throw;
+      } catch (const InputError& e) {
+        throw bad_request(e.what());
+      }
     }
     seq.submitted = true;
   }

@@ -160,6 +160,18 @@ TEST(Completions, DisconnectAbortsEverySequence) {
   }
 }
 
+TEST(Completions, EngineRefusalUndoesTheWholeRequest) {
+  ServerFixture fx({}, 256, std::chrono::milliseconds(5));
+  Reply r = fx.post("/v1/completions", {{"prompt", "[[reject-second]]"}, {"n", 3}, {"max_tokens", 100}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.json_body()["error"]["message"].get<std::string>().find("refuses"), std::string::npos);
+  EXPECT_EQ(fx.backend->num_aborts(), 1);  // the first sequence, already submitted
+  for (int i = 0; i < 300 && fx.router.tracker().in_flight() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(fx.router.tracker().in_flight(), 0);
+  EXPECT_EQ(fx.post("/v1/completions", {{"prompt", "a"}}).status, 200);
+}
+
 TEST(Completions, ModelsHealthMetricsTokenize) {
   ServerFixture fx;
   json models = fx.call("GET", "/v1/models").json_body();

@@ -31,6 +31,10 @@ std::string FakeEngine::add_request(const GenerateRequest& request) {
   a.req = request;
   a.req.request_id = id;
   const std::string prompt = detokenize(request.prompt_ids);
+  // Lets tests make the engine refuse the second sequence of a request.
+  DI_CHECK_INPUT(prompt.find("[[reject-second]]") == std::string::npos || id.size() < 2 ||
+                     id.compare(id.size() - 2, 2, "-1") != 0,
+                 "the engine refuses this sequence");
   if (auto at = prompt.find("[[say:"); at != std::string::npos) {
     auto end = prompt.find("]]", at);
     a.script = prompt.substr(at + 6, end == std::string::npos ? std::string::npos : end - at - 6);

@@ -7,6 +7,7 @@
 // prompt-dependent start, sampled ones come from the seed, so equal seeds give
 // equal text. Stop strings, stop_token_ids, max_tokens and logprobs follow the
 // Engine contract; a prompt seen before reports all but its last token cached.
+// A prompt containing "[[reject-second]]" makes add_request refuse sequence "...-1".
 #pragma once
 
 #include <atomic>
