@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/serve_cmd.h"
 #include "cli/structured_cmd.h"
 #include "cli/tokenize_cmd.h"
 #include "common/check.h"
@@ -29,6 +30,8 @@ const char* kUsage =
     "            offline batch generation through the scheduler; without --model, the embedded default\n"
     "  chat      [--model DIR] [--thinking on|off] [--system TEXT] [--max-tokens N] [--temperature T]\n"
     "            interactive multi-turn chat with the V4.1 prompt encoding\n"
+    "  serve     [--model DIR] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--served-model-name NAME]\n"
+    "            OpenAI-compatible HTTP server (see serve --help)\n"
     "  tokenize  --tokenizer FILE | --model DIR [--decode]   JSON lines on stdin -> ids / text\n"
     "  structured check --jsonl FILE   compile constraints and check instances\n"
     "  help      this text\n";
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
     if (cmd == "logits") return cli::cmd_logits(argc, argv);
     if (cmd == "generate") return cli::cmd_generate(argc, argv);
     if (cmd == "chat") return cli::cmd_chat(argc, argv);
+    if (cmd == "serve") return cli::cmd_serve(argc, argv);
     if (cmd == "tokenize") return cli::cmd_tokenize(argc, argv);
     if (cmd == "structured") return cli::cmd_structured(argc, argv);
     std::fprintf(stderr, "deepinfer: error: unknown command '%s'\n%s", cmd.c_str(), cli::kUsage);
