@@ -43,6 +43,8 @@ class CompiledGrammar {
   // Bytes that can follow a completed `rule` anywhere in the grammar (a superset).
   const ByteSet& rule_follow(uint32_t rule) const { return rule_follow_[rule]; }
   const std::string& rule_name(uint32_t rule) const { return rule_name_[rule]; }
+  // See Grammar::Rule::shareable.
+  bool rule_shareable(uint32_t rule) const { return rule_shareable_[rule]; }
 
   uint32_t state_rule(uint32_t s) const { return state_rule_[s]; }
   bool is_final(uint32_t s) const { return flags_[s] & kFinal; }
@@ -76,6 +78,7 @@ class CompiledGrammar {
   std::vector<uint8_t> rule_nullable_;
   std::vector<ByteSet> rule_follow_;
   std::vector<std::string> rule_name_;
+  std::vector<uint8_t> rule_shareable_;
   std::vector<uint32_t> state_rule_;
   std::vector<uint8_t> flags_;
   std::vector<uint32_t> byte_begin_, rule_begin_;  // num_states + 1 entries

@@ -175,6 +175,7 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& grammar, C
     const Fsa& f = fsas[order[i]];
     g->rule_start_.push_back(offset[i] + f.start);
     g->rule_name_.push_back(grammar.rule(order[i]).name);
+    g->rule_shareable_.push_back(grammar.rule(order[i]).shareable);
     for (const Fsa::State& s : f.states) {
       bool simple = s.rules.empty();
       for (size_t k = 0; k < s.bytes.size(); ++k) {

@@ -45,6 +45,9 @@ class Grammar {
   struct Rule {
     std::string name;
     ExprId body = kNoBody;
+    // States of this rule that behave alike for the next few bytes may share one mask
+    // cache entry (set for long counted repetitions such as maxLength strings).
+    bool shareable = false;
   };
 
   // Declares a rule; names must be unique (InputError otherwise).
@@ -53,6 +56,7 @@ class Grammar {
   RuleId add_fresh_rule(std::string_view base);
   void set_body(RuleId rule, ExprId body);
   void set_root(RuleId rule) { root_ = rule; }
+  void set_shareable(RuleId rule) { rules_[rule].shareable = true; }
   // The rule with this name, or -1.
   int64_t find_rule(std::string_view name) const;
 

@@ -225,7 +225,9 @@ class Emitter {
     }
     Fsa body = std::move(parts[0]);
     for (size_t i = 1; i < parts.size(); ++i) body = intersect(body, parts[i], budget_);
-    return own_rule("string", quote_wrap(body));
+    const Grammar::RuleId r = own_rule_id("string", quote_wrap(body));
+    if (c.max_len != kNoLimit) g_.set_shareable(r);  // one state per character position
+    return g_.rule_ref(r);
   }
 
   // An automaton as its own rule: the compiler keeps an epsilon-free body as it is.

@@ -12,27 +12,71 @@ constexpr uint32_t kNone = UINT32_MAX;
 
 }  // namespace
 
-TokenMasker::TokenMasker(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab)
+TokenMasker::TokenMasker(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
+                         int share_depth)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   DI_CHECK(grammar_ && vocab_, "TokenMasker needs a grammar and a vocabulary");
+  share_depth_ = std::max(1, std::min<int>(share_depth, int(vocab_->max_token_bytes())));
   entries_.reset(new std::atomic<const Entry*>[grammar_->num_states()]);
   for (uint32_t s = 0; s < grammar_->num_states(); ++s) entries_[s].store(nullptr);
 }
 
-TokenMasker::~TokenMasker() {
-  for (uint32_t s = 0; s < grammar_->num_states(); ++s) delete entries_[s].load();
+TokenMasker::~TokenMasker() = default;
+
+namespace {
+
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xBF58476D1CE4E5B9ull;
+}
+
+}  // namespace
+
+uint64_t TokenMasker::future_signature(uint32_t state, int depth) {
+  const CompiledGrammar& g = *grammar_;
+  if (!g.is_simple(state)) return mix(0xA5A5, state);  // Earley from here: exact identity
+  if (depth == 0) return 0x5A5A;                       // alive; what follows is truncated
+  const uint64_t key = (uint64_t(state) << 8) | uint64_t(depth);
+  auto it = signatures_.find(key);
+  if (it != signatures_.end()) return it->second;
+  uint64_t h = mix(g.is_final(state) ? 1 : 2, g.byte_edges(state).size());
+  for (const auto& e : g.byte_edges(state)) h = mix(mix(h, (uint64_t(e.lo) << 8) | e.hi), future_signature(e.to, depth - 1));
+  signatures_[key] = h;
+  return h;
 }
 
 const TokenMasker::Entry& TokenMasker::entry(uint32_t state) {
   const Entry* e = entries_[state].load(std::memory_order_acquire);
   if (e) return *e;
-  std::unique_ptr<Entry> computed = compute(state);
+  const CompiledGrammar& g = *grammar_;
+  const bool share = g.rule_shareable(g.state_rule(state)) && g.is_simple(state);
+  uint64_t key = 0;
+  if (share) {
+    std::lock_guard<std::mutex> lock(mu_);
+    key = future_signature(state, share_depth_);
+    const ByteSet& f = g.rule_follow(g.state_rule(state));
+    for (uint64_t w : f.w) key = mix(key, w);
+    auto it = shared_.find(key);
+    if (it != shared_.end()) {
+      entries_[state].store(it->second, std::memory_order_release);
+      return *it->second;
+    }
+  }
+  std::unique_ptr<Entry> computed = compute(state, share ? size_t(share_depth_) : 0);
   std::lock_guard<std::mutex> lock(mu_);
   e = entries_[state].load(std::memory_order_acquire);
   if (e) return *e;
+  if (share) {
+    auto [it, inserted] = shared_.try_emplace(key, computed.get());
+    if (!inserted) {  // another thread computed the same entry meanwhile
+      entries_[state].store(it->second, std::memory_order_release);
+      return *it->second;
+    }
+  }
   cached_bytes_ += computed->bytes();
   ++num_entries_;
-  e = computed.release();
+  e = computed.get();
+  owned_.push_back(std::move(computed));
   entries_[state].store(e, std::memory_order_release);
   return *e;
 }
@@ -45,7 +89,7 @@ size_t TokenMasker::precompute_all() {
 // One depth-first walk over the vocabulary trie from the item (state, outside).
 // Along a path the walk runs in "simple" mode (a plain automaton step per byte) while
 // the rule has no calls, and in Earley mode below the first byte that needs one.
-std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state) const {
+std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state, size_t truncate_depth) const {
   const CompiledGrammar& g = *grammar_;
   const VocabIndex& v = *vocab_;
   const std::vector<VocabIndex::Node>& nodes = v.nodes();
@@ -82,6 +126,13 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state) const {
   size_t i = 1;
   while (i < nodes.size()) {
     const VocabIndex::Node& n = nodes[i];
+    if (truncate_depth && n.depth > truncate_depth) {
+      // The parent is alive at the truncation depth: longer tokens are left to the
+      // real parser.
+      for (uint32_t r = n.rank_begin; r < n.rank_end; ++r) uncertain.push_back(r);
+      i = n.end;
+      continue;
+    }
     const Level& up = levels[n.depth - 1];
     const bool escaped = up.escaped || (up.finished && follow.test(n.byte));
     Level child{kNone, 0, false, escaped};

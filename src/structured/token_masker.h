@@ -15,6 +15,12 @@
 // parser. Tokens ending exactly where the rule finishes are accepted: every state of a
 // compiled grammar can still reach a final state.
 //
+// States of a shareable rule (Grammar::Rule::shareable: maxLength strings, where every
+// character position is a state) share one entry among all states whose next
+// `share_depth` bytes behave alike (same transitions, finality and calls up to that
+// depth, same follow set). Such an entry leaves tokens longer than share_depth
+// uncertain, so sharing never changes a mask; it only saves walks.
+//
 // Thread-safe: many matchers on many threads may share one TokenMasker.
 #pragma once
 
@@ -22,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "structured/compiled_grammar.h"
@@ -41,7 +48,9 @@ class TokenMasker {
     }
   };
 
-  TokenMasker(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab);
+  static constexpr int kDefaultShareDepth = 32;
+  TokenMasker(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
+              int share_depth = kDefaultShareDepth);
   ~TokenMasker();
 
   const CompiledGrammar& grammar() const { return *grammar_; }
@@ -58,12 +67,19 @@ class TokenMasker {
   size_t cached_bytes() const { return cached_bytes_.load(); }
 
  private:
-  std::unique_ptr<Entry> compute(uint32_t state) const;
+  // truncate_depth: tokens longer than this are left uncertain (0: none are).
+  std::unique_ptr<Entry> compute(uint32_t state, size_t truncate_depth) const;
+  // A hash of what the next `depth` bytes from `state` can do (callers hold mu_).
+  uint64_t future_signature(uint32_t state, int depth);
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::shared_ptr<const VocabIndex> vocab_;
-  std::unique_ptr<std::atomic<const Entry*>[]> entries_;
+  int share_depth_;
+  std::unique_ptr<std::atomic<const Entry*>[]> entries_;  // not owning
   std::mutex mu_;
+  std::vector<std::unique_ptr<Entry>> owned_;
+  std::unordered_map<uint64_t, const Entry*> shared_;  // by future signature
+  std::unordered_map<uint64_t, uint64_t> signatures_;  // (state, depth) -> signature
   std::atomic<size_t> num_entries_{0}, cached_bytes_{0};
 };
 
