@@ -3,7 +3,11 @@
 // caching reuses history exactly.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "common/check.h"
 #include "deepinfer/engine.h"
@@ -67,6 +71,25 @@ TEST(Engine, GreedyMatchesTheOracle) {
   auto e = Engine::create(o);
   auto got = run_all(*e, {greedy("a", prompt, 10)});
   EXPECT_EQ(got["a"], expect);
+}
+
+// The reference's own token-by-token greedy continuation (tools/make_greedy_reference.py,
+// transformers on the same checkpoint), for both fixtures, through the full engine.
+TEST(Engine, GreedyMatchesTheReferenceContinuation) {
+  for (const char* name : {"v41_tiny_f32", "v41_tiny_quant"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(DEEPINFER_FIXTURES) + "/" + name;
+    std::ifstream f(dir + "/greedy.json");
+    ASSERT_TRUE(f.good());
+    nlohmann::json g = nlohmann::json::parse(f);
+    ASSERT_GT(g["min_margin"].get<double>(), 1e-3) << "near-tie in the reference: regenerate with another prompt";
+    EngineOptions o;
+    o.model_dir = dir;
+    auto e = Engine::create(o);
+    auto expect = g["greedy"].get<std::vector<int64_t>>();
+    auto got = run_all(*e, {greedy("g", g["prompt"].get<std::vector<int64_t>>(), int64_t(expect.size()))});
+    EXPECT_EQ(got["g"], expect);
+  }
 }
 
 TEST(Engine, ConcurrentRequestsMatchRunningAlone) {
