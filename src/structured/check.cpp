@@ -11,6 +11,8 @@ std::string check_jsonl_line(std::string_view line, const JsonSchemaOptions& opt
   using Json = nlohmann::ordered_json;
   Json out = {{"compiled", false}, {"accepted", false}, {"error", nullptr}};
   try {
+    const size_t max_depth = size_t(4 * CompileLimits{}.max_nesting);
+    DI_CHECK_INPUT(json_text_depth(line) <= max_depth, "line nested deeper than ", max_depth, " brackets");
     Json in;
     try {
       in = Json::parse(line);
@@ -24,7 +26,7 @@ std::string check_jsonl_line(std::string_view line, const JsonSchemaOptions& opt
     DI_CHECK_INPUT(text != in.end() && text->is_string(), "line needs a string \"instance_text\"");
     std::shared_ptr<const CompiledGrammar> g;
     if (in.contains("schema")) {
-      g = compile_json_schema(in["schema"].dump(), options);
+      g = compile_json_schema_value(in["schema"], options);  // no dump(): it recurses per level
     } else if (in.contains("regex")) {
       DI_CHECK_INPUT(in["regex"].is_string(), "\"regex\" must be a string");
       g = compile_regex(in["regex"].get<std::string>());

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "structured/grammar.h"
 #include "structured/limits.h"
@@ -53,5 +54,10 @@ struct JsonSchemaOptions {
 
 Grammar json_schema_to_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options,
                                CompileBudget* budget);
+
+// The bracket nesting depth of JSON text (strings skipped), found without parsing.
+// Check it before nlohmann parses hostile text: parsing into ordered_json copies object
+// members recursively, so very deep input would overflow the stack.
+size_t json_text_depth(std::string_view text);
 
 }  // namespace deepinfer::structured

@@ -29,6 +29,21 @@ bool is_unsupported_keyword(const std::string& k) {
   return kUnsupported.count(k) > 0;
 }
 
+// Nesting depth of a value, without recursion (values are compared, validated and
+// emitted recursively, so enum / const values are checked against the nesting cap).
+size_t value_depth(const Json& v) {
+  std::vector<std::pair<const Json*, size_t>> stack{{&v, 1}};
+  size_t depth = 0;
+  while (!stack.empty()) {
+    const auto [j, d] = stack.back();
+    stack.pop_back();
+    depth = std::max(depth, d);
+    if (j->is_array() || j->is_object())
+      for (const Json& c : *j) stack.push_back({&c, d + 1});
+  }
+  return depth;
+}
+
 uint64_t get_count(const Json& v, const std::string& kw, const std::string& path) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer() && v.get<int64_t>() >= 0) return uint64_t(v.get<int64_t>());
@@ -361,6 +376,9 @@ Alts SchemaModel::parse_node(int id, int depth) {
                        " values, above the limit of ", budget_->limits().max_enum_values);
         for (const Json& e : v) values.push_back(&e);
       }
+      for (const Json* value : values)
+        DI_CHECK_INPUT(value_depth(*value) <= size_t(budget_->limits().max_nesting), "'", k,
+                       "' value nested deeper than ", budget_->limits().max_nesting, " levels (at '", path, "')");
       Conj e;
       e.has_values = true;
       e.values = std::move(values);

@@ -27,12 +27,21 @@ std::shared_ptr<const CompiledGrammar> compile_json_schema(std::string_view sche
   CompileBudget budget(limits);
   DI_CHECK_INPUT(schema_json.size() <= limits.max_input_bytes, "schema longer than ", limits.max_input_bytes,
                  " bytes");
+  DI_CHECK_INPUT(json_text_depth(schema_json) <= size_t(4 * limits.max_nesting), "schema nested deeper than ",
+                 4 * limits.max_nesting, " brackets");
   nlohmann::ordered_json schema;
   try {
     schema = nlohmann::ordered_json::parse(schema_json);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(str_cat("schema is not valid JSON: ", e.what()));
   }
+  return compile_grammar(json_schema_to_grammar(schema, options, &budget), &budget);
+}
+
+std::shared_ptr<const CompiledGrammar> compile_json_schema_value(const nlohmann::ordered_json& schema,
+                                                           const JsonSchemaOptions& options,
+                                                           const CompileLimits& limits) {
+  CompileBudget budget(limits);
   return compile_grammar(json_schema_to_grammar(schema, options, &budget), &budget);
 }
 

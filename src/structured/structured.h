@@ -36,6 +36,10 @@ std::shared_ptr<const CompiledGrammar> compile_gbnf(std::string_view text, const
 std::shared_ptr<const CompiledGrammar> compile_json_schema(std::string_view schema_json,
                                                            const JsonSchemaOptions& options = {},
                                                            const CompileLimits& limits = {});
+// The same for a schema already parsed.
+std::shared_ptr<const CompiledGrammar> compile_json_schema_value(const nlohmann::ordered_json& schema,
+                                                           const JsonSchemaOptions& options = {},
+                                                           const CompileLimits& limits = {});
 
 // Whether the bytes are a complete match of the grammar.
 bool matches(const CompiledGrammar& grammar, std::string_view bytes);

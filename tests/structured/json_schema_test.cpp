@@ -193,6 +193,18 @@ TEST(JsonSchema, HostileSchemas) {
   for (int i = 0; i < 16; ++i) blowup += std::string(i ? "," : "") + R"({"anyOf":[{"minimum":1},{"maximum":5}]})";
   blowup += "]}";
   EXPECT_NE(error_of(blowup).find("alternatives"), std::string::npos);
+  // Deeply nested const / enum values are refused too (they are compared and emitted
+  // recursively), also through the check-line entry point.
+  std::string deep_value(200000, '[');
+  deep_value += std::string(200000, ']');
+  EXPECT_NE(error_of("{\"const\":" + deep_value + "}").find("nested deeper"), std::string::npos);
+  EXPECT_NE(check_jsonl_line("{\"schema\":{\"enum\":[" + deep_value + "]},\"instance_text\":\"1\"}", {})
+                .find("nested deeper"),
+            std::string::npos);
+  // Within the text cap, the value cap still applies.
+  std::string mid(500, '[');
+  mid += std::string(500, ']');
+  EXPECT_NE(error_of("{\"const\":" + mid + "}").find("nested deeper"), std::string::npos);
   // Huge bounds and enums are refused by their caps.
   EXPECT_FALSE(error_of(R"({"type":"string","maxLength":1000000000})").empty());
   EXPECT_FALSE(error_of(R"({"type":"array","minItems":1000000000})").empty());
