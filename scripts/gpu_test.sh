@@ -38,6 +38,18 @@ if [ "$build_ok" = 0 ]; then
   exit 1
 fi
 
+# Which machine code the kernels got (sm_90a expected) and whether the mma path
+# really uses tensor cores (HMMA) with no local-memory traffic (LDL/STL).
+if command -v cuobjdump >/dev/null; then
+  lib=build-gpu/tests/libdeepinfer_cuda.a
+  { cuobjdump --list-elf "$lib" | grep -oE 'sm_[0-9]+a?' | sort | uniq -c
+    for k in mma_kernel gemv_kernel tiled_kernel; do
+      echo "$k: $(cuobjdump --dump-sass "$lib" | awk -v k="$k" '/Function :/ { on = index($0, k) > 0 } on' |
+        grep -oE "HMMA|LDSM|F2FP[.A-Z0-9]*|LDG\.E[.A-Z0-9]*|LDL|STL" | sort | uniq -c | tr '\n' ' ')"
+    done; } >"$LOG/sass.txt" 2>&1
+  cat "$LOG/sass.txt"
+fi
+
 stamp "op tests"
 test_rc=0
 build-gpu/tests/test_ops_cuda --gtest_output="xml:$LOG/ops_cuda.xml" >"$LOG/test.log" 2>&1 || test_rc=$?

@@ -1,6 +1,6 @@
 // Kernel benchmark of linear (kernels/cuda/smxx_linear) at DeepSeek-V4.1-Flash
 // shapes: FP8 block-scaled attention projections and FP4 expert matrices, decode
-// batch 1..8 (gemv path) and 64 (tiled path). Reports time per call, achieved
+// batch 1..8 (gemv path), 16..256 (mma path) and 64 on the SIMT tiled fallback. Reports time per call, achieved
 // bandwidth over the bytes a call must move (weights + scales + x + y, each once),
 // and that as a share of 4.27 TB/s and of a device-to-device copy measured here.
 //
@@ -180,7 +180,9 @@ Result run_case(const Case& c) {
   return res;
 }
 
-const char* path_name(LinearPath p) { return p == LinearPath::kGemv ? "gemv" : p == LinearPath::kTiled ? "tiled" : "auto"; }
+const char* path_name(LinearPath p) {
+  return p == LinearPath::kGemv ? "gemv" : p == LinearPath::kMma ? "mma" : p == LinearPath::kTiled ? "tiled" : "auto";
+}
 const char* fmt_name(WFormat f) {
   return f == WFormat::kE4M3 ? "fp8" : f == WFormat::kE2M1 ? "fp4" : f == WFormat::kBF16 ? "bf16" : "other";
 }
@@ -194,15 +196,18 @@ int main(int argc, char** argv) {
   const double copy = copy_bandwidth();
   std::printf("device: %s, %d SMs, L2 %d MB; d2d copy %.0f GB/s (read + write)\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20, copy);
-  const LinearPath G = LinearPath::kGemv, T = LinearPath::kTiled;
+  const LinearPath G = LinearPath::kGemv, M = LinearPath::kMma, T = LinearPath::kTiled;
   std::vector<Case> cases = {
-      {"wq_a", WFormat::kE4M3, 1280, 5120, 1, G},     {"wq_a", WFormat::kE4M3, 1280, 5120, 8, G},
-      {"wq_a", WFormat::kE4M3, 1280, 5120, 8, T},     {"wq_a", WFormat::kE4M3, 1280, 5120, 64, T},
-      {"wq_b", WFormat::kE4M3, 32768, 1280, 1, G},    {"wq_b", WFormat::kE4M3, 32768, 1280, 4, G},
-      {"wq_b", WFormat::kE4M3, 32768, 1280, 8, G},    {"wq_b", WFormat::kE4M3, 32768, 1280, 64, T},
-      {"wo_b", WFormat::kE4M3, 5120, 8192, 1, G},     {"expert_w1", WFormat::kE2M1, 2304, 5120, 1, G},
-      {"expert_w1", WFormat::kE2M1, 2304, 5120, 8, G}, {"expert_w2", WFormat::kE2M1, 5120, 2304, 1, G},
-      {"expert_w2", WFormat::kE2M1, 5120, 2304, 8, G}, {"gate", WFormat::kBF16, 384, 5120, 1, G},
+      {"wq_a", WFormat::kE4M3, 1280, 5120, 1, G},       {"wq_a", WFormat::kE4M3, 1280, 5120, 8, G},
+      {"wq_a", WFormat::kE4M3, 1280, 5120, 16, M},      {"wq_a", WFormat::kE4M3, 1280, 5120, 64, M},
+      {"wq_a", WFormat::kE4M3, 1280, 5120, 64, T},      {"wq_b", WFormat::kE4M3, 32768, 1280, 1, G},
+      {"wq_b", WFormat::kE4M3, 32768, 1280, 4, G},      {"wq_b", WFormat::kE4M3, 32768, 1280, 8, G},
+      {"wq_b", WFormat::kE4M3, 32768, 1280, 16, M},     {"wq_b", WFormat::kE4M3, 32768, 1280, 64, M},
+      {"wq_b", WFormat::kE4M3, 32768, 1280, 64, T},     {"wq_b", WFormat::kE4M3, 32768, 1280, 256, M},
+      {"wo_b", WFormat::kE4M3, 5120, 8192, 1, G},       {"wo_b", WFormat::kE4M3, 5120, 8192, 64, M},
+      {"expert_w1", WFormat::kE2M1, 2304, 5120, 1, G},  {"expert_w1", WFormat::kE2M1, 2304, 5120, 8, G},
+      {"expert_w1", WFormat::kE2M1, 2304, 5120, 64, M}, {"expert_w2", WFormat::kE2M1, 5120, 2304, 1, G},
+      {"expert_w2", WFormat::kE2M1, 5120, 2304, 8, G},  {"gate", WFormat::kBF16, 384, 5120, 1, G},
   };
   if (quick) cases.resize(2);
   std::printf("%-10s %-4s %8s %6s %5s %10s %9s %8s %8s %8s\n", "matrix", "fmt", "rows", "cols", "n", "path", "us",

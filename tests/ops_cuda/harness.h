@@ -133,6 +133,7 @@ std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> hyper_connection_cases();
 std::vector<OpCase> attention_cases();
 std::vector<OpCase> linear_cases();
+std::vector<OpCase> linear_path_cases();
 std::vector<OpCase> moe_cases();
 std::vector<OpCase> indexer_cases();
 

@@ -21,7 +21,8 @@ namespace {
 
 // max |cuda - cpu| / rms(cpu) allowed per op family; 0 = bitwise equal.
 // fp32 kernels that sum in a different order than the oracle's double sums land
-// near 1e-7..1e-6; the limits leave about 10x headroom. Integer outputs (ids,
+// near 1e-7..1e-5 (long sequential sums at the top); the limits sit above the
+// worst values seen on the H200 (bench/results/*-h200-cuda-ops.md). Integer outputs (ids,
 // masks, selections) always compare exactly.
 const std::map<std::string, double> kTolerance = {
     {"rms_norm", 1e-6},       // fp32 vs double sum of squares
@@ -30,10 +31,10 @@ const std::map<std::string, double> kTolerance = {
     {"hc_mixes", 2e-5},       // 20480-long dots, Sinkhorn amplifies a little
     {"hc_collapse", 0.0},     // same order, explicit _rn arithmetic
     {"hc_expand", 0.0},
-    {"sink_attention", 1e-5},
-    {"linear", 1e-5},         // fp32 accumulation over up to 5120 products
+    {"sink_attention", 5e-5}, // online softmax over up to 640 entries (seen: 1.1e-5)
+    {"linear", 5e-5},         // sequential fp32 sums over 5120 products (seen: 1.4e-5)
     {"moe_router", 1e-6},     // double logits: should be (nearly) exact
-    {"swiglu_expert", 2e-5},  // three chained linears
+    {"swiglu_expert", 5e-5},  // three chained linears
     {"indexer_score", 1e-5},
     {"indexer_select", 0.0},  // masked scores pass through untouched
 };
@@ -112,7 +113,8 @@ TEST_P(CudaVsCpu, MatchesOracle) {
 
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
-  for (auto* f : {elementwise_cases, hyper_connection_cases, attention_cases, linear_cases, moe_cases, indexer_cases})
+  for (auto* f : {elementwise_cases, hyper_connection_cases, attention_cases, linear_cases, linear_path_cases, moe_cases,
+                  indexer_cases})
     for (OpCase& c : f()) all.push_back(std::move(c));
   return all;
 }

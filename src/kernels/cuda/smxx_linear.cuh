@@ -3,26 +3,28 @@
 // fp32 block scales), dequantized in the kernel, fp32 activations and fp32
 // accumulation.
 //
-// Two paths:
-//   gemv  (n <= 8, 16-byte aligned rows): memory-bound decode path. Each warp
-//         streams 16-byte weight vectors of two rows, decodes them in registers
-//         (hardware e4m3->f16 conversion, an fp16 bit trick for e2m1) and applies
-//         the block scale once per vector, since a vector never straddles a block.
-//   tiled (anything else): a shared-memory SIMT GEMM, 64 x 64 tiles, weights
-//         dequantized while staged. Correct for every format and shape; at batch
-//         >= 16 it is fp32-FMA-bound, far from the memory floor. Tensor cores
-//         (bf16 / fp8 activations, wgmma) are the next step there.
+// Three paths:
+//   gemv  (n <= 8, 16-byte aligned rows, power-of-two scale blocks): memory-bound
+//         decode path. Each warp streams 16-byte weight vectors of four rows,
+//         decodes them in registers (hardware e4m3->f16 conversion, an fp16 bit
+//         trick for e2m1) and applies the block scale once per vector.
+//   mma   (n > 8; FP8 / FP4 with e8m0 scales or BF16; K % 32 == 0): tensor cores
+//         (mma.sync bf16) on exactly-dequantized weights and x split into three
+//         bf16 terms, so the result keeps fp32 accuracy (smxx_linear_mma.cuh).
+//   tiled (everything else): a shared-memory SIMT GEMM with fp32 FMAs, weights
+//         dequantized while staged. Correct for every format and shape.
+// wgmma / TMA pipelines (sm90a) and bf16 / fp8 activations are the next steps.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_types.h"
 
 namespace deepinfer::kernels {
 
-enum class LinearPath : int { kAuto, kGemv, kTiled };
+enum class LinearPath : int { kAuto, kGemv, kMma, kTiled };
 
 struct LinearArgs {
   const float* x = nullptr;  // [n, w.cols]
@@ -34,7 +36,8 @@ struct LinearArgs {
 };
 cudaError_t linear(const LinearArgs& a, cudaStream_t stream);
 
-// Whether the gemv path can take these arguments (alignment and block layout).
+// Whether the gemv / mma paths can take these arguments (format, alignment, block layout).
 bool linear_gemv_eligible(const LinearArgs& a);
+bool linear_mma_eligible(const LinearArgs& a);
 
 }  // namespace deepinfer::kernels

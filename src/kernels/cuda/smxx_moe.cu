@@ -1,3 +1,4 @@
+#include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
 
 namespace deepinfer::kernels {

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_types.h"
 
 namespace deepinfer::kernels {
 

@@ -1,7 +1,7 @@
 // WeightRef (engine view of a checkpoint tensor) -> kernels::WeightArgs.
 #pragma once
 
-#include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_types.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/linear.h"
 

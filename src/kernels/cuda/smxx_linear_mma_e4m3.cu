@@ -1,0 +1,6 @@
+// Tensor-core path of linear, e4m3 weights (one instantiation per file: parallel builds).
+#include "kernels/cuda/smxx_linear_mma.cuh"
+
+namespace deepinfer::kernels::mma {
+template cudaError_t launch<WFormat::kE4M3>(const LinearArgs& a, cudaStream_t stream);
+}  // namespace deepinfer::kernels::mma
