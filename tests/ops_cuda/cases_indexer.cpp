@@ -33,9 +33,12 @@ OpCase select_case(std::string name, Level level, int64_t n, int64_t keys, int64
             std::vector<float> scores(n * keys);
             for (auto& s : scores) s = float(randint(rng, -16, 16)) / 8.0f;
             std::vector<int64_t> pos(n);
-            for (auto& p : pos) p = randint(rng, 0, keys * ratio + ratio);
+            // Valid inputs see at most every key: (pos + 1) / ratio <= num_keys. (A
+            // position past that makes the CPU oracle pin block num_keys / bs, one past
+            // its block array: the heap corruption that aborted the second H200 run.)
+            for (auto& p : pos) p = randint(rng, 0, keys * ratio - 1);
             pos[0] = ratio - 2 >= 0 ? ratio - 2 : 0;  // nothing visible yet (ratio > 1)
-            if (n > 1) pos[1] = keys * ratio + 5;      // everything visible
+            if (n > 1) pos[1] = keys * ratio - 1;      // everything visible
             std::vector<uint8_t> cand_in(n * keys);
             for (auto& c : cand_in) c = randint(rng, 0, 9) < 7;
 
