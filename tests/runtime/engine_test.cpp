@@ -178,6 +178,34 @@ TEST(Engine, TextDeltasAndStopStrings) {
   EXPECT_EQ(cut, full.substr(0, full.find(stop)));
 }
 
+// Many requests through a small pool: shared prefixes hit, eviction recycles blocks,
+// everything completes, and the pool never grows (it is allocated once, up front).
+TEST(Engine, ManyRequestsStayWithinTheCachePool) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  o.block_size = 8;
+  o.cache_blocks = 160;  // room for 8 running requests plus the 8 stems' cached prefixes
+  o.max_num_seqs = 8;
+  auto e = Engine::create(o);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 150; ++i) {
+    // Prompts drawn from 8 stems so that prefixes repeat; longer than the replay cone.
+    auto p = tokens_for(i % 8, 96 + (i % 5) * 4, e->vocab_size());
+    p.push_back(3 + i % 50);
+    reqs.push_back(greedy("m" + std::to_string(i), p, 2));
+  }
+  std::map<std::string, int64_t> cached;
+  auto out = run_all(*e, reqs, &cached);
+  EXPECT_EQ(out.size(), reqs.size());
+  int64_t hits = 0;
+  for (auto& [id, c] : cached) hits += c > 0;
+  EXPECT_GT(hits, 100);
+  const EngineStats st = e->stats();
+  EXPECT_EQ(st.running + st.waiting, 0);
+  EXPECT_EQ(st.cache_blocks_total, 160);
+  EXPECT_LE(st.cache_blocks_used, 160);
+}
+
 TEST(Engine, RejectsBadRequests) {
   EngineOptions o;
   o.model_dir = kModel;
