@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the safetensors libFuzzer target with clang (ASan + UBSan) and runs it for a
+# Builds the libFuzzer targets (safetensors headers; structured-output front ends) with clang (ASan + UBSan) and runs it for a
 # bounded time on a scratch copy of the seed corpus, so the committed corpus stays small.
 #
 # Usage: scripts/fuzz.sh [SECONDS]      (default 60)
@@ -16,7 +16,7 @@ generator=()
 if [[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" \
   -DDEEPINFER_FUZZ=ON -DDEEPINFER_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target safetensors_fuzz
+cmake --build "$build" --target safetensors_fuzz structured_fuzz
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -30,11 +30,19 @@ status=0
   -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 -timeout=10 \
   -artifact_prefix="$artifacts/" -print_final_stats=1 || status=$?
 
+# The structured-output parsers (regex, GBNF, JSON Schema) and matcher, from an empty corpus.
+if [[ $status -eq 0 ]]; then
+  mkdir -p "$work/structured"
+  "$build/tests/fuzz/structured_fuzz" "$work/structured" \
+    -max_total_time="$seconds" -max_len=2048 -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix="$artifacts/" -print_final_stats=1 || status=$?
+fi
+
 if [[ -n "${FUZZ_CORPUS_OUT:-}" ]]; then
   mkdir -p "$FUZZ_CORPUS_OUT" && cp -r "$work/corpus/." "$FUZZ_CORPUS_OUT/"
 fi
 if [[ $status -ne 0 ]]; then
-  echo "fuzz.sh: safetensors_fuzz failed (exit $status); reproducers in $artifacts" >&2
+  echo "fuzz.sh: a fuzz target failed (exit $status); reproducers in $artifacts" >&2
   exit "$status"
 fi
 echo "fuzz.sh: no crashes in ${seconds}s"
