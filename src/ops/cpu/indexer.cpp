@@ -58,7 +58,9 @@ Selection indexer_select(const IndexerSelectParams& p) {
       const int64_t num_blocks = (p.num_keys + bs - 1) / bs;
       blocks.assign(num_blocks, kNegInf);
       for (int64_t s = 0; s < p.num_keys; ++s) blocks[s / bs] = std::max(blocks[s / bs], row[s]);
-      if (visible > 0) blocks[(visible - 1) / bs] = INFINITY;
+      // (A query claiming more visible entries than exist pins nothing, as in the
+      // reference, where the pinned index then matches no block.)
+      if (visible > 0 && (visible - 1) / bs < num_blocks) blocks[(visible - 1) / bs] = INFINITY;
       uint8_t* cand = p.candidates_out + t * p.num_keys;
       std::fill(cand, cand + p.num_keys, 0);
       for (int64_t b : top_indices(blocks.data(), num_blocks, p.candidate_topk_blocks)) {
