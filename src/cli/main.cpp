@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/eval_ppl_cmd.h"
 #include "cli/serve_cmd.h"
 #include "cli/structured_cmd.h"
 #include "cli/tokenize_cmd.h"
@@ -32,6 +33,8 @@ const char* kUsage =
     "            interactive multi-turn chat with the V4.1 prompt encoding\n"
     "  serve     [--model DIR] [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--served-model-name NAME]\n"
     "            OpenAI-compatible HTTP server (see serve --help)\n"
+    "  eval-ppl  --model DIR --text FILE [--context N=512] [--stride N=context] [--batch N=4]\n"
+    "            perplexity of a text file, as JSON\n"
     "  tokenize  --tokenizer FILE | --model DIR [--decode]   JSON lines on stdin -> ids / text\n"
     "  structured check --jsonl FILE   compile constraints and check instances\n"
     "  help      this text\n";
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return cli::cmd_generate(argc, argv);
     if (cmd == "chat") return cli::cmd_chat(argc, argv);
     if (cmd == "serve") return cli::cmd_serve(argc, argv);
+    if (cmd == "eval-ppl") return cli::cmd_eval_ppl(argc, argv);
     if (cmd == "tokenize") return cli::cmd_tokenize(argc, argv);
     if (cmd == "structured") return cli::cmd_structured(argc, argv);
     std::fprintf(stderr, "deepinfer: error: unknown command '%s'\n%s", cmd.c_str(), cli::kUsage);

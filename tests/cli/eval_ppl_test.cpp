@@ -127,8 +127,8 @@ TEST(EvalPpl, TrainedModelMatchesTheReference) {
   const fs::path model = kRepo / "models" / "deepinfer-v41-tiny";
   const fs::path results = kRepo / "bench" / "results" / "train_tiny";
   if (!fs::exists(model / "config.json")) GTEST_SKIP() << "no " << model;
-  Json ref = Json::parse(std::ifstream(results / "reference_ppl.json"))["heldout_small.txt"]["reference_cpu"];
-  Json j = run_json("--model " + model.string() + " --text " + (results / "heldout_small.txt").string() +
+  Json ref = Json::parse(std::ifstream(results / "reference_ppl.json"))["heldout_own_small.txt"]["reference_cpu"];
+  Json j = run_json("--model " + model.string() + " --text " + (results / "heldout_own_small.txt").string() +
                     " --context " + std::to_string(ref["context"].get<int64_t>()) + " --batch 2");
   EXPECT_EQ(j["tokens"], ref["tokens"]);
   EXPECT_NEAR(j["ppl"].get<double>() / ref["ppl"].get<double>(), 1.0, 1e-4) << j.dump() << "\n" << ref.dump();
