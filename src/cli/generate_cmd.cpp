@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "common/check.h"
 #include "deepinfer/engine.h"
+#include "runtime/request_sampling.h"
 #include "sample/sampling_params.h"
 
 namespace deepinfer::cli {
@@ -20,25 +21,6 @@ using Json = nlohmann::json;
 
 const std::set<std::string> kEngineFlags = {"model", "max-num-seqs", "max-num-batched-tokens", "cache-blocks",
                                             "block-size", "swa-replay", "prefix-cache", "seed", "max-model-len"};
-
-RequestSampling sampling_from(const sampling::SamplingParams& p) {
-  RequestSampling s;
-  s.temperature = p.temperature;
-  s.top_k = p.top_k;
-  s.top_p = p.top_p;
-  s.min_p = p.min_p;
-  s.repetition_penalty = p.repetition_penalty;
-  s.presence_penalty = p.presence_penalty;
-  s.frequency_penalty = p.frequency_penalty;
-  s.logit_bias = p.logit_bias;
-  s.stop = p.stop;
-  s.stop_token_ids = p.stop_token_ids;
-  s.max_tokens = p.max_tokens;
-  s.ignore_eos = p.ignore_eos;
-  s.logprobs = p.logprobs;
-  s.seed = p.seed;
-  return s;
-}
 
 struct Result {
   std::string text;
@@ -128,7 +110,7 @@ int cmd_generate(int argc, char** argv) {
           req.prompt_ids.push_back(t.get<int64_t>());
         }
       }
-      req.params = sampling_from(sampling::SamplingParams::from_json(fields));
+      req.params = to_request_sampling(sampling::SamplingParams::from_json(fields));
       engine->add_request(req);
     } catch (const InputError& e) {
       res.error = e.what();

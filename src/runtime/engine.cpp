@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "deepinfer/engine.h"
 #include "model/v41/model.h"
+#include "runtime/request_sampling.h"
 #include "sample/sampler.h"
 #include "sample/stop.h"
 #include "sched/scheduler.h"
@@ -20,25 +21,6 @@
 
 namespace deepinfer {
 namespace {
-
-sampling::SamplingParams to_params(const RequestSampling& s) {
-  sampling::SamplingParams p;
-  p.temperature = s.temperature;
-  p.top_k = s.top_k;
-  p.top_p = s.top_p;
-  p.min_p = s.min_p;
-  p.repetition_penalty = s.repetition_penalty;
-  p.presence_penalty = s.presence_penalty;
-  p.frequency_penalty = s.frequency_penalty;
-  p.logit_bias = s.logit_bias;
-  p.stop = s.stop;
-  p.stop_token_ids = s.stop_token_ids;
-  p.max_tokens = s.max_tokens;
-  p.ignore_eos = s.ignore_eos;
-  p.logprobs = s.logprobs;
-  p.seed = s.seed;
-  return p;
-}
 
 // Per-request output bookkeeping beyond what the scheduler tracks.
 struct Stream {
@@ -86,7 +68,7 @@ class CpuEngine final : public Engine {
     DI_CHECK_INPUT(!g.prompt_ids.empty(), "the prompt is empty");
     for (int64_t t : g.prompt_ids)
       DI_CHECK_INPUT(t >= 0 && t < c.vocab_size, "prompt token id ", t, " is out of range [0, ", c.vocab_size, ")");
-    sampling::SamplingParams p = to_params(g.params);
+    sampling::SamplingParams p = to_sampling_params(g.params);
     p.validate(c.vocab_size);
     DI_CHECK_INPUT(int64_t(g.prompt_ids.size()) + p.max_tokens <= max_len_, "the prompt (",
                    g.prompt_ids.size(), " tokens) plus max_tokens (", p.max_tokens,
