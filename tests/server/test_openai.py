@@ -114,6 +114,19 @@ def test_return_token_ids(server, client):
     assert len(extra["prompt_token_ids"]) == r.usage.prompt_tokens
 
 
+def test_greedy_matches_reference_continuation(server, client):
+    # The transformers reference's greedy continuation of the fixture (greedy.json, made by
+    # tools/make_greedy_reference.py), through the whole server: token ids in, token ids out.
+    if server.kind != "real":
+        pytest.skip("needs the real engine on the fixture model")
+    fixture = os.path.join(os.path.dirname(__file__), "..", "fixtures", "v41_tiny_f32", "greedy.json")
+    with open(fixture) as f:
+        g = json.load(f)
+    r = client.completions.create(model="test-model", prompt=g["prompt"], max_tokens=len(g["greedy"]),
+                                  temperature=0, extra_body={"return_token_ids": True})
+    assert r.choices[0].model_extra["token_ids"] == g["greedy"]
+
+
 # --- chat ---------------------------------------------------------------------------
 
 
