@@ -1,7 +1,7 @@
 // Mask and compile timing for structured outputs on a real vocabulary.
 //
 //   mask_bench --tokenizer tokenizer.json --cases cases.jsonl [--vocab-size 129280]
-//              [--eos 1] [--json-out results.json]
+//              [--eos 1] [--json-out results.json] [--per-case-out cases_out.jsonl]
 //
 // cases.jsonl: one {"schema": ..., "instances": [...]} (or "regex"/"ebnf" with
 // "instances" as strings) per line. For every case: compile (timed), then for every
@@ -10,6 +10,14 @@
 // shared by a case's instances, as a server shares it between requests. Reports p50,
 // p90, p99, p99.9, mean and max of mask time, compile time and time to first mask,
 // all as thread CPU time (robust to a loaded machine).
+//
+// Side-by-side mode (bench/structured/side_by_side.py): a case may instead carry
+// "tokens": [[id, ...], ...], instances already tokenized by the real tokenizer. Then a
+// step is timed as MaskBench times it, and as the Python driver times xgrammar and
+// llguidance: fill the mask, check the token's bit, accept the token; no EOS step.
+// Compile time is compile_json_schema plus binding the grammar to the vocabulary.
+// --per-case-out writes one line per case: {"id", "compiled", "error", "compile_us",
+// "mask_us": [...], "valid_ok", "valid_rejected"}.
 //
 // The vocabulary is a Hugging Face byte-level BPE tokenizer.json (model.vocab, GPT-2
 // byte-to-character map); added and other special tokens get empty bytes.
@@ -125,7 +133,7 @@ double pct(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string tokenizer, cases_path, json_out;
+  std::string tokenizer, cases_path, json_out, per_case_out;
   size_t vocab_size = 129280;
   int64_t eos = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -135,6 +143,7 @@ int main(int argc, char** argv) {
     else if (f == "--vocab-size") vocab_size = std::stoul(argv[i + 1]);
     else if (f == "--eos") eos = std::stoll(argv[i + 1]);
     else if (f == "--json-out") json_out = argv[i + 1];
+    else if (f == "--per-case-out") per_case_out = argv[i + 1];
   }
   if (tokenizer.empty() || cases_path.empty()) {
     std::fprintf(stderr, "usage: mask_bench --tokenizer tokenizer.json --cases cases.jsonl [--json-out F]\n");
@@ -150,13 +159,18 @@ int main(int argc, char** argv) {
   std::vector<std::pair<double, std::string>> slowest;  // compile time, case
   int cases = 0, compiled = 0, instances = 0, rejected = 0, errors = 0;
   std::ifstream in(cases_path);
+  DI_CHECK_INPUT(in.good(), "cannot open ", cases_path);
+  std::ofstream per_case;
+  if (!per_case_out.empty()) per_case.open(per_case_out);
   std::string line;
   std::vector<uint32_t> mask(index->mask_words());
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const Json c = Json::parse(line);
     ++cases;
+    Json out = {{"id", c.value("id", std::to_string(cases))}, {"compiled", false}, {"error", nullptr}};
     std::shared_ptr<const CompiledGrammar> g;
+    std::shared_ptr<TokenMasker> masker;
     const double t0 = thread_us();
     try {
       JsonSchemaOptions options;
@@ -164,15 +178,59 @@ int main(int argc, char** argv) {
       if (c.contains("schema")) g = compile_json_schema(c["schema"].dump(), options);
       else if (c.contains("regex")) g = compile_regex(c["regex"].get<std::string>());
       else g = compile_gbnf(c["ebnf"].get<std::string>());
-    } catch (const InputError&) {
+      masker = std::make_shared<TokenMasker>(g, index);
+    } catch (const InputError& e) {
       ++errors;
+      if (per_case.is_open()) {
+        out["error"] = e.what();
+        per_case << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+        per_case.flush();
+      }
       continue;
     }
     const double compile = thread_us() - t0;
     compile_us.push_back(compile);
     slowest.push_back({compile, line.substr(0, 100)});
     ++compiled;
-    auto masker = std::make_shared<TokenMasker>(g, index);
+    if (c.contains("tokens")) {
+      // Pre-tokenized instances: the side-by-side protocol (see the top of the file).
+      std::vector<double> case_mask_us;
+      int valid_ok = 0, valid_rejected = 0;
+      for (const Json& inst : c["tokens"]) {
+        GrammarMatcher m(masker);
+        bool ok = true;
+        for (const Json& tok : inst) {
+          const int64_t id = tok.get<int64_t>();
+          const size_t fw = masker->fragment_walks(), pw = masker->parser_walks(), fh = masker->fragment_hits();
+          const double t1 = thread_us();
+          m.fill_next_token_bitmask(mask);
+          if (getenv("MASK_BENCH_TRACE") && thread_us() - t1 > 200)
+            std::fprintf(stderr, "slow %.0f us fragment_walks %zu parser_walks %zu fragment_hits %zu case %s\n",
+                         thread_us() - t1, masker->fragment_walks() - fw, masker->parser_walks() - pw,
+                         masker->fragment_hits() - fh, out["id"].get<std::string>().c_str());
+          ok = id >= 0 && size_t(id) < index->vocab_size() && ((mask[id >> 5] >> (id & 31)) & 1) &&
+               m.accept_token(id);
+          const double us = thread_us() - t1;
+          mask_us.push_back(us);
+          case_mask_us.push_back(us);
+          if (case_mask_us.size() == 1) ttfm_us.push_back(compile + us);
+          if (!ok) break;
+        }
+        ++instances;
+        if (ok) ++valid_ok;
+        else ++valid_rejected, ++rejected;
+      }
+      if (per_case.is_open()) {
+        out["compiled"] = true;
+        out["compile_us"] = compile;
+        out["mask_us"] = case_mask_us;
+        out["valid_ok"] = valid_ok;
+        out["valid_rejected"] = valid_rejected;
+        per_case << out.dump() << "\n";
+        per_case.flush();
+      }
+      continue;
+    }
     bool first = true;
     for (const Json& inst : c["instances"]) {
       const std::string text = inst.is_string() && !c.contains("schema") ? inst.get<std::string>() : inst.dump();
@@ -222,5 +280,6 @@ int main(int argc, char** argv) {
               {"ttfm_p50_us", pct(ttfm_us, 50)}};
     std::ofstream(json_out) << r.dump(2) << "\n";
   }
-  return rejected == 0 ? 0 : 1;
+  // Side-by-side runs expect some policy rejections; they are counted per case.
+  return rejected == 0 || !per_case_out.empty() ? 0 : 1;
 }

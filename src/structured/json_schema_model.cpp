@@ -327,7 +327,8 @@ Alts SchemaModel::not_alts(int parent, const Json& schema) {
 
 Alts SchemaModel::parse_node(int id, int depth) {
   const Json& s = store_->json(id);
-  const std::string& path = store_->path(id);
+  // A copy: child() below adds store nodes, which may move the one `id` names.
+  const std::string path = store_->path(id);
   if (s.is_boolean()) return s.get<bool>() ? Alts(1) : Alts{};
   DI_CHECK_INPUT(s.is_object(), "a schema must be an object or a boolean (at '", path, "')");
   budget_->check_time("schema parsing");

@@ -21,6 +21,14 @@
 // depth, same follow set). Such an entry leaves tokens longer than share_depth
 // uncertain, so sharing never changes a mask; it only saves walks.
 //
+// Fragments. When everything reachable from a state is a plain automaton (no rule calls:
+// string bodies, keys, numbers, whitespace, small literals) the entry depends only on that
+// automaton and the rule's follow set, not on the grammar around it. Such states are
+// keyed by an exact canonical encoding of the reachable automaton (states renumbered in
+// breadth-first order) and their entries live in the vocabulary's FragmentEntryCache, so
+// the second grammar with a JSON string reuses the first one's walk. Their walk is also
+// the fast one: dense transition rows, no parser.
+//
 // Thread-safe: many matchers on many threads may share one TokenMasker.
 #pragma once
 
@@ -28,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -38,15 +47,7 @@ namespace deepinfer::structured {
 
 class TokenMasker {
  public:
-  struct Entry {
-    // Accepted token ids, either as a full bitmask (dense) or as a sorted id list.
-    std::vector<uint32_t> accepted_words;
-    std::vector<int32_t> accepted_ids;
-    std::vector<uint32_t> uncertain_ranks;  // sorted
-    size_t bytes() const {
-      return accepted_words.size() * 4 + accepted_ids.size() * 4 + uncertain_ranks.size() * 4;
-    }
-  };
+  using Entry = MaskEntry;
 
   static constexpr int kDefaultShareDepth = 32;
   TokenMasker(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
@@ -65,10 +66,35 @@ class TokenMasker {
 
   size_t cached_entries() const { return num_entries_.load(); }
   size_t cached_bytes() const { return cached_bytes_.load(); }
+  // Entries this masker took from the vocabulary's fragment cache instead of computing.
+  size_t fragment_hits() const { return fragment_hits_.load(); }
+  // Vocabulary walks this masker made: for fragments, and for other states.
+  size_t fragment_walks() const { return fragment_walks_.load(); }
+  size_t parser_walks() const { return parser_walks_.load(); }
+  // Fragment walks that reused a reference entry for most first bytes.
+  size_t derived_walks() const { return derived_walks_.load(); }
+
+  // Fragments larger than this many states are not keyed (the key costs a walk of them).
+  static constexpr size_t kMaxFragmentStates = 512;
 
  private:
   // truncate_depth: tokens longer than this are left uncertain (0: none are).
-  std::unique_ptr<Entry> compute(uint32_t state, size_t truncate_depth) const;
+  std::unique_ptr<Entry> compute(uint32_t state, size_t truncate_depth);
+  // The fragment reachable from `state` in breadth-first order, when it is all simple
+  // and at most kMaxFragmentStates states; else empty.
+  std::vector<uint32_t> fragment(uint32_t state) const;
+  // The canonical key of a fragment (see above).
+  std::string fragment_key(const std::vector<uint32_t>& states) const;
+  // The exact entry of a fragment's first state: one walk with dense rows. With `ref`,
+  // a computed entry of another state of the same rule, only the tokens whose first
+  // byte `redo` marks are walked; the others are classified as in `ref` (a token whose
+  // first byte leads both states to the same state has the same fate from either).
+  std::unique_ptr<Entry> compute_fragment(const std::vector<uint32_t>& states, const Entry* ref = nullptr,
+                                          const bool* redo = nullptr);
+  // Picks a reference for compute_fragment among this rule's states with fragment
+  // entries: the one whose differing first bytes cover the fewest trie nodes, if few.
+  const Entry* fragment_reference(uint32_t state, bool redo[256]);
+  const Entry& publish(uint32_t state, std::shared_ptr<const Entry> e);
   // A hash of what the next `depth` bytes from `state` can do (callers hold mu_).
   uint64_t future_signature(uint32_t state, int depth);
 
@@ -77,10 +103,12 @@ class TokenMasker {
   int share_depth_;
   std::unique_ptr<std::atomic<const Entry*>[]> entries_;  // not owning
   std::mutex mu_;
-  std::vector<std::unique_ptr<Entry>> owned_;
+  std::vector<std::shared_ptr<const Entry>> owned_;
   std::unordered_map<uint64_t, const Entry*> shared_;  // by future signature
   std::unordered_map<uint64_t, uint64_t> signatures_;  // (state, depth) -> signature
-  std::atomic<size_t> num_entries_{0}, cached_bytes_{0};
+  // Per rule, the last few states with fragment entries: references for new states.
+  std::unordered_map<uint32_t, std::vector<uint32_t>> fragment_states_;
+  std::atomic<size_t> num_entries_{0}, cached_bytes_{0}, fragment_hits_{0}, fragment_walks_{0}, parser_walks_{0}, derived_walks_{0};
 };
 
 }  // namespace deepinfer::structured

@@ -65,6 +65,9 @@ VocabIndex::VocabIndex(const TokenVocab& vocab) : vocab_size_(vocab.token_bytes.
   close_to(0, num_ranks());
   nodes_[0].end = uint32_t(nodes_.size());
   nodes_[0].rank_end = num_ranks();
+  walk_nodes_.reserve(nodes_.size());
+  for (const Node& n : nodes_) walk_nodes_.push_back({n.end, n.rank, n.depth, n.byte});
+  for (uint32_t i = 1; i < nodes_.size(); i = nodes_[i].end) first_byte_node_[nodes_[i].byte] = i;
 }
 
 uint32_t VocabIndex::prefix_rank_end(uint32_t r, size_t len) const {

@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace deepinfer::structured {
@@ -25,6 +27,56 @@ struct TokenVocab {
   int64_t eos_id = -1;
 };
 
+// What the mask cache knows about one automaton state (see token_masker.h): the tokens
+// accepted whoever called the state's rule, and the ranks left to the real parser.
+struct MaskEntry {
+  // Accepted token ids, either as a full bitmask (dense) or as a sorted id list.
+  std::vector<uint32_t> accepted_words;
+  std::vector<int32_t> accepted_ids;
+  std::vector<uint32_t> uncertain_ranks;  // sorted
+  size_t bytes() const { return accepted_words.size() * 4 + accepted_ids.size() * 4 + uncertain_ranks.size() * 4; }
+};
+
+// Mask entries of automaton fragments that recur across grammars (the body of a JSON
+// string, a key, a number), keyed by an exact canonical encoding of the fragment. One per
+// vocabulary, filled by every TokenMasker on it, so a new grammar's string states cost a
+// lookup instead of a walk over the whole vocabulary. Thread-safe; stops growing at its
+// byte capacity.
+class FragmentEntryCache {
+ public:
+  explicit FragmentEntryCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
+  std::shared_ptr<const MaskEntry> find(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    return it == map_.end() ? nullptr : it->second;
+  }
+  // The entry now cached under `key`: `e`, or one another thread inserted first. When the
+  // cache is full `e` is returned without being kept.
+  std::shared_ptr<const MaskEntry> insert(const std::string& key, std::shared_ptr<const MaskEntry> e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) return it->second;
+    if (bytes_ + e->bytes() + key.size() > capacity_) return e;
+    bytes_ += e->bytes() + key.size();
+    map_.emplace(key, e);
+    return e;
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return map_.size();
+  }
+  size_t bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bytes_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  size_t capacity_;
+  size_t bytes_ = 0;
+  std::unordered_map<std::string, std::shared_ptr<const MaskEntry>> map_;
+};
+
 class VocabIndex {
  public:
   // A trie node: the prefix of its depth along the path from the root (node 0).
@@ -36,6 +88,15 @@ class VocabIndex {
     int32_t rank;         // the rank spelled exactly by this node, or -1
     uint16_t depth;
     uint8_t byte;         // the last byte of the prefix (unused at the root)
+  };
+
+  // The same trie packed for the mask walks (half the bytes of Node; a full walk is
+  // bound by reading them): node i's subtree ends at `end`, `rank` as in Node.
+  struct WalkNode {
+    uint32_t end;
+    int32_t rank;
+    uint16_t depth;
+    uint8_t byte;
   };
 
   // InputError when a token is longer than 65,535 bytes or eos_id is out of range.
@@ -56,9 +117,21 @@ class VocabIndex {
   // The rank of a token id, or -1 for ids that are never allowed (empty bytes, EOS).
   int32_t token_rank(int64_t id) const { return id >= 0 && size_t(id) < vocab_size_ ? token_rank_[id] : -1; }
   const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<WalkNode>& walk_nodes() const { return walk_nodes_; }
+  // The depth-1 node of first byte b (its subtree holds every token starting with b),
+  // or 0 when no token starts with b.
+  uint32_t first_byte_node(uint8_t b) const { return first_byte_node_[b]; }
+  // The first token id of rank r, and whether r has more than one (duplicates).
+  int32_t rank_first_token(uint32_t r) const { return rank_token_ids_[rank_token_begin_[r]]; }
+  bool rank_has_duplicates(uint32_t r) const { return rank_token_begin_[r + 1] - rank_token_begin_[r] > 1; }
   size_t max_token_bytes() const { return max_token_bytes_; }
   // One past the last rank whose bytes start with the first `len` bytes of rank r.
   uint32_t prefix_rank_end(uint32_t r, size_t len) const;
+
+  // The vocabulary-wide cache of fragment entries (mutable through a const index: it is
+  // a cache, and the index is shared as const).
+  FragmentEntryCache& fragment_cache() const { return *fragment_cache_; }
+  static constexpr size_t kFragmentCacheBytes = size_t(256) << 20;
 
  private:
   size_t vocab_size_ = 0;
@@ -71,6 +144,9 @@ class VocabIndex {
   std::vector<uint32_t> rank_node_;
   std::vector<int32_t> token_rank_;
   std::vector<Node> nodes_;
+  std::vector<WalkNode> walk_nodes_;
+  uint32_t first_byte_node_[256] = {};
+  std::shared_ptr<FragmentEntryCache> fragment_cache_ = std::make_shared<FragmentEntryCache>(kFragmentCacheBytes);
 };
 
 }  // namespace deepinfer::structured

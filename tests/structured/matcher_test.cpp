@@ -4,8 +4,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 
+#include "common/check.h"
 #include "structured/structured.h"
 #include "structured/token_masker.h"
 #include "test_util.h"
@@ -139,6 +141,107 @@ TEST(Matcher, SharedEntriesForBoundedStringsMatchBruteForce) {
   }
   // 31 positions visited, far fewer distinct entries.
   EXPECT_LT(masker->cached_entries(), 12u);
+}
+
+// A random GBNF grammar: a few rules whose bodies mix literals with JSON punctuation and
+// quotes, byte classes, quantifiers and calls to other rules, so that fragments (rules
+// without calls), rules finishing mid-token and recursion all occur.
+std::string random_grammar(std::mt19937& rng) {
+  const int rules = 2 + int(rng() % 3);
+  std::function<std::string(int, int)> expr = [&](int rule, int depth) -> std::string {
+    const int kind = depth > 2 ? int(rng() % 3) : int(rng() % 7);
+    switch (kind) {
+      case 0: {
+        static const char* lits[] = {"a", "ab", "\\\"", "{", "}", ",", ":", " ", "x y", "0"};
+        return std::string("\"") + lits[rng() % 10] + "\"";
+      }
+      case 1: {
+        static const char* classes[] = {"[a-c]", "[^\"\\\\]", "[0-9]", "[ \\n]", "[a-z0-9 ]", "[^a]"};
+        return classes[rng() % 6];
+      }
+      case 2: {
+        // A call to a later rule (no left recursion through rule 0 alone, and every
+        // rule stays reachable), or a literal in the last rule.
+        if (rule + 1 < rules) return "r" + std::to_string(rule + 1 + int(rng() % (rules - rule - 1)));
+        return "\"b\"";
+      }
+      case 3: {
+        static const char* quant[] = {"*", "+", "?", "{0,3}", "{2}"};
+        return "(" + expr(rule, depth + 1) + ")" + quant[rng() % 5];
+      }
+      case 4:
+        return expr(rule, depth + 1) + " " + expr(rule, depth + 1);
+      case 5:
+        return "(" + expr(rule, depth + 1) + " | " + expr(rule, depth + 1) + ")";
+      default:
+        return expr(rule, depth + 1) + " " + expr(rule, depth + 1) + " " + expr(rule, depth + 1);
+    }
+  };
+  std::string text = "root ::= r0\n";
+  for (int r = 0; r < rules; ++r) text += "r" + std::to_string(r) + " ::= " + expr(r, 0) + "\n";
+  return text;
+}
+
+TEST(Matcher, MasksMatchBruteForceOnRandomGrammars) {
+  // The cached and fragment masks must equal acceptance of each token's bytes by the
+  // parser, on grammars nobody chose. The vocabulary (and its fragment cache) is shared
+  // by all of them, so later grammars reuse earlier grammars' fragment entries.
+  std::mt19937 rng(2026);
+  int compiled = 0;
+  for (int i = 0; i < 60; ++i) {
+    const std::string text = random_grammar(rng);
+    std::shared_ptr<const CompiledGrammar> g;
+    try {
+      g = compile_gbnf(text);
+    } catch (const deepinfer::InputError&) {
+      continue;  // e.g. an empty language
+    }
+    ++compiled;
+    SCOPED_TRACE(text);
+    for (uint32_t seed = 1; seed <= 2; ++seed) random_walk(g, seed * 977 + uint32_t(i), 12);
+  }
+  EXPECT_GT(compiled, 40);
+}
+
+TEST(Matcher, FragmentEntriesAreSharedAcrossGrammars) {
+  // Two different schemas with plain strings: the second grammar's string states come
+  // from the vocabulary's fragment cache, and its masks still equal brute force.
+  auto vocab = std::make_shared<VocabIndex>(synthetic_vocab(5, 500));
+  auto walk = [&](const char* schema, const std::string& text) {
+    auto masker = std::make_shared<TokenMasker>(compile_json_schema(schema), vocab);
+    GrammarMatcher m(masker);
+    std::vector<uint32_t> mask(m.mask_words());
+    for (char c : text) {
+      m.fill_next_token_bitmask(mask);
+      EXPECT_EQ(mask, brute_force_mask(m, vocab->vocab_size())) << "before '" << c << "' of " << text;
+      EXPECT_TRUE(m.accept_bytes(std::string(1, c)));
+    }
+    return masker->fragment_hits();
+  };
+  const size_t first_hits = walk(R"({"type":"object","properties":{"a":{"type":"string"}}})", R"({"a":"xy\"z"})");
+  EXPECT_GT(vocab->fragment_cache().size(), 0u);
+  EXPECT_GT(walk(R"({"type":"array","items":{"type":"string"}})", R"(["p q", "r"])"), first_hits);
+}
+
+TEST(Matcher, DerivedFragmentEntriesMatchBruteForce) {
+  // Inside an additional key the states that track declared names differ from each
+  // other in a few first bytes only; their entries are derived from a neighbour's with
+  // a walk of those bytes' subtrees. They must still equal brute force.
+  auto vocab = std::make_shared<VocabIndex>(synthetic_vocab(9, 3000));
+  auto masker = std::make_shared<TokenMasker>(
+      compile_json_schema(R"({"type":"object","properties":{"name":{"type":"string"},"nab":{"type":"integer"},
+          "age":{"type":"integer"},"zed":{"type":"boolean"}}})"),
+      vocab);
+  for (const std::string text : {R"({"namex":1,"nab":2,"nax":"n","agee":{},"zz":[]})", R"({"na\"me":null})"}) {
+    GrammarMatcher m(masker);
+    std::vector<uint32_t> mask(m.mask_words());
+    for (char c : text) {
+      m.fill_next_token_bitmask(mask);
+      ASSERT_EQ(mask, brute_force_mask(m, vocab->vocab_size())) << "before '" << c << "' of " << text;
+      ASSERT_TRUE(m.accept_bytes(std::string(1, c))) << text;
+    }
+  }
+  EXPECT_GT(masker->derived_walks(), 0u);
 }
 
 TEST(Matcher, RollbackRestoresMasks) {
