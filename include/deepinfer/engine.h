@@ -40,6 +40,7 @@ struct EngineOptions {
   bool enable_prefix_caching = true;
   int64_t swa_replay = 0;                // 0: exact window rebuild on a prefix hit; N: bounded replay of N tokens
   uint64_t default_seed = 0;             // used when a request gives no seed (deterministic by default)
+  bool batch_invariant = false;          // cuda: a request's logits are bitwise the same in any batch
 };
 
 // Per-request sampling, OpenAI semantics. Validated by add_request.

@@ -20,7 +20,8 @@ namespace {
 using Json = nlohmann::json;
 
 const std::set<std::string> kEngineFlags = {"model", "max-num-seqs", "max-num-batched-tokens", "cache-blocks",
-                                            "block-size", "swa-replay", "prefix-cache", "seed", "max-model-len"};
+                                            "block-size", "swa-replay", "prefix-cache", "seed", "max-model-len",
+                                            "device", "batch-invariant"};
 
 struct Result {
   std::string text;
@@ -59,6 +60,10 @@ EngineOptions engine_options_from(const Args& a) {
   const std::string pc = a.get("prefix-cache", "on");
   DI_CHECK_INPUT(pc == "on" || pc == "off", "--prefix-cache must be on or off");
   o.enable_prefix_caching = pc == "on";
+  o.device = a.get("device", o.device);
+  const std::string bi = a.get("batch-invariant", "off");
+  DI_CHECK_INPUT(bi == "on" || bi == "off", "--batch-invariant must be on or off");
+  o.batch_invariant = bi == "on";
   return o;
 }
 

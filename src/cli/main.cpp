@@ -13,7 +13,7 @@
 #include "cli/tokenize_cmd.h"
 #include "common/check.h"
 #include "io/safetensors.h"
-#include "model/v41/model.h"
+#include "runtime/runner.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -21,13 +21,14 @@ namespace {
 const char* kUsage =
     "usage: deepinfer <command> [flags]\n"
     "commands:\n"
-    "  logits    --model DIR --tokens 1,2,3 [--chunk N | --prefill P] --out FILE\n"
+    "  logits    --model DIR --tokens 1,2,3 [--chunk N | --prefill P] --out FILE [--device cpu|cuda]\n"
     "            every position's logits as a safetensors file (F32 tensor 'logits' [T, vocab]);\n"
     "            --chunk N feeds N tokens per call, --prefill P feeds P at once then one at a time\n"
     "  generate  [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3 | --input IN.jsonl [--output OUT.jsonl])\n"
     "            [--max-tokens N --temperature T --top-p P --top-k K --min-p M --stop S --request-seed N\n"
     "             --ignore-eos true --json true] [engine flags: --max-num-seqs --max-num-batched-tokens\n"
-    "             --cache-blocks --block-size --swa-replay N --prefix-cache on|off --seed N]\n"
+    "             --cache-blocks --block-size --swa-replay N --prefix-cache on|off --seed N\n"
+    "             --device cpu|cuda --batch-invariant on|off]\n"
     "            offline batch generation through the scheduler; without --model, the embedded default\n"
     "  chat      [--model DIR] [--thinking on|off] [--system TEXT] [--max-tokens N] [--temperature T]\n"
     "            interactive multi-turn chat with the V4.1 prompt encoding\n"
@@ -39,10 +40,12 @@ const char* kUsage =
     "  structured check --jsonl FILE   compile constraints and check instances\n"
     "  help      this text\n";
 
-// Runs the tokens through one sequence in calls of the given sizes.
-std::vector<float> run_feeding(const v41::Model& model, const std::vector<int64_t>& tokens, int64_t chunk,
-                               int64_t prefill) {
-  v41::SequenceState seq = model.new_sequence();
+// Runs the tokens through one sequence (slot 0) in calls of the given sizes.
+std::vector<float> run_feeding(runtime::ModelRunner& model, const std::vector<int64_t>& tokens, int64_t chunk,
+                               int64_t prefill, int64_t block_size) {
+  std::vector<int64_t> table(size_t((int64_t(tokens.size()) + block_size - 1) / block_size));
+  for (size_t b = 0; b < table.size(); ++b) table[b] = int64_t(b);
+  model.reset_slot(0, 0, 0);
   std::vector<float> logits;
   size_t i = 0;
   while (i < tokens.size()) {
@@ -50,7 +53,11 @@ std::vector<float> run_feeding(const v41::Model& model, const std::vector<int64_
     if (chunk > 0) step = std::min<size_t>(step, chunk);
     if (prefill >= 0) step = (i == 0 && prefill > 0) ? std::min<size_t>(step, prefill) : 1;
     std::vector<int64_t> part(tokens.begin() + i, tokens.begin() + i + step);
-    std::vector<float> l = model.forward(seq, part);
+    std::vector<runtime::RunItem> items(1);
+    items[0].blocks = &table;
+    items[0].tokens = std::move(part);
+    items[0].all_logits = true;
+    std::vector<float> l = model.forward(items);
     logits.insert(logits.end(), l.begin(), l.end());
     i += step;
   }
@@ -58,14 +65,21 @@ std::vector<float> run_feeding(const v41::Model& model, const std::vector<int64_
 }
 
 int cmd_logits(int argc, char** argv) {
-  Args a(argc, argv, 2, {"model", "tokens", "chunk", "prefill", "out"});
+  Args a(argc, argv, 2, {"model", "tokens", "chunk", "prefill", "out", "device"});
   DI_CHECK_INPUT(!(a.has("chunk") && a.has("prefill")), "--chunk and --prefill are mutually exclusive");
   auto tokens = parse_id_list(a.require("tokens"), "--tokens");
   const int64_t chunk = a.get_int("chunk", 0, 1, 1 << 30);
   const int64_t prefill = a.get_int("prefill", -1, 0, 1 << 30);
   const std::string out = a.require("out");
-  auto model = v41::Model::load(a.require("model"));
-  std::vector<float> logits = run_feeding(*model, tokens, chunk, prefill);
+  DI_CHECK_INPUT(!tokens.empty(), "--tokens is empty");
+  runtime::RunnerOptions ro;
+  ro.device = a.get("device", "cpu");
+  ro.max_num_seqs = 1;
+  ro.max_num_batched_tokens = int64_t(tokens.size());
+  ro.block_size = 64;
+  ro.num_blocks = (int64_t(tokens.size()) + ro.block_size - 1) / ro.block_size;
+  auto model = runtime::create_runner(a.require("model"), ro);
+  std::vector<float> logits = run_feeding(*model, tokens, chunk, prefill, ro.block_size);
   TensorToWrite t{"logits", DType::F32, {int64_t(tokens.size()), model->config().vocab_size}, {}};
   t.bytes.resize(logits.size() * sizeof(float));
   std::memcpy(t.bytes.data(), logits.data(), t.bytes.size());
@@ -105,5 +119,8 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "deepinfer: error: out of memory\n");
     return 2;
+  } catch (const std::exception& e) {  // e.g. a CUDA failure: reported, not a crash
+    std::fprintf(stderr, "deepinfer: error: %s\n", e.what());
+    return 1;
   }
 }

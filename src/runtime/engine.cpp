@@ -13,6 +13,7 @@
 #include "deepinfer/engine.h"
 #include "model/v41/model.h"
 #include "runtime/request_sampling.h"
+#include "runtime/runner.h"
 #include "sample/sampler.h"
 #include "sample/stop.h"
 #include "sched/scheduler.h"
@@ -35,21 +36,32 @@ class CpuEngine final : public Engine {
  public:
   explicit CpuEngine(const EngineOptions& o) : opts_(o) {
     namespace fs = std::filesystem;
-    model_ = v41::Model::load(o.model_dir);
+    DI_CHECK_INPUT(fs::is_directory(o.model_dir), "model directory '", o.model_dir, "' does not exist");
+    DI_CHECK_INPUT(o.max_num_seqs >= 1 && o.max_num_seqs <= 4096, "max_num_seqs must be in [1, 4096]");
+    DI_CHECK_INPUT(o.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1");
+    DI_CHECK_INPUT(o.block_size >= 2 && o.block_size % 2 == 0, "block_size must be even and >= 2");
+    // The model with its slots and history pool on the chosen device (runtime/runner.h).
+    runtime::RunnerOptions ro;
+    ro.device = o.device;
+    ro.max_num_seqs = o.max_num_seqs;
+    ro.max_num_batched_tokens = o.max_num_batched_tokens;
+    ro.block_size = o.block_size;
+    ro.num_blocks = o.cache_blocks;
+    ro.batch_invariant = o.batch_invariant;
+    {
+      const ModelConfig probe = load_model_config((fs::path(o.model_dir) / "config.json").string());
+      const int64_t len = o.max_model_len > 0 ? std::min(o.max_model_len, probe.max_position_embeddings)
+                                              : probe.max_position_embeddings;
+      ro.default_blocks = std::min<int64_t>(o.max_num_seqs * ((len + o.block_size - 1) / o.block_size), 1 << 16);
+    }
+    model_ = runtime::create_runner(o.model_dir, ro);
     const ModelConfig& c = model_->config();
     const std::string tok_path = (fs::path(o.model_dir) / "tokenizer.json").string();
     DI_CHECK_INPUT(fs::exists(tok_path), "model directory '", o.model_dir, "' has no tokenizer.json");
     tokenizer_ = Tokenizer::load(tok_path);
-    DI_CHECK_INPUT(o.max_num_seqs >= 1 && o.max_num_seqs <= 4096, "max_num_seqs must be in [1, 4096]");
-    DI_CHECK_INPUT(o.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1");
-    DI_CHECK_INPUT(o.block_size >= 2 && o.block_size % 2 == 0, "block_size must be even and >= 2");
     max_len_ = o.max_model_len > 0 ? std::min(o.max_model_len, c.max_position_embeddings) : c.max_position_embeddings;
-    const int64_t per_seq = (max_len_ + o.block_size - 1) / o.block_size;
-    num_blocks_ = o.cache_blocks > 0 ? o.cache_blocks : std::min<int64_t>(o.max_num_seqs * per_seq, 1 << 16);
-    DI_CHECK_INPUT(num_blocks_ >= 1, "cache_blocks must be >= 1");
     // Memory is planned up front: every slot and the whole history pool exist from now on.
-    pool_ = std::make_unique<v41::HistoryPool>(c, o.block_size, num_blocks_);
-    for (int64_t s = 0; s < o.max_num_seqs; ++s) slots_.push_back(v41::StateSlot::create(c));
+    num_blocks_ = model_->num_blocks();
     blocks_ = std::make_unique<sched::BlockManager>(num_blocks_, o.block_size, std::hash<std::string>{}(o.model_dir));
     sched::SchedulerConfig sc;
     sc.max_num_seqs = o.max_num_seqs;
@@ -120,10 +132,8 @@ class CpuEngine final : public Engine {
                        std::vector<TokenLogprob> lps);
 
   EngineOptions opts_;
-  std::unique_ptr<v41::Model> model_;
+  std::unique_ptr<runtime::ModelRunner> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<v41::HistoryPool> pool_;
-  std::vector<v41::StateSlot> slots_;
   std::unique_ptr<sched::BlockManager> blocks_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::map<std::string, std::unique_ptr<Stream>> streams_;
@@ -164,17 +174,18 @@ std::vector<RequestOutput> CpuEngine::step() {
 
   // Runner: one ragged batch over the planned chunks.
   const ModelConfig& c = model_->config();
-  std::vector<v41::BatchItem> items(plan.chunks.size());
+  std::vector<runtime::RunItem> items(plan.chunks.size());
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const sched::ScheduledChunk& ch = plan.chunks[i];
     sched::Request& r = *ch.request;
-    v41::StateSlot& slot = slots_[r.slot];
-    if (ch.fresh) slot.reset_for_replay(c, r.replay_start, r.history_floor);
-    DI_CHECK(slot.num_tokens == ch.start, "slot of ", r.id, " is at ", slot.num_tokens, ", plan says ", ch.start);
-    items[i].seq = {&slot, &r.blocks};
+    if (ch.fresh) model_->reset_slot(r.slot, r.replay_start, r.history_floor);
+    const int64_t at = model_->slot_position(r.slot);
+    DI_CHECK(at == ch.start, "slot of ", r.id, " is at ", at, ", plan says ", ch.start);
+    items[i].slot = r.slot;
+    items[i].blocks = &r.blocks;
     for (int64_t p = ch.start; p < ch.start + ch.count; ++p) items[i].tokens.push_back(r.known(p));
   }
-  std::vector<float> logits = model_->forward_batch(*pool_, items);
+  std::vector<float> logits = model_->forward(items);
   scheduler_->complete(plan);
 
   // Sampler: one row per chunk that reached its last known token.
@@ -257,7 +268,7 @@ std::vector<int64_t> CpuEngine::tokenize(const std::string& text) const { return
 }  // namespace
 
 std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
-  DI_CHECK_INPUT(options.device == "cpu", "device '", options.device, "' is not available in this build (only cpu)");
+  // create_runner refuses a device this build lacks.
   return std::make_unique<CpuEngine>(options);
 }
 

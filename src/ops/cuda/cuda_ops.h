@@ -41,8 +41,19 @@ void sink_attention(const SinkAttentionParams& p, cudaStream_t stream);
 
 void linear(const LinearParams& p, cudaStream_t stream);
 
+// Which linear kernel runs. kAuto picks by batch size (gemv up to 8 rows, then the
+// tensor-core mma or the tiled GEMM), so a row's rounding depends on how many rows
+// share the call. kInvariant always runs the tiled SIMT GEMM: fixed K order per row,
+// no split-K, the same code for every n, so a row's result is the same bits in any
+// batch (the batch-invariant mode, FEATURES.md). Tiled rather than mma because it is
+// also the path closest to the CPU oracle (fp32 FMAs; the 3-term bf16 mma drifts
+// ~2e-5 relative), which keeps the model's FP8/FP4 rounding decisions the CPU's.
+enum class LinearMode { kAuto, kInvariant };
+void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream);
+
 void moe_router(const MoeRouterParams& p, cudaStream_t stream);
 void swiglu_expert(const SwigluExpertParams& p, cudaStream_t stream);
+void swiglu_expert(const SwigluExpertParams& p, LinearMode mode, cudaStream_t stream);
 
 void indexer_score(const IndexerScoreParams& p, cudaStream_t stream);
 // Masks p.scores in place and writes the selection to device memory: ids [n, top_k]

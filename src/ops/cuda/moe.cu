@@ -48,15 +48,19 @@ void moe_router(const MoeRouterParams& p, cudaStream_t stream) {
 }
 
 void swiglu_expert(const SwigluExpertParams& p, cudaStream_t stream) {
+  swiglu_expert(p, LinearMode::kAuto, stream);
+}
+
+void swiglu_expert(const SwigluExpertParams& p, LinearMode mode, cudaStream_t stream) {
   const int64_t inter = p.w1.rows, dim = p.w1.cols;
   CUDA_OP_CHECK(p.w3.rows == inter && p.w3.cols == dim && p.w2.rows == dim && p.w2.cols == inter,
                 "swiglu_expert: w1/w3 [inter, dim] and w2 [dim, inter] disagree");
   if (p.n == 0) return;
   Scratch gate(p.n * inter, stream), up(p.n * inter, stream);
-  linear({p.x, gate.p, p.n, p.w1}, stream);
-  linear({p.x, up.p, p.n, p.w3}, stream);
+  linear({p.x, gate.p, p.n, p.w1}, mode, stream);
+  linear({p.x, up.p, p.n, p.w3}, mode, stream);
   CUDA_CHECK(kernels::swiglu_act({gate.p, up.p, p.route_weight, p.n, inter, p.swiglu_limit}, stream));
-  linear({gate.p, p.y, p.n, p.w2}, stream);
+  linear({gate.p, p.y, p.n, p.w2}, mode, stream);
 }
 
 }  // namespace deepinfer::ops::cuda

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the CUDA engine, the CLI and the GPU tests HERE (a machine with nvcc and the
+# project's dependencies) and packs them for the GPU machine, whose image has the
+# CUDA driver and toolkit but not the engine's other dependencies:
+#   - static cudart, libstdc++ and libgcc, so only glibc and the driver are needed;
+#   - libutf8proc / libpcre2-8 copied next to the binaries.
+# Output: .gpubin/gpubin.tar.xz (ignore .gpubin via .git/info/exclude), run there by
+# scripts/gpu_run.sh.   Env: BUILD (default build-gpu), JOBS (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD="${BUILD:-build-gpu}"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON -DDEEPINFER_CUDART_STATIC=ON \
+  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
+ninja -C "$BUILD" -j"${JOBS:-2}" deepinfer test_model_cuda test_ops_cuda
+stage="$BUILD/pack"
+rm -rf "$stage" && mkdir -p "$stage/lib"
+for b in deepinfer tests/test_model_cuda tests/ops_cuda/test_ops_cuda; do
+  strip -o "$stage/$(basename "$b")" "$BUILD/$b"
+done
+for l in $(ldd "$BUILD/deepinfer" | awk '/utf8proc|pcre2/ { print $3 }'); do cp -L "$l" "$stage/lib/"; done
+git rev-parse HEAD >"$stage/commit.txt"
+git status --short --untracked-files=no >>"$stage/commit.txt"
+mkdir -p .gpubin
+tar -C "$stage" -cJf .gpubin/gpubin.tar.xz .
+ls -l .gpubin/gpubin.tar.xz

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# On the GPU machine: unpacks the binaries of scripts/gpu_build.sh and runs the GPU
+# test set (what `ctest -L gpu` runs in a build tree: test_ops_cuda, test_model_cuda)
+# plus the CLI on the GPU (`logits`, `generate`, `serve` with --device cuda, compared
+# with --device cpu and the fixtures' reference logits). Logs go to LOG_DIR.
+#   scripts/gpu_run.sh LOG_DIR          Env: PACK (default .gpubin/gpubin.tar.xz)
+# Exit status: non-zero if any part failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG="${1:-/tmp/gpu_logs}"
+mkdir -p "$LOG"
+BIN=/tmp/deepinfer_gpubin
+rm -rf "$BIN" && mkdir -p "$BIN" && tar -C "$BIN" -xJf "${PACK:-.gpubin/gpubin.tar.xz}" || exit 1
+export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export DEEPINFER_FIXTURES_DIR="$PWD/tests/fixtures"
+rc=0
+stamp() { echo "== $(date +%T) $*" | tee -a "$LOG/steps.log"; }
+
+stamp machine
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; ldd --version | head -1; cat "$BIN/commit.txt"; } \
+  2>&1 | tee "$LOG/machine.txt"
+
+stamp test_model_cuda
+timeout 240 "$BIN/test_model_cuda" >"$LOG/model_cuda.log" 2>&1 || rc=1
+grep -E "^\[ metric \]|^\[  (PASSED|FAILED) |FAILED  \]|Failure|rror" "$LOG/model_cuda.log" | head -80
+
+stamp test_ops_cuda
+timeout 120 "$BIN/test_ops_cuda" >"$LOG/ops_cuda.log" 2>&1 || rc=1
+grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$LOG/ops_cuda.log" | head -20
+
+stamp "cli: logits --device cuda vs cpu and the reference"
+cli_rc=0
+for fx in v41_tiny_f32 v41_tiny_quant; do
+  dir=tests/fixtures/$fx
+  toks=$(python3 -c "
+from safetensors.numpy import load_file; t=load_file('$dir/reference.safetensors')['tokens']; print(','.join(map(str,t.tolist())))")
+  for mode in "" "--chunk 5" "--prefill 7"; do
+    for dev in cpu cuda; do
+      "$BIN/deepinfer" logits --model "$dir" --tokens "$toks" $mode --device $dev --out "/tmp/l_$dev.safetensors" \
+        2>>"$LOG/cli.log" || cli_rc=1
+    done
+    python3 - "$dir" "$mode" <<'PY' 2>&1 | tee -a "$LOG/cli.log" || cli_rc=1
+import sys, numpy as np
+from safetensors.numpy import load_file
+d, mode = sys.argv[1], sys.argv[2]
+g = load_file('/tmp/l_cuda.safetensors')['logits']; c = load_file('/tmp/l_cpu.safetensors')['logits']
+key = {'': 'logits_full', '--chunk 5': 'logits_chunked', '--prefill 7': 'logits_decode'}[mode]
+r = load_file(d + '/reference.safetensors')[key]
+dr, dc = float(np.abs(g - r).max()), float(np.abs(g - c).max())
+print(f"logits {d} [{mode or 'full'}]: max|cuda-ref| {dr:.3g} max|cuda-cpu| {dc:.3g}")
+sys.exit(0 if dr <= 1e-3 and dc <= 1e-3 else 1)
+PY
+  done
+done
+
+stamp "cli: generate --device cuda vs cpu (greedy and seeded, batch of 4)"
+for fx in v41_tiny_f32 v41_tiny_quant; do
+  printf '%s\n' '{"id":"a","prompt_ids":[0,297,252,170,167,330,35,268],"max_tokens":24,"temperature":0,"ignore_eos":true}' \
+    '{"id":"b","prompt_ids":[5,6,7],"max_tokens":16,"temperature":0.9,"seed":3,"ignore_eos":true}' \
+    '{"id":"c","prompt_ids":[9,10,11,12,13,14,15,16,17,18,19,20],"max_tokens":16,"temperature":0.7,"top_p":0.9,"seed":4,"ignore_eos":true}' \
+    '{"id":"d","prompt_ids":[40],"max_tokens":8,"temperature":1.2,"top_k":20,"seed":5,"ignore_eos":true}' >/tmp/in.jsonl
+  for dev in cpu cuda; do
+    "$BIN/deepinfer" generate --model tests/fixtures/$fx --input /tmp/in.jsonl --output "/tmp/gen_$dev.jsonl" \
+      --device $dev --max-num-batched-tokens 8 2>>"$LOG/cli.log" || cli_rc=1
+  done
+  if cmp -s /tmp/gen_cpu.jsonl /tmp/gen_cuda.jsonl; then echo "generate $fx: cuda == cpu"; else
+    echo "generate $fx: DIFFERENT"; diff /tmp/gen_cpu.jsonl /tmp/gen_cuda.jsonl | head -6; cli_rc=1; fi
+done | tee -a "$LOG/cli.log"
+cp /tmp/gen_cuda.jsonl "$LOG/generate_cuda.jsonl" 2>/dev/null
+
+stamp "cli: serve --device cuda"
+"$BIN/deepinfer" serve --model tests/fixtures/v41_tiny_f32 --device cuda --port 18431 >"$LOG/serve.log" 2>&1 &
+spid=$!
+python3 - <<'PY' 2>&1 | tee -a "$LOG/cli.log" || cli_rc=1
+import json, time, urllib.request, sys
+ref = json.load(open("tests/fixtures/v41_tiny_f32/greedy.json"))
+body = json.dumps({"model": "v41_tiny_f32", "prompt": ref["prompt"], "max_tokens": len(ref["greedy"]),
+                   "temperature": 0, "return_token_ids": True}).encode()
+for _ in range(120):
+    try:
+        r = urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:18431/v1/completions", body,
+                                   {"Content-Type": "application/json"}), timeout=30)
+        out = json.load(r); break
+    except Exception as e:
+        time.sleep(0.5)
+else:
+    print("serve: no answer"); sys.exit(1)
+ids = out["choices"][0].get("token_ids")
+print("serve --device cuda: token ids", ids, "== reference greedy" if ids == ref["greedy"] else "!= reference greedy")
+sys.exit(0 if ids == ref["greedy"] else 1)
+PY
+kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+[ "$cli_rc" = 0 ] || rc=1
+
+stamp "done rc=$rc"
+exit "$rc"

@@ -1,0 +1,169 @@
+#include <cmath>
+
+#include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_model.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One block per token: the row is dequantized once per column and written to every stream.
+__global__ void embed_rows_kernel(EmbedRowsArgs a) {
+  const int64_t t = blockIdx.x, dim = a.w.cols, id = a.ids[t];
+  float* out = a.h + t * a.hc * dim;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    const float v = weight_at(a.w, id, c);
+    for (int64_t s = 0; s < a.hc; ++s) out[s * dim + c] = v;
+  }
+}
+
+// One block per (token, column).
+__global__ void engram_gather_kernel(EngramGatherArgs a) {
+  const int64_t t = blockIdx.x / a.cols, c = blockIdx.x % a.cols, hd = a.table.cols;
+  const int64_t r = a.rows[t * a.row_stride + c];
+  float* out = a.out + (t * a.cols + c) * hd;
+  if (r < 0 || r >= a.table.rows) {
+    if (threadIdx.x == 0) *a.bad_row = 1;
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) out[i] = 0.0f;
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) out[i] = weight_at(a.table, r, i);
+}
+
+__device__ __forceinline__ double block_sum_d(double v, double* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nw ? scratch[lane] : 0.0;
+  return warp_sum(v);
+}
+
+// One block per (token, stream). The gate uses the same fp32 expressions as the CPU
+// (engram.cpp) after double sums.
+__global__ void engram_gate_kernel(EngramGateArgs a) {
+  __shared__ double scratch[32];
+  const int64_t t = blockIdx.x / a.hc, k = blockIdx.x % a.hc, d = a.dim;
+  float* hk = a.h + (t * a.hc + k) * d;
+  const float* key = a.kv + (t * (a.hc + 1) + k) * d;
+  const float* value = a.kv + (t * (a.hc + 1) + a.hc) * d;
+  const float* gw = a.gate_weight + k * d;
+  double ssh = 0, ssk = 0, dot = 0;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    ssh += double(hk[i]) * hk[i];
+    ssk += double(key[i]) * key[i];
+    dot += double(hk[i]) * gw[i] * key[i];
+  }
+  ssh = block_sum_d(ssh, scratch);
+  ssk = block_sum_d(ssk, scratch);
+  dot = block_sum_d(dot, scratch);
+  const float rstd = (1.0f / sqrtf(float(ssh / d) + a.eps)) * (1.0f / sqrtf(float(ssk / d) + a.eps));
+  const float g = float(dot) * rstd / sqrtf(float(d));
+  const float root = sqrtf(fmaxf(fabsf(g), 1e-6f));
+  const float gate = 1.0f / (1.0f + expf(-copysignf(root, g)));
+  __syncthreads();  // every thread has read hk before it is updated
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) hk[i] += gate * value[i];
+}
+
+__global__ void compress_pool_kernel(CompressPoolArgs a) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= a.groups * a.dim) return;
+  const int64_t g = idx / a.dim, ch = idx % a.dim;
+  const float* ka = a.kv + g * a.ratio * a.dim + ch;
+  const float* ga = a.gate + g * a.ratio * a.dim + ch;
+  float mx = -INFINITY;
+  for (int64_t k = 0; k < a.ratio; ++k) mx = fmaxf(mx, ga[k * a.dim]);
+  float denom = 0.0f;
+  for (int64_t k = 0; k < a.ratio; ++k) denom += expf(ga[k * a.dim] - mx);
+  float acc = 0.0f;
+  for (int64_t k = 0; k < a.ratio; ++k) acc += ka[k * a.dim] * (expf(ga[k * a.dim] - mx) / denom);
+  a.latent[idx] = acc;
+}
+
+// One block per row.
+__global__ void copy_rows_kernel(CopyRowsArgs a) {
+  const float* s = a.src[blockIdx.x];
+  float* d = a.dst[blockIdx.x];
+  for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) d[i] = s[i];
+}
+
+__global__ void scatter_add_rows_kernel(ScatterAddRowsArgs a) {
+  float* acc = a.acc + a.rows[blockIdx.x] * a.dim;
+  const float* y = a.y + int64_t(blockIdx.x) * a.dim;
+  for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) acc[i] += y[i];
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t count) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) out[i] = a[i] + b[i];
+}
+
+__global__ void scale_kernel(float* x, float s, int64_t count) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] *= s;
+}
+
+int row_threads(int64_t dim) { return dim >= 256 ? 256 : dim > 64 ? 128 : 64; }
+
+}  // namespace
+
+cudaError_t embed_rows(const EmbedRowsArgs& a, cudaStream_t stream) {
+  if (!weight_args_valid(a.w) || a.n < 0 || a.hc < 1 || (a.n > 0 && (!a.ids || !a.h))) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  embed_rows_kernel<<<unsigned(a.n), row_threads(a.w.cols), 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t engram_gather(const EngramGatherArgs& a, cudaStream_t stream) {
+  if (!weight_args_valid(a.table) || a.n < 0 || a.cols < 1 || a.row_stride < a.cols || !a.bad_row)
+    return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  engram_gather_kernel<<<unsigned(a.n * a.cols), row_threads(a.table.cols), 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t engram_gate(const EngramGateArgs& a, cudaStream_t stream) {
+  if (a.n < 0 || a.hc < 1 || a.dim < 1 || !a.gate_weight) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  engram_gate_kernel<<<unsigned(a.n * a.hc), row_threads(a.dim), 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t compress_pool(const CompressPoolArgs& a, cudaStream_t stream) {
+  if (a.groups < 0 || a.ratio < 1 || a.dim < 1) return cudaErrorInvalidValue;
+  if (a.groups == 0) return cudaSuccess;
+  compress_pool_kernel<<<grid_1d(a.groups * a.dim, kThreads), kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t copy_rows(const CopyRowsArgs& a, cudaStream_t stream) {
+  if (a.count < 0 || a.dim < 1 || a.count > (int64_t(1) << 31) - 1) return cudaErrorInvalidValue;
+  if (a.count == 0) return cudaSuccess;
+  copy_rows_kernel<<<unsigned(a.count), row_threads(a.dim), 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t scatter_add_rows(const ScatterAddRowsArgs& a, cudaStream_t stream) {
+  if (a.m < 0 || a.dim < 1) return cudaErrorInvalidValue;
+  if (a.m == 0) return cudaSuccess;
+  scatter_add_rows_kernel<<<unsigned(a.m), row_threads(a.dim), 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t add(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream) {
+  if (count < 0) return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  add_kernel<<<grid_1d(count, kThreads), kThreads, 0, stream>>>(a, b, out, count);
+  return cudaGetLastError();
+}
+
+cudaError_t scale(float* x, float s, int64_t count, cudaStream_t stream) {
+  if (count < 0) return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  scale_kernel<<<grid_1d(count, kThreads), kThreads, 0, stream>>>(x, s, count);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,910 @@
+// The V4.1 forward on the GPU: model.cpp's steps in the same order, each CPU op
+// replaced by its ops::cuda twin on device memory (see model_cuda.h). Host code here
+// only plans: it computes positions, group boundaries, entry lists and pointer lists
+// exactly as the CPU model does, and uploads them through the pinned stage.
+#include "model/v41/model_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "common/check.h"
+#include "io/safetensors.h"
+#include "kernels/cuda/smxx_model.cuh"
+#include "model/v41/engram.h"
+#include "model/v41/weights.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/weight_args.h"
+#include "ops/rope.h"
+#include "runtime/cuda/device_memory.h"
+
+namespace deepinfer::v41 {
+
+namespace gpu = ops::cuda;
+using runtime::cuda::DeviceArena;
+using runtime::cuda::DeviceBuffer;
+using runtime::cuda::HostStage;
+
+namespace {
+
+// Device mirrors of weights.h: WeightRef fields point into device memory, vectors
+// become device pointers.
+struct DAttn {
+  WeightRef wq_a, wq_b, wkv, wo_a, wo_b, compressor_wkv, compressor_wgate, indexer_wk, indexer_wq_b,
+      indexer_weights_proj;
+  const float *q_norm = nullptr, *kv_norm = nullptr, *attn_sink = nullptr, *compressor_norm = nullptr,
+              *indexer_k_norm = nullptr;
+};
+struct DExpert {
+  WeightRef w1, w3, w2;
+};
+struct DMoe {
+  WeightRef gate;
+  const float* gate_bias = nullptr;
+  std::vector<DExpert> experts;
+  DExpert shared;
+};
+struct DHc {
+  const float *fn = nullptr, *base = nullptr, *scale = nullptr;
+};
+struct DEngram {
+  WeightRef table, wkv;
+  const float* gate_weight = nullptr;
+};
+struct DLayer {
+  const float *attn_norm = nullptr, *ffn_norm = nullptr;
+  DHc hc_attn, hc_ffn;
+  DAttn attn;
+  DMoe ffn;
+  bool has_engram = false;
+  DEngram engram;
+};
+
+size_t weight_bytes(const WeightRef& w) {
+  switch (w.dtype) {
+    case DType::F32: return size_t(w.rows * w.cols) * 4;
+    case DType::BF16:
+    case DType::F16: return size_t(w.rows * w.cols) * 2;
+    case DType::F8_E4M3: return size_t(w.rows * w.cols);
+    case DType::I8: return size_t(w.rows * (w.cols / 2));
+    default: DI_CHECK(false, "weight dtype ", dtype_name(w.dtype), " has no CUDA layout");
+  }
+  return 0;
+}
+
+size_t scale_bytes(const WeightRef& w) {
+  if (w.scale == nullptr) return 0;
+  const int64_t srows = (w.rows + w.block_rows - 1) / w.block_rows;
+  return size_t(srows * w.scale_cols) * (w.scale_dtype == DType::F32 ? 4 : 1);
+}
+
+// Collects host regions and where their device addresses go, then uploads them into
+// one allocation (so the weights' footprint is known before anything is allocated).
+class Uploader {
+ public:
+  void add(const void* src, size_t bytes, const void** field) {
+    if (src == nullptr || bytes == 0) return;
+    total_ = (total_ + 255) / 256 * 256;
+    items_.push_back({src, bytes, total_, field});
+    total_ += bytes;
+  }
+  void weight(const WeightRef& host, WeightRef& dev) {
+    dev = host;
+    if (host.empty()) return;
+    add(host.data, weight_bytes(host), reinterpret_cast<const void**>(&dev.data));
+    add(host.scale, scale_bytes(host), reinterpret_cast<const void**>(&dev.scale));
+  }
+  void vec(const std::vector<float>& host, const float*& dev) {
+    dev = nullptr;
+    add(host.data(), host.size() * sizeof(float), reinterpret_cast<const void**>(&dev));
+  }
+  size_t total() const { return total_; }
+  DeviceBuffer run() {
+    DeviceBuffer buf(total_);
+    for (const Item& it : items_) {
+      CUDA_CHECK(cudaMemcpy(buf.data() + it.offset, it.src, it.bytes, cudaMemcpyHostToDevice));
+      *it.field = buf.data() + it.offset;
+    }
+    return buf;
+  }
+
+ private:
+  struct Item {
+    const void* src;
+    size_t bytes, offset;
+    const void** field;
+  };
+  std::vector<Item> items_;
+  size_t total_ = 0;
+};
+
+}  // namespace
+
+struct CudaModel::Impl {
+  ModelConfig cfg;
+  CudaModelOptions opts;
+  CudaMemoryPlan plan;
+  cudaStream_t stream = nullptr;
+  gpu::LinearMode mode = gpu::LinearMode::kAuto;
+
+  DeviceBuffer weights_buf, slot_buf, history_buf, freq_buf;
+  WeightRef embed, head;
+  const float* norm = nullptr;
+  std::vector<DLayer> layers;
+  const float *main_inv_freq = nullptr, *compress_inv_freq = nullptr;
+  std::unique_ptr<EngramHasher> engram;
+
+  // State slots: host counters + device window rings [slots, layers, window, head_dim]
+  // and compressor pending rows [slots, sources, {kv, gate}, max_ratio, head_dim].
+  std::vector<StateSlot> slots;
+  float* windows = nullptr;
+  float* pending = nullptr;
+  int64_t max_ratio = 1;
+  // Paged history: per KV source, entries [blocks, epb, head_dim] and keys [blocks, epb, index_head_dim].
+  struct Source {
+    int64_t layer = 0, ratio = 1, epb = 0;
+    float *entries = nullptr, *keys = nullptr;
+  };
+  std::vector<Source> sources;
+  int64_t num_blocks = 0;
+
+  std::unique_ptr<DeviceArena> step_arena, layer_arena;
+  std::unique_ptr<HostStage> stage;
+
+  ~Impl() {
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  // ---- helpers -------------------------------------------------------------
+  template <class T>
+  T* upload(const std::vector<T>& v, DeviceArena& arena) {
+    T* d = arena.alloc<T>(int64_t(v.size()));
+    if (v.empty()) return d;
+    void* h = stage->alloc_bytes(v.size() * sizeof(T));
+    std::memcpy(h, v.data(), v.size() * sizeof(T));
+    CUDA_CHECK(cudaMemcpyAsync(d, h, v.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+    return d;
+  }
+  template <class T>
+  std::vector<T> download(const T* d, int64_t count) {
+    std::vector<T> h(size_t(std::max<int64_t>(count, 0)));
+    if (count > 0) CUDA_CHECK(cudaMemcpyAsync(h.data(), d, sizeof(T) * size_t(count), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return h;
+  }
+  // Row copies from host-built pointer lists (one launch).
+  void copy_rows(const std::vector<const float*>& src, const std::vector<float*>& dst, int64_t dim) {
+    DI_CHECK(src.size() == dst.size(), "copy_rows: list sizes differ");
+    if (src.empty()) return;
+    auto* s = upload(src, *layer_arena);
+    auto* d = upload(dst, *layer_arena);
+    CUDA_CHECK(kernels::copy_rows({s, d, int64_t(src.size()), dim}, stream));
+  }
+  void d2d(float* dst, const float* src, int64_t count) {
+    if (count > 0) CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * size_t(count), cudaMemcpyDeviceToDevice, stream));
+  }
+  void linear(const float* x, float* y, int64_t n, const WeightRef& w, int64_t row0 = 0, int64_t rows = -1) {
+    gpu::linear({x, y, n, w, row0, rows}, mode, stream);
+  }
+  float* window(int64_t slot, int64_t layer) const {
+    return windows + (slot * cfg.num_hidden_layers + layer) * cfg.sliding_window * cfg.head_dim;
+  }
+  float* pending_rows(int64_t slot, int64_t source, bool gate) const {
+    const int64_t s = int64_t(sources.size());
+    return pending + ((slot * s + source) * 2 + (gate ? 1 : 0)) * max_ratio * cfg.head_dim;
+  }
+  int64_t source_index(int64_t layer) const {
+    for (size_t i = 0; i < sources.size(); ++i)
+      if (sources[i].layer == layer) return int64_t(i);
+    DI_CHECK(false, "layer ", layer, " is not a KV source");
+    return -1;
+  }
+
+  // ---- the batch -----------------------------------------------------------
+  struct Shared {
+    int64_t compress_source = -1, index_source = -1;
+    bool has_selection = false;
+    ops::Selection selection;
+    uint8_t* candidates = nullptr;  // device [count, num_keys], step arena
+    int64_t candidates_size = 0;
+  };
+  struct Batch {
+    std::vector<CudaBatchItem>* items = nullptr;
+    std::vector<int64_t> begin, positions;
+    const int64_t* d_positions = nullptr;
+    std::vector<Shared> shared;
+    int64_t n = 0;
+    int64_t count(size_t i) const { return begin[i + 1] - begin[i]; }
+  };
+  StateSlot& slot_of(const Batch& b, size_t i) { return slots[(*b.items)[i].slot]; }
+  float* entry(const Batch& b, size_t i, int64_t layer, int64_t ratio, int64_t e, bool key) {
+    const int64_t pos = e * ratio, bs = opts.block_size;
+    const auto& table = *(*b.items)[i].block_table;
+    DI_CHECK(pos / bs < int64_t(table.size()), "block table does not cover position ", pos);
+    const Source& s = sources[source_index(layer)];
+    const int64_t block = table[pos / bs], off = (pos % bs) / ratio;
+    DI_CHECK(block >= 0 && block < num_blocks, "block ", block, " is outside the history pool");
+    const int64_t row = block * s.epb + off;
+    return key ? s.keys + row * cfg.index_head_dim : s.entries + row * cfg.head_dim;
+  }
+
+  std::vector<float> forward(std::vector<CudaBatchItem>& items);
+  void attention(Batch& b, int64_t l, const float* x, float* out);
+  void compressor(Batch& b, size_t i, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos);
+  void indexer(Batch& b, size_t i, int64_t l, const float* x, const float* qr, const float* latent,
+               const std::vector<int64_t>& group_pos);
+  void moe(int64_t l, const float* x, int64_t n, float* out);
+};
+
+CudaModel::CudaModel() : impl_(std::make_unique<Impl>()) {}
+CudaModel::~CudaModel() = default;
+const ModelConfig& CudaModel::config() const { return impl_->cfg; }
+const CudaMemoryPlan& CudaModel::memory_plan() const { return impl_->plan; }
+int64_t CudaModel::num_slots() const { return int64_t(impl_->slots.size()); }
+int64_t CudaModel::block_size() const { return impl_->opts.block_size; }
+int64_t CudaModel::num_blocks() const { return impl_->num_blocks; }
+size_t CudaModel::arena_high_water() const { return impl_->step_arena->high_water() + impl_->layer_arena->high_water(); }
+int64_t CudaModel::arena_growths() const { return impl_->step_arena->growths() + impl_->layer_arena->growths(); }
+
+const StateSlot& CudaModel::slot(int64_t i) const {
+  DI_CHECK_INPUT(i >= 0 && i < num_slots(), "slot ", i, " is out of range [0, ", num_slots(), ")");
+  return impl_->slots[i];
+}
+
+void CudaModel::reset_slot(int64_t i, int64_t replay_start, int64_t history_end) {
+  DI_CHECK_INPUT(i >= 0 && i < num_slots(), "slot ", i, " is out of range [0, ", num_slots(), ")");
+  impl_->slots[i].reset_for_replay(impl_->cfg, replay_start, history_end);
+}
+
+std::vector<float> CudaModel::forward_batch(std::vector<CudaBatchItem>& items) { return impl_->forward(items); }
+
+std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir, const CudaModelOptions& o) {
+  namespace fs = std::filesystem;
+  DI_CHECK_INPUT(fs::is_directory(dir), "model directory '", dir, "' does not exist");
+  DI_CHECK_INPUT(o.max_slots >= 1, "max_slots must be >= 1");
+  DI_CHECK_INPUT(o.max_tokens >= 1, "max_tokens must be >= 1");
+  DI_CHECK_INPUT(o.block_size >= 2, "block_size must be >= 2");
+  DI_CHECK_INPUT(o.num_blocks >= 0 && o.max_blocks >= 1, "num_blocks must be >= 0 and max_blocks >= 1");
+  DI_CHECK_INPUT(o.memory_fraction > 0 && o.memory_fraction <= 1, "memory_fraction must be in (0, 1]");
+  int devices = 0;
+  const cudaError_t count_err = cudaGetDeviceCount(&devices);
+  DI_CHECK_INPUT(count_err == cudaSuccess && devices > 0, "no CUDA device is available (",
+                 count_err == cudaSuccess ? "none found" : cudaGetErrorString(count_err), ")");
+  DI_CHECK_INPUT(o.device >= 0 && o.device < devices, "CUDA device ", o.device, " does not exist (", devices,
+                 " found)");
+  CUDA_CHECK(cudaSetDevice(o.device));
+
+  auto m = std::unique_ptr<CudaModel>(new CudaModel());
+  Impl& d = *m->impl_;
+  d.opts = o;
+  d.mode = o.batch_invariant ? gpu::LinearMode::kInvariant : gpu::LinearMode::kAuto;
+  d.cfg = load_model_config((fs::path(dir) / "config.json").string());
+  const ModelConfig& c = d.cfg;
+  DI_CHECK_INPUT(c.scoring_func == "sqrtsoftplus", dir, "/config.json: scoring_func '", c.scoring_func,
+                 "' is not supported by the V4.1 model (only sqrtsoftplus)");
+  auto ckpt = Checkpoint::open(dir);
+  const ModelWeights w = bind_weights(c, *ckpt);
+  if (!c.engram_layer_ids.empty()) {
+    const std::string tok = (fs::path(dir) / "tokenizer.json").string();
+    DI_CHECK_INPUT(fs::exists(tok), "model directory '", dir,
+                   "' has Engram layers but no tokenizer.json (the n-gram hash is built from it)");
+    d.engram = EngramHasher::create(c, tok);
+  }
+  CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  size_t free_mem = 0, total_mem = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_mem, &total_mem));
+  d.plan.free_before = free_mem;
+
+  // 1. Weights: one allocation, every tensor copied once.
+  Uploader up;
+  up.weight(w.embed, d.embed);
+  up.weight(w.head, d.head);
+  up.vec(w.norm, d.norm);
+  d.layers.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& h = w.layers[l];
+    DLayer& g = d.layers[l];
+    up.vec(h.attn_norm, g.attn_norm);
+    up.vec(h.ffn_norm, g.ffn_norm);
+    for (auto [hs, gs] : {std::pair{&h.hc_attn, &g.hc_attn}, std::pair{&h.hc_ffn, &g.hc_ffn}}) {
+      up.vec(hs->fn, gs->fn);
+      up.vec(hs->base, gs->base);
+      up.vec(hs->scale, gs->scale);
+    }
+    const AttentionWeights& a = h.attn;
+    DAttn& ga = g.attn;
+    up.weight(a.wq_a, ga.wq_a);
+    up.weight(a.wq_b, ga.wq_b);
+    up.weight(a.wkv, ga.wkv);
+    up.weight(a.wo_a, ga.wo_a);
+    up.weight(a.wo_b, ga.wo_b);
+    up.weight(a.compressor_wkv, ga.compressor_wkv);
+    up.weight(a.compressor_wgate, ga.compressor_wgate);
+    up.weight(a.indexer_wk, ga.indexer_wk);
+    up.weight(a.indexer_wq_b, ga.indexer_wq_b);
+    up.weight(a.indexer_weights_proj, ga.indexer_weights_proj);
+    up.vec(a.q_norm, ga.q_norm);
+    up.vec(a.kv_norm, ga.kv_norm);
+    up.vec(a.attn_sink, ga.attn_sink);
+    up.vec(a.compressor_norm, ga.compressor_norm);
+    up.vec(a.indexer_k_norm, ga.indexer_k_norm);
+    up.weight(h.ffn.gate, g.ffn.gate);
+    up.vec(h.ffn.gate_bias, g.ffn.gate_bias);
+    g.ffn.experts.resize(h.ffn.experts.size());
+    for (size_t e = 0; e < h.ffn.experts.size(); ++e) {
+      up.weight(h.ffn.experts[e].w1, g.ffn.experts[e].w1);
+      up.weight(h.ffn.experts[e].w3, g.ffn.experts[e].w3);
+      up.weight(h.ffn.experts[e].w2, g.ffn.experts[e].w2);
+    }
+    up.weight(h.ffn.shared.w1, g.ffn.shared.w1);
+    up.weight(h.ffn.shared.w3, g.ffn.shared.w3);
+    up.weight(h.ffn.shared.w2, g.ffn.shared.w2);
+    g.has_engram = h.has_engram;
+    if (h.has_engram) {
+      // The table goes to the device too: it is read for every token and layer.
+      up.weight(h.engram.table, g.engram.table);
+      up.weight(h.engram.wkv, g.engram.wkv);
+      up.vec(h.engram.gate_weight, g.engram.gate_weight);
+    }
+  }
+  d.plan.weights = up.total();
+  d.weights_buf = up.run();
+
+  const std::vector<float> mf = ops::rope_inv_freq(c.main_rope, c.qk_rope_head_dim);
+  const std::vector<float> cf = ops::rope_inv_freq(c.compress_rope, c.qk_rope_head_dim);
+  d.freq_buf = DeviceBuffer((mf.size() + cf.size()) * sizeof(float) + 256);
+  CUDA_CHECK(cudaMemcpy(d.freq_buf.data(), mf.data(), mf.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d.freq_buf.data() + mf.size() * 4, cf.data(), cf.size() * 4, cudaMemcpyHostToDevice));
+  d.main_inv_freq = reinterpret_cast<const float*>(d.freq_buf.data());
+  d.compress_inv_freq = reinterpret_cast<const float*>(d.freq_buf.data() + mf.size() * 4);
+
+  // 2. State slots.
+  for (int64_t layer : c.kv_source_layer_ids) {
+    Impl::Source s;
+    s.layer = layer;
+    s.ratio = c.compress_ratios[layer];
+    DI_CHECK_INPUT(s.ratio > 0 && o.block_size % s.ratio == 0, "block size ", o.block_size,
+                   " must be a multiple of every compress ratio (layer ", layer, " has ratio ", s.ratio, ")");
+    s.epb = o.block_size / s.ratio;
+    d.max_ratio = std::max(d.max_ratio, s.ratio);
+    d.sources.push_back(s);
+  }
+  const int64_t L = c.num_hidden_layers, hd = c.head_dim;
+  const size_t window_floats = size_t(o.max_slots * L * c.sliding_window * hd);
+  const size_t pending_floats = size_t(o.max_slots * int64_t(d.sources.size()) * 2 * d.max_ratio * hd);
+  d.plan.slots = (window_floats + pending_floats) * sizeof(float);
+  d.slot_buf = DeviceBuffer(d.plan.slots);
+  CUDA_CHECK(cudaMemset(d.slot_buf.data(), 0, d.plan.slots));
+  d.windows = reinterpret_cast<float*>(d.slot_buf.data());
+  d.pending = d.windows + window_floats;
+  d.slots.resize(size_t(o.max_slots));
+  for (StateSlot& s : d.slots) {
+    s.layers.resize(size_t(L));  // counters only; the rows live on the device
+    s.reset(c);
+  }
+
+  // 3. Activation arenas, from the token budget: the step arena holds what lives
+  // through all layers (residual streams, mixes, candidate masks), the layer arena
+  // one layer's temporaries (it is rewound per layer). Estimates; a longer step
+  // adds chunks (arena_growths()).
+  const int64_t n = o.max_tokens, d_model = c.hidden_size, hc = c.hc_mult;
+  const size_t step_bytes = size_t(n) * size_t(hc * d_model * 2 + hc * (3 + hc) + 4 * d_model) * 4 + (1 << 20);
+  const int64_t per_token = c.q_lora_rank + 2 * c.num_attention_heads * hd + 2 * hd +
+                            c.o_groups * c.o_lora_rank + 2 * c.num_attention_heads * hd / std::max<int64_t>(1, c.o_groups) +
+                            c.index_n_heads * (c.index_head_dim + 1) + 6 * c.moe_intermediate_size + 4 * d_model +
+                            c.num_experts_per_tok * 2 + (c.sliding_window + c.index_topk) * 4;
+  size_t layer_bytes = size_t(n) * size_t(per_token) * 4 + (4 << 20);
+  // Indexer scores [tokens, keys] of one sequence: bounded by the token budget times
+  // the keys of the longest context at the smallest ratio.
+  int64_t min_ratio = 0;
+  for (const auto& s : d.sources) min_ratio = min_ratio == 0 ? s.ratio : std::min(min_ratio, s.ratio);
+  if (min_ratio > 0) layer_bytes += size_t(n) * size_t(c.max_position_embeddings / min_ratio) * 5;
+  d.step_arena = std::make_unique<DeviceArena>(step_bytes);
+  d.layer_arena = std::make_unique<DeviceArena>(layer_bytes);
+  d.plan.arena = step_bytes + layer_bytes;
+  d.stage = std::make_unique<HostStage>(size_t(8) << 20, d.stream);
+
+  // 4. The paged history pool from what is left.
+  size_t per_block = 0;
+  for (const auto& s : d.sources) per_block += size_t(s.epb * (hd + c.index_head_dim)) * sizeof(float);
+  CUDA_CHECK(cudaMemGetInfo(&free_mem, &total_mem));
+  const int64_t fit = per_block == 0 ? o.max_blocks : int64_t(double(free_mem) * o.memory_fraction / double(per_block));
+  if (o.num_blocks > 0) {
+    DI_CHECK_INPUT(o.num_blocks <= fit, o.num_blocks, " history blocks (", per_block, " bytes each) do not fit in ",
+                   free_mem, " bytes of free device memory (at most ", fit, ")");
+    d.num_blocks = o.num_blocks;
+  } else {
+    d.num_blocks = std::min(o.max_blocks, fit);
+    DI_CHECK_INPUT(d.num_blocks >= 1, "no device memory is left for the history pool");
+  }
+  d.plan.history = per_block * size_t(d.num_blocks);
+  d.plan.num_blocks = d.num_blocks;
+  d.history_buf = DeviceBuffer(std::max<size_t>(d.plan.history, 256));
+  float* p = reinterpret_cast<float*>(d.history_buf.data());
+  for (auto& s : d.sources) {
+    s.entries = p;
+    p += d.num_blocks * s.epb * hd;
+    s.keys = p;
+    p += d.num_blocks * s.epb * c.index_head_dim;
+  }
+  CUDA_CHECK(cudaMemGetInfo(&free_mem, &total_mem));
+  d.plan.free_after = free_mem;
+  return m;
+}
+
+// ---------------------------------------------------------------------------
+// The forward pass (model.cpp's forward_batch).
+// ---------------------------------------------------------------------------
+
+std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
+  const ModelConfig& c = cfg;
+  const int64_t d = c.hidden_size, hc = c.hc_mult;
+  DI_CHECK_INPUT(!items.empty(), "forward: no items");
+  Batch b;
+  b.items = &items;
+  b.begin.push_back(0);
+  std::vector<int64_t> all_tokens;
+  std::vector<bool> seen(slots.size(), false);
+  for (const CudaBatchItem& it : items) {
+    DI_CHECK_INPUT(!it.tokens.empty(), "forward: no tokens");
+    DI_CHECK_INPUT(it.slot >= 0 && it.slot < int64_t(slots.size()), "slot ", it.slot, " is out of range [0, ",
+                   slots.size(), ")");
+    DI_CHECK_INPUT(!seen[it.slot], "slot ", it.slot, " appears twice in one batch");
+    seen[it.slot] = true;
+    DI_CHECK(it.block_table != nullptr, "item without a block table");
+    const StateSlot& s = slots[it.slot];
+    for (size_t k = 0; k < it.tokens.size(); ++k) {
+      const int64_t t = it.tokens[k];
+      DI_CHECK_INPUT(t >= 0 && t < c.vocab_size, "token id ", t, " is out of range [0, ", c.vocab_size, ")");
+      b.positions.push_back(s.num_tokens + int64_t(k));
+      all_tokens.push_back(t);
+    }
+    b.begin.push_back(b.begin.back() + int64_t(it.tokens.size()));
+  }
+  const int64_t n = b.n = b.begin.back();
+  b.shared.resize(items.size());
+  // The previous step ended with a stream sync: both arenas and the stage are free.
+  step_arena->reset();
+  layer_arena->reset();
+  stage->reset();
+  try {
+    b.d_positions = upload(b.positions, *step_arena);
+    const int64_t* d_tokens = upload(all_tokens, *step_arena);
+
+    float* h = step_arena->alloc<float>(n * hc * d);
+    CUDA_CHECK(kernels::embed_rows({gpu::to_weight_args(embed), d_tokens, h, n, hc}, stream));
+    const int64_t* d_engram_rows = nullptr;
+    int64_t engram_row_stride = 0;
+    int* d_bad_row = step_arena->alloc<int>(1);
+    CUDA_CHECK(cudaMemsetAsync(d_bad_row, 0, sizeof(int), stream));
+    if (engram) {
+      std::vector<int64_t> rows;
+      for (size_t i = 0; i < items.size(); ++i) {
+        StateSlot& slot = slot_of(b, i);
+        auto r = engram->hash(items[i].tokens, slot.num_tokens, slot.recent_ngram_ids);
+        rows.insert(rows.end(), r.begin(), r.end());
+      }
+      d_engram_rows = upload(rows, *step_arena);
+      engram_row_stride = int64_t(c.engram_layer_ids.size()) * engram->num_columns();
+    }
+
+    std::vector<float> pre_init(n * hc, 0.0f);
+    for (int64_t t = 0; t < n; ++t) pre_init[t * hc] = 1.0f;
+    float* pre_mix = upload(pre_init, *step_arena);
+    float* a_pre = step_arena->alloc<float>(n * hc);
+    float* post = step_arena->alloc<float>(n * hc);
+    float* comb = step_arena->alloc<float>(n * hc * hc);
+    float* x = step_arena->alloc<float>(n * d);
+    float* y = step_arena->alloc<float>(n * d);
+    const float eps = float(c.rms_norm_eps);
+    auto mixes = [&](const DHc& s, float* pre_out) {
+      gpu::hc_mixes({h, n, hc, d, s.fn, s.base, s.scale, eps, float(c.hc_eps), c.hc_sinkhorn_iters, pre_out, post, comb},
+                    stream);
+    };
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      layer_arena->reset();
+      const DLayer& lw = layers[l];
+      if (lw.has_engram) {
+        const int64_t cols = engram->num_columns(), ehd = c.engram_head_dim;
+        float* e = layer_arena->alloc<float>(n * cols * ehd);
+        CUDA_CHECK(kernels::engram_gather({gpu::to_weight_args(lw.engram.table), d_engram_rows + c.engram_slot(l) * cols,
+                                           engram_row_stride, n, cols, e, d_bad_row},
+                                          stream));
+        float* kv = layer_arena->alloc<float>(n * (hc + 1) * d);
+        linear(e, kv, n, lw.engram.wkv);
+        CUDA_CHECK(kernels::engram_gate({h, kv, lw.engram.gate_weight, n, hc, d, eps}, stream));
+      }
+      mixes(lw.hc_attn, a_pre);
+      gpu::hc_collapse({h, pre_mix, x, n, hc, d}, stream);
+      gpu::rms_norm({x, x, n, d, lw.attn_norm, eps}, stream);
+      attention(b, l, x, y);
+      gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
+
+      mixes(lw.hc_ffn, pre_mix);  // f_pre becomes the next site's collapse weights
+      gpu::hc_collapse({h, a_pre, x, n, hc, d}, stream);
+      gpu::rms_norm({x, x, n, d, lw.ffn_norm, eps}, stream);
+      moe(l, x, n, y);
+      gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
+    }
+    for (size_t i = 0; i < items.size(); ++i) slot_of(b, i).num_tokens += b.count(i);
+
+    // Only the requested rows go through the final norm and the head.
+    layer_arena->reset();
+    std::vector<int64_t> rows;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].all_logits)
+        for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) rows.push_back(t);
+      else
+        rows.push_back(b.begin[i + 1] - 1);
+    }
+    const int64_t m = int64_t(rows.size());
+    float* hs = layer_arena->alloc<float>(m * hc * d);
+    float* pm = layer_arena->alloc<float>(m * hc);
+    std::vector<const float*> src_h, src_p;
+    std::vector<float*> dst_h, dst_p;
+    for (int64_t r = 0; r < m; ++r) {
+      src_h.push_back(h + rows[r] * hc * d);
+      dst_h.push_back(hs + r * hc * d);
+      src_p.push_back(pre_mix + rows[r] * hc);
+      dst_p.push_back(pm + r * hc);
+    }
+    copy_rows(src_h, dst_h, hc * d);
+    copy_rows(src_p, dst_p, hc);
+    float* xs = layer_arena->alloc<float>(m * d);
+    gpu::hc_collapse({hs, pm, xs, m, hc, d}, stream);
+    gpu::rms_norm({xs, xs, m, d, norm, eps}, stream);
+    float* d_logits = layer_arena->alloc<float>(m * c.vocab_size);
+    linear(xs, d_logits, m, head);
+    std::vector<float> logits = download(d_logits, m * c.vocab_size);
+    int bad = 0;
+    CUDA_CHECK(cudaMemcpy(&bad, d_bad_row, sizeof(int), cudaMemcpyDeviceToHost));
+    DI_CHECK(bad == 0, "engram row out of range");
+    return logits;
+  } catch (...) {
+    // Leave the stream drained so the arenas can be reused by the next call.
+    cudaStreamSynchronize(stream);
+    throw;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Attention (§3) with the compressed branch (§4).
+// ---------------------------------------------------------------------------
+
+void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out) {
+  const ModelConfig& c = cfg;
+  const DAttn& a = layers[l].attn;
+  const int64_t n = b.n, hd = c.head_dim, heads = c.num_attention_heads, rd = c.qk_rope_head_dim;
+  const int64_t ratio = c.compress_ratios[l], win = c.sliding_window;
+  const float* inv_freq = ratio > 0 ? compress_inv_freq : main_inv_freq;
+  const float af = float(c.rope_for(l).attention_factor), caf = float(c.compress_rope.attention_factor);
+  const float eps = float(c.rms_norm_eps);
+
+  float* qr = layer_arena->alloc<float>(n * c.q_lora_rank);
+  float* q = layer_arena->alloc<float>(n * heads * hd);
+  float* kv = layer_arena->alloc<float>(n * hd);
+  linear(x, qr, n, a.wq_a);
+  gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
+  linear(qr, q, n, a.wq_b);
+  gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
+  linear(x, kv, n, a.wkv);
+  gpu::rms_norm({kv, kv, n, hd, a.kv_norm, eps}, stream);
+  gpu::rope({kv, n, 1, hd, rd, b.d_positions, inv_freq, false, af}, stream);
+  gpu::fake_quant_fp8({kv, n, hd, 32}, stream);
+
+  // Pass 1, per item: compressor and indexer (which write history and publish the
+  // selection), and the distinct selected entries its queries attend.
+  std::vector<std::vector<int64_t>> comp_ids(b.items->size());
+  std::vector<bool> use_comp(b.items->size(), false);
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    StateSlot& slot = slot_of(b, i);
+    LayerSlot& st = slot.layers[l];
+    Shared& sh = b.shared[i];
+    const int64_t t0 = b.begin[i];
+    if (ratio > 0) {
+      float* latent = nullptr;
+      std::vector<int64_t> group_pos;
+      if (c.is_kv_source(l)) compressor(b, i, l, x + t0 * c.hidden_size, latent, group_pos);
+      const int64_t groups = int64_t(group_pos.size());
+      if (groups > 0) {
+        // The stored entry is the RoPE-rotated, FP4-rounded latent; the indexer below
+        // derives its keys from the unrotated latent.
+        float* rotated = layer_arena->alloc<float>(groups * hd);
+        d2d(rotated, latent, groups * hd);
+        const int64_t* d_gpos = upload(group_pos, *layer_arena);
+        gpu::rope({rotated, groups, 1, hd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
+        gpu::fake_quant_fp4({rotated, groups, hd, 16}, ops::Fp4Scale::kE4m3, stream);
+        std::vector<const float*> src;
+        std::vector<float*> dst;
+        for (int64_t g = 0; g < groups; ++g) {
+          DI_CHECK(group_pos[g] / ratio == st.num_entries, "compressed history out of order at layer ", l);
+          src.push_back(rotated + g * hd);
+          dst.push_back(entry(b, i, l, ratio, st.num_entries, false));
+          ++st.num_entries;
+        }
+        copy_rows(src, dst, hd);
+      }
+      if (c.is_kv_source(l)) sh.compress_source = l;
+      if (c.is_index_source(l)) indexer(b, i, l, x + t0 * c.hidden_size, qr + t0 * c.q_lora_rank, latent, group_pos);
+    }
+    use_comp[i] = ratio > 0 && sh.compress_source >= 0 && sh.has_selection;
+    if (use_comp[i]) {
+      auto& ids = comp_ids[i];
+      ids = sh.selection.ids;
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    }
+  }
+
+  // Pass 2: the KV pool of the whole batch, per item [its window ring | its new
+  // entries | the compressed entries its queries selected], and the entry lists.
+  int64_t pool_rows = 0;
+  for (size_t i = 0; i < b.items->size(); ++i) pool_rows += win + b.count(i) + int64_t(comp_ids[i].size());
+  float* pool = layer_arena->alloc<float>(pool_rows * hd);
+  std::vector<const float*> src;
+  std::vector<float*> dst;
+  std::vector<int64_t> offsets{0}, ids;
+  int64_t base = 0;
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    const int64_t slot_id = (*b.items)[i].slot;
+    StateSlot& slot = slot_of(b, i);
+    Shared& sh = b.shared[i];
+    const int64_t t0 = b.begin[i], cnt = b.count(i);
+    const float* ring = window(slot_id, l);
+    for (int64_t r = 0; r < win; ++r) {
+      src.push_back(ring + r * hd);
+      dst.push_back(pool + (base + r) * hd);
+    }
+    for (int64_t k = 0; k < cnt; ++k) {
+      src.push_back(kv + (t0 + k) * hd);
+      dst.push_back(pool + (base + win + k) * hd);
+    }
+    const int64_t new_base = base + win, comp_base = new_base + cnt;
+    if (use_comp[i]) {
+      const int64_t src_ratio = c.compress_ratios[sh.compress_source];
+      for (size_t e = 0; e < comp_ids[i].size(); ++e) {
+        src.push_back(entry(b, i, sh.compress_source, src_ratio, comp_ids[i][e], false));
+        dst.push_back(pool + (comp_base + int64_t(e)) * hd);
+      }
+    }
+    const int64_t p0 = b.positions[t0];
+    for (int64_t k = 0; k < cnt; ++k) {
+      const int64_t p = b.positions[t0 + k];
+      // Window: positions max(window start, p - win + 1) .. p inclusive.
+      for (int64_t s = std::max<int64_t>(slot.window_start, p - win + 1); s <= p; ++s)
+        ids.push_back(s < p0 ? base + s % win : new_base + (s - p0));
+      if (use_comp[i]) {
+        const auto& sel = sh.selection;
+        for (int64_t j = sel.offsets[k]; j < sel.offsets[k + 1]; ++j) {
+          auto it = std::lower_bound(comp_ids[i].begin(), comp_ids[i].end(), sel.ids[j]);
+          ids.push_back(comp_base + (it - comp_ids[i].begin()));
+        }
+      }
+      offsets.push_back(int64_t(ids.size()));
+    }
+    base = comp_base + int64_t(comp_ids[i].size());
+  }
+  copy_rows(src, dst, hd);
+  // The new tokens go into the rings after the pool has copied the old contents
+  // (stream order). Only an item's last `win` tokens survive in its ring; they land
+  // on distinct rows, so one launch writes them all.
+  src.clear();
+  dst.clear();
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    const int64_t slot_id = (*b.items)[i].slot, t0 = b.begin[i], cnt = b.count(i);
+    for (int64_t k = std::max<int64_t>(0, cnt - win); k < cnt; ++k) {
+      src.push_back(kv + (t0 + k) * hd);
+      dst.push_back(window(slot_id, l) + (b.positions[t0 + k] % win) * hd);
+    }
+  }
+  copy_rows(src, dst, hd);
+
+  const int64_t* d_offsets = upload(offsets, *layer_arena);
+  const int64_t* d_ids = upload(ids, *layer_arena);
+  float* o = layer_arena->alloc<float>(n * heads * hd);
+  gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd}, stream);
+  // The values carried RoPE; rotate the output back by the query position.
+  gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
+
+  // Grouped low-rank output: group g (heads g*H/G ..) through its own block of wo_a.
+  const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;
+  float* z = layer_arena->alloc<float>(n * groups * rank);
+  float* xg = layer_arena->alloc<float>(n * group_in);
+  float* zg = layer_arena->alloc<float>(n * rank);
+  for (int64_t g = 0; g < groups; ++g) {
+    CUDA_CHECK(cudaMemcpy2DAsync(xg, group_in * sizeof(float), o + g * group_in, heads * hd * sizeof(float),
+                                 group_in * sizeof(float), n, cudaMemcpyDeviceToDevice, stream));
+    linear(xg, zg, n, a.wo_a, /*row0=*/g * rank, /*rows=*/rank);
+    CUDA_CHECK(cudaMemcpy2DAsync(z + g * rank, groups * rank * sizeof(float), zg, rank * sizeof(float),
+                                 rank * sizeof(float), n, cudaMemcpyDeviceToDevice, stream));
+  }
+  linear(z, out, n, a.wo_b);
+}
+
+// Emits the pre-RoPE latents of the groups completed by item i's tokens (device,
+// layer arena), with the absolute position of each group's first token. Groups
+// starting below the slot's write floor are already in the (shared) history.
+void CudaModel::Impl::compressor(Batch& b, size_t i, int64_t l, const float* x, float*& latent,
+                                 std::vector<int64_t>& group_pos) {
+  const ModelConfig& c = cfg;
+  const DAttn& a = layers[l].attn;
+  const int64_t slot_id = (*b.items)[i].slot;
+  StateSlot& slot = slot_of(b, i);
+  LayerSlot& st = slot.layers[l];
+  const int64_t n = b.count(i), hd = c.head_dim, ratio = c.compress_ratios[l], src = source_index(l);
+  float* kvp = layer_arena->alloc<float>(n * hd);
+  float* gate = nullptr;
+  linear(x, kvp, n, a.compressor_wkv);
+  if (ratio > 1) {
+    gate = layer_arena->alloc<float>(n * hd);
+    linear(x, gate, n, a.compressor_wgate);
+  }
+  // The pending rows of the group being filled, then the new ones.
+  const int64_t np = st.num_pending, total = np + n;
+  float* cat_kv = kvp;
+  float* cat_gate = gate;
+  if (np > 0) {
+    cat_kv = layer_arena->alloc<float>(total * hd);
+    d2d(cat_kv, pending_rows(slot_id, src, false), np * hd);
+    d2d(cat_kv + np * hd, kvp, n * hd);
+    if (ratio > 1) {
+      cat_gate = layer_arena->alloc<float>(total * hd);
+      d2d(cat_gate, pending_rows(slot_id, src, true), np * hd);
+      d2d(cat_gate + np * hd, gate, n * hd);
+    }
+  }
+  const int64_t complete = total / ratio;
+  int64_t g0 = 0;
+  while (g0 < complete && st.next_group_position + g0 * ratio < slot.write_floor) ++g0;
+  for (int64_t g = g0; g < complete; ++g) group_pos.push_back(st.next_group_position + g * ratio);
+  const int64_t groups = complete - g0;
+  latent = layer_arena->alloc<float>(groups * hd);
+  if (groups > 0) {
+    if (ratio == 1) {
+      d2d(latent, cat_kv + g0 * hd, groups * hd);
+    } else {
+      // Softmax-gated pooling of the group's tokens, per channel, in fp32.
+      CUDA_CHECK(kernels::compress_pool({cat_kv + g0 * ratio * hd, cat_gate + g0 * ratio * hd, latent, groups, ratio, hd},
+                                        stream));
+    }
+  }
+  const int64_t used = complete * ratio, left = total - used;
+  d2d(pending_rows(slot_id, src, false), cat_kv + used * hd, left * hd);
+  if (ratio > 1) d2d(pending_rows(slot_id, src, true), cat_gate + used * hd, left * hd);
+  st.num_pending = left;
+  st.next_group_position += used;
+  if (groups > 0) gpu::rms_norm({latent, latent, groups, hd, a.compressor_norm, float(c.rms_norm_eps)}, stream);
+}
+
+void CudaModel::Impl::indexer(Batch& b, size_t i, int64_t l, const float* x, const float* qr, const float* latent,
+                              const std::vector<int64_t>& group_pos) {
+  const ModelConfig& c = cfg;
+  const DAttn& a = layers[l].attn;
+  StateSlot& slot = slot_of(b, i);
+  Shared& sh = b.shared[i];
+  const int64_t n = b.count(i), ihd = c.index_head_dim, ih = c.index_n_heads, ratio = c.compress_ratios[l];
+  const int64_t* positions = b.d_positions + b.begin[i];
+  const float caf = float(c.compress_rope.attention_factor);
+  if (c.is_kv_source(l)) {
+    // Keys come from the pre-RoPE latent, rotated to the group's first position.
+    const int64_t groups = int64_t(group_pos.size());
+    if (groups > 0) {
+      float* k = layer_arena->alloc<float>(groups * ihd);
+      linear(latent, k, groups, a.indexer_wk);
+      gpu::rms_norm({k, k, groups, ihd, a.indexer_k_norm, float(c.rms_norm_eps)}, stream);
+      const int64_t* d_gpos = upload(group_pos, *layer_arena);
+      gpu::rope({k, groups, 1, ihd, c.qk_rope_head_dim, d_gpos, compress_inv_freq, false, caf}, stream);
+      gpu::fake_quant_fp4({k, groups, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
+      std::vector<const float*> src;
+      std::vector<float*> dst;
+      for (int64_t g = 0; g < groups; ++g) {
+        src.push_back(k + g * ihd);
+        dst.push_back(entry(b, i, l, ratio, group_pos[g] / ratio, true));
+      }
+      copy_rows(src, dst, ihd);
+    }
+    sh.index_source = l;
+  }
+  if (sh.index_source < 0) return;
+  const int64_t key_layer = sh.index_source, key_ratio = c.compress_ratios[key_layer];
+  const int64_t num_keys = slot.layers[key_layer].num_entries;
+  if (num_keys == 0) return;  // nothing to select yet; an earlier selection stays published
+  float* keys = layer_arena->alloc<float>(num_keys * ihd);
+  {
+    std::vector<const float*> src;
+    std::vector<float*> dst;
+    for (int64_t e = 0; e < num_keys; ++e) {
+      src.push_back(entry(b, i, key_layer, key_ratio, e, true));
+      dst.push_back(keys + e * ihd);
+    }
+    copy_rows(src, dst, ihd);
+  }
+  float* qi = layer_arena->alloc<float>(n * ih * ihd);
+  float* w = layer_arena->alloc<float>(n * ih);
+  float* scores = layer_arena->alloc<float>(n * num_keys);
+  linear(qr, qi, n, a.indexer_wq_b);
+  gpu::rope({qi, n, ih, ihd, c.qk_rope_head_dim, positions, compress_inv_freq, false, caf}, stream);
+  gpu::fake_quant_fp4({qi, n * ih, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
+  linear(x, w, n, a.indexer_weights_proj);
+  CUDA_CHECK(kernels::scale(w, 1.0f / std::sqrt(float(ih)), n * ih, stream));
+  gpu::indexer_score({qi, w, keys, n, ih, ihd, num_keys, 1.0f / std::sqrt(float(ihd)), scores}, stream);
+
+  ops::IndexerSelectParams sp;
+  sp.scores = scores;
+  sp.n = n;
+  sp.num_keys = num_keys;
+  sp.positions = positions;
+  sp.ratio = ratio;
+  sp.top_k = std::min(c.index_topk, num_keys);
+  const bool is_candidate_source = l == c.candidate_source_layer_id;
+  const bool uses_candidates = c.candidate_source_layer_id >= 0 && c.candidate_source_layer_id < l;
+  uint8_t* cand = nullptr;
+  if (is_candidate_source) {
+    cand = step_arena->alloc<uint8_t>(n * num_keys);  // read by later layers of this step
+    sp.candidates_out = cand;
+    sp.candidate_topk_blocks = c.candidate_topk_blocks;
+    sp.candidate_block_size = c.candidate_block_size;
+  } else if (uses_candidates && sh.candidates != nullptr) {
+    DI_CHECK(sh.candidates_size == n * num_keys, "candidate mask width mismatch at layer ", l);
+    sp.candidates_in = sh.candidates;
+  }
+  sh.selection = gpu::indexer_select(sp, stream);  // host copy: the attention lists are built there
+  sh.has_selection = true;
+  if (is_candidate_source) {
+    sh.candidates = cand;
+    sh.candidates_size = n * num_keys;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// MoE (§6): routed experts in ascending id order, then the shared expert.
+// ---------------------------------------------------------------------------
+
+void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
+  const ModelConfig& c = cfg;
+  const DMoe& m = layers[l].ffn;
+  const int64_t d = c.hidden_size, k = c.num_experts_per_tok;
+  int64_t* d_ids = layer_arena->alloc<int64_t>(n * k);
+  float* d_wts = layer_arena->alloc<float>(n * k);
+  gpu::moe_router({x, n, m.gate, m.gate_bias, k, float(c.gate_temp), c.norm_topk_prob, float(c.routed_scaling_factor),
+                   d_ids, d_wts},
+                  stream);
+  const std::vector<int64_t> ids = download(d_ids, n * k);
+  const std::vector<float> wts = download(d_wts, n * k);
+  float* acc = layer_arena->alloc<float>(n * d);
+  CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(float) * size_t(n * d), stream));
+  for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+    std::vector<int64_t> rows;
+    std::vector<float> rw;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j)
+        if (ids[t * k + j] == e) {
+          rows.push_back(t);
+          rw.push_back(wts[t * k + j]);
+        }
+    if (rows.empty()) continue;
+    const int64_t m_rows = int64_t(rows.size());
+    float* xin = layer_arena->alloc<float>(m_rows * d);
+    float* yout = layer_arena->alloc<float>(m_rows * d);
+    std::vector<const float*> src;
+    std::vector<float*> dst;
+    for (int64_t r = 0; r < m_rows; ++r) {
+      src.push_back(x + rows[r] * d);
+      dst.push_back(xin + r * d);
+    }
+    copy_rows(src, dst, d);
+    const float* d_rw = upload(rw, *layer_arena);
+    const int64_t* d_rows = upload(rows, *layer_arena);
+    gpu::swiglu_expert({xin, m_rows, m.experts[e].w1, m.experts[e].w3, m.experts[e].w2, d_rw, float(c.swiglu_limit), yout},
+                       mode, stream);
+    CUDA_CHECK(kernels::scatter_add_rows({acc, d_rows, yout, m_rows, d}, stream));
+  }
+  float* shared_out = layer_arena->alloc<float>(n * d);
+  gpu::swiglu_expert({x, n, m.shared.w1, m.shared.w3, m.shared.w2, nullptr, float(c.swiglu_limit), shared_out}, mode,
+                     stream);
+  CUDA_CHECK(kernels::add(acc, shared_out, out, n * d, stream));
+}
+
+}  // namespace deepinfer::v41

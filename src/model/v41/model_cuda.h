@@ -1,0 +1,90 @@
+// The DeepSeek-V4.1 text model on the CUDA backend: the CUDA twin of model.cpp. It
+// mirrors the CPU forward op by op with the ops of src/ops/cuda, on device-resident
+// weights and state. Activations are fp32 between ops, as the CPU oracle's (bf16
+// activations come with the speed work); linears accumulate in fp32 on the GPU where
+// the CPU uses double, so logits agree to a tolerance, not bitwise (tests/model_cuda).
+//
+// Memory is planned at load (memory_plan()): the weights (uploaded once), the state
+// slots (window rings and compressor pending rows of `max_slots` sequences), an
+// activation arena sized from the token budget, and the paged history pool sized from
+// what is left (or `num_blocks`). A slot's counters (positions, entry counts, n-gram
+// history) stay on the host in a StateSlot whose vectors are unused.
+//
+//   v41::CudaModelOptions o;  o.max_slots = 64;  o.max_tokens = 2048;
+//   auto m = v41::CudaModel::load(dir, o);
+//   std::vector<v41::CudaBatchItem> items = {{slot, &block_table, {1, 2, 3}}};
+//   std::vector<float> logits = m->forward_batch(items);  // last row per item
+//
+// Host syncs inside a forward: each indexer selection and each MoE routing is copied
+// to the host (the attention entry lists and the expert row lists are built there),
+// and the logits at the end. Not thread-safe: one caller at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/v41/state.h"
+
+namespace deepinfer::v41 {
+
+struct CudaModelOptions {
+  int64_t max_slots = 1;        // state slots (sequences that can run)
+  int64_t max_tokens = 2048;    // token budget of one forward call (sizes the arena; more still runs)
+  int64_t block_size = 64;      // tokens per history block
+  int64_t num_blocks = 0;       // > 0: exactly this many history blocks (InputError if they do not fit)
+  int64_t max_blocks = 1 << 16; // with num_blocks == 0: at most this many, as many as fit
+  double memory_fraction = 0.9; // share of the free device memory the history pool may take
+  bool batch_invariant = false; // fixed linear paths: a row's logits do not depend on the batch
+  int device = 0;
+};
+
+struct CudaBatchItem {
+  int64_t slot = 0;                                   // in [0, max_slots)
+  const std::vector<int64_t>* block_table = nullptr;  // must cover every position written
+  std::vector<int64_t> tokens;
+  bool all_logits = false;  // true: logits of every position; false: the last only
+};
+
+struct CudaMemoryPlan {
+  size_t weights = 0, slots = 0, history = 0, arena = 0;  // bytes
+  int64_t num_blocks = 0;
+  size_t free_before = 0, free_after = 0;  // device memory free before weights, after everything
+};
+
+class CudaModel {
+ public:
+  // Throws InputError on a bad model directory or options, std::runtime_error on a
+  // CUDA failure (no device, out of memory).
+  static std::unique_ptr<CudaModel> load(const std::string& dir, const CudaModelOptions& options);
+  ~CudaModel();
+
+  const ModelConfig& config() const;
+  const CudaMemoryPlan& memory_plan() const;
+  int64_t num_slots() const;
+  int64_t block_size() const;
+  int64_t num_blocks() const;
+  // Host counters of a slot (num_tokens is the next position).
+  const StateSlot& slot(int64_t i) const;
+  // As StateSlot::reset_for_replay: history stored for [0, history_end), tokens
+  // replayed from replay_start.
+  void reset_slot(int64_t i, int64_t replay_start = 0, int64_t history_end = 0);
+
+  // One ragged batch (distinct slots); returns the requested logits rows in item order,
+  // [rows, vocab]. Per-sequence results do not depend on the other items up to
+  // rounding, and bitwise with batch_invariant.
+  std::vector<float> forward_batch(std::vector<CudaBatchItem>& items);
+
+  // Arena statistics of the steps so far (for the memory plan's check).
+  size_t arena_high_water() const;
+  int64_t arena_growths() const;
+
+ private:
+  CudaModel();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace deepinfer::v41

@@ -1,0 +1,49 @@
+// The CUDA runner: v41::CudaModel behind the engine's ModelRunner interface.
+#include "common/check.h"
+#include "model/v41/model_cuda.h"
+#include "runtime/runner.h"
+
+namespace deepinfer::runtime {
+
+namespace {
+
+class CudaRunner final : public ModelRunner {
+ public:
+  CudaRunner(const std::string& dir, const RunnerOptions& o) {
+    v41::CudaModelOptions m;
+    m.max_slots = o.max_num_seqs;
+    m.max_tokens = o.max_num_batched_tokens;
+    m.block_size = o.block_size;
+    m.num_blocks = o.num_blocks;
+    m.max_blocks = std::max<int64_t>(1, o.default_blocks);
+    m.batch_invariant = o.batch_invariant;
+    model_ = v41::CudaModel::load(dir, m);
+  }
+  const ModelConfig& config() const override { return model_->config(); }
+  int64_t num_blocks() const override { return model_->num_blocks(); }
+  int64_t slot_position(int64_t slot) const override { return model_->slot(slot).num_tokens; }
+  void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) override {
+    model_->reset_slot(slot, replay_start, history_end);
+  }
+  std::vector<float> forward(std::vector<RunItem>& items) override {
+    std::vector<v41::CudaBatchItem> b(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      b[i].slot = items[i].slot;
+      b[i].block_table = items[i].blocks;
+      b[i].tokens = std::move(items[i].tokens);
+      b[i].all_logits = items[i].all_logits;
+    }
+    return model_->forward_batch(b);
+  }
+
+ private:
+  std::unique_ptr<v41::CudaModel> model_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelRunner> create_cuda_runner(const std::string& model_dir, const RunnerOptions& o) {
+  return std::make_unique<CudaRunner>(model_dir, o);
+}
+
+}  // namespace deepinfer::runtime

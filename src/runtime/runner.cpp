@@ -1,0 +1,70 @@
+#include "runtime/runner.h"
+
+#include "common/check.h"
+#include "model/v41/model.h"
+
+namespace deepinfer::runtime {
+
+#ifdef DEEPINFER_HAVE_CUDA
+std::unique_ptr<ModelRunner> create_cuda_runner(const std::string& model_dir, const RunnerOptions& o);  // cuda_runner.cpp
+#endif
+
+namespace {
+
+// The CPU oracle: every slot and the whole history pool exist from the start.
+class CpuRunner final : public ModelRunner {
+ public:
+  CpuRunner(const std::string& dir, const RunnerOptions& o) : model_(v41::Model::load(dir)) {
+    const ModelConfig& c = model_->config();
+    num_blocks_ = o.num_blocks > 0 ? o.num_blocks : o.default_blocks;
+    DI_CHECK_INPUT(num_blocks_ >= 1, "cache_blocks must be >= 1");
+    pool_ = std::make_unique<v41::HistoryPool>(c, o.block_size, num_blocks_);
+    for (int64_t s = 0; s < o.max_num_seqs; ++s) slots_.push_back(v41::StateSlot::create(c));
+  }
+  const ModelConfig& config() const override { return model_->config(); }
+  int64_t num_blocks() const override { return num_blocks_; }
+  int64_t slot_position(int64_t slot) const override { return slots_.at(slot).num_tokens; }
+  void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) override {
+    slots_.at(slot).reset_for_replay(model_->config(), replay_start, history_end);
+  }
+  std::vector<float> forward(std::vector<RunItem>& items) override {
+    std::vector<v41::BatchItem> b(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      DI_CHECK(items[i].slot >= 0 && items[i].slot < int64_t(slots_.size()), "slot ", items[i].slot, " out of range");
+      b[i].seq = {&slots_[items[i].slot], items[i].blocks};
+      b[i].tokens = std::move(items[i].tokens);
+      b[i].all_logits = items[i].all_logits;
+    }
+    return model_->forward_batch(*pool_, b);
+  }
+
+ private:
+  std::unique_ptr<v41::Model> model_;
+  std::unique_ptr<v41::HistoryPool> pool_;
+  std::vector<v41::StateSlot> slots_;
+  int64_t num_blocks_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::string> available_devices() {
+#ifdef DEEPINFER_HAVE_CUDA
+  return {"cpu", "cuda"};
+#else
+  return {"cpu"};
+#endif
+}
+
+std::unique_ptr<ModelRunner> create_runner(const std::string& model_dir, const RunnerOptions& o) {
+  DI_CHECK_INPUT(o.max_num_seqs >= 1, "max_num_seqs must be >= 1");
+  if (o.device == "cpu") return std::make_unique<CpuRunner>(model_dir, o);
+#ifdef DEEPINFER_HAVE_CUDA
+  if (o.device == "cuda") return create_cuda_runner(model_dir, o);
+  DI_CHECK_INPUT(false, "device '", o.device, "' is unknown (cpu or cuda)");
+#else
+  DI_CHECK_INPUT(false, "device '", o.device, "' is not available in this build (only cpu; build with -DDEEPINFER_CUDA=ON for cuda)");
+#endif
+  return nullptr;
+}
+
+}  // namespace deepinfer::runtime

@@ -1,0 +1,58 @@
+// The model runner: the engine's view of a model on a device. It owns the weights,
+// the state slots and the paged history pool, and runs one ragged batch per step.
+// The engine picks the runner by EngineOptions::device:
+//   "cpu"   v41::Model (the oracle) with host slots and a host HistoryPool;
+//   "cuda"  v41::CudaModel (device-resident weights, slots, pool and arena), only in
+//           builds with DEEPINFER_CUDA.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace deepinfer::runtime {
+
+struct RunItem {
+  int64_t slot = 0;                               // in [0, max_num_seqs)
+  const std::vector<int64_t>* blocks = nullptr;   // block table covering every position written
+  std::vector<int64_t> tokens;
+  bool all_logits = false;                        // every position's logits, or only the last
+};
+
+struct RunnerOptions {
+  std::string device = "cpu";
+  int64_t max_num_seqs = 1;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t block_size = 64;
+  // History blocks: > 0 exactly this many; 0: `default_blocks` on the CPU, and on the
+  // GPU as many as fit in the free memory, at most `default_blocks`.
+  int64_t num_blocks = 0;
+  int64_t default_blocks = 1;
+  bool batch_invariant = false;  // CUDA: fixed reduction order whatever the batch
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual int64_t num_blocks() const = 0;
+  // The slot's next position.
+  virtual int64_t slot_position(int64_t slot) const = 0;
+  // Resumes a slot with history stored for [0, history_end), replaying from replay_start.
+  virtual void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) = 0;
+  // Runs the items (distinct slots) as one batch; returns the requested logits rows in
+  // item order, [rows, vocab].
+  virtual std::vector<float> forward(std::vector<RunItem>& items) = 0;
+};
+
+// Loads the model at `model_dir` onto `o.device`; InputError for an unknown device or
+// one this build lacks.
+std::unique_ptr<ModelRunner> create_runner(const std::string& model_dir, const RunnerOptions& o);
+
+// The devices this build can run on ("cpu", and "cuda" with DEEPINFER_CUDA).
+std::vector<std::string> available_devices();
+
+}  // namespace deepinfer::runtime
