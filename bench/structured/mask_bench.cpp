@@ -201,13 +201,14 @@ int main(int argc, char** argv) {
         bool ok = true;
         for (const Json& tok : inst) {
           const int64_t id = tok.get<int64_t>();
-          const size_t fw = masker->fragment_walks(), pw = masker->parser_walks(), fh = masker->fragment_hits();
+          const size_t fw = masker->fragment_walks(), pw = masker->parser_walks(), fh = masker->fragment_hits(),
+                       dw = masker->derived_walks();
           const double t1 = thread_us();
           m.fill_next_token_bitmask(mask);
           if (getenv("MASK_BENCH_TRACE") && thread_us() - t1 > 200)
-            std::fprintf(stderr, "slow %.0f us fragment_walks %zu parser_walks %zu fragment_hits %zu case %s\n",
+            std::fprintf(stderr, "slow %.0f us fragment_walks %zu parser_walks %zu fragment_hits %zu derived %zu case %s\n",
                          thread_us() - t1, masker->fragment_walks() - fw, masker->parser_walks() - pw,
-                         masker->fragment_hits() - fh, out["id"].get<std::string>().c_str());
+                         masker->fragment_hits() - fh, masker->derived_walks() - dw, out["id"].get<std::string>().c_str());
           ok = id >= 0 && size_t(id) < index->vocab_size() && ((mask[id >> 5] >> (id & 31)) & 1) &&
                m.accept_token(id);
           const double us = thread_us() - t1;

@@ -131,35 +131,55 @@ const TokenMasker::Entry* TokenMasker::fragment_reference(uint32_t state, bool r
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = fragment_states_.find(g.state_rule(state));
-    if (it == fragment_states_.end()) return nullptr;
-    candidates = it->second;
+    if (it != fragment_states_.end()) candidates = it->second;
   }
   auto row = [&](uint32_t s, uint32_t out[256]) {
     std::fill(out, out + 256, kNone);
     for (const auto& e : g.byte_edges(s))
       for (int b = e.lo; b <= e.hi; ++b) out[b] = e.to;
   };
+  auto subtree = [&](int b) -> size_t {
+    const uint32_t node = v.first_byte_node(uint8_t(b));
+    return node ? v.walk_nodes()[node].end - node : 0;
+  };
   uint32_t mine[256], theirs[256];
   row(state, mine);
-  const Entry* best = nullptr;
+  // The state most of the vocabulary moves to (the loop of a string body, for a state
+  // inside a key or after a string's first character) is a natural reference too: its
+  // entry is usually cached already, often from another grammar.
+  {
+    std::unordered_map<uint32_t, size_t> weight;
+    for (int b = 0; b < 256; ++b)
+      if (mine[b] != kNone) weight[mine[b]] += subtree(b);
+    uint32_t heavy = kNone;
+    size_t heavy_weight = 0;
+    for (const auto& [t, w] : weight)
+      if (w > heavy_weight) heavy = t, heavy_weight = w;
+    if (heavy != kNone && heavy != state) candidates.push_back(heavy);
+  }
   // Worth it only when the walk shrinks to a small part of the trie.
-  size_t best_cost = v.walk_nodes().size() / 4;
+  size_t best_cost = v.walk_nodes().size() / 3;
+  uint32_t best = kNone;
   for (uint32_t c : candidates) {
-    const Entry* e = entries_[c].load(std::memory_order_acquire);
-    if (!e) continue;
     row(c, theirs);
     size_t cost = 0;
-    for (int b = 0; b < 256; ++b) {
-      const uint32_t node = v.first_byte_node(uint8_t(b));
-      if (node && mine[b] != theirs[b]) cost += v.walk_nodes()[node].end - node;
-    }
+    for (int b = 0; b < 256; ++b)
+      if (mine[b] != theirs[b]) cost += subtree(b);
     if (cost < best_cost) {
       best_cost = cost;
-      best = e;
+      best = c;
       for (int b = 0; b < 256; ++b) redo[b] = mine[b] != theirs[b];
     }
   }
-  return best;
+  if (best == kNone) return nullptr;
+  // The reference's own entry may need computing (one level: a chain of references
+  // would trade one walk for several).
+  thread_local int depth = 0;
+  if (!entries_[best].load(std::memory_order_acquire) && depth > 0) return nullptr;
+  ++depth;
+  const Entry* e = &entry(best);
+  --depth;
+  return e;
 }
 
 std::vector<uint32_t> TokenMasker::fragment(uint32_t state) const {
