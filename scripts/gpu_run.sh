@@ -28,6 +28,14 @@ stamp test_ops_cuda
 timeout 120 "$BIN/test_ops_cuda" >"$LOG/ops_cuda.log" 2>&1 || rc=1
 grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$LOG/ops_cuda.log" | head -20
 
+if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  stamp "compute-sanitizer memcheck: the model on the fixtures, one ragged batch"
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 "$BIN/test_model_cuda" \
+    --gtest_filter='CudaModel.FixturesMatch*:CudaModel.RaggedBatch*:CudaModel.BadInputs*' >"$LOG/sanitizer.log" 2>&1 &&
+    echo "memcheck: clean" || { echo "memcheck: rc=$?"; rc=1; }
+  grep -E "ERROR SUMMARY|Invalid|out of bounds|PASSED|FAILED" "$LOG/sanitizer.log" | head -10
+fi
+
 stamp "cli: logits --device cuda vs cpu and the reference"
 cli_rc=0
 for fx in v41_tiny_f32 v41_tiny_quant; do

