@@ -69,8 +69,10 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
   const VocabIndex& v = masker_->vocab();
   const CompiledGrammar& g = masker_->grammar();
   DI_CHECK(words.size() >= v.mask_words(), "bitmask has ", words.size(), " words, needs ", v.mask_words());
-  std::memset(words.data(), 0, v.mask_words() * sizeof(uint32_t));
-  if (is_terminated()) return;
+  if (is_terminated()) {
+    std::memset(words.data(), 0, v.mask_words() * sizeof(uint32_t));
+    return;
+  }
 
   // Kernel items: those that began before the current position. The others were
   // predicted here from them, and their tokens are covered by the kernels' entries.
@@ -86,13 +88,24 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
   }
 
   candidates_.clear();
+  // The first dense entry is copied rather than OR-ed into a cleared mask: one pass over
+  // the 16 KB instead of two, on the path nearly every step takes.
+  bool cleared = false;
   for (uint32_t k : kernels_) {
     const TokenMasker::Entry& e = masker_->entry(k);
     if (!e.accepted_words.empty()) {
-      for (size_t w = 0; w < e.accepted_words.size(); ++w) words[w] |= e.accepted_words[w];
-    } else {
-      for (int32_t id : e.accepted_ids) words[id >> 5] |= uint32_t(1) << (id & 31);
+      if (!cleared) {
+        std::memcpy(words.data(), e.accepted_words.data(), v.mask_words() * sizeof(uint32_t));
+        cleared = true;
+      } else {
+        for (size_t w = 0; w < e.accepted_words.size(); ++w) words[w] |= e.accepted_words[w];
+      }
     }
+  }
+  if (!cleared) std::memset(words.data(), 0, v.mask_words() * sizeof(uint32_t));
+  for (uint32_t k : kernels_) {
+    const TokenMasker::Entry& e = masker_->entry(k);
+    for (int32_t id : e.accepted_ids) words[id >> 5] |= uint32_t(1) << (id & 31);
     candidates_.insert(candidates_.end(), e.uncertain_ranks.begin(), e.uncertain_ranks.end());
   }
   if (kernels_.size() > 1) {
