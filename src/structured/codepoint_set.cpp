@@ -244,4 +244,21 @@ bool unicode_property(std::string_view name, CodepointSet* out) {
   return false;
 }
 
+const char* read_hex_digits(std::string_view text, size_t* pos, int n, uint32_t* value) {
+  uint32_t v = 0;
+  for (int i = 0; i < n; ++i) {
+    if (*pos >= text.size()) return "truncated escape";
+    const char c = text[*pos];
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else return "bad hex digit";
+    v = v * 16 + uint32_t(d);
+    ++*pos;
+  }
+  *value = v;
+  return nullptr;
+}
+
 }  // namespace deepinfer::structured

@@ -57,4 +57,9 @@ CodepointSet ecma_line_terminators();
 // Returns false for names we do not know (scripts, binary properties).
 bool unicode_property(std::string_view name, CodepointSet* out);
 
+// Reads `n` hex digits of an escape (\xHH, \uHHHH, ...) at text[*pos], for the regex and
+// GBNF lexers. Returns nullptr with the value in *value and *pos past the digits, or
+// what is wrong ("truncated escape", "bad hex digit") with *pos at the offending byte.
+const char* read_hex_digits(std::string_view text, size_t* pos, int n, uint32_t* value);
+
 }  // namespace deepinfer::structured

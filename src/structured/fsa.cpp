@@ -489,9 +489,14 @@ Fsa trim(const Fsa& fsa, const std::vector<bool>* productive) {
   return out;
 }
 
-Fsa intersect(const Fsa& a, const Fsa& b, CompileBudget* budget) {
-  DI_CHECK(!a.has_epsilons() && !b.has_epsilons() && !a.has_rule_edges() && !b.has_rule_edges(),
-           "intersect needs epsilon-free automata without rule edges");
+namespace {
+
+// The reachable, trimmed part of a product of two automata, shared by intersect() and
+// subtract(): pair states are numbered on first sight and expanded once, in that order.
+// expand(x, y, get, &state) sets the pair's finality and byte edges, naming each target
+// pair through get(x', y').
+template <typename Expand>
+Fsa product(uint32_t start_x, uint32_t start_y, const char* what, CompileBudget* budget, Expand expand) {
   Fsa out;
   std::unordered_map<uint64_t, uint32_t> ids;
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
@@ -500,65 +505,60 @@ Fsa intersect(const Fsa& a, const Fsa& b, CompileBudget* budget) {
     if (inserted) {
       pairs.push_back({x, y});
       out.add_state();
-      if (budget) budget->add_states(1, "intersection");
+      if (budget) budget->add_states(1, what);
     }
     return it->second;
   };
-  out.start = get(a.start, b.start);
+  out.start = get(start_x, start_y);
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto [x, y] = pairs[i];
     Fsa::State ns;
-    ns.final = a.states[x].final && b.states[y].final;
-    for (const Fsa::ByteEdge& ea : a.states[x].bytes) {
-      for (const Fsa::ByteEdge& eb : b.states[y].bytes) {
-        const int lo = std::max(ea.lo, eb.lo), hi = std::min(ea.hi, eb.hi);
-        if (lo <= hi) ns.bytes.push_back({uint8_t(lo), uint8_t(hi), get(ea.to, eb.to)});
-      }
-    }
+    expand(x, y, get, &ns);
     out.states[i] = std::move(ns);
   }
   return trim(out);
+}
+
+}  // namespace
+
+Fsa intersect(const Fsa& a, const Fsa& b, CompileBudget* budget) {
+  DI_CHECK(!a.has_epsilons() && !b.has_epsilons() && !a.has_rule_edges() && !b.has_rule_edges(),
+           "intersect needs epsilon-free automata without rule edges");
+  return product(a.start, b.start, "intersection", budget, [&](uint32_t x, uint32_t y, auto& get, Fsa::State* ns) {
+    ns->final = a.states[x].final && b.states[y].final;
+    for (const Fsa::ByteEdge& ea : a.states[x].bytes) {
+      for (const Fsa::ByteEdge& eb : b.states[y].bytes) {
+        const int lo = std::max(ea.lo, eb.lo), hi = std::min(ea.hi, eb.hi);
+        if (lo <= hi) ns->bytes.push_back({uint8_t(lo), uint8_t(hi), get(ea.to, eb.to)});
+      }
+    }
+  });
 }
 
 Fsa subtract(const Fsa& universe, const Fsa& removed, CompileBudget* budget) {
   DI_CHECK(!universe.has_epsilons() && !universe.has_rule_edges() && !removed.has_rule_edges() &&
                removed.is_deterministic(),
            "subtract needs plain automata and a deterministic subtrahend");
-  Fsa out;
-  std::unordered_map<uint64_t, uint32_t> ids;
-  std::vector<std::pair<uint32_t, uint32_t>> pairs;
-  auto get = [&](uint32_t x, uint32_t y) {
-    auto [it, inserted] = ids.try_emplace((uint64_t(x) << 32) | y, uint32_t(pairs.size()));
-    if (inserted) {
-      pairs.push_back({x, y});
-      out.add_state();
-      if (budget) budget->add_states(1, "subtraction");
-    }
-    return it->second;
-  };
-  out.start = get(universe.start, removed.start);
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const auto [x, y] = pairs[i];
-    Fsa::State ns;
-    ns.final = universe.states[x].final && (y == kDead || !removed.states[y].final);
+  // y == kDead: the subtrahend has died, everything the universe reads from x stays.
+  return product(universe.start, removed.start, "subtraction", budget,
+                 [&](uint32_t x, uint32_t y, auto& get, Fsa::State* ns) {
+    ns->final = universe.states[x].final && (y == kDead || !removed.states[y].final);
     for (const Fsa::ByteEdge& eu : universe.states[x].bytes) {
       int lo = eu.lo;
       if (y != kDead) {
         for (const Fsa::ByteEdge& er : removed.states[y].bytes) {
           if (er.hi < lo) continue;
           if (er.lo > eu.hi) break;
-          if (er.lo > lo) ns.bytes.push_back({uint8_t(lo), uint8_t(er.lo - 1), get(eu.to, kDead)});
+          if (er.lo > lo) ns->bytes.push_back({uint8_t(lo), uint8_t(er.lo - 1), get(eu.to, kDead)});
           const int hi = std::min<int>(er.hi, eu.hi);
-          ns.bytes.push_back({uint8_t(std::max<int>(lo, er.lo)), uint8_t(hi), get(eu.to, er.to)});
+          ns->bytes.push_back({uint8_t(std::max<int>(lo, er.lo)), uint8_t(hi), get(eu.to, er.to)});
           lo = hi + 1;
           if (lo > eu.hi) break;
         }
       }
-      if (lo <= eu.hi) ns.bytes.push_back({uint8_t(lo), eu.hi, get(eu.to, kDead)});
+      if (lo <= eu.hi) ns->bytes.push_back({uint8_t(lo), eu.hi, get(eu.to, kDead)});
     }
-    out.states[i] = std::move(ns);
-  }
-  return trim(out);
+  });
 }
 
 bool is_empty_language(const Fsa& fsa) {

@@ -198,17 +198,7 @@ class RegexParser {
 
   uint32_t hex_digits(int n) {
     uint32_t v = 0;
-    for (int i = 0; i < n; ++i) {
-      if (eof()) fail("truncated escape");
-      const char c = peek();
-      int d;
-      if (c >= '0' && c <= '9') d = c - '0';
-      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-      else fail("bad hex digit in escape");
-      v = v * 16 + uint32_t(d);
-      ++pos_;
-    }
+    if (const char* error = read_hex_digits(text_, &pos_, n, &v)) fail(str_cat(error, " in escape"));
     return v;
   }
 
