@@ -13,7 +13,7 @@
 // and 0.44 (quant), the GPU's worst values exactly (bench/results/
 // 2026-11-30-h200-cuda-runner.md). Hence:
 //   - golden fixtures vs the reference and the CPU: <= kTolFixture = 1e-4 in the
-//     batch-invariant mode (tiled fp32 kernels, measured ~1e-5), <= kTol = 1e-2 (the
+//     batch-invariant mode (gemv / tiled fp32 kernels, measured ~1e-5), <= kTol = 1e-2 (the
 //     documented bf16-level tolerance) in the default mode, whose tensor-core path
 //     flips one FP8 rounding in the quant fixture's full prefill (4e-3);
 //   - random requests vs the CPU or alone vs batched in the default mode: per request
@@ -449,8 +449,8 @@ TEST(CudaEngine, GreedyMatchesTheReferenceContinuation) {
 }
 
 // Sampling stays on the host, from the copied logits: with the CPU's logits the
-// seeded draws are the CPU's. Asserted in the batch-invariant mode (the tiled kernels
-// stay within ~1e-5 of the CPU, so no draw lands on the other side of a boundary);
+// seeded draws are the CPU's. Asserted in the batch-invariant mode (its kernels stay
+// within ~1e-5 of the CPU on these requests: no draw lands across a boundary);
 // the default mode is reported (a rounding flip, see the top, can change one request).
 TEST(CudaEngine, SeededSamplingGivesTheCpuTokens) {
   for (const char* name : kFixtures) {

@@ -43,11 +43,14 @@ void linear(const LinearParams& p, cudaStream_t stream);
 
 // Which linear kernel runs. kAuto picks by batch size (gemv up to 8 rows, then the
 // tensor-core mma or the tiled GEMM), so a row's rounding depends on how many rows
-// share the call. kInvariant always runs the tiled SIMT GEMM: fixed K order per row,
-// no split-K, the same code for every n, so a row's result is the same bits in any
-// batch (the batch-invariant mode, FEATURES.md). Tiled rather than mma because it is
-// also the path closest to the CPU oracle (fp32 FMAs; the 3-term bf16 mma drifts
-// ~2e-5 relative), which keeps the model's FP8/FP4 rounding decisions the CPU's.
+// share the call. kInvariant runs one kernel for every n, so a row's result is the
+// same bits in any batch (the batch-invariant mode, FEATURES.md): the gemv kernel on
+// chunks of 8 tokens where the weight allows it (its per-row sums do not depend on
+// the token count), else the tiled SIMT GEMM (fixed K order per row, no split-K).
+// Not mma: besides depending on n through the gemv switch, its 3-term bf16 products
+// drift ~2e-5 relative from the CPU oracle, which flips more of the model's FP8 /
+// FP4 rounding decisions; gemv stays within ~5e-7. Cost: decode as fast as the
+// default; a prefill reads every weight once per 8 tokens.
 enum class LinearMode { kAuto, kInvariant };
 void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream);
 

@@ -1,10 +1,14 @@
 // linear on the GPU (kernels/cuda/smxx_linear): weights dequantized in the kernel.
+#include <algorithm>
+
 #include "kernels/cuda/smxx_linear.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/weight_args.h"
 
 namespace deepinfer::ops::cuda {
+
+constexpr int64_t kInvariantChunk = 8;  // the gemv kernel's largest token count
 
 void linear(const LinearParams& p, cudaStream_t stream) { linear(p, LinearMode::kAuto, stream); }
 
@@ -19,7 +23,26 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream) {
   a.w = to_weight_args(p.w);
   a.row0 = p.row0;
   a.num_rows = rows;
-  if (mode == LinearMode::kInvariant) a.path = kernels::LinearPath::kTiled;  // one code path for every n
+  if (mode == LinearMode::kInvariant) {
+    // The gemv kernel's per-row arithmetic does not depend on n (its K split comes from
+    // the weight's width; each token's sums run in the same order for any token count),
+    // so running it on chunks of at most 8 tokens gives every row the same bits in any
+    // batch. Weights it cannot take go through the tiled kernel for every n.
+    kernels::LinearArgs probe = a;
+    probe.n = 1;
+    if (kernels::linear_gemv_eligible(probe)) {
+      for (int64_t t0 = 0; t0 < p.n; t0 += kInvariantChunk) {
+        kernels::LinearArgs c = a;
+        c.x = p.x + t0 * p.w.cols;
+        c.y = p.y + t0 * rows;
+        c.n = std::min<int64_t>(kInvariantChunk, p.n - t0);
+        c.path = kernels::LinearPath::kGemv;
+        CUDA_CHECK(kernels::linear(c, stream));
+      }
+      return;
+    }
+    a.path = kernels::LinearPath::kTiled;
+  }
   CUDA_CHECK(kernels::linear(a, stream));
 }
 
