@@ -78,6 +78,25 @@ for fx in v41_tiny_f32 v41_tiny_quant; do
 done | tee -a "$LOG/cli.log"
 cp /tmp/gen_cuda.jsonl "$LOG/generate_cuda.jsonl" 2>/dev/null
 
+stamp "cli: generate on the trained default model (29M), cpu vs cuda, report only"
+if [ -d models/deepinfer-v41-tiny ]; then
+  printf '%s\n' '{"id":"p1","prompt":"def fibonacci(n):","max_tokens":48,"temperature":0}' \
+    '{"id":"p2","prompt":"class Stack:","max_tokens":48,"temperature":0}' \
+    '{"id":"p3","prompt":"import os\n","max_tokens":48,"temperature":0.8,"seed":1}' \
+    '{"id":"p4","prompt":"for i in range(","max_tokens":48,"temperature":0}' >/tmp/in2.jsonl
+  for dev in cpu cuda; do
+    s0=$(date +%s.%N)
+    "$BIN/deepinfer" generate --model models/deepinfer-v41-tiny --input /tmp/in2.jsonl --output "/tmp/t_$dev.jsonl" \
+      --device $dev 2>>"$LOG/cli.log"
+    echo "trained model, 4 requests x 48 tokens, $dev: $(echo "$(date +%s.%N) - $s0" | bc 2>/dev/null || echo '?') s (incl. load)"
+  done
+  python3 -c "
+import json
+a=[json.loads(l) for l in open('/tmp/t_cpu.jsonl')]; b=[json.loads(l) for l in open('/tmp/t_cuda.jsonl')]
+for x,y in zip(a,b): print('trained', x['id'], 'cuda == cpu' if x['token_ids']==y['token_ids'] else 'differs', repr(y['text'][:60]))
+"
+fi 2>&1 | tee -a "$LOG/cli.log"
+
 stamp "cli: serve --device cuda"
 "$BIN/deepinfer" serve --model tests/fixtures/v41_tiny_f32 --device cuda --port 18431 >"$LOG/serve.log" 2>&1 &
 spid=$!
