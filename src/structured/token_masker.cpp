@@ -255,16 +255,18 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state, size_t 
   std::vector<uint32_t> accepted, uncertain;
   // Dense 256-entry transition rows for the simple states the walk meets (usually a
   // handful), so a step is two loads.
-  std::vector<uint32_t> row_of(g.num_states(), kNone);
+  // A map, not a table over all states: a walk meets a handful of states, and clearing
+  // a table as large as a big grammar would cost more than the walk.
+  std::unordered_map<uint32_t, uint32_t> row_of;
   std::vector<uint32_t> rows;
   auto row = [&](uint32_t s) -> const uint32_t* {
-    if (row_of[s] == kNone) {
-      row_of[s] = uint32_t(rows.size());
+    auto [it, inserted] = row_of.try_emplace(s, uint32_t(rows.size()));
+    if (inserted) {
       rows.resize(rows.size() + 256, kNone);
       for (const auto& e : g.byte_edges(s))
-        for (int b = e.lo; b <= e.hi; ++b) rows[row_of[s] + b] = e.to;
+        for (int b = e.lo; b <= e.hi; ++b) rows[it->second + b] = e.to;
     }
-    return rows.data() + row_of[s];
+    return rows.data() + it->second;
   };
   size_t i = 1;
   while (i < nodes.size()) {
