@@ -85,10 +85,10 @@ if [ -d models/deepinfer-v41-tiny ]; then
     '{"id":"p3","prompt":"import os\n","max_tokens":48,"temperature":0.8,"seed":1}' \
     '{"id":"p4","prompt":"for i in range(","max_tokens":48,"temperature":0}' >/tmp/in2.jsonl
   for dev in cpu cuda; do
-    s0=$(date +%s.%N)
+    s0=$(date +%s%N)
     "$BIN/deepinfer" generate --model models/deepinfer-v41-tiny --input /tmp/in2.jsonl --output "/tmp/t_$dev.jsonl" \
       --device $dev 2>>"$LOG/cli.log"
-    echo "trained model, 4 requests x 48 tokens, $dev: $(echo "$(date +%s.%N) - $s0" | bc 2>/dev/null || echo '?') s (incl. load)"
+    echo "trained model, 4 requests x 48 tokens, $dev: $(( ($(date +%s%N) - s0) / 1000000 )) ms (incl. load)"
   done
   python3 -c "
 import json
