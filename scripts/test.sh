@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "== CUDA build (compile only)"
-  cmake -S . -B build-cuda -G Ninja -DDEEPINFER_CUDA=ON -DDEEPINFER_TESTS=OFF \
+  cmake -S . -B build-cuda -G Ninja -DDEEPINFER_CUDA=ON -DDEEPINFER_TESTS=ON \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" >/dev/null
-  ninja -C build-cuda
+  # The engine with the CUDA runner and the GPU tests (label gpu; they run on a GPU
+  # machine: scripts/gpu_build.sh + scripts/gpu_run.sh, or `ctest -L gpu` there).
+  ninja -C build-cuda deepinfer test_ops_cuda test_model_cuda
 fi
 if [ -x scripts/fuzz.sh ]; then
   echo "== fuzz (bounded)"
