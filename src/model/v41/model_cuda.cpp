@@ -465,6 +465,8 @@ std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
   }
   const int64_t n = b.n = b.begin.back();
   b.shared.resize(items.size());
+  // The engine may step on another thread than the one that loaded the model.
+  CUDA_CHECK(cudaSetDevice(opts.device));
   // The previous step ended with a stream sync: both arenas and the stage are free.
   step_arena->reset();
   layer_arena->reset();
