@@ -17,7 +17,8 @@
 // llguidance: fill the mask, check the token's bit, accept the token; no EOS step.
 // Compile time is compile_json_schema plus binding the grammar to the vocabulary.
 // --per-case-out writes one line per case: {"id", "compiled", "error", "compile_us",
-// "mask_us": [...], "valid_ok", "valid_rejected"}.
+// "mask_us": [...], "valid_ok", "valid_rejected"}. MASK_BENCH_TRACE=1 prints every
+// side-by-side mask over 200 µs with the vocabulary walks it caused (NOTES.md).
 //
 // The vocabulary is a Hugging Face byte-level BPE tokenizer.json (model.vocab, GPT-2
 // byte-to-character map); added and other special tokens get empty bytes.
@@ -25,6 +26,7 @@
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
