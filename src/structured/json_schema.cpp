@@ -296,31 +296,71 @@ class Emitter {
     return object_fsa(slots, keys, extra ? rule_for(c.additional) : 0, extra, c.min_props, c.max_props);
   }
 
-  // An object automaton. With few declared properties they may come in any order (the
-  // state remembers which were seen); with more, in declared order. Additional members
-  // (keys from `extra_keys`) may come anywhere. Member counts are tracked only as far as
-  // min/max need.
+  // An object automaton. With few declared properties (at most max_any_order_properties)
+  // they may come in any order, each at most once: the state remembers which were seen
+  // (2^n positions). With more, a subset of all of them would not fit (2^n), so the state
+  // remembers only the required ones seen (2^r positions, any order, each once) and the
+  // optional declared properties may come anywhere, like undeclared ones; their repeats
+  // are then not checked (a JSON value cannot hold a repeated key, so no valid instance
+  // is refused). Objects whose required set is too large for that are an InputError,
+  // never a silent restriction. Additional members (keys from `extra_keys`) may come
+  // anywhere. Member counts are tracked only as far as min/max need.
   Grammar::ExprId object_fsa(const std::vector<Slot>& slots, Grammar::RuleId extra_keys, Grammar::RuleId extra_value,
                              bool extra, uint64_t min_props, uint64_t max_props) {
     const size_t n = slots.size();
-    const bool any_order = n <= size_t(options_.max_any_order_properties);
-    // any order: position = set of declared keys seen; declared order: next slot index.
-    const size_t positions = any_order ? (size_t(1) << n) : n + 1;
+    const bool all_tracked = n <= size_t(options_.max_any_order_properties);
+    // The slots the position tracks (bit i of a position = tracked[i] was seen).
+    std::vector<size_t> tracked, loose;
+    for (size_t i = 0; i < n; ++i) (all_tracked || slots[i].required ? tracked : loose).push_back(i);
+    DI_CHECK_INPUT(tracked.size() <= size_t(options_.max_required_any_order), "object with ", n,
+                   " declared properties of which ", tracked.size(),
+                   " are required: at most max_required_any_order = ", options_.max_required_any_order,
+                   " required properties are supported (their order is free, so every subset is a state)");
+    const size_t positions = size_t(1) << tracked.size();
     const uint64_t cap = max_props != kNoLimit ? max_props : std::max<uint64_t>(1, min_props);
     DI_CHECK_INPUT(positions * (cap + 1) <= budget_->limits().max_rule_states / 16, "object with ", n,
-                   " properties and count bounds up to ", cap, " is too large");
+                   " properties (", tracked.size(), " tracked in any order) and count bounds up to ", cap,
+                   " is too large");
+    // Small objects embed each member's key; larger ones call one rule per tracked member
+    // and one rule for every other member (optional declared and additional ones), so an
+    // edge costs a few states instead of a copy of the key.
+    std::vector<Grammar::RuleId> member_rule(n, kNoRule);
+    Grammar::RuleId other_rule = kNoRule;
+    if (!all_tracked) {
+      budget_->check_time("object members");
+      for (size_t i : tracked) {
+        FsaBuilder mb(budget_, budget_->limits().max_rule_states);
+        const Frag parts[] = {mb.embed(key_literal(slots[i].name)), punct(mb, ":"), mb.rule(slots[i].value)};
+        member_rule[i] = own_rule_id("member", mb.finish(mb.seq(parts)));
+      }
+      if (!loose.empty() || extra) {
+        FsaBuilder mb(budget_, budget_->limits().max_rule_states);
+        std::vector<Frag> alts;
+        for (size_t i : loose) {
+          const Frag parts[] = {mb.embed(key_literal(slots[i].name)), punct(mb, ":"), mb.rule(slots[i].value)};
+          alts.push_back(mb.seq(parts));
+        }
+        if (extra) {
+          const Frag parts[] = {mb.rule(extra_keys), punct(mb, ":"), mb.rule(extra_value)};
+          alts.push_back(mb.seq(parts));
+        }
+        other_rule = own_rule_id("members", mb.finish(mb.alt(alts)));
+      }
+    }
     FsaBuilder b(budget_, budget_->limits().max_rule_states);
     auto state = [](uint32_t s) { return Frag{s, s}; };
-    // With any order the count of declared members is the popcount; `k` counts them all.
+    // The count of declared members is not the popcount here; `k` counts them all.
     std::vector<std::vector<uint32_t>> q(positions, std::vector<uint32_t>(cap + 1));
     for (auto& row : q)
       for (uint32_t& st : row) st = b.empty().in;
     const Frag open = b.literal("{");
     b.seq(open, state(q[0][0]));
     const uint32_t end = b.empty().in;
-    std::vector<Fsa> keys;
-    for (const Slot& sl : slots) keys.push_back(key_literal(sl.name));
+    std::vector<Fsa> keys(n);
+    if (all_tracked)
+      for (size_t i = 0; i < n; ++i) keys[i] = key_literal(slots[i].name);
     for (size_t pos = 0; pos < positions; ++pos) {
+      budget_->check_time("object automaton");
       for (uint64_t k = 0; k <= cap; ++k) {
         const Frag here = state(q[pos][k]);
         const bool room = max_props == kNoLimit || k < max_props;
@@ -329,21 +369,34 @@ class Emitter {
           const Frag parts[] = {k == 0 ? ws(b) : punct(b, ","), key, punct(b, ":"), b.rule(value)};
           return b.seq(parts);
         };
-        bool complete = true;  // every required declared member is present
-        if (any_order) {
-          for (size_t i = 0; i < n; ++i) {
-            const bool seen = (pos >> i) & 1;
-            if (!seen && slots[i].required) complete = false;
-            if (!seen && room)
-              b.seq(b.seq(here, member(b.embed(keys[i]), slots[i].value)), state(q[pos | (size_t(1) << i)][next]));
+        // Large objects: one separator per (position, count), shared by every member
+        // rule called after it, keeps the automaton near positions x (members + 2) states.
+        uint32_t after_sep = UINT32_MAX;
+        auto called = [&](Grammar::RuleId rule) {
+          if (after_sep == UINT32_MAX) {
+            const Frag sep = k == 0 ? ws(b) : punct(b, ",");
+            b.seq(here, sep);
+            after_sep = sep.out;
           }
-        } else if (pos < n) {
-          complete = false;
-          if (!slots[pos].required) b.seq(here, state(q[pos + 1][k]));
-          if (room) b.seq(b.seq(here, member(b.embed(keys[pos]), slots[pos].value)), state(q[pos + 1][next]));
+          return b.seq(state(after_sep), b.rule(rule));
+        };
+        bool complete = true;  // every required declared member is present
+        for (size_t t = 0; t < tracked.size(); ++t) {
+          const size_t i = tracked[t];
+          const bool seen = (pos >> t) & 1;
+          if (!seen && slots[i].required) complete = false;
+          if (seen || !room) continue;
+          const Frag to = state(q[pos | (size_t(1) << t)][next]);
+          if (all_tracked) b.seq(b.seq(here, member(b.embed(keys[i]), slots[i].value)), to);
+          else b.seq(called(member_rule[i]), to);
         }
         if (complete && k >= min_props) b.seq(b.seq(here, b.seq(ws(b), b.literal("}"))), state(end));
-        if (extra && room) b.seq(b.seq(here, member(b.rule(extra_keys), extra_value)), state(q[pos][next]));
+        if (!room) continue;
+        if (all_tracked) {
+          if (extra) b.seq(b.seq(here, member(b.rule(extra_keys), extra_value)), state(q[pos][next]));
+        } else if (other_rule != kNoRule) {
+          b.seq(called(other_rule), state(q[pos][next]));
+        }
       }
     }
     return g_.fsa(b.finish(Frag{open.in, end}));

@@ -14,10 +14,13 @@
 //    says). Unbounded `number` accepts every JSON number; a bounded one is written
 //    without exponent. enum/const numbers accept their value with or without trailing
 //    fractional zeros.
-//  * Objects. Declared properties may appear in any order when an object declares at
-//    most max_any_order_properties (default 6) of them, else in declared order; other
-//    properties (where additionalProperties allows them) may appear anywhere. Declared
-//    keys appear at most once (undeclared ones are not checked for repeats).
+//  * Objects. Properties may appear in any order. When an object declares at most
+//    max_any_order_properties (default 6) properties, each declared key appears at most
+//    once; with more, only the required ones are checked for repeats (at most
+//    max_required_any_order of them, default 12, else InputError) and optional declared
+//    keys, like undeclared ones, are not (a repeated key is outside the JSON data model,
+//    so no valid instance is refused). Other properties (where additionalProperties
+//    allows them) may appear anywhere.
 //  * oneOf is accepted when its alternatives are provably disjoint (by type, const/enum,
 //    or a required property with disjoint values); otherwise it is an error.
 //  * format is asserted (assert_format) for date, time, date-time, duration, uuid,
@@ -47,9 +50,11 @@ struct JsonSchemaOptions {
   Whitespace whitespace = Whitespace::kFlexible;
   int max_whitespace = 20;
   bool assert_format = true;
-  // Objects declaring at most this many properties accept them in any order; larger
-  // ones in declared order (the automaton tracks which were seen: 2^n states).
+  // Objects declaring at most this many properties track every declared key seen (2^n
+  // automaton positions); larger ones track the required keys only (2^r positions), and
+  // refuse objects with more than max_required_any_order required properties.
   int max_any_order_properties = 6;
+  int max_required_any_order = 12;
 };
 
 Grammar json_schema_to_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options,

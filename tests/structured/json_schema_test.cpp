@@ -105,11 +105,52 @@ TEST(JsonSchema, Objects) {
   expect(R"({"type":"object","required":["k"],"minProperties":2,"maxProperties":3})",
          {{"{\"k\":1}", false}, {"{\"k\":1,\"z\":2}", true}, {"{\"z\":2,\"k\":1,\"y\":3}", true},
           {"{\"k\":1,\"z\":2,\"y\":3,\"w\":4}", false}, {"{\"z\":2,\"y\":3}", false}});
-  // Past max_any_order_properties, declared properties keep their declared order.
-  std::string many = R"({"type":"object","properties":{)";
-  for (int i = 0; i < 8; ++i) many += std::string(i ? "," : "") + "\"p" + std::to_string(i) + "\":{\"type\":\"integer\"}";
-  many += "}}";
-  expect(many, {{"{\"p0\":0,\"p5\":5}", true}, {"{\"p5\":5,\"p0\":0}", false}});
+}
+
+// An object schema with n integer properties p0..p(n-1), of which `required` are required.
+std::string many_properties(int n, std::initializer_list<int> required, const std::string& extra = "") {
+  std::string s = R"({"type":"object","properties":{)";
+  for (int i = 0; i < n; ++i) s += std::string(i ? "," : "") + "\"p" + std::to_string(i) + "\":{\"type\":\"integer\"}";
+  s += "},\"required\":[";
+  bool first = true;
+  for (int r : required) s += std::string(first ? "" : ",") + "\"p" + std::to_string(r) + "\"", first = false;
+  return s + "]" + extra + "}";
+}
+
+TEST(JsonSchema, ManyPropertiesAnyOrder) {
+  // Past max_any_order_properties the order stays free; required keys are tracked (each
+  // once, all present), optional declared keys are not checked for repeats.
+  expect(many_properties(8, {}), {{"{\"p0\":0,\"p5\":5}", true},
+                                  {"{\"p5\":5,\"p0\":0}", true},
+                                  {"{\"p7\":7,\"p3\":3,\"p6\":6,\"p0\":0,\"p1\":1,\"p5\":5,\"p2\":2,\"p4\":4}", true},
+                                  {"{\"p5\":\"x\",\"p0\":0}", false},
+                                  {"{\"p0\":0,\"p0\":1}", true},
+                                  {"{\"q\":1}", true},
+                                  {"{}", true}});
+  expect(many_properties(9, {1, 6}, R"(,"additionalProperties":false)"),
+         {{"{\"p6\":1,\"p1\":2}", true},
+          {"{\"p6\":1,\"p3\":1,\"p1\":2,\"p0\":0}", true},
+          {"{\"p8\":8,\"p1\":1,\"p7\":7,\"p6\":6}", true},
+          {"{\"p1\":1}", false},
+          {"{\"p6\":1}", false},
+          {"{\"p1\":1,\"p6\":2,\"p1\":3}", false},
+          {"{\"p6\":\"x\",\"p1\":1}", false},
+          {"{\"p6\":1,\"p1\":2,\"q\":3}", false},
+          {"{}", false}});
+  expect(many_properties(12, {0, 2, 4, 6, 8, 10, 11}, R"(,"maxProperties":8)"),
+         {{"{\"p11\":1,\"p10\":1,\"p8\":1,\"p6\":1,\"p4\":1,\"p2\":1,\"p0\":1}", true},
+          {"{\"p11\":1,\"p10\":1,\"p8\":1,\"p6\":1,\"p4\":1,\"p2\":1,\"p0\":1,\"p1\":1}", true},
+          {"{\"p11\":1,\"p10\":1,\"p8\":1,\"p6\":1,\"p4\":1,\"p2\":1,\"p0\":1,\"p1\":1,\"p3\":1}", false},
+          {"{\"p11\":1,\"p10\":1,\"p8\":1,\"p6\":1,\"p4\":1,\"p2\":1}", false}});
+  // A required set too large to track is refused by name, not narrowed silently.
+  EXPECT_NE(error_of(many_properties(14, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})).find("max_required_any_order"),
+            std::string::npos);
+  JsonSchemaOptions narrow;
+  narrow.max_required_any_order = 4;
+  EXPECT_NE(error_of(many_properties(9, {0, 1, 2, 3, 4}), narrow).find("max_required_any_order"), std::string::npos);
+  expect(many_properties(9, {0, 1, 2, 3}), {{"{\"p3\":1,\"p2\":1,\"p1\":1,\"p0\":1}", true},
+                                            {"{\"p3\":1,\"p2\":1,\"p1\":1,\"p8\":1}", false}},
+         narrow);
 }
 
 TEST(JsonSchema, Arrays) {
