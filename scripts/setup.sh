@@ -22,7 +22,7 @@ if pip_install tokenizers==0.23.3 && python3 "$(dirname "$0")/../tools/fetch_dee
 fi
 # The server's end-to-end tests (tests/server/test_openai.py): pytest and the official
 # openai client. Debian 12's pip needs --break-system-packages outside a venv.
-pip_install openai pytest
+pip_install openai pytest jsonschema
 # The official JSON-Schema-Test-Suite (from the jsonschema sdist on PyPI, sha256-pinned)
 # for the structured-output tests; they skip with a message when this fails.
 "$(dirname "$0")/fetch_structured_testdata.sh" || echo "setup: warning: JSON-Schema-Test-Suite not fetched"

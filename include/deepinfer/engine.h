@@ -43,6 +43,29 @@ struct EngineOptions {
   bool batch_invariant = false;          // cuda: a request's logits are bitwise the same in any batch
 };
 
+// A structured-output constraint: the generated text must match it exactly. add_request
+// compiles it (compiled grammars are cached per engine by their text) and throws
+// InputError with the compiler's message when it is invalid. Generation ends with
+// finish_reason "stop" as soon as the constraint is complete and nothing but EOS could
+// follow; tokens that cannot extend a valid prefix are never sampled (policies in
+// src/runtime/constraints.h).
+struct StructuredConstraint {
+  enum class Kind {
+    kJsonSchema,  // spec: a JSON Schema (draft 2020-12) as JSON text
+    kJsonObject,  // any JSON object; spec unused
+    kRegex,       // spec: a regular expression the whole output must match
+    kGrammar,     // spec: a GBNF grammar (llama.cpp syntax, start rule `root`)
+    kChoice,      // the output is exactly one of `choices`; spec unused
+  };
+  Kind kind = Kind::kJsonSchema;
+  std::string spec;
+  std::vector<std::string> choices;
+  // JSON kinds: 0 writes compact JSON (no whitespace outside strings), N > 0 allows a
+  // run of at most N whitespace characters wherever JSON allows whitespace. Bounded
+  // either way so that a weak model cannot loop in whitespace forever.
+  int64_t max_whitespace = 0;
+};
+
 // Per-request sampling, OpenAI semantics. Validated by add_request.
 struct RequestSampling {
   float temperature = 1.0f;  // 0 = greedy
@@ -59,6 +82,7 @@ struct RequestSampling {
   bool ignore_eos = false;
   int64_t logprobs = -1;  // -1: none; k >= 0: the sampled token's logprob and the top k
   std::optional<uint64_t> seed;
+  std::optional<StructuredConstraint> structured;  // none: unconstrained
 };
 
 struct GenerateRequest {
@@ -106,6 +130,12 @@ class Engine {
   virtual std::vector<RequestOutput> step() = 0;
   virtual bool has_unfinished() const = 0;
   virtual EngineStats stats() const = 0;
+
+  // Compiles a constraint as add_request would (into the same cache) and throws
+  // InputError with the compiler's message when it is invalid. Thread-safe, so a
+  // server can check a request before queueing it. The default compiles the grammar
+  // alone (no cache, no vocabulary).
+  virtual void check_constraint(const StructuredConstraint& constraint) const;
 
   virtual std::vector<int64_t> tokenize(const std::string& text) const = 0;
   virtual std::string detokenize(const std::vector<int64_t>& ids) const = 0;

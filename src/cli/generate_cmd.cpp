@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "common/check.h"
 #include "deepinfer/engine.h"
+#include "runtime/constraint_fields.h"
 #include "runtime/request_sampling.h"
 #include "sample/sampling_params.h"
 
@@ -116,6 +117,14 @@ int cmd_generate(int argc, char** argv) {
         }
       }
       req.params = to_request_sampling(sampling::SamplingParams::from_json(fields));
+      if (auto rc = constraints::constraint_from_request(fields)) {
+        req.params.structured = rc->constraint;
+        try {  // compile here (cached for add_request) to name the field in the error
+          engine->check_constraint(rc->constraint);
+        } catch (const InputError& e) {
+          throw InputError(str_cat("'", rc->param, "': ", e.what()));
+        }
+      }
       engine->add_request(req);
     } catch (const InputError& e) {
       res.error = e.what();

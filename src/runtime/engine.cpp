@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "deepinfer/engine.h"
 #include "model/v41/model.h"
+#include "runtime/constraints.h"
 #include "runtime/request_sampling.h"
 #include "runtime/runner.h"
 #include "sample/sampler.h"
@@ -28,6 +29,7 @@ struct Stream {
   std::unique_ptr<sched::Request> req;
   std::unique_ptr<sampling::StopMatcher> stops;
   std::unique_ptr<IncrementalDetokenizer> detok;
+  std::unique_ptr<constraints::RequestState> constraint;  // structured outputs; null if none
   std::string text;       // detokenized output so far (complete UTF-8 only)
   size_t sent = 0;        // bytes of `text` already returned
 };
@@ -73,6 +75,8 @@ class CpuEngine final : public Engine {
     scheduler_ = std::make_unique<sched::Scheduler>(sc, *blocks_);
     name_ = fs::path(o.model_dir).filename().string();
     if (name_.empty()) name_ = o.model_dir;
+    constraint_cache_ = std::make_unique<constraints::Cache>(
+        [this] { return constraints::token_vocab(*tokenizer_, model_->config().vocab_size, model_->config().eos_token_id); });
   }
 
   std::string add_request(const GenerateRequest& g) override {
@@ -86,6 +90,8 @@ class CpuEngine final : public Engine {
                    g.prompt_ids.size(), " tokens) plus max_tokens (", p.max_tokens,
                    ") exceeds the model's context length ", max_len_);
     auto s = std::make_unique<Stream>();
+    if (g.params.structured)
+      s->constraint = std::make_unique<constraints::RequestState>(constraint_cache_->get(*g.params.structured));
     s->req = std::make_unique<sched::Request>();
     sched::Request& r = *s->req;
     r.id = g.request_id.empty() ? "req-" + std::to_string(next_id_++) : g.request_id;
@@ -120,6 +126,7 @@ class CpuEngine final : public Engine {
     s.prefix_hits = scheduler_->prefix_hit_tokens();
     return s;
   }
+  void check_constraint(const StructuredConstraint& c) const override { (void)constraint_cache_->get(c); }
   std::vector<int64_t> tokenize(const std::string& text) const override;
   std::string detokenize(const std::vector<int64_t>& ids) const override { return tokenizer_->decode(ids, true); }
   int64_t vocab_size() const override { return model_->config().vocab_size; }
@@ -137,6 +144,7 @@ class CpuEngine final : public Engine {
   std::unique_ptr<sched::BlockManager> blocks_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::map<std::string, std::unique_ptr<Stream>> streams_;
+  std::unique_ptr<constraints::Cache> constraint_cache_;  // thread-safe (check_constraint is const)
   int64_t max_len_ = 0, num_blocks_ = 0, next_id_ = 0, arrival_ = 0;
   std::string name_;
 };
@@ -206,8 +214,37 @@ std::vector<RequestOutput> CpuEngine::step() {
     rows.push_back(in);
     row_chunk.push_back(i);
   }
+  // Structured outputs: each constrained row samples under its grammar's mask.
+  std::vector<constraints::RequestState*> row_constraint(rows.size(), nullptr);
+  {
+    std::vector<constraints::RequestState*> todo;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      row_constraint[k] = streams_.at(plan.chunks[row_chunk[k]].request->id)->constraint.get();
+      if (row_constraint[k]) todo.push_back(row_constraint[k]);
+    }
+    constraints::fill_masks(todo);
+    for (size_t k = 0; k < rows.size(); ++k)
+      if (row_constraint[k]) rows[k].token_bitmask = row_constraint[k]->mask();
+  }
   std::vector<sampling::SampleResult> results(rows.size());
   sampling::sample_batch(rows, results);
+  // Advance the matchers by the sampled tokens (and compute their next masks) in parallel.
+  using Next = constraints::RequestState::Next;
+  std::vector<Next> row_next(rows.size(), Next::kContinue);
+  {
+    std::vector<constraints::RequestState*> states;
+    std::vector<int64_t> tokens;
+    std::vector<size_t> at;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      if (!row_constraint[k] || results[k].token < 0) continue;
+      states.push_back(row_constraint[k]);
+      tokens.push_back(results[k].token);
+      at.push_back(k);
+    }
+    std::vector<Next> next(states.size());
+    constraints::advance_all(states, tokens, next);
+    for (size_t j = 0; j < at.size(); ++j) row_next[at[j]] = next[j];
+  }
 
   for (size_t k = 0; k < rows.size(); ++k) {
     sched::Request& r = *plan.chunks[row_chunk[k]].request;
@@ -228,7 +265,9 @@ std::vector<RequestOutput> CpuEngine::step() {
         fresh = s.detok->push(res.token);
       } catch (const InputError&) {
       }
-      const bool ends = r.params.is_stop_token(res.token, c.eos_token_id) ||
+      // The grammar finished (only EOS could follow) or can go no further.
+      const bool grammar_end = row_next[k] != Next::kContinue;
+      const bool ends = grammar_end || r.params.is_stop_token(res.token, c.eos_token_id) ||
                         int64_t(r.output.size()) >= r.params.max_tokens || r.num_known() >= max_len_;
       if (ends) fresh += s.detok->finish();
       s.text += fresh;
@@ -240,7 +279,9 @@ std::vector<RequestOutput> CpuEngine::step() {
         by_stop_string = sr.stopped;
         end = sr.output_end;  // excludes the stop string, or the held-back tail
       }
-      if (by_stop_string || r.params.is_stop_token(res.token, c.eos_token_id)) reason = "stop";
+      if (by_stop_string || r.params.is_stop_token(res.token, c.eos_token_id) || row_next[k] == Next::kComplete)
+        reason = "stop";
+      else if (row_next[k] == Next::kDead) reason = "abort";
       else if (int64_t(r.output.size()) >= r.params.max_tokens || r.num_known() >= max_len_) reason = "length";
       // Finishing for any other reason than a stop string releases the held-back text.
       if (!reason.empty() && !by_stop_string) end = s.text.size();

@@ -179,6 +179,11 @@ ChatRequest parse_chat_request(const Json& body, const Engine& engine, const Mod
   r.sampling.logprobs = logprobs ? top.value_or(0) : -1;
 
   r.prompt = render_chat_prompt(body, model);
+  r.sampling.structured = parse_structured_outputs(body, engine);
+  // The constraint covers the whole completion, so reasoning text would have to match it.
+  if (r.sampling.structured && r.prompt.thinking)
+    throw ApiError(400, "structured outputs (response_format, structured_outputs, guided_*) cannot be combined with "
+                   "thinking; turn thinking off", "thinking", "unsupported_parameter");
   r.prompt_ids = engine.tokenize(r.prompt.text);
   if (r.prompt_ids.empty()) throw f.error("messages", "render to an empty prompt");
   const int64_t prompt_len = int64_t(r.prompt_ids.size());

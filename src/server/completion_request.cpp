@@ -66,6 +66,7 @@ CompletionRequest parse_completion_request(const Json& body, const Engine& engin
                    "unsupported_parameter");
   // Validate the cheap fields before tokenizing a possibly large prompt.
   r.prompts = parse_prompts(f, engine, model);
+  r.sampling.structured = parse_structured_outputs(body, engine);
   if (int64_t(r.prompts.size()) * r.n > kMaxSequencesPerRequest)
     throw f.error("n", str_cat("times the number of prompts must be at most ", kMaxSequencesPerRequest));
   for (const CompletionPrompt& cp : r.prompts)

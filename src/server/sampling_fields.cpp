@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "common/check.h"
+#include "runtime/constraint_fields.h"
 
 namespace deepinfer::server {
 
@@ -95,12 +96,7 @@ void reject_unsupported_fields(const JsonFields& f) {
   auto not_yet = [&](std::string_view name, const std::string& what) {
     return ApiError(400, str_cat(what, " is not supported yet"), f.param(name), "unsupported_parameter");
   };
-  if (const Json* rf = f.object("response_format")) {
-    auto type = rf->find("type");
-    if (type == rf->end() || *type != "text") throw not_yet("response_format", "response_format other than {\"type\": \"text\"}");
-  }
-  for (const char* name : {"structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                           "guided_whitespace_pattern", "guided_decoding_backend", "prompt_logprobs",
+  for (const char* name : {"guided_whitespace_pattern", "guided_decoding_backend", "prompt_logprobs",
                            "allowed_token_ids", "bad_words", "min_tokens", "truncate_prompt_tokens", "suffix",
                            "functions", "function_call", "audio", "prediction"}) {
     const Json* v = f.get(name);
@@ -119,6 +115,22 @@ void reject_unsupported_fields(const JsonFields& f) {
     for (const Json& x : *m)
       if (x != "text") throw not_yet("modalities", "output modalities other than text");
   }
+}
+
+std::optional<StructuredConstraint> parse_structured_outputs(const Json& body, const Engine& engine) {
+  std::optional<constraints::RequestConstraint> rc;
+  try {
+    rc = constraints::constraint_from_request(body);
+  } catch (const constraints::FieldError& e) {
+    throw bad_request(e.what(), e.param());
+  }
+  if (!rc) return std::nullopt;
+  try {
+    engine.check_constraint(rc->constraint);
+  } catch (const InputError& e) {
+    throw ApiError(400, str_cat("'", rc->param, "': ", e.what()), rc->param, "invalid_constraint");
+  }
+  return rc->constraint;
 }
 
 StreamFlags parse_stream_flags(const JsonFields& f) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "deepinfer/engine.h"
 #include "server/json_fields.h"
@@ -23,8 +24,14 @@ constexpr int64_t kMaxTopLogprobs = 20;
 RequestSampling parse_sampling(const JsonFields& fields, int64_t vocab_size);
 
 // 400 for fields that ask for a feature the server does not have yet
-// (response_format other than text, structured_outputs, guided_*, beam search, ...).
+// (guided_whitespace_pattern, beam search, prompt_logprobs, ...).
 void reject_unsupported_fields(const JsonFields& fields);
+
+// The structured-output constraint of a request (response_format json_object /
+// json_schema, vLLM's structured_outputs and guided_json / guided_regex /
+// guided_grammar / guided_choice; runtime/constraint_fields.h), compiled once through
+// the engine's cache so that a bad schema, regex or grammar is a 400 naming the field.
+std::optional<StructuredConstraint> parse_structured_outputs(const Json& body, const Engine& engine);
 
 // stream and stream_options.include_usage; stream_options without stream is a 400
 // as in OpenAI's API.
