@@ -122,8 +122,19 @@ structured::TokenVocab token_vocab(const Tokenizer& tok, int64_t width, int64_t 
 
 std::shared_ptr<const structured::VocabIndex> Cache::vocab() {
   // Called with mu_ held.
-  if (!vocab_) vocab_ = std::make_shared<const structured::VocabIndex>(make_vocab_());
+  if (!vocab_) {
+    vocab_ = std::make_shared<const structured::VocabIndex>(make_vocab_());
+    for (uint32_t r = 0; r < vocab_->num_ranks(); ++r)
+      if (vocab_->rank_bytes(r) == "\n")
+        for (int32_t id : vocab_->rank_tokens(r)) newline_ids_.push_back(id);
+  }
   return vocab_;
+}
+
+std::vector<int64_t> Cache::newline_tokens() {
+  std::lock_guard<std::mutex> lk(mu_);
+  vocab();
+  return newline_ids_;
 }
 
 std::shared_ptr<structured::TokenMasker> Cache::get(const StructuredConstraint& c) {
@@ -141,6 +152,16 @@ std::shared_ptr<structured::TokenMasker> Cache::get(const StructuredConstraint& 
   // Compile outside the lock: a slow schema must not hold up other requests. Two
   // threads may compile the same constraint at once; the first to insert wins.
   auto masker = std::make_shared<structured::TokenMasker>(compile(c), v);
+  {
+    // The first mask is needed by every request anyway; an empty one means no output
+    // can satisfy the constraint.
+    structured::GrammarMatcher m(masker);
+    std::vector<uint32_t> words(m.mask_words());
+    m.fill_next_token_bitmask(words);
+    bool any = false;
+    for (uint32_t w : words) any |= w != 0;
+    DI_CHECK_INPUT(any, "invalid ", kind_name(c.kind), " constraint: no output can satisfy it");
+  }
   std::lock_guard<std::mutex> lk(mu_);
   ++compiles_;
   auto it = index_.find(key);
@@ -164,12 +185,15 @@ int64_t Cache::compiles() const {
   return compiles_;
 }
 
-RequestState::RequestState(std::shared_ptr<structured::TokenMasker> masker)
-    : matcher_(masker), mask_(matcher_.mask_words()), eos_id_(masker->vocab().eos_id()) {}
+RequestState::RequestState(std::shared_ptr<structured::TokenMasker> masker, std::vector<int64_t> terminators)
+    : matcher_(masker), mask_(matcher_.mask_words()), eos_id_(masker->vocab().eos_id()),
+      terminators_(std::move(terminators)) {}
 
 const uint32_t* RequestState::mask() {
   if (!mask_ready_) {
     matcher_.fill_next_token_bitmask(mask_);
+    if (matcher_.can_end())
+      for (int64_t t : terminators_) mask_[t >> 5] |= uint32_t(1) << (t & 31);
     mask_ready_ = true;
   }
   return mask_.data();
@@ -181,16 +205,19 @@ bool RequestState::allows(int64_t token) {
 }
 
 RequestState::Next RequestState::advance(int64_t token) {
-  if (!matcher_.accept_token(token)) return Next::kDead;
+  const bool ending = matcher_.can_end();
+  if (!matcher_.accept_token(token)) {
+    const bool terminator = std::find(terminators_.begin(), terminators_.end(), token) != terminators_.end();
+    return ending && terminator ? Next::kComplete : Next::kDead;
+  }
   mask_ready_ = false;
   if (matcher_.is_terminated()) return Next::kComplete;  // EOS accepted
   const uint32_t* m = mask();
-  bool other = false;  // any token but EOS allowed next
-  for (size_t w = 0; w < mask_.size() && !other; ++w) {
-    uint32_t bits = m[w];
-    if (eos_id_ >= 0 && size_t(eos_id_ >> 5) == w) bits &= ~(uint32_t(1) << (eos_id_ & 31));
-    other = bits != 0;
-  }
+  std::vector<uint32_t> enders(mask_.size(), 0);  // EOS and the terminators
+  if (eos_id_ >= 0) enders[eos_id_ >> 5] |= uint32_t(1) << (eos_id_ & 31);
+  for (int64_t t : terminators_) enders[t >> 5] |= uint32_t(1) << (t & 31);
+  bool other = false;  // any token but the enders allowed next
+  for (size_t w = 0; w < mask_.size() && !other; ++w) other = (m[w] & ~enders[w]) != 0;
   if (other) return Next::kContinue;
   return matcher_.can_end() ? Next::kComplete : Next::kDead;
 }

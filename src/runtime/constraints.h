@@ -18,6 +18,12 @@
 //    max_whitespace = N > 0, runs of at most N whitespace characters where JSON allows
 //    them. Regex, GBNF and choice constraints allow exactly what they say, so an
 //    unbounded `ws*` in a grammar is the grammar author's choice (max_tokens still ends it).
+//  * Trailing newline (JSON kinds). JSON text may end in whitespace (RFC 8259), so once
+//    the value is complete the tokens that spell exactly "\n" are allowed next to EOS and
+//    end the request like it ("stop"; the newline stays in the text). Models trained on
+//    code or chat end a value with a newline far more readily than with EOS; without this
+//    a top-level number, which only EOS can end, runs on in digits until max_tokens.
+//  * A constraint that admits no output at all (e.g. the schema `false`) is an InputError.
 //  * Logprobs are those of the masked distribution: the sampler applies the mask first
 //    (sample/sampler.h step 1), so forbidden tokens never appear among top_logprobs and
 //    the sampled token's logprob is renormalised over the allowed tokens.
@@ -72,6 +78,8 @@ class Cache {
   explicit Cache(VocabFn make_vocab) : make_vocab_(std::move(make_vocab)) {}
 
   std::shared_ptr<structured::TokenMasker> get(const StructuredConstraint& c);
+  // The token ids whose bytes are exactly "\n" (the JSON terminators above).
+  std::vector<int64_t> newline_tokens();
   size_t size() const;
   int64_t compiles() const;  // how many compiles ran (cache misses that succeeded)
 
@@ -81,6 +89,7 @@ class Cache {
   VocabFn make_vocab_;
   mutable std::mutex mu_;
   std::shared_ptr<const structured::VocabIndex> vocab_;
+  std::vector<int64_t> newline_ids_;
   std::list<std::pair<std::string, std::shared_ptr<structured::TokenMasker>>> lru_;  // front: newest
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
   int64_t compiles_ = 0;
@@ -90,7 +99,9 @@ class Cache {
 // from different threads.
 class RequestState {
  public:
-  explicit RequestState(std::shared_ptr<structured::TokenMasker> masker);
+  // terminators: tokens that end the output like EOS once the constraint can end
+  // (the trailing newline of JSON kinds); empty for exact-match kinds.
+  RequestState(std::shared_ptr<structured::TokenMasker> masker, std::vector<int64_t> terminators = {});
 
   // The mask for the next token (computed on first call after a change).
   const uint32_t* mask();
@@ -98,8 +109,8 @@ class RequestState {
   bool allows(int64_t token);
 
   enum class Next { kContinue, kComplete, kDead };
-  // Advances by a sampled token and computes the next mask. kComplete: EOS was
-  // accepted or is the only token allowed next. kDead: the token was not allowed (never
+  // Advances by a sampled token and computes the next mask. kComplete: EOS or a
+  // terminator was accepted, or only they are allowed next. kDead: the token was not allowed (never
   // for a token drawn under the mask) or no token at all can follow.
   Next advance(int64_t token);
 
@@ -108,6 +119,7 @@ class RequestState {
   std::vector<uint32_t> mask_;
   bool mask_ready_ = false;
   int64_t eos_id_;
+  std::vector<int64_t> terminators_;
 };
 
 // mask() for every state, spread over the thread pool (TokenMasker caches are shared

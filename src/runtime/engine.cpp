@@ -90,8 +90,13 @@ class CpuEngine final : public Engine {
                    g.prompt_ids.size(), " tokens) plus max_tokens (", p.max_tokens,
                    ") exceeds the model's context length ", max_len_);
     auto s = std::make_unique<Stream>();
-    if (g.params.structured)
-      s->constraint = std::make_unique<constraints::RequestState>(constraint_cache_->get(*g.params.structured));
+    if (g.params.structured) {
+      const auto kind = g.params.structured->kind;
+      const bool json = kind == StructuredConstraint::Kind::kJsonSchema || kind == StructuredConstraint::Kind::kJsonObject;
+      s->constraint = std::make_unique<constraints::RequestState>(
+          constraint_cache_->get(*g.params.structured),
+          json ? constraint_cache_->newline_tokens() : std::vector<int64_t>{});
+    }
     s->req = std::make_unique<sched::Request>();
     sched::Request& r = *s->req;
     r.id = g.request_id.empty() ? "req-" + std::to_string(next_id_++) : g.request_id;
