@@ -213,6 +213,28 @@ TEST(StructuredEngine, WhitespaceIsCompactOrBounded) {
   }
 }
 
+// JSON may end with one newline (trailing whitespace) once the value is complete; exact
+// kinds (regex) never allow a newline they do not spell.
+TEST(StructuredEngine, NewlineEndsCompleteJsonOnly) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  auto e = Engine::create(o);
+  const std::vector<int64_t> nl = e->tokenize("\n");
+  ASSERT_EQ(nl.size(), 1u);
+  GenerateRequest js = request("json", *e, constraint(Kind::kJsonSchema, R"({"type":"integer"})"), 0.0f, 1, 30);
+  js.params.logit_bias = {{nl[0], 100.0f}};
+  GenerateRequest re = request("regex", *e, constraint(Kind::kRegex, "[0-9]+"), 0.0f, 1, 6);
+  re.params.logit_bias = {{nl[0], 100.0f}};
+  auto out = run_all(*e, {js, re});
+  EXPECT_EQ(out["json"].finish_reason, "stop");
+  ASSERT_GE(out["json"].text.size(), 2u);
+  EXPECT_EQ(out["json"].text.back(), '\n');  // pushed to the newline as soon as it was allowed
+  EXPECT_EQ(out["json"].ids.size(), 2u) << out["json"].text;
+  EXPECT_NO_THROW(nlohmann::json::parse(out["json"].text));
+  EXPECT_EQ(out["regex"].text.find('\n'), std::string::npos) << out["regex"].text;
+  EXPECT_TRUE(structured::matches(*constraints::compile(re.params.structured.value()), out["regex"].text));
+}
+
 TEST(StructuredEngine, UnconstrainedNeighboursAreUnchanged) {
   EngineOptions o;
   o.model_dir = kModel;
@@ -256,6 +278,7 @@ TEST(StructuredEngine, BadConstraintsAreInputErrors) {
   StructuredConstraint empty;
   empty.kind = Kind::kChoice;
   expect_error(empty, "empty");
+  expect_error(constraint(Kind::kJsonSchema, "false"), "no output can satisfy it");
   // A good request right after bad ones still runs.
   auto ok = run_all(*e, {request("ok", *e, constraint(Kind::kRegex, "ab?c"), 0.0f, 1)});
   EXPECT_TRUE(ok["ok"].text == "ac" || ok["ok"].text == "abc") << ok["ok"].text;
