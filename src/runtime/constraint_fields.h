@@ -13,8 +13,8 @@
 //   guided_json, guided_regex, guided_grammar, guided_choice (older vLLM names)
 // JSON constraints write compact JSON; structured_outputs.disable_any_whitespace: false
 // allows runs of at most kFlexibleWhitespace whitespace characters instead.
-// A schema given as an object loses its key order when the caller parsed it into an
-// (unordered) nlohmann::json; give it as a string to keep declared property order.
+// A schema given as an object is re-serialised (key order may change, which the JSON
+// Schema compiler does not depend on); a string is compiled as given.
 #pragma once
 
 #include <optional>
