@@ -1,6 +1,7 @@
 #include "structured/token_masker.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "common/check.h"
 #include "structured/earley.h"
@@ -86,10 +87,27 @@ const TokenMasker::Entry& TokenMasker::entry(uint32_t state) {
       if (found) {
         ++fragment_hits_;
       } else {
+        // A neighbour differing in a few first bytes is the cheapest reference; failing
+        // that, one agreeing on all short tokens.
         bool redo[256];
         const Entry* ref = fragment_reference(state, redo);
-        found = cache.insert(key, std::shared_ptr<const Entry>(compute_fragment(states, ref, redo)));
+        std::unique_ptr<Entry> derived;
+        if (!ref) {
+          size_t depth = 0;
+          const uint32_t dref = depth_reference(state, 0, &depth);
+          if (dref != kNone) {
+            derived = derive_by_depth(state, entry(dref), depth, 0);
+          } else if (std::shared_ptr<const Entry> anchor = anchor_reference(state, &depth)) {
+            derived = derive_by_depth(state, *anchor, depth, 0);
+          }
+        }
+        const bool walked = !derived && !ref;
+        if (!derived) derived = compute_fragment(states, ref, redo);
+        // A full walk that accepted much of the vocabulary is a good anchor for others.
+        if (walked && !derived->accepted_words.empty()) cache.add_anchor(key);
+        found = cache.insert(key, std::shared_ptr<const Entry>(std::move(derived)));
       }
+      note_computed(state, 0);
       {
         std::lock_guard<std::mutex> lock(mu_);
         std::vector<uint32_t>& recent = fragment_states_[g.state_rule(state)];
@@ -112,7 +130,21 @@ const TokenMasker::Entry& TokenMasker::entry(uint32_t state) {
       return *it->second;
     }
   }
-  std::shared_ptr<const Entry> computed = compute(state, share ? size_t(share_depth_) : 0);
+  const size_t truncate = share ? size_t(share_depth_) : 0;
+  std::shared_ptr<const Entry> computed;
+  if (share) {
+    size_t depth = 0;
+    const uint32_t dref = depth_reference(state, truncate, &depth);
+    if (dref != kNone) {
+      computed = derive_by_depth(state, entry(dref), depth, truncate);
+    } else if (std::shared_ptr<const Entry> anchor = anchor_reference(state, &depth)) {
+      // The anchor's classes are exact, but this entry may be shared by states that
+      // agree only up to the truncation depth: past it, tokens must stay uncertain.
+      computed = derive_by_depth(state, *anchor, std::min(depth, truncate), truncate);
+    }
+  }
+  if (!computed) computed = compute(state, truncate);
+  if (share) note_computed(state, truncate);
   if (share) {
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, inserted] = shared_.try_emplace(key, computed.get());
@@ -122,6 +154,324 @@ const TokenMasker::Entry& TokenMasker::entry(uint32_t state) {
     }
   }
   return publish(state, std::move(computed));
+}
+
+void TokenMasker::note_computed(uint32_t state, size_t truncate_depth) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& recent = depth_refs_[grammar_->state_rule(state)];
+  for (const auto& [s, t] : recent)
+    if (s == state) return;
+  if (recent.size() >= 8) recent.erase(recent.begin());
+  recent.push_back({state, truncate_depth});
+  if (recent_simple_.size() >= 16) recent_simple_.erase(recent_simple_.begin());
+  recent_simple_.push_back({state, truncate_depth});
+}
+
+uint32_t TokenMasker::depth_reference(uint32_t state, size_t truncate_depth, size_t* depth) {
+  const CompiledGrammar& g = *grammar_;
+  const VocabIndex& v = *vocab_;
+  std::vector<std::pair<uint32_t, size_t>> candidates;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = depth_refs_.find(g.state_rule(state));
+    if (it != depth_refs_.end()) candidates = it->second;
+    // States of other rules with the same follow set qualify too (e.g. the unbounded
+    // string body for the first position of a maxLength string).
+    const ByteSet& follow = g.rule_follow(g.state_rule(state));
+    for (const auto& c : recent_simple_)
+      if (g.state_rule(c.first) != g.state_rule(state) && std::equal(follow.w, follow.w + 4, g.rule_follow(g.state_rule(c.first)).w))
+        candidates.push_back(c);
+  }
+  uint32_t best = kNone;
+  size_t best_depth = 0;
+  for (const auto& [c, t] : candidates) {
+    if (c == state || t != truncate_depth || !entries_[c].load(std::memory_order_acquire)) continue;
+    // Past kUsefulDepth the tokens left to walk are a sliver of the trie anyway.
+    constexpr size_t kUsefulDepth = 24;
+    const size_t d = agreement_depth(state, c, std::min(v.max_token_bytes(), kUsefulDepth));
+    if (d > best_depth) best = c, best_depth = d;
+  }
+  // Worth it only when the tokens left to walk are a small part of the trie (a walk of
+  // them also re-steps each subtree root's prefix).
+  if (best == kNone || v.nodes_deeper_than(best_depth) * 3 > v.walk_nodes().size()) return kNone;
+  // A plain walk costs about as many node visits as the tokens it accepts; deriving
+  // costs about the tokens longer than the depth. Short literals die in a few hundred
+  // visits and are cheaper to walk.
+  const Entry& ref = *entries_[best].load(std::memory_order_acquire);
+  size_t accepted = ref.accepted_ids.size();
+  for (uint32_t w : ref.accepted_words) accepted += size_t(__builtin_popcount(w));
+  if (accepted < 2 * v.nodes_deeper_than(best_depth)) return kNone;
+  *depth = best_depth;
+  return best;
+}
+
+std::shared_ptr<const TokenMasker::Entry> TokenMasker::anchor_reference(uint32_t state, size_t* depth) {
+  const CompiledGrammar& g = *grammar_;
+  const VocabIndex& v = *vocab_;
+  FragmentEntryCache& cache = v.fragment_cache();
+  const ByteSet& follow = g.rule_follow(g.state_rule(state));
+  constexpr size_t kUsefulDepth = 24;
+  std::shared_ptr<const Entry> best;
+  size_t best_depth = 0;
+  for (const std::string& key : cache.anchors()) {
+    // Decode the key (see fragment_key): "F1", per state its finality, edge count and
+    // edges (lo, hi, target), then the follow set's 32 bytes.
+    struct State {
+      bool final;
+      std::vector<CompiledGrammar::ByteEdge> edges;
+    };
+    std::vector<State> b;
+    size_t p = 2;
+    auto get16 = [&](size_t at) { return uint32_t(uint8_t(key[at])) | (uint32_t(uint8_t(key[at + 1])) << 8); };
+    while (p + 32 < key.size()) {
+      State st{key[p] != 0, {}};
+      const uint32_t n = get16(p + 1);
+      p += 3;
+      for (uint32_t k = 0; k < n; ++k, p += 4) st.edges.push_back({uint8_t(key[p]), uint8_t(key[p + 1]), get16(p + 2)});
+      b.push_back(std::move(st));
+    }
+    if (b.empty() || p + 32 != key.size()) continue;
+    bool covers = true;
+    for (int w = 0; w < 4; ++w) {
+      uint64_t fw = 0;
+      for (int k = 0; k < 8; ++k) fw |= uint64_t(uint8_t(key[p + 8 * w + k])) << (8 * k);
+      covers = covers && (follow.w[w] & ~fw) == 0;
+    }
+    if (!covers) continue;
+    // Breadth-first over (grammar state, anchor state) pairs, as agreement_depth.
+    struct Pair {
+      uint32_t a, b;
+      size_t depth;
+    };
+    std::vector<Pair> queue{{state, 0, 0}};
+    std::unordered_set<uint64_t> seen{uint64_t(state) << 32};
+    size_t agree = std::min(v.max_token_bytes(), kUsefulDepth);
+    for (size_t i = 0; i < queue.size(); ++i) {
+      const Pair q = queue[i];
+      if (q.depth >= agree) break;
+      if (!g.is_simple(q.a) || (q.depth > 0 && g.is_final(q.a) != b[q.b].final)) {
+        agree = q.depth;
+        break;
+      }
+      const auto ea = g.byte_edges(q.a);
+      const auto& eb = b[q.b].edges;
+      // Both edge lists are sorted, disjoint ranges; they must cover the same bytes.
+      size_t ia = 0, ib = 0;
+      int lo = 0;
+      bool differs = false;
+      while (lo < 256) {
+        while (ia < ea.size() && ea[ia].hi < lo) ++ia;
+        while (ib < eb.size() && eb[ib].hi < lo) ++ib;
+        const bool in_a = ia < ea.size() && ea[ia].lo <= lo, in_b = ib < eb.size() && eb[ib].lo <= lo;
+        if (in_a != in_b) {
+          differs = true;
+          break;
+        }
+        int hi = 255;
+        if (ia < ea.size()) hi = std::min(hi, in_a ? int(ea[ia].hi) : int(ea[ia].lo) - 1);
+        if (ib < eb.size()) hi = std::min(hi, in_b ? int(eb[ib].hi) : int(eb[ib].lo) - 1);
+        if (in_a) {
+          const uint64_t k = (uint64_t(ea[ia].to) << 32) | eb[ib].to;
+          if (seen.insert(k).second) queue.push_back({ea[ia].to, eb[ib].to, q.depth + 1});
+        }
+        lo = hi + 1;
+      }
+      if (differs || queue.size() > 2048) {
+        agree = q.depth;
+        break;
+      }
+    }
+    if (agree > best_depth) {
+      std::shared_ptr<const Entry> e = cache.find(key);
+      if (e) best = std::move(e), best_depth = agree;
+    }
+  }
+  if (!best || v.nodes_deeper_than(best_depth) * 3 > v.walk_nodes().size()) return nullptr;
+  size_t accepted = best->accepted_ids.size();
+  for (uint32_t w : best->accepted_words) accepted += size_t(__builtin_popcount(w));
+  if (accepted < 2 * v.nodes_deeper_than(best_depth)) return nullptr;
+  *depth = best_depth;
+  return best;
+}
+
+size_t TokenMasker::agreement_depth(uint32_t a, uint32_t b, size_t limit) const {
+  const CompiledGrammar& g = *grammar_;
+  // Breadth-first over pairs of states reached by the same bytes; the first pair that
+  // differs (in finality past depth 0, in the bytes it can read, or in having rule
+  // calls) bounds the depth. A pair of one state agrees on everything below it.
+  struct Pair {
+    uint32_t a, b;
+    size_t depth;
+  };
+  std::vector<Pair> queue{{a, b, 0}};
+  std::unordered_set<uint64_t> seen{(uint64_t(a) << 32) | b};
+  size_t agree = limit;
+  constexpr size_t kMaxPairs = 2048;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    const Pair p = queue[i];
+    if (p.depth >= agree) break;  // breadth-first: every later pair is as deep
+    if (p.a == p.b) continue;
+    if (!g.is_simple(p.a) || !g.is_simple(p.b) || (p.depth > 0 && g.is_final(p.a) != g.is_final(p.b))) {
+      agree = p.depth;
+      break;
+    }
+    const auto ea = g.byte_edges(p.a), eb = g.byte_edges(p.b);
+    // Walk both sorted range lists together, byte range by byte range.
+    size_t ia = 0, ib = 0;
+    int lo = 0;
+    bool differs = false;
+    while (lo < 256 && !differs) {
+      while (ia < ea.size() && ea[ia].hi < lo) ++ia;
+      while (ib < eb.size() && eb[ib].hi < lo) ++ib;
+      const bool in_a = ia < ea.size() && ea[ia].lo <= lo, in_b = ib < eb.size() && eb[ib].lo <= lo;
+      if (in_a != in_b) {
+        differs = true;
+        break;
+      }
+      // The next byte where either side's coverage changes.
+      int hi = 255;
+      if (ia < ea.size()) hi = std::min(hi, in_a ? int(ea[ia].hi) : int(ea[ia].lo) - 1);
+      if (ib < eb.size()) hi = std::min(hi, in_b ? int(eb[ib].hi) : int(eb[ib].lo) - 1);
+      if (in_a) {
+        const uint64_t key = (uint64_t(ea[ia].to) << 32) | eb[ib].to;
+        if (seen.insert(key).second) queue.push_back({ea[ia].to, eb[ib].to, p.depth + 1});
+      }
+      lo = hi + 1;
+    }
+    if (differs || queue.size() > kMaxPairs) {
+      agree = p.depth;
+      break;
+    }
+  }
+  return agree;
+}
+
+std::unique_ptr<TokenMasker::Entry> TokenMasker::derive_by_depth(uint32_t state, const Entry& ref, size_t depth,
+                                                                 size_t truncate_depth) {
+  const CompiledGrammar& g = *grammar_;
+  const VocabIndex& v = *vocab_;
+  const std::vector<VocabIndex::Node>& nodes = v.nodes();
+  const ByteSet& follow = g.rule_follow(g.state_rule(state));
+  // Tokens of at most `depth` bytes: the reference's classes.
+  std::vector<uint32_t> words(v.mask_words(), 0);
+  if (!ref.accepted_words.empty()) {
+    words = ref.accepted_words;
+  } else {
+    for (int32_t id : ref.accepted_ids) words[id >> 5] |= uint32_t(1) << (id & 31);
+  }
+  std::vector<uint32_t> uncertain;
+  for (uint32_t r : ref.uncertain_ranks)
+    if (v.rank_bytes(r).size() <= depth) uncertain.push_back(r);
+  const std::span<const uint32_t> roots = v.nodes_at_depth(depth + 1);
+  for (uint32_t root : roots)
+    for (uint32_t r = nodes[root].rank_begin; r < nodes[root].rank_end; ++r)
+      for (int32_t id : v.rank_tokens(r)) words[id >> 5] &= ~(uint32_t(1) << (id & 31));
+
+  // Longer tokens: re-step each root's prefix (sharing the common part with the previous
+  // root's), then walk its subtree as compute() does in simple mode.
+  struct Level {
+    uint32_t state;  // kNone: dead
+    bool finished, escaped;
+  };
+  std::vector<Level> levels(v.max_token_bytes() + 1);
+  levels[0] = {state, false, false};
+  std::unordered_map<uint32_t, uint32_t> row_of;
+  std::vector<uint32_t> rows;
+  bool calls = false;
+  auto row = [&](uint32_t s) -> const uint32_t* {
+    auto [it, inserted] = row_of.try_emplace(s, uint32_t(rows.size()));
+    if (inserted) {
+      rows.resize(rows.size() + 256, kNone);
+      for (const auto& e : g.byte_edges(s))
+        for (int b = e.lo; b <= e.hi; ++b) rows[it->second + b] = e.to;
+    }
+    return rows.data() + it->second;
+  };
+  // One byte from level d-1 to d; false when the path dies (child escaped flag in `esc`).
+  auto step = [&](size_t d, uint8_t byte, bool* esc) {
+    const Level& up = levels[d - 1];
+    *esc = up.escaped || (up.finished && follow.test(byte));
+    if (up.state == kNone) return false;
+    const uint32_t t = row(up.state)[byte];
+    if (t == kNone) return false;
+    if (!g.is_simple(t)) calls = true;
+    levels[d] = {t, g.is_final(t), *esc};
+    return true;
+  };
+  std::string_view prev;
+  size_t valid = 0;  // levels[0..valid] hold the prefix of `prev`
+  std::vector<uint32_t> accepted;
+  for (size_t ri = 0; ri < roots.size(); ++ri) {
+    const uint32_t root = roots[ri];
+    const std::string_view w = v.rank_bytes(nodes[root].rank_begin);
+    size_t lcp = 0;
+    while (lcp < valid && lcp < depth && prev[lcp] == w[lcp]) ++lcp;
+    size_t d = lcp;
+    bool esc = false, alive = true, truncated = false;
+    while (d < depth) {
+      if (truncate_depth && d + 1 > truncate_depth) {
+        truncated = true;  // alive at the truncation depth: left to the real parser
+        break;
+      }
+      if (!step(d + 1, uint8_t(w[d]), &esc)) {
+        alive = false;
+        break;
+      }
+      ++d;
+    }
+    if (calls) return nullptr;
+    prev = w;
+    valid = d;
+    if (truncated) {
+      for (uint32_t r = nodes[root].rank_begin; r < nodes[root].rank_end; ++r) uncertain.push_back(r);
+      continue;
+    }
+    if (!alive) {
+      // Every token under the root dies at byte d + 1 (<= depth), and so does every
+      // later root with the same d + 1 first bytes: skip them together.
+      const uint32_t dead_end = v.prefix_rank_end(nodes[root].rank_begin, d + 1);
+      for (;;) {
+        if (esc)
+          for (uint32_t r = nodes[roots[ri]].rank_begin; r < nodes[roots[ri]].rank_end; ++r) uncertain.push_back(r);
+        if (ri + 1 < roots.size() && nodes[roots[ri + 1]].rank_begin < dead_end) ++ri;
+        else break;
+      }
+      continue;
+    }
+    for (size_t i = root; i < nodes[root].end;) {
+      const VocabIndex::Node& n = nodes[i];
+      if (truncate_depth && n.depth > truncate_depth) {
+        for (uint32_t r = n.rank_begin; r < n.rank_end; ++r) uncertain.push_back(r);
+        i = n.end;
+        continue;
+      }
+      if (step(n.depth, n.byte, &esc)) {
+        if (calls) return nullptr;
+        if (n.rank >= 0) accepted.push_back(uint32_t(n.rank));
+        ++i;
+      } else {
+        if (esc)
+          for (uint32_t r = n.rank_begin; r < n.rank_end; ++r) uncertain.push_back(r);
+        i = n.end;
+      }
+    }
+  }
+  ++depth_derived_;
+  for (uint32_t r : accepted)
+    for (int32_t id : v.rank_tokens(r)) words[id >> 5] |= uint32_t(1) << (id & 31);
+  std::sort(uncertain.begin(), uncertain.end());
+  size_t num_ids = 0;
+  for (uint32_t w : words) num_ids += size_t(__builtin_popcount(w));
+  auto e = std::make_unique<Entry>();
+  if (num_ids * 64 >= v.vocab_size()) {
+    e->accepted_words = std::move(words);
+  } else {
+    for (size_t w = 0; w < words.size(); ++w)
+      for (uint32_t bits = words[w]; bits; bits &= bits - 1)
+        e->accepted_ids.push_back(int32_t(w * 32 + size_t(__builtin_ctz(bits))));
+  }
+  e->uncertain_ranks = std::move(uncertain);
+  return e;
 }
 
 const TokenMasker::Entry* TokenMasker::fragment_reference(uint32_t state, bool redo[256]) {
@@ -239,18 +589,73 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state, size_t 
   const ByteSet& follow = g.rule_follow(g.state_rule(state));
   EarleyParser parser(&g);
 
+  // Earley mode runs on configurations: an Earley set with each item's origin replaced
+  // by the configuration of its origin set (hash-consed, so equal ids mean equal parser
+  // futures). The walk meets few distinct ones (after "1" and after "7" the sets are
+  // the same; so are those after " " and "\n"), so each configuration gets a dense
+  // 256-entry transition row filled on first use by a real push, and most trie nodes
+  // cost one load. The parser is only brought along a path (by replaying its bytes)
+  // when a transition is not known yet.
+  constexpr uint32_t kUnknown = kNone - 1;
   struct Level {
     uint32_t simple;  // the automaton state in simple mode, else kNone
-    uint32_t sets;    // the parser's set count in Earley mode
+    uint32_t config;  // the configuration in Earley mode
+    uint32_t sets;    // the parser's set count when the parser holds this level, else 0
     bool finished;    // the rule can finish here (only counted after the first byte)
     bool escaped;     // the rule finished earlier on this path with a follow byte next
+    uint8_t byte;     // the byte that led here
   };
   std::vector<Level> levels(v.max_token_bytes() + 1);
+  std::vector<uint32_t> set_config;  // by parser set index, along the parser's path
+  std::unordered_map<std::string, uint32_t> config_ids;
+  std::vector<uint8_t> config_finished;
+  std::vector<uint32_t> config_rows;
+  std::string key;
+  std::vector<uint64_t> items;
+  // The configuration of the parser's last set (interned).
+  auto intern = [&]() -> uint32_t {
+    const uint32_t cur = uint32_t(parser.num_sets() - 1);
+    items.clear();
+    for (const EarleyParser::Item& it : parser.last_set()) {
+      const uint32_t o = it.origin == EarleyParser::kOutside ? kNone : it.origin == cur ? kNone - 1 : set_config[it.origin];
+      items.push_back((uint64_t(it.state) << 32) | o);
+    }
+    std::sort(items.begin(), items.end());
+    key.assign(reinterpret_cast<const char*>(items.data()), items.size() * sizeof(uint64_t));
+    auto [it, inserted] = config_ids.try_emplace(key, uint32_t(config_finished.size()));
+    if (inserted) {
+      config_finished.push_back(parser.escaped() ? 1 : 0);
+      // Bytes no item can read are dead transitions from the start: most children of a
+      // busy node then cost neither a replay nor a failed push.
+      const size_t base = config_rows.size();
+      config_rows.resize(base + 256, kNone);
+      for (const EarleyParser::Item& it : parser.last_set())
+        for (const auto& e : g.byte_edges(it.state))
+          std::fill(config_rows.begin() + base + e.lo, config_rows.begin() + base + e.hi + 1, kUnknown);
+    }
+    if (set_config.size() <= cur) set_config.resize(cur + 1);
+    set_config[cur] = it->second;
+    return it->second;
+  };
+  // Brings the parser to level d of the current path, replaying bytes from the deepest
+  // level it still holds (the level where Earley mode began always is held).
+  auto materialize = [&](size_t d) {
+    size_t j = d;
+    while (levels[j].sets == 0) --j;
+    parser.truncate(levels[j].sets);
+    for (size_t k = j + 1; k <= d; ++k) {
+      const bool ok = parser.push(levels[k].byte);
+      DI_CHECK(ok, "replayed path died");
+      levels[k].sets = uint32_t(parser.num_sets());
+      intern();
+    }
+  };
+
   if (g.is_simple(state)) {
-    levels[0] = {state, 0, false, false};
+    levels[0] = {state, 0, 0, false, false, 0};
   } else {
     parser.start_at(state);
-    levels[0] = {kNone, 1, false, false};
+    levels[0] = {kNone, intern(), 1, false, false, 0};
   }
   std::vector<uint32_t> accepted, uncertain;
   // Dense 256-entry transition rows for the simple states the walk meets (usually a
@@ -280,7 +685,7 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state, size_t 
     }
     const Level& up = levels[n.depth - 1];
     const bool escaped = up.escaped || (up.finished && follow.test(n.byte));
-    Level child{kNone, 0, false, escaped};
+    Level child{kNone, 0, 0, false, escaped, n.byte};
     bool alive;
     if (up.simple != kNone) {
       const uint32_t t = row(up.simple)[n.byte];
@@ -291,14 +696,25 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state, size_t 
       } else if (alive) {
         parser.start_at(t);
         child.sets = 1;
-        child.finished = parser.escaped();
+        child.config = intern();
+        child.finished = config_finished[child.config];
       }
     } else {
-      parser.truncate(up.sets);
-      alive = parser.push(n.byte);
+      uint32_t t = config_rows[size_t(up.config) * 256 + n.byte];
+      if (t == kUnknown) {
+        materialize(n.depth - 1);
+        if (parser.push(n.byte)) {
+          t = intern();
+          child.sets = uint32_t(parser.num_sets());
+        } else {
+          t = kNone;
+        }
+        config_rows[size_t(up.config) * 256 + n.byte] = t;
+      }
+      alive = t != kNone;
       if (alive) {
-        child.sets = uint32_t(parser.num_sets());
-        child.finished = parser.escaped();
+        child.config = t;
+        child.finished = config_finished[t];
       }
     }
     if (alive) {

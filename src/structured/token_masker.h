@@ -73,6 +73,8 @@ class TokenMasker {
   size_t parser_walks() const { return parser_walks_.load(); }
   // Fragment walks that reused a reference entry for most first bytes.
   size_t derived_walks() const { return derived_walks_.load(); }
+  // Entries built from a depth reference (see depth_reference) with a walk of long tokens.
+  size_t depth_derived() const { return depth_derived_.load(); }
 
   // Fragments larger than this many states are not keyed (the key costs a walk of them).
   static constexpr size_t kMaxFragmentStates = 512;
@@ -94,6 +96,26 @@ class TokenMasker {
   // Picks a reference for compute_fragment among this rule's states with fragment
   // entries: the one whose differing first bytes cover the fewest trie nodes, if few.
   const Entry* fragment_reference(uint32_t state, bool redo[256]);
+  // Depth references. Two simple states whose automata agree on every path shorter than
+  // D bytes (same byte domains, same finality; pairs of one state agree forever) give
+  // the same class to every token of at most D bytes, when their rule (hence follow set)
+  // is the same. The positions of a counted string (maxLength) are such neighbours: the
+  // state k characters in and the one j characters in differ only where one of them
+  // must stop. An entry is then the reference's for short tokens plus a walk of the
+  // subtrees of the tokens longer than D, which are few when D is large.
+  // Looks among this rule's recent states with entries computed at `truncate_depth` for
+  // the one agreeing longest; returns it (or UINT32_MAX) and its depth.
+  uint32_t depth_reference(uint32_t state, size_t truncate_depth, size_t* depth);
+  // The depth below which the automata from a and b agree (at most `limit`).
+  size_t agreement_depth(uint32_t a, uint32_t b, size_t limit) const;
+  // The entry of `state` from the reference entry `ref` and agreement depth D; null if
+  // the walk meets a state with rule calls (then the caller computes it plainly).
+  std::unique_ptr<Entry> derive_by_depth(uint32_t state, const Entry& ref, size_t depth, size_t truncate_depth);
+  void note_computed(uint32_t state, size_t truncate_depth);
+  // The same against the vocabulary's anchors (fragments of other grammars, decoded from
+  // their keys): an anchor whose follow set contains this rule's (extra uncertain
+  // tokens are checked by the parser, so a larger follow set is safe) and agrees deepest.
+  std::shared_ptr<const Entry> anchor_reference(uint32_t state, size_t* depth);
   const Entry& publish(uint32_t state, std::shared_ptr<const Entry> e);
   // A hash of what the next `depth` bytes from `state` can do (callers hold mu_).
   uint64_t future_signature(uint32_t state, int depth);
@@ -108,7 +130,11 @@ class TokenMasker {
   std::unordered_map<uint64_t, uint64_t> signatures_;  // (state, depth) -> signature
   // Per rule, the last few states with fragment entries: references for new states.
   std::unordered_map<uint32_t, std::vector<uint32_t>> fragment_states_;
-  std::atomic<size_t> num_entries_{0}, cached_bytes_{0}, fragment_hits_{0}, fragment_walks_{0}, parser_walks_{0}, derived_walks_{0};
+  // Per rule, the last few simple states with entries, and their truncation depth.
+  std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, size_t>>> depth_refs_;
+  std::vector<std::pair<uint32_t, size_t>> recent_simple_;  // the same, over all rules
+  std::atomic<size_t> num_entries_{0}, cached_bytes_{0}, fragment_hits_{0}, fragment_walks_{0}, parser_walks_{0}, derived_walks_{0},
+      depth_derived_{0};
 };
 
 }  // namespace deepinfer::structured

@@ -68,6 +68,18 @@ VocabIndex::VocabIndex(const TokenVocab& vocab) : vocab_size_(vocab.token_bytes.
   walk_nodes_.reserve(nodes_.size());
   for (const Node& n : nodes_) walk_nodes_.push_back({n.end, n.rank, n.depth, n.byte});
   for (uint32_t i = 1; i < nodes_.size(); i = nodes_[i].end) first_byte_node_[nodes_[i].byte] = i;
+  // Nodes bucketed by depth (a counting sort keeps trie order within a depth).
+  depth_begin_.assign(max_token_bytes_ + 2, 0);
+  for (size_t i = 1; i < nodes_.size(); ++i) ++depth_begin_[nodes_[i].depth];
+  uint32_t sum = 0;
+  for (uint32_t& b : depth_begin_) {
+    const uint32_t c = b;
+    b = sum;
+    sum += c;
+  }
+  std::vector<uint32_t> fill(depth_begin_.begin(), depth_begin_.end());
+  depth_nodes_.resize(nodes_.size() - 1);
+  for (size_t i = 1; i < nodes_.size(); ++i) depth_nodes_[fill[nodes_[i].depth]++] = uint32_t(i);
 }
 
 uint32_t VocabIndex::prefix_rank_end(uint32_t r, size_t len) const {

@@ -65,6 +65,21 @@ class FragmentEntryCache {
     std::lock_guard<std::mutex> lock(mu_);
     return map_.size();
   }
+  // Anchors: keys of a few recent fragments whose entries accept much of the vocabulary
+  // (string bodies). A new fragment that agrees with one on all short tokens derives its
+  // entry from the anchor's (TokenMasker::depth_reference), across grammars.
+  void add_anchor(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& a : anchors_)
+      if (a == key) return;
+    if (anchors_.size() >= kMaxAnchors) anchors_.erase(anchors_.begin());
+    anchors_.push_back(key);
+  }
+  std::vector<std::string> anchors() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return anchors_;
+  }
+  static constexpr size_t kMaxAnchors = 8;
   size_t bytes() const {
     std::lock_guard<std::mutex> lock(mu_);
     return bytes_;
@@ -75,6 +90,7 @@ class FragmentEntryCache {
   size_t capacity_;
   size_t bytes_ = 0;
   std::unordered_map<std::string, std::shared_ptr<const MaskEntry>> map_;
+  std::vector<std::string> anchors_;
 };
 
 class VocabIndex {
@@ -125,6 +141,16 @@ class VocabIndex {
   int32_t rank_first_token(uint32_t r) const { return rank_token_ids_[rank_token_begin_[r]]; }
   bool rank_has_duplicates(uint32_t r) const { return rank_token_begin_[r + 1] - rank_token_begin_[r] > 1; }
   size_t max_token_bytes() const { return max_token_bytes_; }
+  // The trie nodes of depth d (d >= 1), in trie order: their subtrees hold exactly the
+  // tokens longer than d - 1 bytes. Empty past max_token_bytes.
+  std::span<const uint32_t> nodes_at_depth(size_t d) const {
+    if (d == 0 || d >= depth_begin_.size() - 1) return {};
+    return {depth_nodes_.data() + depth_begin_[d], depth_nodes_.data() + depth_begin_[d + 1]};
+  }
+  // How many trie nodes lie deeper than d (the work of a walk of the tokens longer than d).
+  size_t nodes_deeper_than(size_t d) const {
+    return d + 1 >= depth_begin_.size() ? 0 : depth_nodes_.size() - depth_begin_[d + 1];
+  }
   // One past the last rank whose bytes start with the first `len` bytes of rank r.
   uint32_t prefix_rank_end(uint32_t r, size_t len) const;
 
@@ -145,6 +171,8 @@ class VocabIndex {
   std::vector<int32_t> token_rank_;
   std::vector<Node> nodes_;
   std::vector<WalkNode> walk_nodes_;
+  std::vector<uint32_t> depth_nodes_;  // node ids by depth, then trie order
+  std::vector<uint32_t> depth_begin_;  // max_token_bytes + 2 entries
   uint32_t first_byte_node_[256] = {};
   std::shared_ptr<FragmentEntryCache> fragment_cache_ = std::make_shared<FragmentEntryCache>(kFragmentCacheBytes);
 };

@@ -244,6 +244,52 @@ TEST(Matcher, DerivedFragmentEntriesMatchBruteForce) {
   EXPECT_GT(masker->derived_walks(), 0u);
 }
 
+TEST(Matcher, DepthDerivedEntriesMatchBruteForce) {
+  // The positions of a maxLength string agree with each other (and with an unbounded
+  // string) on every token shorter than the characters left; their entries are derived
+  // from a neighbour's with a walk of the longer tokens only. A vocabulary of many short
+  // tokens and a few long ones makes that the cheap way, as on real vocabularies.
+  TokenVocab tv;
+  tv.token_bytes.push_back("</s>");
+  tv.eos_id = 0;
+  for (int b = 0; b < 256; ++b) tv.token_bytes.push_back(std::string(1, char(b)));
+  const std::string alphabet = "abcxyz01 \",:}]\\n{";
+  for (char a : alphabet)
+    for (char b : alphabet) tv.token_bytes.push_back(std::string{a, b});
+  std::mt19937 rng(7);
+  for (int i = 0; i < 120; ++i) {
+    std::string t;
+    const int len = 5 + int(rng() % 22);
+    for (int k = 0; k < len; ++k) t += alphabet[rng() % alphabet.size()];
+    tv.token_bytes.push_back(t);
+  }
+  auto vocab = std::make_shared<VocabIndex>(tv);
+  auto g = compile_json_schema(R"({"type":"object","properties":{"s":{"type":"string"},
+      "a":{"type":"string","maxLength":30},"b":{"type":"string","minLength":2,"maxLength":14}},
+      "additionalProperties":false})");
+  // A second grammar on the same vocabulary meets its strings first at positions that
+  // only the first grammar's fragments (the vocabulary's anchors) agree with.
+  auto g2 = compile_json_schema(R"({"type":"object","properties":{"s":{"type":"string"},
+      "a":{"type":"string","maxLength":31},"b":{"type":"string","maxLength":17}},"additionalProperties":false})");
+  for (auto [grammar, share_depth] : {std::pair{g, 32}, std::pair{g, 6}, std::pair{g2, 32}, std::pair{g2, 4}}) {
+    auto masker = std::make_shared<TokenMasker>(grammar, vocab, share_depth);
+    for (const std::string text : {R"({"s":"xyz","a":"abcabcabcxyzxyz01010","b":"ab,c:}xy\"z01"})",
+                                   R"({"b":"xyzabcxyzabcxy","a":"a\\b\"c]}x,y:z0 1abcabcabcabca"})"}) {
+      GrammarMatcher m(masker);
+      std::vector<uint32_t> mask(m.mask_words());
+      for (char c : text) {
+        m.fill_next_token_bitmask(mask);
+        ASSERT_EQ(mask, brute_force_mask(m, vocab->vocab_size()))
+            << "before '" << c << "' of " << text << " share depth " << share_depth;
+        ASSERT_TRUE(m.accept_bytes(std::string(1, c))) << text;
+      }
+    }
+    // (With a short share depth most positions share one truncated entry instead.)
+    if (share_depth == 32) EXPECT_GT(masker->depth_derived(), 0u);
+    EXPECT_GT(vocab->fragment_cache().anchors().size(), 0u);
+  }
+}
+
 TEST(Matcher, RollbackRestoresMasks) {
   auto g = compile_gbnf(
       "root ::= \"{\" (\"\\\"\" [a-z]+ \"\\\":\" [0-9]+ (\",\\\"\" [a-z]+ \"\\\":\" [0-9]+)*)? \"}\"\n");
