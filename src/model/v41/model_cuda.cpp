@@ -153,7 +153,22 @@ struct CudaModel::Impl {
   std::unique_ptr<DeviceArena> step_arena, layer_arena;
   std::unique_ptr<HostStage> stage;
 
+  // Benchmark hook (set_layer_timing): one event per layer start plus one at the end.
+  bool layer_timing = false;
+  std::vector<cudaEvent_t> layer_events;
+  std::vector<float> layer_ms;
+  void mark_layer(int64_t l) {
+    if (!layer_timing) return;
+    while (int64_t(layer_events.size()) <= l) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      layer_events.push_back(e);
+    }
+    CUDA_CHECK(cudaEventRecord(layer_events[l], stream));
+  }
+
   ~Impl() {
+    for (cudaEvent_t e : layer_events) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -260,9 +275,16 @@ void CudaModel::reset_slot(int64_t i, int64_t replay_start, int64_t history_end)
 
 std::vector<float> CudaModel::forward_batch(std::vector<CudaBatchItem>& items) { return impl_->forward(items); }
 
-std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir, const CudaModelOptions& o) {
-  namespace fs = std::filesystem;
-  DI_CHECK_INPUT(fs::is_directory(dir), "model directory '", dir, "' does not exist");
+void CudaModel::set_layer_timing(bool on) { impl_->layer_timing = on; }
+std::vector<float> CudaModel::last_layer_ms() const { return impl_->layer_ms; }
+std::pair<void*, size_t> CudaModel::slot_memory() const { return {impl_->slot_buf.data(), impl_->plan.slots}; }
+std::pair<void*, size_t> CudaModel::history_memory() const {
+  return {impl_->history_buf.data(), impl_->plan.history};
+}
+
+namespace {
+// Options and device, checked before anything is read or allocated.
+void check_options(const CudaModelOptions& o) {
   DI_CHECK_INPUT(o.max_slots >= 1, "max_slots must be >= 1");
   DI_CHECK_INPUT(o.max_tokens >= 1, "max_tokens must be >= 1");
   DI_CHECK_INPUT(o.block_size >= 2, "block_size must be >= 2");
@@ -275,23 +297,38 @@ std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir, const CudaMod
   DI_CHECK_INPUT(o.device >= 0 && o.device < devices, "CUDA device ", o.device, " does not exist (", devices,
                  " found)");
   CUDA_CHECK(cudaSetDevice(o.device));
+}
+}  // namespace
 
+std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir, const CudaModelOptions& o) {
+  namespace fs = std::filesystem;
+  DI_CHECK_INPUT(fs::is_directory(dir), "model directory '", dir, "' does not exist");
+  check_options(o);
+  const ModelConfig cfg = load_model_config((fs::path(dir) / "config.json").string());
+  DI_CHECK_INPUT(cfg.scoring_func == "sqrtsoftplus", dir, "/config.json: scoring_func '", cfg.scoring_func,
+                 "' is not supported by the V4.1 model (only sqrtsoftplus)");
+  auto ckpt = Checkpoint::open(dir);
+  const ModelWeights w = bind_weights(cfg, *ckpt);
+  const std::string tok = (fs::path(dir) / "tokenizer.json").string();
+  DI_CHECK_INPUT(cfg.engram_layer_ids.empty() || fs::exists(tok), "model directory '", dir,
+                 "' has Engram layers but no tokenizer.json (the n-gram hash is built from it)");
+  return load(cfg, w, tok, o);
+}
+
+std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWeights& w,
+                                           const std::string& tokenizer_path, const CudaModelOptions& o) {
+  DI_CHECK_INPUT(cfg.scoring_func == "sqrtsoftplus", "scoring_func '", cfg.scoring_func,
+                 "' is not supported by the V4.1 model (only sqrtsoftplus)");
+  DI_CHECK_INPUT(int64_t(w.layers.size()) == cfg.num_hidden_layers, "weights hold ", w.layers.size(),
+                 " layers, the config ", cfg.num_hidden_layers);
+  check_options(o);
   auto m = std::unique_ptr<CudaModel>(new CudaModel());
   Impl& d = *m->impl_;
   d.opts = o;
   d.mode = o.batch_invariant ? gpu::LinearMode::kInvariant : gpu::LinearMode::kAuto;
-  d.cfg = load_model_config((fs::path(dir) / "config.json").string());
+  d.cfg = cfg;
   const ModelConfig& c = d.cfg;
-  DI_CHECK_INPUT(c.scoring_func == "sqrtsoftplus", dir, "/config.json: scoring_func '", c.scoring_func,
-                 "' is not supported by the V4.1 model (only sqrtsoftplus)");
-  auto ckpt = Checkpoint::open(dir);
-  const ModelWeights w = bind_weights(c, *ckpt);
-  if (!c.engram_layer_ids.empty()) {
-    const std::string tok = (fs::path(dir) / "tokenizer.json").string();
-    DI_CHECK_INPUT(fs::exists(tok), "model directory '", dir,
-                   "' has Engram layers but no tokenizer.json (the n-gram hash is built from it)");
-    d.engram = EngramHasher::create(c, tok);
-  }
+  if (!c.engram_layer_ids.empty()) d.engram = EngramHasher::create(c, tokenizer_path);
   CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
   size_t free_mem = 0, total_mem = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_mem, &total_mem));
@@ -506,6 +543,7 @@ std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
                     stream);
     };
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      mark_layer(l);
       layer_arena->reset();
       const DLayer& lw = layers[l];
       if (lw.has_engram) {
@@ -530,6 +568,7 @@ std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
       moe(l, x, n, y);
       gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
     }
+    mark_layer(c.num_hidden_layers);
     for (size_t i = 0; i < items.size(); ++i) slot_of(b, i).num_tokens += b.count(i);
 
     // Only the requested rows go through the final norm and the head.
@@ -563,6 +602,11 @@ std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
     int bad = 0;
     CUDA_CHECK(cudaMemcpy(&bad, d_bad_row, sizeof(int), cudaMemcpyDeviceToHost));
     DI_CHECK(bad == 0, "engram row out of range");
+    if (layer_timing) {  // the download above synchronized the stream
+      layer_ms.assign(size_t(c.num_hidden_layers), 0.0f);
+      for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        CUDA_CHECK(cudaEventElapsedTime(&layer_ms[l], layer_events[l], layer_events[l + 1]));
+    }
     return logits;
   } catch (...) {
     // Leave the stream drained so the arenas can be reused by the next call.

@@ -27,6 +27,7 @@
 
 #include "model/config.h"
 #include "model/v41/state.h"
+#include "model/v41/weights.h"
 
 namespace deepinfer::v41 {
 
@@ -59,6 +60,11 @@ class CudaModel {
   // Throws InputError on a bad model directory or options, std::runtime_error on a
   // CUDA failure (no device, out of memory).
   static std::unique_ptr<CudaModel> load(const std::string& dir, const CudaModelOptions& options);
+  // The same from a config and host weights already bound (benchmarks: random weights
+  // at real shapes, bench/flash). Tensors may share host memory; each gets its own
+  // device copy. tokenizer_path is needed only when the config has Engram layers.
+  static std::unique_ptr<CudaModel> load(const ModelConfig& config, const ModelWeights& weights,
+                                         const std::string& tokenizer_path, const CudaModelOptions& options);
   ~CudaModel();
 
   const ModelConfig& config() const;
@@ -76,6 +82,16 @@ class CudaModel {
   // [rows, vocab]. Per-sequence results do not depend on the other items up to
   // rounding, and bitwise with batch_invariant.
   std::vector<float> forward_batch(std::vector<CudaBatchItem>& items);
+
+  // Benchmark hooks. With layer timing on, each forward records a device event at
+  // the start of every layer and after the last one; last_layer_ms() gives the
+  // time between them (the GPU timeline, host gaps inside a layer included).
+  void set_layer_timing(bool on);
+  std::vector<float> last_layer_ms() const;
+  // The device memory of the state slots (window rings, pending rows) and of the
+  // paged history pool, so a benchmark can fill caches with synthetic history.
+  std::pair<void*, size_t> slot_memory() const;
+  std::pair<void*, size_t> history_memory() const;
 
   // Arena statistics of the steps so far (for the memory plan's check).
   size_t arena_high_water() const;

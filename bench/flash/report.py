@@ -1,0 +1,234 @@
+"""Turns the logs of flash_layers (C++) and torch_baselines.py into the markdown tables
+of bench/results/*-h200-flash-layers.md: per layer kind and configuration the bytes and
+FLOPs a step needs in the RELEASED formats (FP8 weights with 32x32 ue8m0 scales, FP4
+experts with 1x32 scales, packed cache entries: window 528 B, compressed 288 B, indexer
+key 68 B; MODEL_V41.md 8.2), the roofline time max(bytes / 4.27 TB/s, FLOPs / 1414
+TFLOP/s FP8), and the fraction of it the measured time reaches; then the 40-layer model.
+   python3 bench/flash/report.py FLASH_LOGS... [--torch torch.log] > tables.md
+(FLASH_LOGS: flash_layers outputs, decode / prefill / op lines, concatenated in order.)
+"""
+import re
+import sys
+
+BW, FP8 = 4.27e12, 1414e12
+D, H, HD, QR, E, I, K_TOP = 5120, 64, 512, 1280, 384, 2304, 6
+KINDS = ["ratio-0 window", "ratio-0 + Engram", "r2 KV+index source", "r2 reuse", "r1 KV+index+candidate source",
+         "r1 reuse", "r1 reindex (candidates)"]
+RATIO = [0, 0, 2, 2, 1, 1, 1]
+# Layers of the 40-layer model per kind (MODEL_V41.md 1.2); layer 14 = r2 source + Engram,
+# counted as a source plus the Engram increment (kind 1 minus kind 0).
+COUNT = [1, 1, 3, 15, 1, 15, 4]
+ENGRAM_EXTRA = 1
+
+fp8w = lambda r, c: r * c * (1 + 1 / 1024)
+fp4w = lambda r, c: r * c / 2 + r * c / 32
+ATTN_W = fp8w(QR, D) + fp8w(H * HD, QR) + fp8w(HD, D) + fp8w(8192, 4096) + fp8w(D, 8192)
+ATTN_P = QR * D + H * HD * QR + HD * D + 8192 * 4096 + D * 8192
+HC_W = 2 * 24 * 4 * D * 4
+EXPERT_W = 2 * fp4w(I, D) + fp4w(D, I)
+SHARED_W = 2 * fp8w(I, D) + fp8w(D, I)
+EXPERT_P = 3 * I * D
+ROUTER_W = 384 * D * 2
+
+
+def experts_touched(n):
+    return E * (1 - (1 - K_TOP / E) ** n)
+
+
+def step_cost(kind, B, ctx, prefill=False):
+    """Bytes and FLOPs of one layer for B sequences at context ctx (decode: 1 token each),
+    or (prefill) one sequence of ctx tokens from position 0."""
+    r = RATIO[kind]
+    ntok = ctx if prefill else B
+    nseq = 1 if prefill else B
+    by = ATTN_W + HC_W + ROUTER_W + SHARED_W + experts_touched(ntok) * EXPERT_W
+    fl = ntok * 2 * (ATTN_P + 24 * 4 * D * 2 + 384 * D + (K_TOP + 1) * EXPERT_P)
+    src = kind in (2, 4)
+    idx = kind in (2, 4, 6)
+    if src:
+        by += (2 if r == 2 else 1) * HD * D * 2 + 128 * HD * 2
+        fl += ntok * 2 * HD * D * (2 if r == 2 else 1)
+    if idx:
+        by += fp8w(4096, QR) + 32 * D * 2
+        fl += ntok * 2 * (4096 * QR + 32 * D)
+    if kind == 1:
+        by += fp8w(25600, 6144) + ntok * 24 * 264
+        fl += ntok * 2 * 25600 * 6144
+    # Attention and indexer, per query position p (decode: p = ctx).
+    positions = range(ctx) if prefill else [ctx]
+    att_keys = idx_keys = 0
+    for p in positions:
+        w = min(p + 1, 128)
+        visible = (p + 1) // r if r else 0
+        sel = min(512, visible)
+        att_keys += w + sel
+        if idx:
+            idx_keys += min(visible, 16384) if kind == 6 else visible
+    mult = 1 if prefill else B
+    fl += mult * (att_keys * 131072 + idx_keys * 2 * 32 * 128)
+    if prefill:  # the cache is written once and read from on-chip memory at best
+        by += ctx * (128 * 528 / ctx + (288 + 68) / max(r, 1) if r else 0)
+    else:
+        by += B * (128 * 528 + (512 * 288 if r else 0) + (idx_keys / B) * 68)
+    return by, fl
+
+
+def roof(by, fl):
+    return max(by / BW, fl / FP8)
+
+
+def parse(path):
+    out = []
+    for line in open(path):
+        parts = line.split()
+        if not parts:
+            continue
+        kv = {}
+        for p in parts[2:]:
+            if "=" in p:
+                k, v = p.split("=", 1)
+                kv[k] = v
+            else:
+                kv["name"] = p
+        if len(parts) > 1 and "=" in parts[1]:
+            k, v = parts[1].split("=", 1)
+            kv[k] = v
+        out.append((parts[0], parts[1] if len(parts) > 1 else "", kv, line.strip()))
+    return out
+
+
+def main():
+    args = sys.argv[1:]
+    torch_log = []
+    if "--torch" in args:
+        i = args.index("--torch")
+        torch_log = parse(args[i + 1])
+        del args[i:i + 2]
+    flash = [x for a in args for x in parse(a)]
+    dec = {}
+    pres = []
+    for tag, _, kv, _ in flash:
+        if tag == "decode":
+            lm = [float(x) for x in kv["layers_ms"].strip(",").split(",")]
+            dec[(int(kv["ctx"]), int(kv["batch"]))] = (float(kv["wall_ms"]), lm)
+        elif tag == "prefill":
+            pres.append((int(kv["tokens"]), float(kv["wall_ms"]),
+                         [float(x) for x in kv["layers_ms"].strip(",").split(",")]))
+
+    print("### Decode step per layer kind (ms measured / roofline ms / fraction of roofline)\n")
+    for ctx in sorted({c for c, _ in dec}):
+        bs = sorted(b for c, b in dec if c == ctx)
+        print(f"Context {ctx}:\n")
+        print("| layer kind | " + " | ".join(f"batch {b}" for b in bs) + " |")
+        print("|---|" + "---|" * len(bs))
+        for k in range(7):
+            cells = []
+            for b in bs:
+                by, fl = step_cost(k, b, ctx)
+                m = dec[(ctx, b)][1][k] * 1e-3
+                bound = "B" if by / BW >= fl / FP8 else "C"
+                cells.append(f"{m*1e3:.2f} / {roof(by, fl)*1e3:.3f}{bound} / {roof(by, fl)/m*100:.1f}%")
+            print(f"| {KINDS[k]} | " + " | ".join(cells) + " |")
+        print("\n(roofline letter: B = bytes-bound, C = FP8-compute-bound)\n")
+        print("| batch | bytes per layer step (GB), r1 reuse | FLOPs (GFLOP), r1 reuse |")
+        print("|---|---|---|")
+        for b in bs:
+            by, fl = step_cost(5, b, ctx)
+            print(f"| {b} | {by/1e9:.3f} | {fl/1e9:.1f} |")
+        print()
+
+    print("### The 40-layer model, extrapolated (per GPU-equivalent)\n")
+    print("Step = Σ kind time × layers of that kind + (7-layer wall − Σ its layers: embed, head, logits copy).\n")
+    print("| context | batch | step ms | tokens/s | roofline step ms | roofline tokens/s | fraction | "
+          "TFLOP/s achieved (% of FP8 1414) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (ctx, b), (wall, lm) in sorted(dec.items()):
+        eng = lm[1] - lm[0]
+        step = sum(c * t for c, t in zip(COUNT, lm)) + ENGRAM_EXTRA * eng + (wall - sum(lm))
+        rsteps = 0.0
+        for k in range(7):
+            rsteps += COUNT[k] * roof(*step_cost(k, b, ctx))
+        by1, fl1 = step_cost(1, b, ctx)
+        by0, fl0 = step_cost(0, b, ctx)
+        rsteps += ENGRAM_EXTRA * (roof(by1, fl1) - roof(by0, fl0))
+        rsteps += 129280 * D * 2 / BW  # head weights (bf16) read once per step
+        flops = sum(COUNT[k] * step_cost(k, b, ctx)[1] for k in range(7)) + ENGRAM_EXTRA * (fl1 - fl0)
+        flops += b * 2 * 129280 * D
+        tf = flops / (step * 1e-3) / 1e12
+        print(f"| {ctx} | {b} | {step:.1f} | {b/step*1e3:.1f} | {rsteps*1e3:.2f} | {b/rsteps:.0f} | "
+              f"{rsteps*1e3/step*100:.1f}% | {tf:.2f} ({tf/1414*100:.2f}%) |")
+    print()
+
+    for n, wall, lm in pres:
+        print(f"### Prefill, one sequence of {n} tokens from position 0\n")
+        print("| layer kind | ms | tokens/s | roofline ms | fraction | achieved TFLOP/s |")
+        print("|---|---|---|---|---|---|")
+        for k in range(7):
+            by, fl = step_cost(k, 1, n, prefill=True)
+            print(f"| {KINDS[k]} | {lm[k]:.1f} | {n/lm[k]*1e3:.0f} | {roof(by, fl)*1e3:.2f} | "
+                  f"{roof(by, fl)*1e3/lm[k]*100:.1f}% | {fl/lm[k]/1e9:.1f} |")
+        step = sum(c * t for c, t in zip(COUNT, lm)) + ENGRAM_EXTRA * (lm[1] - lm[0]) + (wall - sum(lm))
+        print(f"\n40-layer model extrapolated: {step:.0f} ms for {n} tokens = {n/step*1e3:.0f} tokens/s "
+              f"(7-layer wall {wall:.0f} ms).\n")
+
+    ours = {}
+    for tag, sub, kv, _ in flash:
+        if tag == "op":
+            ours.setdefault(sub, []).append(kv)
+    ref = {}
+    for tag, sub, kv, _ in torch_log:
+        if tag == "torch":
+            ref.setdefault(sub, []).append(kv)
+    for tag, _, kv, line in torch_log:
+        if tag == "torch" and ("copy_GBps" in kv or "bf16_gemm_TFLOPs" in kv or "fp8_gemm_TFLOPs" in kv):
+            print(f"- ceiling measured in this run: {line[6:]}")
+    if ours:
+        print("\n### Kernel level: ours vs torch at the Flash shapes (ms; ratio = torch / ours, > 1: ours faster)\n")
+        print("FP8 linear (ours: 32x32 block scales, fp32 activations; torch._scaled_mm: per-tensor scales, fp8 "
+              "activations, bf16 out, M padded to 16):\n")
+        print("| weight | n | ours ms | ours GB/s | _scaled_mm ms | ratio |")
+        print("|---|---|---|---|---|---|")
+        tref = {(r["rows"], r["cols"], r["n"]): float(r["ms"]) for r in ref.get("scaled_mm", [])}
+        for r in ours.get("fp8_linear", []):
+            rows, cols, n = int(r["rows"]), int(r["cols"]), int(r["n"])
+            ms = float(r["ms"])
+            gbs = (fp8w(rows, cols) + 4 * n * (rows + cols)) / ms / 1e6
+            t = tref.get((r["rows"], r["cols"], r["n"]))
+            print(f"| {r.get('name', '')} {rows}x{cols} | {n} | {ms:.4f} | {gbs:.0f} | "
+                  f"{t if t is not None else '-'} | {(t / ms) if t else float('nan'):.2f} |")
+        print("\nRouted experts, T tokens x top-6 over 384 (ours: FP4 swiglu_expert per active expert; torch: "
+              "_grouped_mm on bf16 dequantized weights, gate+up and down):\n")
+        print("| T | active experts | ours ms | FP4 bytes floor ms | _grouped_mm ms | ratio |")
+        print("|---|---|---|---|---|---|")
+        gref = {r["T"]: r.get("ms") for r in ref.get("grouped_mm", [])}
+        for r in ours.get("fp4_moe", []):
+            a = int(r["active"])
+            ms = float(r["ms"])
+            t = gref.get(r["T"])
+            floor = a * EXPERT_W / BW * 1e3
+            print(f"| {r['T']} | {a} | {ms:.3f} | {floor:.3f} | {t or '-'} | "
+                  f"{(float(t) / ms) if t else float('nan'):.2f} |")
+        print("\nIndexer top-512 (ours: indexer_select incl. visibility mask, minus the score-restoring copy; "
+              "torch.topk):\n")
+        print("| keys | n | ours ms | torch.topk ms | ratio |")
+        print("|---|---|---|---|---|")
+        kref = {(r["K"], r["n"]): float(r["ms"]) for r in ref.get("topk", [])}
+        for r in ours.get("topk", []):
+            ms = float(r["ms"]) - float(r["copy_ms"])
+            t = kref.get((r["K"], r["n"]))
+            print(f"| {r['K']} | {r['n']} | {ms:.4f} | {t if t is not None else '-'} | "
+                  f"{(t / ms) if t else float('nan'):.2f} |")
+        print("\nSink attention, decode (n queries x 64 heads x 512, 640 fp32 entries each; floor = entries read "
+              "once as fp32, and as the packed cache would be):\n")
+        print("| n | ours ms | fp32 floor ms | fraction | packed-cache floor ms |")
+        print("|---|---|---|---|---|")
+        for r in ours.get("attention", []):
+            n = int(r["n"])
+            ms = float(r["ms"])
+            fb = n * (640 * 512 * 4 + 2 * 64 * 512 * 4) / BW * 1e3
+            pb = n * (128 * 528 + 512 * 288) / BW * 1e3
+            print(f"| {n} | {ms:.4f} | {fb:.4f} | {fb/ms*100:.1f}% | {pb:.4f} |")
+
+
+if __name__ == "__main__":
+    main()

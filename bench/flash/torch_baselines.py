@@ -1,0 +1,138 @@
+"""Torch baselines at the DeepSeek-V4.1-Flash shapes of bench/flash/flash_layers.cpp
+(run on the GPU machine, whose python3 has torch): one line per measurement,
+parsed by bench/flash/report.py.
+
+- FP8 dense linear: torch._scaled_mm (cuBLASLt), e4m3 x e4m3 -> bf16 with per-tensor
+  scales (cuBLASLt has no 32x32 block scaling; the per-tensor GEMM is the lower bound
+  on what the block-scaled one costs). M < 16 is padded to 16 (cuBLASLt needs it).
+- MoE: torch._grouped_mm on bf16 weights (the FP4 experts dequantized), the same
+  routing counts as the C++ op bench (T tokens x top-6 uniform over 384 experts):
+  gate+up as one [E, 5120, 4608] grouped GEMM, down as [E, 2304, 5120].
+- top-k: torch.topk(scores [n, K], 512).
+- copy bandwidth and the bf16 / fp8 GEMM peaks, measured once.
+Timing: CUDA events, median over repeats after warm-up; weights rotated over copies
+larger than L2 where they are smaller than it.
+"""
+import sys
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = False
+dev = "cuda"
+
+
+def bench(fn, reps=7, warm=3, inner=10):
+    """Median over reps of one CUDA-graph replay of `inner` calls, per call: the graph
+    removes Python's launch latency (tens of us), which would otherwise dominate the
+    small decode shapes. Falls back to eager back-to-back calls if capture fails."""
+    for i in range(warm):
+        fn(i)
+    torch.cuda.synchronize()
+    run = None
+    try:
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(g, stream=s):
+                for j in range(inner):
+                    fn(j)
+        torch.cuda.current_stream().wait_stream(s)
+        run = g.replay
+    except Exception as e:
+        print(f"# graph capture failed ({type(e).__name__}); eager timing", file=sys.stderr)
+
+        def run():
+            for j in range(inner):
+                fn(j)
+    run()
+    ts = []
+    for i in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        run()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) / inner)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def splitmix_picks(T, E, k, seed):
+    # Uniform distinct picks (same distribution as the C++ bench, not the same draws).
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.zeros(E, dtype=torch.int64)
+    for _ in range(T):
+        counts[torch.randperm(E, generator=g)[:k]] += 1
+    return counts
+
+
+def main():
+    batches = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "1,8,32,128,256").split(",")]
+    ns = batches + [4096]
+    # Ceilings.
+    buf = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(buf)
+    ms = bench(lambda i: dst.copy_(buf), inner=3)
+    print(f"torch copy_GBps={2 * buf.numel() / ms / 1e6:.1f}")
+    del buf, dst
+    a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    ms = bench(lambda i: a @ b, inner=3)
+    print(f"torch bf16_gemm_TFLOPs={2 * 8192**3 / ms / 1e9:.1f}")
+    a8 = a.to(torch.float8_e4m3fn)
+    b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()
+    one = torch.ones((), device=dev)
+    ms = bench(lambda i: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16), inner=3)
+    print(f"torch fp8_gemm_TFLOPs={2 * 8192**3 / ms / 1e9:.1f}")
+    del a, b, a8, b8
+    sys.stdout.flush()
+
+    shapes = [("wq_a", 1280, 5120), ("wq_b", 32768, 1280), ("wkv", 512, 5120), ("wo_b", 5120, 8192),
+              ("shared_w1", 2304, 5120), ("shared_w2", 5120, 2304), ("idx_wq_b", 4096, 1280),
+              ("engram_wkv", 25600, 6144)]
+    for name, rows, cols in shapes:
+        copies = max(2, int(256e6 // (rows * cols)) + 1)
+        ws = [torch.randn(rows, cols, device=dev).to(torch.float8_e4m3fn) for _ in range(copies)]
+        for n in ns:
+            m = max(n, 16)
+            x = torch.randn(m, cols, device=dev).to(torch.float8_e4m3fn)
+            ms = bench(lambda i: torch._scaled_mm(x, ws[i % copies].t(), one, one, out_dtype=torch.bfloat16),
+                       inner=20)
+            print(f"torch scaled_mm {name} n={n} rows={rows} cols={cols} ms={ms:.5f}")
+        del ws
+        sys.stdout.flush()
+
+    E, I, D, k = 384, 2304, 5120, 6
+    # B operands [E, K, N] stored N-major (K contiguous), the layout grouped GEMMs take.
+    w13 = torch.randn(E, 2 * I, D, device=dev, dtype=torch.bfloat16).transpose(-2, -1)
+    w2 = torch.randn(E, D, I, device=dev, dtype=torch.bfloat16).transpose(-2, -1)
+    for T in ns:
+        counts = splitmix_picks(T, E, k, 99 + T)
+        rows = int(counts.sum())
+        offs = torch.cumsum(counts, 0).to(torch.int32).to(dev)
+        x = torch.randn(rows, D, device=dev, dtype=torch.bfloat16)
+        h = torch.randn(rows, I, device=dev, dtype=torch.bfloat16)
+
+        def run(i):
+            torch._grouped_mm(x, w13, offs=offs)
+            torch._grouped_mm(h, w2, offs=offs)
+
+        try:
+            ms = bench(run, inner=3)
+            print(f"torch grouped_mm T={T} active={int((counts > 0).sum())} ms={ms:.5f}")
+        except Exception as e:  # report, do not hide
+            print(f"torch grouped_mm T={T} error={type(e).__name__}: {str(e)[:120]}")
+        sys.stdout.flush()
+    del w13, w2
+
+    for K in [2048, 4096, 16384, 32768, 65536, 131072]:
+        for n in [1, 8, 32, 128, 256]:
+            s = torch.randn(n, K, device=dev)
+            ms = bench(lambda i: torch.topk(s, 512, dim=-1))
+            print(f"torch topk K={K} n={n} ms={ms:.5f}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
