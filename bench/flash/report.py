@@ -168,8 +168,12 @@ def main():
             print(f"| {KINDS[k]} | {lm[k]:.1f} | {n/lm[k]*1e3:.0f} | {roof(by, fl)*1e3:.2f} | "
                   f"{roof(by, fl)*1e3/lm[k]*100:.1f}% | {fl/lm[k]/1e9:.1f} |")
         step = sum(c * t for c, t in zip(COUNT, lm)) + ENGRAM_EXTRA * (lm[1] - lm[0]) + (wall - sum(lm))
+        fl40 = sum(c * step_cost(k, 1, n, prefill=True)[1] for k, c in enumerate(COUNT))
+        fl40 += ENGRAM_EXTRA * (step_cost(1, 1, n, True)[1] - step_cost(0, 1, n, True)[1])
+        tf = fl40 / (step * 1e-3) / 1e12
         print(f"\n40-layer model extrapolated: {step:.0f} ms for {n} tokens = {n/step*1e3:.0f} tokens/s "
-              f"(7-layer wall {wall:.0f} ms).\n")
+              f"(7-layer wall {wall:.0f} ms); {fl40/1e12:.0f} TFLOP -> {tf:.1f} TFLOP/s = {tf/1414*100:.2f}% "
+              f"of the FP8 peak.\n")
 
     ours = {}
     for tag, sub, kv, _ in flash:
