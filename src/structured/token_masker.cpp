@@ -102,9 +102,20 @@ const TokenMasker::Entry& TokenMasker::entry(uint32_t state) {
           }
         }
         const bool walked = !derived && !ref;
-        if (!derived) derived = compute_fragment(states, ref, redo);
+        std::vector<uint32_t> uncertain_any;
+        if (!derived) derived = compute_fragment(states, ref, redo, walked ? &uncertain_any : nullptr);
         // A full walk that accepted much of the vocabulary is a good anchor for others.
-        if (walked && !derived->accepted_words.empty()) cache.add_anchor(key);
+        // The anchor keeps the uncertain set of a follow set of all bytes (its key says
+        // so), which suits every follow set: its rejected tokens never finished the rule.
+        if (walked && !derived->accepted_words.empty()) {
+          auto anchor = std::make_shared<Entry>();
+          anchor->accepted_words = derived->accepted_words;
+          anchor->uncertain_ranks = std::move(uncertain_any);
+          std::string anchor_key = key;
+          std::fill(anchor_key.end() - 32, anchor_key.end(), char(0xFF));
+          cache.insert(anchor_key, std::move(anchor));
+          cache.add_anchor(anchor_key);
+        }
         found = cache.insert(key, std::shared_ptr<const Entry>(std::move(derived)));
       }
       note_computed(state, 0);
@@ -138,9 +149,7 @@ const TokenMasker::Entry& TokenMasker::entry(uint32_t state) {
     if (dref != kNone) {
       computed = derive_by_depth(state, entry(dref), depth, truncate);
     } else if (std::shared_ptr<const Entry> anchor = anchor_reference(state, &depth)) {
-      // The anchor's classes are exact, but this entry may be shared by states that
-      // agree only up to the truncation depth: past it, tokens must stay uncertain.
-      computed = derive_by_depth(state, *anchor, std::min(depth, truncate), truncate);
+      computed = derive_by_depth(state, *anchor, depth, truncate);
     }
   }
   if (!computed) computed = compute(state, truncate);
@@ -185,10 +194,13 @@ uint32_t TokenMasker::depth_reference(uint32_t state, size_t truncate_depth, siz
   uint32_t best = kNone;
   size_t best_depth = 0;
   for (const auto& [c, t] : candidates) {
-    if (c == state || t != truncate_depth || !entries_[c].load(std::memory_order_acquire)) continue;
+    if (c == state || !entries_[c].load(std::memory_order_acquire)) continue;
     // Past kUsefulDepth the tokens left to walk are a sliver of the trie anyway.
     constexpr size_t kUsefulDepth = 24;
-    const size_t d = agreement_depth(state, c, std::min(v.max_token_bytes(), kUsefulDepth));
+    size_t d = agreement_depth(state, c, std::min(v.max_token_bytes(), kUsefulDepth));
+    // A truncated entry is exact only up to its truncation depth (the first positions of
+    // a long maxLength string are truncated; the last ones, small fragments, are not).
+    if (t) d = std::min(d, t);
     if (d > best_depth) best = c, best_depth = d;
   }
   // Worth it only when the tokens left to walk are a small part of the trie (a walk of
@@ -352,6 +364,9 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::derive_by_depth(uint32_t state,
   const VocabIndex& v = *vocab_;
   const std::vector<VocabIndex::Node>& nodes = v.nodes();
   const ByteSet& follow = g.rule_follow(g.state_rule(state));
+  // A truncated entry may be shared by states agreeing only up to the truncation depth,
+  // so past it tokens stay uncertain (the walk below does that).
+  if (truncate_depth) depth = std::min(depth, truncate_depth);
   // Tokens of at most `depth` bytes: the reference's classes.
   std::vector<uint32_t> words(v.mask_words(), 0);
   if (!ref.accepted_words.empty()) {
@@ -359,9 +374,30 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::derive_by_depth(uint32_t state,
   } else {
     for (int32_t id : ref.accepted_ids) words[id >> 5] |= uint32_t(1) << (id & 31);
   }
+  // The reference's uncertain short tokens die after its rule could finish; whether they
+  // are uncertain here depends on this rule's follow set (the reference's may be larger,
+  // e.g. an anchor's of all bytes), so each is stepped once: a few hundred short paths.
   std::vector<uint32_t> uncertain;
-  for (uint32_t r : ref.uncertain_ranks)
-    if (v.rank_bytes(r).size() <= depth) uncertain.push_back(r);
+  for (uint32_t r : ref.uncertain_ranks) {
+    const std::string_view w = v.rank_bytes(r);
+    if (w.size() > depth) continue;
+    uint32_t s = state;
+    bool finished = false, esc = false, alive = true;
+    for (unsigned char c : w) {
+      esc = esc || (finished && follow.test(c));
+      if (!g.is_simple(s)) return nullptr;
+      const uint32_t t = g.step_simple(s, c);
+      if (t == kNone) {
+        alive = false;
+        break;
+      }
+      s = t;
+      finished = g.is_final(t);
+    }
+    if (!alive && esc) uncertain.push_back(r);
+    if (alive)  // (cannot happen: it agrees with the reference, where it died)
+      for (int32_t id : v.rank_tokens(r)) words[id >> 5] |= uint32_t(1) << (id & 31);
+  }
   const std::span<const uint32_t> roots = v.nodes_at_depth(depth + 1);
   for (uint32_t root : roots)
     for (uint32_t r = nodes[root].rank_begin; r < nodes[root].rank_end; ++r)
@@ -736,7 +772,8 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute(uint32_t state, size_t 
 // compute(): alive at a token's end = accepted; dead after the rule could have finished
 // with a follow byte next = uncertain (the whole subtree); dead otherwise = rejected.
 std::unique_ptr<TokenMasker::Entry> TokenMasker::compute_fragment(const std::vector<uint32_t>& states,
-                                                                  const Entry* ref, const bool* redo) {
+                                                                  const Entry* ref, const bool* redo,
+                                                                  std::vector<uint32_t>* uncertain_any) {
   ++fragment_walks_;
   if (ref) ++derived_walks_;
   const CompiledGrammar& g = *grammar_;
@@ -797,10 +834,12 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute_fragment(const std::vec
       const VocabIndex::WalkNode n = nodes[i];
       const uint8_t up = flags[n.depth - 1];
       const uint8_t escaped = (up & 2) | uint8_t((up & follow[n.byte]) << 1);
+      // Bit 2: finished earlier on this path, whatever byte came next.
+      const uint8_t escaped_any = (up & 4) | uint8_t((up & 1) << 2);
       const uint16_t t = next[size_t(at[n.depth - 1]) * 256 + n.byte];
       if (t != kDead) {
         at[n.depth] = t;
-        flags[n.depth] = uint8_t(final[t] | escaped);
+        flags[n.depth] = uint8_t(final[t] | escaped | escaped_any);
         if (n.rank >= 0) {
           const int32_t id = v.rank_first_token(uint32_t(n.rank));
           words[id >> 5] |= uint32_t(1) << (id & 31);
@@ -811,6 +850,10 @@ std::unique_ptr<TokenMasker::Entry> TokenMasker::compute_fragment(const std::vec
         if (escaped) {
           const VocabIndex::Node& full = v.nodes()[i];
           for (uint32_t r = full.rank_begin; r < full.rank_end; ++r) uncertain.push_back(r);
+        }
+        if (escaped_any && uncertain_any) {
+          const VocabIndex::Node& full = v.nodes()[i];
+          for (uint32_t r = full.rank_begin; r < full.rank_end; ++r) uncertain_any->push_back(r);
         }
         i = n.end;
       }

@@ -91,8 +91,11 @@ class TokenMasker {
   // a computed entry of another state of the same rule, only the tokens whose first
   // byte `redo` marks are walked; the others are classified as in `ref` (a token whose
   // first byte leads both states to the same state has the same fate from either).
+  // With `uncertain_any` (full walks only), also collects the tokens that die after the
+  // rule could have finished whatever the next byte: the uncertain set for a follow set
+  // of all bytes, which is what an anchor stores (it suits every follow set).
   std::unique_ptr<Entry> compute_fragment(const std::vector<uint32_t>& states, const Entry* ref = nullptr,
-                                          const bool* redo = nullptr);
+                                          const bool* redo = nullptr, std::vector<uint32_t>* uncertain_any = nullptr);
   // Picks a reference for compute_fragment among this rule's states with fragment
   // entries: the one whose differing first bytes cover the fewest trie nodes, if few.
   const Entry* fragment_reference(uint32_t state, bool redo[256]);
@@ -103,8 +106,9 @@ class TokenMasker {
   // state k characters in and the one j characters in differ only where one of them
   // must stop. An entry is then the reference's for short tokens plus a walk of the
   // subtrees of the tokens longer than D, which are few when D is large.
-  // Looks among this rule's recent states with entries computed at `truncate_depth` for
-  // the one agreeing longest; returns it (or UINT32_MAX) and its depth.
+  // Looks among this rule's recent states with entries (and those of rules with the same
+  // follow set) for the one agreeing longest; a truncated entry counts only up to its
+  // truncation depth. Returns it (or UINT32_MAX) and its depth.
   uint32_t depth_reference(uint32_t state, size_t truncate_depth, size_t* depth);
   // The depth below which the automata from a and b agree (at most `limit`).
   size_t agreement_depth(uint32_t a, uint32_t b, size_t limit) const;
