@@ -285,7 +285,9 @@ TEST(Matcher, DepthDerivedEntriesMatchBruteForce) {
       }
     }
     // (With a short share depth most positions share one truncated entry instead.)
-    if (share_depth == 32) EXPECT_GT(masker->depth_derived(), 0u);
+    if (share_depth == 32) {
+      EXPECT_GT(masker->depth_derived(), 0u);
+    }
     EXPECT_GT(vocab->fragment_cache().anchors().size(), 0u);
   }
 }
