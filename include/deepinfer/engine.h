@@ -41,6 +41,9 @@ struct EngineOptions {
   int64_t swa_replay = 0;                // 0: exact window rebuild on a prefix hit; N: bounded replay of N tokens
   uint64_t default_seed = 0;             // used when a request gives no seed (deterministic by default)
   bool batch_invariant = false;          // cuda: a request's logits are bitwise the same in any batch
+  // Plan step t+1 while step t runs (the forward on a worker thread; the engine thread
+  // plans, detokenizes and returns outputs meanwhile). Outputs are identical either way.
+  bool async_scheduling = true;
 };
 
 // A structured-output constraint: the generated text must match it exactly. add_request
@@ -83,6 +86,10 @@ struct RequestSampling {
   int64_t logprobs = -1;  // -1: none; k >= 0: the sampled token's logprob and the top k
   std::optional<uint64_t> seed;
   std::optional<StructuredConstraint> structured;  // none: unconstrained
+  // Parallel samples of one prompt, in [1, 128]. The prompt is computed once; sample i
+  // draws with seed derive_seed(seed, i) (sample/philox.h; sample 0 uses the seed itself),
+  // so sample i equals a request with n = 1 and that seed, whatever the other samples do.
+  int64_t n = 1;
 };
 
 struct GenerateRequest {
@@ -100,10 +107,11 @@ struct TokenLogprob {
 // One step's progress of one request.
 struct RequestOutput {
   std::string request_id;
+  int64_t index = 0;                   // the sample (0 .. n-1) this output belongs to
   std::vector<int64_t> new_token_ids;  // tokens generated in this step
   std::string text_delta;              // newly decodable text (never a partial UTF-8 sequence)
   std::vector<TokenLogprob> logprobs;  // one per new token when requested
-  bool finished = false;
+  bool finished = false;               // this sample's last output (the request's when all n are)
   std::string finish_reason;           // "stop", "length" or "abort" once finished
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
@@ -111,9 +119,16 @@ struct RequestOutput {
 };
 
 struct EngineStats {
-  int64_t running = 0, waiting = 0;
+  int64_t running = 0, waiting = 0;            // samples (a request with n > 1 counts n once forked)
   int64_t cache_blocks_total = 0, cache_blocks_used = 0;
   int64_t prefix_queries = 0, prefix_hits = 0;  // in tokens
+  // Accounting, for tests and metrics: requests not yet finished, state slots held,
+  // prefix-cache entries, the sum of block reference counts and of the running block
+  // tables' lengths (equal whenever no step is being planned), and every token fed
+  // through the model so far (prefill, recompute and decode).
+  int64_t requests = 0, slots_used = 0, cache_blocks_cached = 0;
+  int64_t block_refs = 0, table_blocks = 0;
+  int64_t forward_tokens = 0;
 };
 
 class Engine {
@@ -124,7 +139,8 @@ class Engine {
   // Validates and queues a request; returns its id. Throws InputError (bad ids,
   // prompt longer than the context, invalid sampling parameters).
   virtual std::string add_request(const GenerateRequest& request) = 0;
-  // Finishes the request with reason "abort" at the next step; unknown ids are ignored.
+  // Finishes the request (every sample) with reason "abort" at the next step; unknown ids
+  // are ignored.
   virtual void abort_request(const std::string& request_id) = 0;
   // Runs one scheduler step and returns the outputs it produced.
   virtual std::vector<RequestOutput> step() = 0;
@@ -146,7 +162,8 @@ class Engine {
 };
 
 // Runs an Engine's step loop on a background thread. Callbacks run on that thread
-// and must not block; a callback with finished == true is the request's last.
+// and must not block; each sample's last output has finished == true, and the request's
+// last callback is the one that finishes its last unfinished sample.
 class AsyncEngine {
  public:
   using Callback = std::function<void(const RequestOutput&)>;

@@ -14,7 +14,7 @@ namespace deepinfer::cli {
 
 int cmd_chat(int argc, char** argv) {
   std::set<std::string> flags = {"model", "max-num-seqs", "max-num-batched-tokens", "cache-blocks", "block-size",
-                                 "swa-replay", "prefix-cache", "seed", "max-model-len", "max-tokens", "temperature",
+                                 "swa-replay", "prefix-cache", "seed", "max-model-len", "async-scheduling", "max-tokens", "temperature",
                                  "system", "thinking", "reasoning-effort"};
   Args a(argc, argv, 2, flags);
   EngineOptions opts = engine_options_from(a);

@@ -1,6 +1,10 @@
 // `deepinfer generate`: offline batch inference through the engine. Every request
 // (one --prompt / --prompt-ids, or every line of --input) runs together through the
 // scheduler; results print as text, one JSON object (--json), or JSON lines (--output).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -22,17 +26,21 @@ using Json = nlohmann::json;
 
 const std::set<std::string> kEngineFlags = {"model", "max-num-seqs", "max-num-batched-tokens", "cache-blocks",
                                             "block-size", "swa-replay", "prefix-cache", "seed", "max-model-len",
-                                            "device", "batch-invariant"};
+                                            "device", "batch-invariant", "async-scheduling"};
 
 struct Result {
+  int64_t n = 1;  // samples of the request; > 1: `samples` holds samples 1..n-1
   std::string text;
   std::vector<int64_t> ids;
   std::string finish_reason, error;
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  std::vector<Result> samples;
 };
 
-Json to_json(const std::string& id, const Result& r) {
+// One output line per sample: a request with n > 1 gives n lines with "index".
+Json to_json(const std::string& id, const Result& r, int64_t index = -1) {
   Json j = {{"id", id}};
+  if (index >= 0) j["index"] = index;
   if (!r.error.empty()) {
     j["error"] = r.error;
     return j;
@@ -45,6 +53,39 @@ Json to_json(const std::string& id, const Result& r) {
                 {"cached_tokens", r.cached_tokens}};
   return j;
 }
+
+std::vector<Json> to_json_lines(const std::string& id, const Result& r) {
+  if (r.n <= 1 || !r.error.empty()) return {to_json(id, r)};
+  std::vector<Json> lines = {to_json(id, r, 0)};
+  for (size_t i = 0; i < r.samples.size(); ++i) lines.push_back(to_json(id, r.samples[i], int64_t(i) + 1));
+  return lines;
+}
+
+// "[#####.....] 37/100 requests, 512.3 tok/s" on stderr, redrawn in place at most ten
+// times a second; only when stderr is a terminal (logs and pipes stay clean).
+class ProgressBar {
+ public:
+  explicit ProgressBar(int64_t total) : total_(total), on_(total > 0 && isatty(STDERR_FILENO)) {}
+  void update(int64_t done, int64_t tokens, bool last = false) {
+    if (!on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!last && now - drawn_ < std::chrono::milliseconds(100)) return;
+    drawn_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const int width = 30, filled = int(width * done / total_);
+    std::string bar = std::string(size_t(filled), '#') + std::string(size_t(width - filled), '.');
+    std::fprintf(stderr, "\r[%s] %lld/%lld requests, %.1f tok/s", bar.c_str(), (long long)done, (long long)total_,
+                 secs > 0 ? double(tokens) / secs : 0.0);
+    if (last) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  const int64_t total_;
+  const bool on_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point drawn_{};
+};
 
 }  // namespace
 
@@ -65,13 +106,16 @@ EngineOptions engine_options_from(const Args& a) {
   const std::string bi = a.get("batch-invariant", "off");
   DI_CHECK_INPUT(bi == "on" || bi == "off", "--batch-invariant must be on or off");
   o.batch_invariant = bi == "on";
+  const std::string as = a.get("async-scheduling", o.async_scheduling ? "on" : "off");
+  DI_CHECK_INPUT(as == "on" || as == "off", "--async-scheduling must be on or off");
+  o.async_scheduling = as == "on";
   return o;
 }
 
 int cmd_generate(int argc, char** argv) {
   std::set<std::string> flags = kEngineFlags;
   for (const char* f : {"prompt", "prompt-ids", "input", "output", "json", "max-tokens", "temperature", "top-p",
-                        "top-k", "min-p", "stop", "ignore-eos", "request-seed"})
+                        "top-k", "min-p", "stop", "ignore-eos", "request-seed", "n"})
     flags.insert(f);
   Args a(argc, argv, 2, flags);
   const int sources = int(a.has("prompt")) + int(a.has("prompt-ids")) + int(a.has("input"));
@@ -92,9 +136,11 @@ int cmd_generate(int argc, char** argv) {
   if (a.has("stop")) base["stop"] = a.get("stop");
   if (a.has("ignore-eos")) base["ignore_eos"] = a.get("ignore-eos") == "true";
   if (a.has("request-seed")) base["seed"] = a.get_int("request-seed", 0, 0, INT64_MAX);
+  if (a.has("n")) base["n"] = a.get_int("n", 1, 1, sampling::kMaxChoices);
 
   std::vector<std::string> order;
   std::map<std::string, Result> results;
+  int64_t submitted = 0;
   auto submit = [&](const std::string& id, const Json& line) {
     order.push_back(id);
     Result& res = results[id];
@@ -126,6 +172,9 @@ int cmd_generate(int argc, char** argv) {
         }
       }
       engine->add_request(req);
+      res.n = req.params.n;
+      res.samples.resize(size_t(req.params.n - 1));
+      ++submitted;
     } catch (const InputError& e) {
       res.error = e.what();
     }
@@ -154,9 +203,17 @@ int cmd_generate(int argc, char** argv) {
     submit("0", Json{{"prompt_ids", parse_id_list(a.get("prompt-ids"), "--prompt-ids")}});
   }
 
+  ProgressBar progress(a.has("input") ? submitted : 0);
+  int64_t done = 0, tokens = 0;
+  std::map<std::string, int64_t> unfinished;  // samples per request
+  for (const auto& [id, r] : results)
+    if (r.error.empty()) unfinished[id] = r.n;
   while (engine->has_unfinished()) {
     for (const RequestOutput& o : engine->step()) {
-      Result& r = results[o.request_id];
+      Result& parent = results[o.request_id];
+      Result& r = o.index == 0 ? parent : parent.samples.at(size_t(o.index - 1));
+      tokens += int64_t(o.new_token_ids.size());
+      if (o.finished && --unfinished[o.request_id] == 0) ++done;
       r.text += o.text_delta;
       r.ids.insert(r.ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
       if (o.finished) {
@@ -166,19 +223,24 @@ int cmd_generate(int argc, char** argv) {
         r.cached_tokens = o.cached_tokens;
       }
     }
+    progress.update(done, tokens);
   }
+  progress.update(done, tokens, /*last=*/true);
 
   if (a.has("output")) {
     std::ofstream out(a.get("output"));
     DI_CHECK_INPUT(out.good(), "cannot write --output file '", a.get("output"), "'");
-    for (const auto& id : order) out << to_json(id, results[id]).dump() << "\n";
+    for (const auto& id : order)
+      for (const Json& j : to_json_lines(id, results[id])) out << j.dump() << "\n";
   } else if (a.has("json") && a.get("json") != "false") {
-    for (const auto& id : order) std::cout << to_json(id, results[id]).dump() << "\n";
+    for (const auto& id : order)
+      for (const Json& j : to_json_lines(id, results[id])) std::cout << j.dump() << "\n";
   } else {
     for (const auto& id : order) {
       const Result& r = results[id];
       if (!r.error.empty()) throw InputError(r.error);
       std::cout << r.text << "\n";
+      for (const Result& s : r.samples) std::cout << s.text << "\n";
     }
   }
   return 0;

@@ -7,15 +7,21 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "deepinfer/engine.h"
 
 namespace deepinfer {
 
 struct AsyncEngine::Impl {
+  struct Entry {
+    Callback callback;
+    std::vector<bool> done;  // per sample
+    int64_t unfinished = 0;
+  };
   std::mutex engine_mu, mu;
   std::condition_variable cv;
-  std::map<std::string, Callback> callbacks;  // one per unfinished request
+  std::map<std::string, Entry> callbacks;  // one per unfinished request
   std::deque<std::string> aborts;
   EngineStats stats;
   bool stop = false;
@@ -50,8 +56,15 @@ AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine) : engine_(std::move(eng
         for (auto& o : outs) {
           auto it = im.callbacks.find(o.request_id);
           if (it == im.callbacks.end()) continue;
-          calls.emplace_back(it->second, std::move(o));
-          if (calls.back().second.finished) im.callbacks.erase(it);
+          Impl::Entry& e = it->second;
+          const bool last_sample = o.finished && size_t(o.index) < e.done.size() && !e.done[o.index] &&
+                                   e.unfinished == 1;
+          if (o.finished && size_t(o.index) < e.done.size() && !e.done[o.index]) {
+            e.done[o.index] = true;
+            --e.unfinished;
+          }
+          calls.emplace_back(e.callback, std::move(o));
+          if (last_sample) im.callbacks.erase(it);
         }
       }
       for (auto& [cb, o] : calls) cb(o);
@@ -66,12 +79,16 @@ AsyncEngine::~AsyncEngine() {
   }
   impl_->cv.notify_all();
   impl_->loop.join();
-  for (auto& [id, cb] : impl_->callbacks) {
-    RequestOutput o;
-    o.request_id = id;
-    o.finished = true;
-    o.finish_reason = "abort";
-    cb(o);
+  for (auto& [id, e] : impl_->callbacks) {
+    for (size_t i = 0; i < e.done.size(); ++i) {
+      if (e.done[i]) continue;
+      RequestOutput o;
+      o.request_id = id;
+      o.index = int64_t(i);
+      o.finished = true;
+      o.finish_reason = "abort";
+      e.callback(o);
+    }
   }
 }
 
@@ -81,7 +98,10 @@ std::string AsyncEngine::submit(const GenerateRequest& request, Callback callbac
     std::lock_guard<std::mutex> eg(impl_->engine_mu);
     id = engine_->add_request(request);  // throws InputError before anything is registered
     std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->callbacks[id] = std::move(callback);
+    Impl::Entry& e = impl_->callbacks[id];
+    e.callback = std::move(callback);
+    e.done.assign(size_t(request.params.n), false);
+    e.unfinished = request.params.n;
   }
   impl_->cv.notify_all();
   return id;

@@ -21,6 +21,7 @@ void copy_fields(const From& f, To& t) {
   t.ignore_eos = f.ignore_eos;
   t.logprobs = f.logprobs;
   t.seed = f.seed;
+  t.n = f.n;
 }
 
 }  // namespace

@@ -27,6 +27,10 @@ class CpuRunner final : public ModelRunner {
   void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) override {
     slots_.at(slot).reset_for_replay(model_->config(), replay_start, history_end);
   }
+  void copy_slot(int64_t from, int64_t to) override {
+    slots_.at(to) = slots_.at(from);  // same shapes: copy-assignment reuses the storage
+  }
+  void copy_block(int64_t from, int64_t to) override { pool_->copy_block(from, to); }
   std::vector<float> forward(std::vector<RunItem>& items) override {
     std::vector<v41::BatchItem> b(items.size());
     for (size_t i = 0; i < items.size(); ++i) {

@@ -45,7 +45,10 @@ class ModelRunner {
   virtual void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) = 0;
   // Runs the items (distinct slots) as one batch; returns the requested logits rows in
   // item order, [rows, vocab].
-  virtual std::vector<float> forward(std::vector<RunItem>& items) = 0;
+  virtual std::vector<float> forward(std::vector<RunItem>& items) = 0;  // Forks (n parallel samples): slot `to` becomes a copy of slot `from` (rings, pending
+  // compressor rows, counters), and history block `to` a copy of block `from`.
+  virtual void copy_slot(int64_t from, int64_t to) = 0;
+  virtual void copy_block(int64_t from, int64_t to) = 0;
 };
 
 // Loads the model at `model_dir` onto `o.device`; InputError for an unknown device or

@@ -37,6 +37,14 @@ void BlockManager::take(int64_t block) {
     m.in_lru = false;
   }
   ++m.refs;
+  ++total_refs_;
+}
+
+void BlockManager::share(const std::vector<int64_t>& blocks) {
+  for (int64_t b : blocks) {
+    DI_CHECK(meta_[b].refs > 0, "block ", b, " shared while unreferenced");
+    take(b);
+  }
 }
 
 void BlockManager::uncache(int64_t block) {
@@ -79,6 +87,7 @@ std::optional<std::vector<int64_t>> BlockManager::allocate(int64_t n) {
       uncache(b);
     }
     meta_[b].refs = 1;
+    ++total_refs_;
     out.push_back(b);
   }
   return out;
@@ -88,6 +97,7 @@ void BlockManager::release(const std::vector<int64_t>& blocks) {
   for (int64_t b : blocks) {
     Meta& m = meta_[b];
     DI_CHECK(m.refs > 0, "block ", b, " released more often than taken");
+    --total_refs_;
     if (--m.refs > 0) continue;
     if (m.cached) {
       m.lru_it = lru_.insert(lru_.end(), b);

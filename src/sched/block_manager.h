@@ -34,6 +34,9 @@ class BlockManager {
   // Allocates n blocks (evicting unreferenced cached blocks, oldest first) or returns
   // nullopt without allocating anything if fewer than n are available.
   std::optional<std::vector<int64_t>> allocate(int64_t n);
+  // One more reference to each block, which must be referenced already (a fork shares
+  // its leader's full blocks).
+  void share(const std::vector<int64_t>& blocks);
   // Drops one reference to each block; unreferenced cached blocks stay cached.
   void release(const std::vector<int64_t>& blocks);
   // Commits block `index` of a sequence (all of its tokens computed) under the chain
@@ -42,6 +45,8 @@ class BlockManager {
   void commit(const std::vector<int64_t>& table, int64_t index, const std::vector<int64_t>& tokens);
 
   int64_t refcount(int64_t block) const { return meta_[block].refs; }
+  int64_t total_refs() const { return total_refs_; }               // sum of refcounts
+  int64_t num_cached() const { return int64_t(by_hash_.size()); }  // prefix-cache entries
   bool is_cached(int64_t block) const { return meta_[block].cached; }
 
  private:
@@ -63,6 +68,7 @@ class BlockManager {
   std::vector<int64_t> free_;
   std::list<int64_t> lru_;  // unreferenced cached blocks, least recently used first
   std::unordered_map<uint64_t, int64_t> by_hash_;
+  int64_t total_refs_ = 0;
 };
 
 }  // namespace deepinfer::sched

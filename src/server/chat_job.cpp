@@ -25,8 +25,7 @@ class ChatJob : public GenerationJob {
       Sequence seq;
       seq.index = c;
       seq.request.prompt_ids = req_.prompt_ids;
-      seq.request.params = req_.sampling;
-      if (req_.sampling.seed) seq.request.params.seed = *req_.sampling.seed + uint64_t(c);
+      seq.request.params = req_.sampling;  // the engine runs the n choices as one request
       seqs_.push_back(std::move(seq));
       choices_.push_back(std::make_unique<Choice>(req_.prompt.thinking, req_.prompt.tools));
     }

@@ -17,8 +17,7 @@ class CompletionJob : public GenerationJob {
         seq.index = int64_t(p) * req_.n + c;
         seq.prompt_index = int64_t(p);
         seq.request.prompt_ids = req_.prompts[p].ids;
-        seq.request.params = req_.sampling;
-        if (req_.sampling.seed) seq.request.params.seed = *req_.sampling.seed + uint64_t(c);
+        seq.request.params = req_.sampling;  // the engine runs the n choices as one request
         seqs_.push_back(std::move(seq));
         Choice choice;
         if (req_.echo) choice.text = req_.prompts[p].text;

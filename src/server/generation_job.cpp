@@ -22,32 +22,49 @@ void GenerationJob::start() {
     throw ApiError(429, str_cat("The server is busy (", ctx_.tracker->in_flight(), " sequences in flight, at most ",
                                 ctx_.tracker->capacity(), "); retry later."),
                    "", "server_busy");
-  auto self = shared_from_this();
+  // One engine request per prompt: its choices are consecutive sequences.
   for (size_t i = 0; i < seqs_.size(); ++i) {
-    Sequence& seq = seqs_[i];
-    seq.request.request_id = str_cat(id_, "-", i);
+    if (i == 0 || seqs_[i].prompt_index != seqs_[i - 1].prompt_index) {
+      Submission sub;
+      sub.request = seqs_[i].request;
+      sub.request.request_id = str_cat(id_, "-", subs_.size());
+      subs_.push_back(std::move(sub));
+    }
+    subs_.back().seqs.push_back(i);
+  }
+  for (Submission& sub : subs_) {
+    sub.request.params.n = int64_t(sub.seqs.size());
+    sub.unfinished = sub.request.params.n;
+    for (size_t i : sub.seqs) seqs_[i].request.request_id = sub.request.request_id;
+  }
+  auto self = shared_from_this();
+  int64_t submitted_seqs = 0;
+  for (size_t k = 0; k < subs_.size(); ++k) {
+    Submission& sub = subs_[k];
     // Callbacks may come before submit() returns; attach first so finish() finds the id.
-    ctx_.tracker->attach(seq.request.request_id);
+    ctx_.tracker->attach(sub.request.request_id);
     try {
-      ctx_.backend->submit(seq.request, [self, i](const RequestOutput& out) {
+      ctx_.backend->submit(sub.request, [self, k](const RequestOutput& out) {
         const Clock::time_point at = Clock::now();
-        self->channel_->post([self, i, out, at] { self->handle_output(i, out, at); });
+        self->channel_->post([self, k, out, at] { self->handle_output(k, out, at); });
       });
     } catch (...) {
       // Undo: free the unsubmitted slots and abort what was already submitted (its
       // callbacks still come, and are only accounted for).
-      ctx_.tracker->finish(seq.request.request_id);
-      ctx_.tracker->release(n - int64_t(i) - 1);
+      ctx_.tracker->finish(sub.request.request_id);
+      ctx_.tracker->release(n - submitted_seqs - 1);
       failed_ = true;
-      for (size_t j = 0; j < i; ++j) ctx_.backend->abort(seqs_[j].request.request_id);
-      num_done_ = seqs_.size() - i;  // the unsubmitted ones count as done
+      for (size_t j = 0; j < k; ++j) ctx_.backend->abort(subs_[j].request.request_id);
+      num_done_ = seqs_.size() - size_t(submitted_seqs);  // the unsubmitted ones count as done
       try {
         throw;
       } catch (const InputError& e) {
         throw bad_request(e.what());
       }
     }
-    seq.submitted = true;
+    sub.submitted = true;
+    submitted_seqs += int64_t(sub.seqs.size());
+    for (size_t i : sub.seqs) seqs_[i].submitted = true;
   }
   std::weak_ptr<GenerationJob> weak = self;
   channel_->on_close([weak] {
@@ -60,18 +77,20 @@ void GenerationJob::start() {
 }
 
 void GenerationJob::abort_all() {
-  for (const Sequence& seq : seqs_)
-    if (seq.submitted && !seq.finished) ctx_.backend->abort(seq.request.request_id);
+  for (const Submission& sub : subs_)
+    if (sub.submitted && sub.unfinished > 0) ctx_.backend->abort(sub.request.request_id);
 }
 
-void GenerationJob::handle_output(size_t i, const RequestOutput& out, Clock::time_point at) {
-  Sequence& seq = seqs_[i];
+void GenerationJob::handle_output(size_t k, const RequestOutput& out, Clock::time_point at) {
+  Submission& sub = subs_[k];
+  if (out.index < 0 || size_t(out.index) >= sub.seqs.size()) return;  // engines must not
+  Sequence& seq = seqs_[sub.seqs[size_t(out.index)]];
   if (seq.finished) return;  // engines must not, but never count a sequence twice
-  if (const size_t k = out.new_token_ids.size()) {
+  if (const size_t n = out.new_token_ids.size()) {
     const double since = std::chrono::duration<double>(at - (seq.got_token ? seq.last_token_time : arrival_)).count();
     if (!seq.got_token) ctx_.metrics->observe_time_to_first_token(since);
     // A step can bring several tokens (speculative decoding): spread the gap evenly.
-    for (size_t t = seq.got_token ? 0 : 1; t < k; ++t) ctx_.metrics->observe_inter_token_latency(since / double(k));
+    for (size_t t = seq.got_token ? 0 : 1; t < n; ++t) ctx_.metrics->observe_inter_token_latency(since / double(n));
     seq.got_token = true;
     seq.last_token_time = at;
     seq.token_ids.insert(seq.token_ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
@@ -83,11 +102,15 @@ void GenerationJob::handle_output(size_t i, const RequestOutput& out, Clock::tim
     seq.cached_tokens = out.cached_tokens;
   }
   if (!failed_ && !channel_->closed()) on_output(seq, out);
-  if (out.finished) finish_sequence(seq, out);
+  if (out.finished) {
+    // The request's last sample frees its id; the others give back one reservation each.
+    if (--sub.unfinished == 0) ctx_.tracker->finish(sub.request.request_id);
+    else ctx_.tracker->release(1);
+    finish_sequence(seq, out);
+  }
 }
 
 void GenerationJob::finish_sequence(Sequence& seq, const RequestOutput& out) {
-  ctx_.tracker->finish(seq.request.request_id);
   if (!failed_ && !channel_->closed()) on_sequence_done(seq);
   ctx_.metrics->count_finished(seq.finish_reason);
   if (++num_done_ == seqs_.size()) complete();

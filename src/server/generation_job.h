@@ -1,5 +1,7 @@
-// One generation request in flight: its engine sequences (prompts x n choices),
-// their outputs, and the response (one JSON body, or an SSE stream).
+// One generation request in flight: its sequences (prompts x n choices), their
+// outputs, and the response (one JSON body, or an SSE stream). Each prompt is one
+// engine request with n samples (the engine computes the prompt once); sample i of
+// prompt p is choice p * n + i.
 //
 // Threading: the engine's callback thread only posts outputs to the connection's
 // executor; everything else, including the subclass hooks, runs there, so a job
@@ -43,7 +45,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
  protected:
   struct Sequence {
-    GenerateRequest request;
+    GenerateRequest request;   // the prompt's engine request (params.n set by start())
     int64_t index = 0;         // the choice index in the response
     int64_t prompt_index = 0;  // which prompt of the request
     bool submitted = false, finished = false;
@@ -80,11 +82,20 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<Sequence> seqs_;
 
  private:
-  void handle_output(size_t i, const RequestOutput& out, Clock::time_point at);
+  // One engine request: a prompt's consecutive sequences.
+  struct Submission {
+    GenerateRequest request;
+    std::vector<size_t> seqs;  // sample index -> sequence
+    int64_t unfinished = 0;
+    bool submitted = false;
+  };
+
+  void handle_output(size_t sub, const RequestOutput& out, Clock::time_point at);
   void finish_sequence(Sequence& seq, const RequestOutput& out);
   void complete();
   void abort_all();
 
+  std::vector<Submission> subs_;
   const Clock::time_point arrival_;
   size_t num_done_ = 0;
   bool failed_ = false;  // submission failed: outputs are only accounted for

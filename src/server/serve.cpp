@@ -35,6 +35,7 @@ const char* const kServeUsage =
     "  --block-size N              tokens per history block (default 64)\n"
     "  --prefix-cache on|off       reuse cached prompt prefixes (default on)\n"
     "  --swa-replay N              bounded window replay on prefix hits (default 0: exact)\n"
+    "  --async-scheduling on|off   plan the next step while the current one runs (default on)\n"
     "  --seed N                    sampling seed of requests without one (default 0)\n"
     "  --max-waiting-seqs N        queued sequences beyond the running ones before 429 (default 1024)\n"
     "  --max-body-bytes N          request body limit (default 8388608)\n"
@@ -90,6 +91,10 @@ ServeOptions parse_serve_flags(int argc, char** argv, int first) {
       o.engine.enable_prefix_caching = value == "on";
     }
     else if (name == "seed") o.engine.default_seed = uint64_t(to_int(name, value, 0, INT64_MAX));
+    else if (name == "async-scheduling") {
+      DI_CHECK_INPUT(value == "on" || value == "off", "--async-scheduling must be on or off");
+      o.engine.async_scheduling = value == "on";
+    }
     else if (name == "max-waiting-seqs") o.max_waiting_seqs = to_int(name, value, 0, 1 << 24);
     else if (name == "max-body-bytes") o.limits.max_body_bytes = size_t(to_int(name, value, 1024, int64_t(1) << 32));
     else if (name == "http-threads") o.io_threads = int(to_int(name, value, 1, 256));

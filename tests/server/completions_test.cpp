@@ -42,12 +42,15 @@ TEST(Completions, ScriptedStopAndStopStrings) {
 
 TEST(Completions, TokenPromptsBatchAndN) {
   ServerFixture fx;
+  const int64_t submitted = fx.backend->num_submitted();
   Reply r = fx.post("/v1/completions", {{"prompt", {{101, 102}, {103}}}, {"n", 2}, {"max_tokens", 3}, {"seed", 7}});
   ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(fx.backend->num_submitted(), submitted + 2);  // one engine request (n = 2) per prompt
   json b = r.json_body();
   ASSERT_EQ(b["choices"].size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(b["choices"][i]["index"], i);
-  // Choices of one prompt use seed + i, so they differ; the same seed repeats.
+  // Choice i of a prompt samples with derive_seed(seed, i) (choice 0 with the seed
+  // itself), so choices differ and the same seed repeats.
   EXPECT_NE(b["choices"][0]["text"], b["choices"][1]["text"]);
   EXPECT_EQ(b["usage"]["prompt_tokens"], 3);  // each prompt billed once
   EXPECT_EQ(b["usage"]["completion_tokens"], 12);
@@ -148,12 +151,13 @@ TEST(Completions, QueueFullAnswers429WithRetryAfter) {
 TEST(Completions, DisconnectAbortsEverySequence) {
   ServerFixture fx({}, 256, std::chrono::milliseconds(10));
   for (bool stream : {false, true}) {
+    // Two prompts x 3 choices: two engine requests of 3 samples each.
     auto ch = fx.start("POST", "/v1/completions",
-                       json{{"prompt", "a"}, {"max_tokens", 200}, {"n", 3}, {"stream", stream}}.dump());
+                       json{{"prompt", {"a", "b"}}, {"max_tokens", 200}, {"n", 3}, {"stream", stream}}.dump());
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const int64_t aborts = fx.backend->num_aborts();
     ch->disconnect();
-    EXPECT_EQ(fx.backend->num_aborts(), aborts + 3);
+    EXPECT_EQ(fx.backend->num_aborts(), aborts + 2);  // an abort ends every sample of a request
     for (int i = 0; i < 200 && fx.router.tracker().in_flight() > 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT_EQ(fx.router.tracker().in_flight(), 0);
@@ -162,10 +166,12 @@ TEST(Completions, DisconnectAbortsEverySequence) {
 
 TEST(Completions, EngineRefusalUndoesTheWholeRequest) {
   ServerFixture fx({}, 256, std::chrono::milliseconds(5));
-  Reply r = fx.post("/v1/completions", {{"prompt", "[[reject-second]]"}, {"n", 3}, {"max_tokens", 100}});
+  // Two prompts, so two engine requests; the engine refuses the second.
+  Reply r = fx.post("/v1/completions",
+                    {{"prompt", {"[[reject-second]]", "[[reject-second]]"}}, {"n", 3}, {"max_tokens", 100}});
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.json_body()["error"]["message"].get<std::string>().find("refuses"), std::string::npos);
-  EXPECT_EQ(fx.backend->num_aborts(), 1);  // the first sequence, already submitted
+  EXPECT_EQ(fx.backend->num_aborts(), 1);  // the first request (3 samples), already submitted
   for (int i = 0; i < 300 && fx.router.tracker().in_flight() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(fx.router.tracker().in_flight(), 0);

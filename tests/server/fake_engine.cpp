@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "sample/philox.h"
 
 namespace deepinfer::testing {
 
@@ -25,8 +26,9 @@ std::string FakeEngine::add_request(const GenerateRequest& request) {
   DI_CHECK_INPUT(int64_t(request.prompt_ids.size()) + request.params.max_tokens <= max_model_len_,
                  "prompt and max_tokens exceed the context");
   DI_CHECK_INPUT(request.params.max_tokens >= 1, "max_tokens must be positive");
+  DI_CHECK_INPUT(request.params.n >= 1 && request.params.n <= 128, "n must be in [1, 128]");
   std::string id = request.request_id.empty() ? str_cat("fake-", num_added_) : request.request_id;
-  DI_CHECK_INPUT(!active_.count(id), "duplicate request id ", id);
+  DI_CHECK_INPUT(!active_.count({id, 0}), "duplicate request id ", id);
   Active a;
   a.req = request;
   a.req.request_id = id;
@@ -45,14 +47,19 @@ std::string FakeEngine::add_request(const GenerateRequest& request) {
     a.cached = int64_t(request.prompt_ids.size()) - 1;
     prefix_hits_ += a.cached;
   }
-  active_.emplace(id, std::move(a));
+  for (int64_t i = 0; i < request.params.n; ++i) {
+    Active sample = a;
+    sample.index = i;
+    sample.seed = sampling::derive_seed(request.params.seed.value_or(0), uint64_t(i));
+    active_.emplace(std::make_pair(id, i), std::move(sample));
+  }
   ++num_added_;
   return id;
 }
 
 void FakeEngine::abort_request(const std::string& request_id) {
-  auto it = active_.find(request_id);
-  if (it != active_.end()) it->second.aborted = true;
+  for (auto it = active_.lower_bound({request_id, 0}); it != active_.end() && it->first.first == request_id; ++it)
+    it->second.aborted = true;
 }
 
 int64_t FakeEngine::next_token(const Active& a) const {
@@ -61,7 +68,7 @@ int64_t FakeEngine::next_token(const Active& a) const {
   for (int64_t id : a.req.prompt_ids) start += id;
   if (a.req.params.temperature == 0) return 4 + 'a' + (start + a.generated) % 26;
   // A splitmix-style hash of (seed, position): a pure function, as the engine promises.
-  uint64_t x = a.req.params.seed.value_or(0) * 0x9E3779B97F4A7C15ull + uint64_t(a.generated + 1) * 0xBF58476D1CE4E5B9ull;
+  uint64_t x = a.seed * 0x9E3779B97F4A7C15ull + uint64_t(a.generated + 1) * 0xBF58476D1CE4E5B9ull;
   x ^= x >> 31;
   x *= 0x94D049BB133111EBull;
   x ^= x >> 29;
@@ -71,6 +78,7 @@ int64_t FakeEngine::next_token(const Active& a) const {
 RequestOutput FakeEngine::advance(Active& a) {
   RequestOutput out;
   out.request_id = a.req.request_id;
+  out.index = a.index;
   out.prompt_tokens = int64_t(a.req.prompt_ids.size());
   out.cached_tokens = a.cached;
   if (a.aborted) {
@@ -157,7 +165,7 @@ FakeBackend::~FakeBackend() {
 std::string FakeBackend::submit(const GenerateRequest& request, Callback callback) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string id = engine_->add_request(request);
-  callbacks_[id] = std::move(callback);
+  callbacks_[id] = {std::move(callback), request.params.n};
   cv_.notify_all();
   return id;
 }
@@ -193,8 +201,9 @@ void FakeBackend::loop() {
     for (RequestOutput& out : outs) {
       auto it = callbacks_.find(out.request_id);
       if (it == callbacks_.end()) continue;
-      calls.emplace_back(out.finished ? std::move(it->second) : it->second, std::move(out));
-      if (calls.back().second.finished) callbacks_.erase(it);
+      const bool last = out.finished && --it->second.second == 0;
+      calls.emplace_back(last ? std::move(it->second.first) : it->second.first, std::move(out));
+      if (last) callbacks_.erase(it);
     }
     lock.unlock();
     for (auto& [cb, out] : calls) cb(out);

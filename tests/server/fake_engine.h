@@ -5,7 +5,8 @@
 // Generation: a prompt containing "[[say:TEXT]]" generates TEXT then <eos>
 // ("stop"); otherwise letters: greedy (temperature 0) cycles a..z from a
 // prompt-dependent start, sampled ones come from the seed, so equal seeds give
-// equal text. Stop strings, stop_token_ids, max_tokens and logprobs follow the
+// equal text. A request with n > 1 runs n samples; sample i uses the seed
+// derive_seed(seed, i), as the real engine does. Stop strings, stop_token_ids, max_tokens and logprobs follow the
 // Engine contract; a prompt seen before reports all but its last token cached.
 // A prompt containing "[[reject-second]]" makes add_request refuse sequence "...-1".
 #pragma once
@@ -47,6 +48,8 @@ class FakeEngine : public Engine {
  private:
   struct Active {
     GenerateRequest req;
+    int64_t index = 0;      // sample
+    uint64_t seed = 0;      // the sample's seed
     std::string script;  // from [[say:...]]; empty: letters
     bool scripted = false;
     std::string text;     // generated so far (before any stop)
@@ -59,7 +62,7 @@ class FakeEngine : public Engine {
   RequestOutput advance(Active& a);
 
   const int64_t max_model_len_;
-  std::map<std::string, Active> active_;  // ordered: steps are deterministic
+  std::map<std::pair<std::string, int64_t>, Active> active_;  // (id, sample); ordered: steps are deterministic
   std::set<std::vector<int64_t>> seen_prompts_;
   int64_t num_added_ = 0, prefix_queries_ = 0, prefix_hits_ = 0;
 };
@@ -86,7 +89,7 @@ class FakeBackend : public server::GenerationBackend {
   std::atomic<int64_t> step_delay_ms_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, Callback> callbacks_;
+  std::map<std::string, std::pair<Callback, int64_t>> callbacks_;  // callback, samples not finished
   std::atomic<bool> stop_{false};
   int64_t aborts_ = 0;
   std::thread thread_;

@@ -273,6 +273,28 @@ void CudaModel::reset_slot(int64_t i, int64_t replay_start, int64_t history_end)
   impl_->slots[i].reset_for_replay(impl_->cfg, replay_start, history_end);
 }
 
+void CudaModel::copy_slot(int64_t from, int64_t to) {
+  DI_CHECK(from >= 0 && from < num_slots() && to >= 0 && to < num_slots(), "copy_slot ", from, " -> ", to);
+  Impl& d = *impl_;
+  const int64_t L = d.cfg.num_hidden_layers;
+  // window(slot, 0) starts the slot's L contiguous rings; pending_rows(slot, 0, false) its
+  // sources x {kv, gate} contiguous pending rows.
+  d.d2d(d.window(to, 0), d.window(from, 0), L * d.cfg.sliding_window * d.cfg.head_dim);
+  d.d2d(d.pending_rows(to, 0, false), d.pending_rows(from, 0, false),
+        int64_t(d.sources.size()) * 2 * d.max_ratio * d.cfg.head_dim);
+  d.slots[to] = d.slots[from];
+}
+
+void CudaModel::copy_block(int64_t from, int64_t to) {
+  Impl& d = *impl_;
+  DI_CHECK(from >= 0 && from < d.num_blocks && to >= 0 && to < d.num_blocks, "copy_block ", from, " -> ", to);
+  for (const Impl::Source& s : d.sources) {
+    d.d2d(s.entries + to * s.epb * d.cfg.head_dim, s.entries + from * s.epb * d.cfg.head_dim, s.epb * d.cfg.head_dim);
+    d.d2d(s.keys + to * s.epb * d.cfg.index_head_dim, s.keys + from * s.epb * d.cfg.index_head_dim,
+          s.epb * d.cfg.index_head_dim);
+  }
+}
+
 std::vector<float> CudaModel::forward_batch(std::vector<CudaBatchItem>& items) { return impl_->forward(items); }
 
 void CudaModel::set_layer_timing(bool on) { impl_->layer_timing = on; }

@@ -77,6 +77,11 @@ class CudaModel {
   // As StateSlot::reset_for_replay: history stored for [0, history_end), tokens
   // replayed from replay_start.
   void reset_slot(int64_t i, int64_t replay_start = 0, int64_t history_end = 0);
+  // Forks (n parallel samples): slot `to` becomes a copy of slot `from` (window rings,
+  // pending compressor rows, host counters); history block `to` a copy of block `from`
+  // in every source. Enqueued on the model's stream, so ordered with the forwards.
+  void copy_slot(int64_t from, int64_t to);
+  void copy_block(int64_t from, int64_t to);
 
   // One ragged batch (distinct slots); returns the requested logits rows in item order,
   // [rows, vocab]. Per-sequence results do not depend on the other items up to

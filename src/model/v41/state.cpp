@@ -71,6 +71,15 @@ float* HistoryPool::key(int64_t source, int64_t block, int64_t offset) {
   return s.keys.data() + (block * s.entries_per_block + offset) * index_head_dim_;
 }
 
+void HistoryPool::copy_block(int64_t from, int64_t to) {
+  DI_CHECK(from >= 0 && from < num_blocks_ && to >= 0 && to < num_blocks_, "copy_block ", from, " -> ", to);
+  for (Source& s : sources_) {
+    const int64_t e = s.entries_per_block * head_dim_, k = s.entries_per_block * index_head_dim_;
+    std::copy_n(s.entries.begin() + from * e, e, s.entries.begin() + to * e);
+    std::copy_n(s.keys.begin() + from * k, k, s.keys.begin() + to * k);
+  }
+}
+
 SequenceState::SequenceState(const ModelConfig& cfg, int64_t block_size)
     : slot(StateSlot::create(cfg)), pool(cfg, block_size, 0) {}
 

@@ -58,6 +58,8 @@ class HistoryPool {
   float* entry(int64_t source, int64_t block, int64_t offset);
   float* key(int64_t source, int64_t block, int64_t offset);
   int64_t entries_per_block(int64_t source) const { return sources_[source].entries_per_block; }
+  // Copies block `from` to block `to` in every source (a fork's copy of a partial block).
+  void copy_block(int64_t from, int64_t to);
 
  private:
   struct Source {

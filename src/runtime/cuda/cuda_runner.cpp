@@ -25,6 +25,8 @@ class CudaRunner final : public ModelRunner {
   void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) override {
     model_->reset_slot(slot, replay_start, history_end);
   }
+  void copy_slot(int64_t from, int64_t to) override { model_->copy_slot(from, to); }
+  void copy_block(int64_t from, int64_t to) override { model_->copy_block(from, to); }
   std::vector<float> forward(std::vector<RunItem>& items) override {
     std::vector<v41::CudaBatchItem> b(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
