@@ -1,0 +1,99 @@
+// `deepinfer generate --input` end to end: n > 1 gives one output line per sample, and
+// the progress bar appears on stderr only when stderr is a terminal.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace deepinfer {
+namespace {
+
+const std::string kModel = std::string(DEEPINFER_FIXTURES) + "/v41_tiny_f32";
+
+int run(const std::string& cmd, std::string* out = nullptr) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    if (out) out->append(buf.data(), n);
+  const int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Files {
+  std::string in = ::testing::TempDir() + "/generate_in.jsonl", out = ::testing::TempDir() + "/generate_out.jsonl";
+  Files() {
+    std::ofstream f(in);
+    f << R"({"id": "a", "prompt_ids": [5, 6, 7, 8], "max_tokens": 4, "temperature": 0})" << "\n";
+    f << R"({"id": "b", "prompt_ids": [9, 10, 11], "max_tokens": 3, "n": 3, "seed": 4})" << "\n";
+    f << R"({"id": "c", "prompt_ids": [12], "max_tokens": 2, "n": 0})" << "\n";
+  }
+  std::string command() const {
+    return std::string(DEEPINFER_BINARY) + " generate --model " + kModel + " --input " + in + " --output " + out;
+  }
+};
+
+TEST(GenerateCommand, OneLinePerSampleAndNoProgressBarWithoutTerminal) {
+  Files f;
+  const std::string err = ::testing::TempDir() + "/generate_err.txt";
+  ASSERT_EQ(run(f.command() + " 2>" + err), 0);
+  EXPECT_EQ(slurp(err), "");  // not a terminal: silent
+  std::ifstream out(f.out);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(out, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 5u);  // a, b x 3, c (an error)
+  EXPECT_EQ(lines[0]["id"], "a");
+  EXPECT_FALSE(lines[0].contains("index"));
+  EXPECT_EQ(lines[0]["token_ids"].size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(lines[1 + i]["id"], "b");
+    EXPECT_EQ(lines[1 + i]["index"], i);
+    EXPECT_EQ(lines[1 + i]["token_ids"].size(), 3u);
+    EXPECT_EQ(lines[1 + i]["usage"]["prompt_tokens"], 3);
+  }
+  EXPECT_NE(lines[1]["token_ids"], lines[2]["token_ids"]);
+  EXPECT_EQ(lines[4]["id"], "c");
+  EXPECT_NE(lines[4]["error"].get<std::string>().find("n must be in [1, 128]"), std::string::npos);
+}
+
+TEST(GenerateCommand, ProgressBarOnATerminal) {
+  const int master = posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const std::string slave = ptsname(master);
+  Files f;
+  // The command's stderr is the terminal; reading the master keeps it from filling up.
+  FILE* p = popen((f.command() + " 2>" + slave).c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::array<char, 256> sink;
+  while (fread(sink.data(), 1, sink.size(), p) > 0) {
+  }
+  const int st = pclose(p);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  std::string shown;
+  std::array<char, 4096> buf;
+  for (ssize_t n; (n = read(master, buf.data(), buf.size())) > 0;) shown.append(buf.data(), size_t(n));
+  close(master);
+  EXPECT_NE(shown.find("2/2 requests"), std::string::npos) << shown;  // the failed line is not counted
+  EXPECT_NE(shown.find("tok/s"), std::string::npos) << shown;
+}
+
+}  // namespace
+}  // namespace deepinfer
