@@ -15,11 +15,14 @@ namespace {
 const char* kStructuredUsage =
     "usage: deepinfer structured check --jsonl FILE [--out FILE] [--whitespace flexible|compact]\n"
     "                                  [--max-whitespace N] [--assert-format true|false]\n"
+    "                                  [--number-digits INT,FRAC,EXP]\n"
     "  Each line of FILE ('-' for stdin) holds one of \"schema\", \"regex\" or \"ebnf\" plus\n"
-    "  \"instance_text\"; each output line is {\"compiled\", \"accepted\", \"error\"}.\n";
+    "  \"instance_text\"; each output line is {\"compiled\", \"accepted\", \"error\"}.\n"
+    "  --number-digits bounds the digits of JSON Schema numbers as generation does\n"
+    "  (generation uses 19,16,3; -1 = unbounded); by default any valid number passes.\n";
 
 int cmd_check(int argc, char** argv) {
-  Args a(argc, argv, 3, {"jsonl", "out", "whitespace", "max-whitespace", "assert-format"});
+  Args a(argc, argv, 3, {"jsonl", "out", "whitespace", "max-whitespace", "assert-format", "number-digits"});
   structured::JsonSchemaOptions options;
   const std::string ws = a.get("whitespace", "flexible");
   DI_CHECK_INPUT(ws == "flexible" || ws == "compact", "--whitespace must be flexible or compact");
@@ -29,6 +32,15 @@ int cmd_check(int argc, char** argv) {
   const std::string fmt = a.get("assert-format", "true");
   DI_CHECK_INPUT(fmt == "true" || fmt == "false", "--assert-format must be true or false");
   options.assert_format = fmt == "true";
+  if (a.has("number-digits")) {
+    // INT,FRAC,EXP, each an integer; the compiler checks their ranges.
+    const std::string spec = a.get("number-digits");
+    int parts[3];
+    char end = 0;
+    DI_CHECK_INPUT(std::sscanf(spec.c_str(), "%d,%d,%d%c", &parts[0], &parts[1], &parts[2], &end) == 3,
+                   "--number-digits must be INT,FRAC,EXP (e.g. 19,16,3), got '", spec, "'");
+    options.number_digits = {parts[0], parts[1], parts[2]};
+  }
 
   const std::string path = a.require("jsonl");
   std::ifstream file;

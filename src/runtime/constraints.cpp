@@ -42,6 +42,7 @@ structured::JsonSchemaOptions json_options(const StructuredConstraint& c) {
     o.whitespace = structured::JsonSchemaOptions::Whitespace::kFlexible;
     o.max_whitespace = int(c.max_whitespace);
   }
+  o.number_digits = structured::kGenerationNumberDigits;
   return o;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 
 #include "common/check.h"
 #include "structured/fsa_builder.h"
@@ -191,11 +192,33 @@ Decimal Decimal::from_json(const nlohmann::ordered_json& number) {
   return d;
 }
 
-Fsa number_syntax_fsa(bool integer_only, bool allow_exponent) {
+Fsa number_syntax_fsa(bool integer_only, bool allow_exponent, const NumberDigits& digits) {
   static const Fsa kInteger = fixed_regex("-?(0|[1-9][0-9]*)(\\.0+)?");
   static const Fsa kPlain = fixed_regex("-?(0|[1-9][0-9]*)(\\.[0-9]+)?");
   static const Fsa kFull = fixed_regex("-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?");
-  return integer_only ? kInteger : allow_exponent ? kFull : kPlain;
+  if (digits.unbounded()) return integer_only ? kInteger : allow_exponent ? kFull : kPlain;
+  DI_CHECK(digits.integer != 0, "a number needs at least one integer digit");
+  CompileBudget budget{CompileLimits{}};
+  FsaBuilder b(&budget, 1 << 20);
+  // Between lo and n copies of `unit` (n < 0: no upper bound).
+  auto count = [&](const std::function<FsaBuilder::Frag()>& unit, int lo, int n) {
+    if (n < 0) return lo == 0 ? b.star(unit()) : b.plus(unit());
+    return b.repeat(unit, uint32_t(lo), uint32_t(n));
+  };
+  const std::function<FsaBuilder::Frag()> digit = [&] { return b.byte_range('0', '9'); };
+  const std::function<FsaBuilder::Frag()> zero = [&] { return b.literal("0"); };
+  std::vector<FsaBuilder::Frag> parts{
+      b.opt(b.literal("-")),
+      b.alt(b.literal("0"),
+            b.seq(b.byte_range('1', '9'), count(digit, 0, digits.integer < 0 ? -1 : digits.integer - 1)))};
+  if (digits.fraction != 0)
+    parts.push_back(b.opt(b.seq(b.literal("."), count(integer_only ? zero : digit, 1, digits.fraction))));
+  if (allow_exponent && !integer_only && digits.exponent != 0) {
+    const FsaBuilder::Frag exp_parts[] = {b.alt(b.literal("e"), b.literal("E")),
+                                          b.opt(b.alt(b.literal("+"), b.literal("-"))), count(digit, 1, digits.exponent)};
+    parts.push_back(b.opt(b.seq(exp_parts)));
+  }
+  return optimize_fsa(b.finish(b.seq(parts)), 1 << 20, &budget);
 }
 
 Fsa number_compare_fsa(const Decimal& bound, NumberCmp cmp, CompileBudget* budget) {
@@ -287,37 +310,47 @@ Fsa number_multiple_of_fsa(const Decimal& q, CompileBudget* budget) {
   return optimize_fsa(trim(f), budget->limits().max_rule_states, budget);
 }
 
-Fsa number_literal_fsa(const Decimal& v) {
+Fsa number_literal_fsa(const Decimal& v, const NumberDigits& digits) {
   CompileBudget budget{CompileLimits{}};
   FsaBuilder b(&budget, 1 << 20);
+  // Optional padding zeros: up to `room` of them (-1: any number).
+  auto zeros = [&](int64_t room) {
+    if (room < 0) return b.star(b.literal("0"));
+    return b.repeat([&] { return b.literal("0"); }, 0, uint32_t(room));
+  };
+  // The fraction after `own` significant fraction digits: ".own" then padding zeros, or
+  // for own = "" nothing or ".0", ".00", ... within the bound.
+  auto fraction = [&](const std::string& own) {
+    const int64_t room = digits.fraction < 0 ? -1 : std::max<int64_t>(0, digits.fraction - int64_t(own.size()));
+    if (!own.empty()) return b.seq(b.literal("." + own), zeros(room));
+    if (room == 0) return b.empty();
+    return b.opt(b.seq(b.literal("."), room < 0 ? b.plus(b.literal("0"))
+                                                  : b.repeat([&] { return b.literal("0"); }, 1, uint32_t(room))));
+  };
   FsaBuilder::Frag sign = v.is_zero() ? b.opt(b.literal("-")) : v.negative ? b.literal("-") : b.empty();
   FsaBuilder::Frag body = b.literal(v.int_digits.empty() ? "0" : v.int_digits);
-  FsaBuilder::Frag frac = v.frac_digits.empty()
-                              ? b.opt(b.seq(b.literal("."), b.plus(b.literal("0"))))
-                              : b.seq(b.literal("." + v.frac_digits), b.star(b.literal("0")));
-  const FsaBuilder::Frag plain_parts[] = {sign, body, frac};
+  const FsaBuilder::Frag plain_parts[] = {sign, body, fraction(v.frac_digits)};
   std::vector<FsaBuilder::Frag> forms{b.seq(plain_parts)};
-  if (!v.is_zero()) {
+  if (!v.is_zero() && digits.exponent != 0) {
     // The normalized scientific form serializers use for large and small doubles:
     // one nonzero digit, the other significant digits, then the exponent (1e+20,
     // 9.007199254740992e15, 1.5E-07).
     const std::string all = v.int_digits + v.frac_digits;
     const size_t first = all.find_first_not_of('0');
-    std::string digits = all.substr(first);
-    while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+    std::string sig = all.substr(first);
+    while (sig.size() > 1 && sig.back() == '0') sig.pop_back();
     const int64_t exp = int64_t(v.int_digits.size()) - int64_t(first) - 1;
-    FsaBuilder::Frag mantissa_frac = digits.size() == 1
-                                         ? b.opt(b.seq(b.literal("."), b.plus(b.literal("0"))))
-                                         : b.seq(b.literal("." + digits.substr(1)), b.star(b.literal("0")));
+    const std::string exp_text = exp == 0 ? "0" : std::to_string(exp < 0 ? -exp : exp);
     FsaBuilder::Frag exp_sign = exp < 0 ? b.literal("-") : exp == 0 ? b.opt(b.alt(b.literal("+"), b.literal("-")))
                                                                    : b.opt(b.literal("+"));
+    const int64_t exp_room = digits.exponent < 0 ? -1 : std::max<int64_t>(0, digits.exponent - int64_t(exp_text.size()));
     const FsaBuilder::Frag sci_parts[] = {v.negative ? b.literal("-") : b.empty(),
-                                          b.literal(digits.substr(0, 1)),
-                                          mantissa_frac,
+                                          b.literal(sig.substr(0, 1)),
+                                          fraction(sig.substr(1)),
                                           b.alt(b.literal("e"), b.literal("E")),
                                           exp_sign,
-                                          b.star(b.literal("0")),
-                                          b.literal(exp == 0 ? "0" : std::to_string(exp < 0 ? -exp : exp))};
+                                          zeros(exp_room),
+                                          b.literal(exp_text)};
     forms.push_back(b.seq(sci_parts));
   }
   return optimize_fsa(b.finish(b.alt(forms)), 1 << 20, &budget);

@@ -35,10 +35,20 @@ struct Decimal {
 
 enum class NumberCmp { kGe, kGt, kLe, kLt };
 
+// Bounds on how many digits number text may have (the generation policy of
+// json_schema.h); -1 = unbounded. Lengths count digits only: "-12.50e+007" has 2
+// integer, 2 fraction and 3 exponent digits.
+struct NumberDigits {
+  int integer = -1;   // before the point ("0" is one digit); at least 1 when bounded
+  int fraction = -1;  // after the point; 0 = no fraction
+  int exponent = -1;  // after e/E and its sign; 0 = no exponent
+  bool unbounded() const { return integer < 0 && fraction < 0 && exponent < 0; }
+};
+
 // JSON number text: -?(0|[1-9][0-9]*)(\.[0-9]+)? followed, with allow_exponent, by an
-// optional [eE][+-]?[0-9]+. With integer_only the fraction must be all zeros (1.0 is
-// an integer) and there is no exponent.
-Fsa number_syntax_fsa(bool integer_only, bool allow_exponent);
+// optional [eE][+-]?[0-9]+, each part within `digits`. With integer_only the fraction
+// must be all zeros (1.0 is an integer) and there is no exponent.
+Fsa number_syntax_fsa(bool integer_only, bool allow_exponent, const NumberDigits& digits = {});
 
 // Number text without exponent whose value v satisfies `v cmp bound`.
 Fsa number_compare_fsa(const Decimal& bound, NumberCmp cmp, CompileBudget* budget);
@@ -49,7 +59,9 @@ Fsa number_multiple_of_fsa(const Decimal& q, CompileBudget* budget);
 
 // The texts that spell exactly v: its digits with any number of trailing fractional
 // zeros ("1", "1.0", "1.00"; for zero also "-0"), and the normalized scientific form
-// ("1e+20", "1.5E-07", "9.007199254740992e15").
-Fsa number_literal_fsa(const Decimal& v);
+// ("1e+20", "1.5E-07", "9.007199254740992e15"). `digits` bounds only the optional
+// padding (trailing fractional zeros, leading exponent zeros; exponent 0 drops the
+// scientific form): v's own shortest spellings are always accepted, however long.
+Fsa number_literal_fsa(const Decimal& v, const NumberDigits& digits = {});
 
 }  // namespace deepinfer::structured

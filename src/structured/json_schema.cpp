@@ -150,7 +150,7 @@ class Emitter {
   }
   Grammar::RuleId json_number(bool integer) {
     return shared(integer ? &integer_ : &number_, integer ? "json_integer" : "json_number",
-                  [&] { return g_.fsa(number_syntax_fsa(integer, !integer)); });
+                  [&] { return g_.fsa(number_syntax_fsa(integer, !integer, options_.number_digits)); });
   }
   Grammar::RuleId json_value() {
     return shared(&value_, "json_value", [&] {
@@ -196,7 +196,34 @@ class Emitter {
     const bool integer = !(c.types & jsonschema::kFrac);
     const bool fraction_only = !(c.types & jsonschema::kInt);
     if (!c.lo.set && !c.hi.set && c.multiples.empty() && !fraction_only) return g_.rule_ref(json_number(integer));
-    Fsa f = number_syntax_fsa(integer, false);
+    Fsa f = constrained_number(c, number_digits_for(c));
+    // The digit policy must not empty a satisfiable schema (json_schema.h).
+    if (!options_.number_digits.unbounded() && is_empty_language(f)) f = constrained_number(c, NumberDigits{});
+    return own_rule("number", std::move(f));
+  }
+  // The digit bound for a number with keywords: widened to the integer digits + 1 and
+  // fraction digits + 1 of its bounds (the next value past a bound may need one more),
+  // and to the digits of multipleOf's divisors.
+  NumberDigits number_digits_for(const Conj& c) const {
+    NumberDigits d = options_.number_digits;
+    auto widen = [](int* bound, size_t need) {
+      if (*bound >= 0) *bound = int(std::max<size_t>(size_t(*bound), need));
+    };
+    for (const auto* b : {&c.lo, &c.hi}) {
+      if (!b->set) continue;
+      widen(&d.integer, b->value.int_digits.size() + 1);
+      widen(&d.fraction, b->value.frac_digits.size() + 1);
+    }
+    for (const Decimal& q : c.multiples) {
+      widen(&d.integer, q.int_digits.size() + 1);
+      widen(&d.fraction, q.frac_digits.size());
+    }
+    return d;
+  }
+  Fsa constrained_number(const Conj& c, const NumberDigits& digits) {
+    const bool integer = !(c.types & jsonschema::kFrac);
+    const bool fraction_only = !(c.types & jsonschema::kInt);
+    Fsa f = number_syntax_fsa(integer, false, digits);
     if (fraction_only) {  // e.g. {"not": {"type": "integer"}}: a nonzero fraction digit
       f = intersect(f, regex_to_fsa("-?(0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*", RegexOptions{}, budget_), budget_);
     }
@@ -207,7 +234,7 @@ class Emitter {
       f = intersect(f, number_compare_fsa(c.hi.value, c.hi.exclusive ? NumberCmp::kLt : NumberCmp::kLe, budget_),
                     budget_);
     for (const Decimal& q : c.multiples) f = intersect(f, number_multiple_of_fsa(q, budget_), budget_);
-    return own_rule("number", std::move(f));
+    return f;
   }
 
   Grammar::ExprId string_expr(const Conj& c) {
@@ -442,7 +469,7 @@ class Emitter {
         for (auto it = v.begin(); it != v.end(); ++it) slots.push_back({it.key(), literal_rule(it.value()), true});
         return object_fsa(slots, 0, 0, false, 0, kNoLimit);
       }
-      default: return g_.fsa(number_literal_fsa(Decimal::from_json(v)));
+      default: return g_.fsa(number_literal_fsa(Decimal::from_json(v), options_.number_digits));
     }
   }
   Grammar::RuleId literal_rule(const Json& v) {
@@ -485,6 +512,12 @@ size_t json_text_depth(std::string_view text) {
 Grammar json_schema_to_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options,
                                CompileBudget* budget) {
   DI_CHECK_INPUT(options.max_whitespace >= -1, "max_whitespace must be -1 or more");
+  const NumberDigits& d = options.number_digits;
+  DI_CHECK_INPUT((d.integer == -1 || d.integer >= 1) && d.integer <= kMaxNumberDigits,
+                 "number_digits.integer must be -1 or in [1, ", kMaxNumberDigits, "]");
+  DI_CHECK_INPUT(d.fraction >= -1 && d.fraction <= kMaxNumberDigits && d.exponent >= -1 &&
+                     d.exponent <= kMaxNumberDigits,
+                 "number_digits.fraction and .exponent must be -1 or in [0, ", kMaxNumberDigits, "]");
   return Emitter(schema, options, budget).run();
 }
 

@@ -14,6 +14,17 @@
 //    says). Unbounded `number` accepts every JSON number; a bounded one is written
 //    without exponent. enum/const numbers accept their value with or without trailing
 //    fractional zeros.
+//  * Number digits (number_digits; default unbounded, which validation needs). For
+//    generation the engine passes kGenerationNumberDigits: integer part at most 19
+//    digits, fraction at most 16, exponent at most 3 -- so a model that keeps writing
+//    digits is cut off at a valid end instead of running to max_tokens. 19 integer
+//    digits hold every int64; d.dddddddddddddddde+ddd (1 + 16 digits, 3 exponent
+//    digits) is every IEEE double's shortest round-trip form. Where minimum, maximum,
+//    exclusive* or multipleOf apply, the bound widens to what the schema's own numbers
+//    need (their integer digits + 1, fraction digits + 1), and it is dropped for that
+//    number if no value within it satisfies the keywords (e.g. two multipleOf with a
+//    huge common multiple), so the bound never empties a satisfiable schema. enum/const
+//    values keep their own digits; only their optional padding zeros are bounded.
 //  * Objects. Properties may appear in any order. When an object declares at most
 //    max_any_order_properties (default 6) properties, each declared key appears at most
 //    once; with more, only the required ones are checked for repeats (at most
@@ -41,6 +52,7 @@
 #include <string_view>
 
 #include "structured/grammar.h"
+#include "structured/json_number.h"
 #include "structured/limits.h"
 
 namespace deepinfer::structured {
@@ -55,7 +67,14 @@ struct JsonSchemaOptions {
   // refuse objects with more than max_required_any_order required properties.
   int max_any_order_properties = 6;
   int max_required_any_order = 12;
+  // Digits of generated numbers (see the policy above); -1 = unbounded. Each bound is
+  // at most kMaxNumberDigits; integer at least 1.
+  NumberDigits number_digits;
 };
+
+// The engine's number policy for generation (constraints.h), justified above.
+inline constexpr NumberDigits kGenerationNumberDigits{19, 16, 3};
+constexpr int kMaxNumberDigits = 1000;
 
 Grammar json_schema_to_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options,
                                CompileBudget* budget);

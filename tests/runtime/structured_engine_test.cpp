@@ -213,6 +213,32 @@ TEST(StructuredEngine, WhitespaceIsCompactOrBounded) {
   }
 }
 
+// Numbers are generated within structured::kGenerationNumberDigits: a model pushed to
+// write digits and never to end still ends, at the bound.
+TEST(StructuredEngine, NumbersAreBoundedInDigits) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  auto e = Engine::create(o);
+  const std::vector<int64_t> nine = e->tokenize("9"), nl = e->tokenize("\n");
+  ASSERT_EQ(nine.size(), 1u);
+  ASSERT_EQ(nl.size(), 1u);
+  for (const char* schema : {R"({"type":"integer"})", R"({"type":"number","minimum":0})",
+                             R"({"type":"array","items":{"type":"integer"},"maxItems":1})"}) {
+    SCOPED_TRACE(schema);
+    const StructuredConstraint c = constraint(Kind::kJsonSchema, schema);
+    GenerateRequest r = request("n", *e, c, 0.0f, 1, 200);
+    r.params.logit_bias = {{nine[0], 100.0f}, {e->eos_token_id(), -100.0f}, {nl[0], -100.0f}};
+    const Result res = run_all(*e, {r})["n"];
+    EXPECT_EQ(res.finish_reason, "stop") << res.text;
+    EXPECT_TRUE(structured::matches(*constraints::compile(c), res.text.substr(0, res.text.find('\n')))) << res.text;
+    const size_t first = res.text.find('9');
+    ASSERT_NE(first, std::string::npos) << res.text;
+    // Pushed to the 19-digit bound, never past it; -D{19}.D{16}e+D{3} is the longest number.
+    EXPECT_EQ(res.text.find_first_not_of('9', first) - first, 19u) << res.text;
+    EXPECT_LE(res.text.size(), 44u) << res.text;
+  }
+}
+
 // JSON may end with one newline (trailing whitespace) once the value is complete; exact
 // kinds (regex) never allow a newline they do not spell.
 TEST(StructuredEngine, NewlineEndsCompleteJsonOnly) {
