@@ -15,11 +15,12 @@ namespace {
 const char* kStructuredUsage =
     "usage: deepinfer structured check --jsonl FILE [--out FILE] [--whitespace flexible|compact]\n"
     "                                  [--max-whitespace N] [--assert-format true|false]\n"
-    "                                  [--number-digits INT,FRAC,EXP]\n"
+    "                                  [--number-digits INT,DEC,EXP]\n"
     "  Each line of FILE ('-' for stdin) holds one of \"schema\", \"regex\" or \"ebnf\" plus\n"
     "  \"instance_text\"; each output line is {\"compiled\", \"accepted\", \"error\"}.\n"
-    "  --number-digits bounds the digits of JSON Schema numbers as generation does\n"
-    "  (generation uses 19,16,3; -1 = unbounded); by default any valid number passes.\n";
+    "  --number-digits bounds the digits of JSON Schema numbers as generation does: digits\n"
+    "  without a point, with a point, of the exponent (generation uses 19,15,2; -1 =\n"
+    "  unbounded); by default any valid number passes.\n";
 
 int cmd_check(int argc, char** argv) {
   Args a(argc, argv, 3, {"jsonl", "out", "whitespace", "max-whitespace", "assert-format", "number-digits"});
@@ -33,12 +34,12 @@ int cmd_check(int argc, char** argv) {
   DI_CHECK_INPUT(fmt == "true" || fmt == "false", "--assert-format must be true or false");
   options.assert_format = fmt == "true";
   if (a.has("number-digits")) {
-    // INT,FRAC,EXP, each an integer; the compiler checks their ranges.
+    // INT,DEC,EXP, each an integer; the compiler checks their ranges.
     const std::string spec = a.get("number-digits");
     int parts[3];
     char end = 0;
     DI_CHECK_INPUT(std::sscanf(spec.c_str(), "%d,%d,%d%c", &parts[0], &parts[1], &parts[2], &end) == 3,
-                   "--number-digits must be INT,FRAC,EXP (e.g. 19,16,3), got '", spec, "'");
+                   "--number-digits must be INT,DEC,EXP (e.g. 19,15,2), got '", spec, "'");
     options.number_digits = {parts[0], parts[1], parts[2]};
   }
 

@@ -18,13 +18,14 @@
 //    max_whitespace = N > 0, runs of at most N whitespace characters where JSON allows
 //    them. Regex, GBNF and choice constraints allow exactly what they say, so an
 //    unbounded `ws*` in a grammar is the grammar author's choice (max_tokens still ends it).
-//  * Number digits (JSON kinds). Numbers are generated with at most 19 integer, 16
-//    fraction and 3 exponent digits (structured::kGenerationNumberDigits: every int64,
-//    every double's shortest form), widened where the schema's minimum, maximum or
-//    multipleOf need more. Without a bound a weak model may write digits until
-//    max_tokens; with it the number must end, and EOS or the next JSON token follows.
-//    Not a request field (vLLM and OpenAI have none); `structured check` validates
-//    existing text with unbounded numbers unless given --number-digits.
+//  * Number digits (JSON kinds). Numbers are generated with at most 19 digits without a
+//    point (every int64), 15 with one (each survives a round trip through a double, so
+//    float-parsing consumers see what the grammar checked) and 2 exponent digits
+//    (structured::kGenerationNumberDigits, justified in json_schema.h), widened where the
+//    schema's minimum, maximum or multipleOf need more. Without a bound a weak model may
+//    write digits until max_tokens; with it the number must end, and EOS or the next
+//    JSON token follows. Not a request field (vLLM and OpenAI have none); `structured
+//    check` validates existing text with unbounded numbers unless given --number-digits.
 //  * Trailing newline (JSON kinds). JSON text may end in whitespace (RFC 8259), so once
 //    the value is complete the tokens that spell exactly "\n" are allowed next to EOS and
 //    end the request like it ("stop"; the newline stays in the text). Models trained on

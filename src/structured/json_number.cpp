@@ -198,27 +198,90 @@ Fsa number_syntax_fsa(bool integer_only, bool allow_exponent, const NumberDigits
   static const Fsa kFull = fixed_regex("-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?");
   if (digits.unbounded()) return integer_only ? kInteger : allow_exponent ? kFull : kPlain;
   DI_CHECK(digits.integer != 0, "a number needs at least one integer digit");
-  CompileBudget budget{CompileLimits{}};
-  FsaBuilder b(&budget, 1 << 20);
-  // Between lo and n copies of `unit` (n < 0: no upper bound).
-  auto count = [&](const std::function<FsaBuilder::Frag()>& unit, int lo, int n) {
-    if (n < 0) return lo == 0 ? b.star(unit()) : b.plus(unit());
-    return b.repeat(unit, uint32_t(lo), uint32_t(n));
+  // Built directly as a DFA whose states count digits, so widened bounds stay linear.
+  // int[n]: n integer digits read (n <= m explicit; `longer` past m where a part is
+  // unbounded); pend[n]: a point after n; frac[t]: t digits in all, at least one after
+  // the point. Every final state may take the exponent.
+  const int I = digits.integer, D = digits.decimal, E = allow_exponent && !integer_only ? digits.exponent : 0;
+  const bool int_final_all = I < 0, point_all = D < 0;
+  auto int_final = [&](int n) { return I < 0 || n <= I; };
+  auto point_ok = [&](int n) { return D < 0 || n <= D - 1; };
+  const int m = std::max({1, I, D - 1});
+  Fsa f;
+  f.start = f.add_state();
+  const uint32_t minus = f.add_state(), zero = f.add_state();
+  std::vector<uint32_t> ints(m + 1), pend(m + 1);
+  for (int n = 1; n <= m; ++n) ints[n] = f.add_state();
+  for (int n = 1; n <= m; ++n) pend[n] = f.add_state();
+  const uint32_t longer = (int_final_all || point_all) ? f.add_state() : UINT32_MAX;
+  const uint32_t long_pend = point_all ? f.add_state() : UINT32_MAX;
+  // Fraction states: bounded D: frac[t] for t in [2, D]; unbounded: one looping state.
+  std::vector<uint32_t> frac(std::max(D, 0) + 1, UINT32_MAX);
+  for (int t = 2; t <= D; ++t) frac[t] = f.add_state();
+  const uint32_t frac_loop = point_all ? f.add_state() : UINT32_MAX;
+  const uint32_t exp_mark = f.add_state(), exp_sign = f.add_state();
+  std::vector<uint32_t> exps(std::max(E, 0) + 1);
+  for (int k = 1; k <= E; ++k) exps[k] = f.add_state();
+  const uint32_t exp_loop = E < 0 ? f.add_state() : UINT32_MAX;
+  const uint8_t frac_hi = integer_only ? '0' : '9';
+  auto digits_to = [&](uint32_t from, uint8_t hi, uint32_t to) { f.states[from].bytes.push_back({'0', hi, to}); };
+  auto finish = [&](uint32_t s) {
+    f.states[s].final = true;
+    if (E == 0) return;
+    f.states[s].bytes.push_back({'E', 'E', exp_mark});
+    f.states[s].bytes.push_back({'e', 'e', exp_mark});
   };
-  const std::function<FsaBuilder::Frag()> digit = [&] { return b.byte_range('0', '9'); };
-  const std::function<FsaBuilder::Frag()> zero = [&] { return b.literal("0"); };
-  std::vector<FsaBuilder::Frag> parts{
-      b.opt(b.literal("-")),
-      b.alt(b.literal("0"),
-            b.seq(b.byte_range('1', '9'), count(digit, 0, digits.integer < 0 ? -1 : digits.integer - 1)))};
-  if (digits.fraction != 0)
-    parts.push_back(b.opt(b.seq(b.literal("."), count(integer_only ? zero : digit, 1, digits.fraction))));
-  if (allow_exponent && !integer_only && digits.exponent != 0) {
-    const FsaBuilder::Frag exp_parts[] = {b.alt(b.literal("e"), b.literal("E")),
-                                          b.opt(b.alt(b.literal("+"), b.literal("-"))), count(digit, 1, digits.exponent)};
-    parts.push_back(b.opt(b.seq(exp_parts)));
+  f.states[f.start].bytes.push_back({'-', '-', minus});
+  for (uint32_t s : {f.start, minus}) {
+    f.states[s].bytes.push_back({'0', '0', zero});
+    f.states[s].bytes.push_back({'1', '9', ints[1]});
   }
-  return optimize_fsa(b.finish(b.seq(parts)), 1 << 20, &budget);
+  // After n integer digits (zero: the "0" alone).
+  auto int_state = [&](uint32_t s, int n) {
+    if (int_final(n)) finish(s);
+    if (point_ok(n)) f.states[s].bytes.push_back({'.', '.', pend[n]});
+  };
+  int_state(zero, 1);
+  for (int n = 1; n <= m; ++n) {
+    int_state(ints[n], n);
+    if (n < m) digits_to(ints[n], '9', ints[n + 1]);
+    else if (longer != UINT32_MAX) digits_to(ints[n], '9', longer);
+    // pend[n]: the first fraction digit makes n + 1 digits in all.
+    if (D < 0) digits_to(pend[n], frac_hi, frac_loop);
+    else if (n + 1 <= D) digits_to(pend[n], frac_hi, frac[n + 1]);
+  }
+  if (longer != UINT32_MAX) {
+    if (int_final_all) finish(longer);
+    if (point_all) f.states[longer].bytes.push_back({'.', '.', long_pend});
+    digits_to(longer, '9', longer);
+  }
+  if (long_pend != UINT32_MAX) digits_to(long_pend, frac_hi, frac_loop);
+  if (frac_loop != UINT32_MAX) {
+    finish(frac_loop);
+    digits_to(frac_loop, frac_hi, frac_loop);
+  }
+  for (int t = 2; t <= D; ++t) {
+    finish(frac[t]);
+    if (t < D) digits_to(frac[t], frac_hi, frac[t + 1]);
+  }
+  const uint32_t first_exp = E < 0 ? exp_loop : E > 0 ? exps[1] : UINT32_MAX;
+  if (first_exp != UINT32_MAX) {
+    f.states[exp_mark].bytes.push_back({'+', '+', exp_sign});
+    f.states[exp_mark].bytes.push_back({'-', '-', exp_sign});
+    for (uint32_t s : {exp_mark, exp_sign}) digits_to(s, '9', first_exp);
+    if (E < 0) {
+      f.states[exp_loop].final = true;
+      digits_to(exp_loop, '9', exp_loop);
+    }
+    for (int k = 1; k <= E; ++k) {
+      f.states[exps[k]].final = true;
+      if (k < E) digits_to(exps[k], '9', exps[k + 1]);
+    }
+  }
+  for (Fsa::State& st : f.states)
+    std::sort(st.bytes.begin(), st.bytes.end(), [](const Fsa::ByteEdge& a, const Fsa::ByteEdge& b) { return a.lo < b.lo; });
+  CompileBudget budget{CompileLimits{}};
+  return optimize_fsa(trim(f), 1 << 20, &budget);
 }
 
 Fsa number_compare_fsa(const Decimal& bound, NumberCmp cmp, CompileBudget* budget) {
@@ -318,10 +381,12 @@ Fsa number_literal_fsa(const Decimal& v, const NumberDigits& digits) {
     if (room < 0) return b.star(b.literal("0"));
     return b.repeat([&] { return b.literal("0"); }, 0, uint32_t(room));
   };
-  // The fraction after `own` significant fraction digits: ".own" then padding zeros, or
-  // for own = "" nothing or ".0", ".00", ... within the bound.
-  auto fraction = [&](const std::string& own) {
-    const int64_t room = digits.fraction < 0 ? -1 : std::max<int64_t>(0, digits.fraction - int64_t(own.size()));
+  // The fraction of a mantissa whose integer part has `int_len` digits and whose own
+  // significant fraction digits are `own`: ".own" then padding zeros, or for own = ""
+  // nothing or ".0", ".00", ... while all digits stay within digits.decimal.
+  auto fraction = [&](size_t int_len, const std::string& own) {
+    const int64_t room =
+        digits.decimal < 0 ? -1 : std::max<int64_t>(0, digits.decimal - int64_t(int_len + own.size()));
     if (!own.empty()) return b.seq(b.literal("." + own), zeros(room));
     if (room == 0) return b.empty();
     return b.opt(b.seq(b.literal("."), room < 0 ? b.plus(b.literal("0"))
@@ -329,7 +394,7 @@ Fsa number_literal_fsa(const Decimal& v, const NumberDigits& digits) {
   };
   FsaBuilder::Frag sign = v.is_zero() ? b.opt(b.literal("-")) : v.negative ? b.literal("-") : b.empty();
   FsaBuilder::Frag body = b.literal(v.int_digits.empty() ? "0" : v.int_digits);
-  const FsaBuilder::Frag plain_parts[] = {sign, body, fraction(v.frac_digits)};
+  const FsaBuilder::Frag plain_parts[] = {sign, body, fraction(std::max<size_t>(1, v.int_digits.size()), v.frac_digits)};
   std::vector<FsaBuilder::Frag> forms{b.seq(plain_parts)};
   if (!v.is_zero() && digits.exponent != 0) {
     // The normalized scientific form serializers use for large and small doubles:
@@ -346,7 +411,7 @@ Fsa number_literal_fsa(const Decimal& v, const NumberDigits& digits) {
     const int64_t exp_room = digits.exponent < 0 ? -1 : std::max<int64_t>(0, digits.exponent - int64_t(exp_text.size()));
     const FsaBuilder::Frag sci_parts[] = {v.negative ? b.literal("-") : b.empty(),
                                           b.literal(sig.substr(0, 1)),
-                                          fraction(sig.substr(1)),
+                                          fraction(1, sig.substr(1)),
                                           b.alt(b.literal("e"), b.literal("E")),
                                           exp_sign,
                                           zeros(exp_room),

@@ -36,13 +36,13 @@ struct Decimal {
 enum class NumberCmp { kGe, kGt, kLe, kLt };
 
 // Bounds on how many digits number text may have (the generation policy of
-// json_schema.h); -1 = unbounded. Lengths count digits only: "-12.50e+007" has 2
-// integer, 2 fraction and 3 exponent digits.
+// json_schema.h); -1 = unbounded. Counts are of digits only: "-12.50e+007" has a
+// mantissa of 4 digits with a point and 3 exponent digits.
 struct NumberDigits {
-  int integer = -1;   // before the point ("0" is one digit); at least 1 when bounded
-  int fraction = -1;  // after the point; 0 = no fraction
-  int exponent = -1;  // after e/E and its sign; 0 = no exponent
-  bool unbounded() const { return integer < 0 && fraction < 0 && exponent < 0; }
+  int integer = -1;  // digits of a mantissa without point ("0" is one); at least 1 when bounded
+  int decimal = -1;  // digits of a mantissa with a point, both sides ("0.5" is two); 0 = no point
+  int exponent = -1;  // digits after e/E and its sign; 0 = no exponent
+  bool unbounded() const { return integer < 0 && decimal < 0 && exponent < 0; }
 };
 
 // JSON number text: -?(0|[1-9][0-9]*)(\.[0-9]+)? followed, with allow_exponent, by an

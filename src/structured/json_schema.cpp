@@ -201,23 +201,27 @@ class Emitter {
     if (!options_.number_digits.unbounded() && is_empty_language(f)) f = constrained_number(c, NumberDigits{});
     return own_rule("number", std::move(f));
   }
-  // The digit bound for a number with keywords: widened to the integer digits + 1 and
-  // fraction digits + 1 of its bounds (the next value past a bound may need one more),
-  // and to the digits of multipleOf's divisors.
+  // The digit bound for a number with keywords, widened to what the schema's own numbers
+  // need: integer digits + 1 of its bounds and divisors (the next value past a bound may
+  // need one more), and for a mantissa with a point those integer digits plus fraction
+  // digits + 1 of the bounds or the divisors' fraction digits.
   NumberDigits number_digits_for(const Conj& c) const {
     NumberDigits d = options_.number_digits;
+    size_t int_need = 1, frac_need = 0;
+    for (const auto* b : {&c.lo, &c.hi}) {
+      if (!b->set) continue;
+      int_need = std::max(int_need, b->value.int_digits.size() + 1);
+      frac_need = std::max(frac_need, b->value.frac_digits.size() + 1);
+    }
+    for (const Decimal& q : c.multiples) {
+      int_need = std::max(int_need, q.int_digits.size() + 1);
+      frac_need = std::max(frac_need, q.frac_digits.size());
+    }
     auto widen = [](int* bound, size_t need) {
       if (*bound >= 0) *bound = int(std::max<size_t>(size_t(*bound), need));
     };
-    for (const auto* b : {&c.lo, &c.hi}) {
-      if (!b->set) continue;
-      widen(&d.integer, b->value.int_digits.size() + 1);
-      widen(&d.fraction, b->value.frac_digits.size() + 1);
-    }
-    for (const Decimal& q : c.multiples) {
-      widen(&d.integer, q.int_digits.size() + 1);
-      widen(&d.fraction, q.frac_digits.size());
-    }
+    widen(&d.integer, int_need);
+    if (frac_need > 0) widen(&d.decimal, int_need + frac_need);
     return d;
   }
   Fsa constrained_number(const Conj& c, const NumberDigits& digits) {
@@ -515,9 +519,10 @@ Grammar json_schema_to_grammar(const nlohmann::ordered_json& schema, const JsonS
   const NumberDigits& d = options.number_digits;
   DI_CHECK_INPUT((d.integer == -1 || d.integer >= 1) && d.integer <= kMaxNumberDigits,
                  "number_digits.integer must be -1 or in [1, ", kMaxNumberDigits, "]");
-  DI_CHECK_INPUT(d.fraction >= -1 && d.fraction <= kMaxNumberDigits && d.exponent >= -1 &&
-                     d.exponent <= kMaxNumberDigits,
-                 "number_digits.fraction and .exponent must be -1 or in [0, ", kMaxNumberDigits, "]");
+  DI_CHECK_INPUT(d.decimal >= -1 && d.decimal != 1 && d.decimal <= kMaxNumberDigits,
+                 "number_digits.decimal must be -1, 0 or in [2, ", kMaxNumberDigits, "]");
+  DI_CHECK_INPUT(d.exponent >= -1 && d.exponent <= kMaxNumberDigits,
+                 "number_digits.exponent must be -1 or in [0, ", kMaxNumberDigits, "]");
   return Emitter(schema, options, budget).run();
 }
 

@@ -15,16 +15,23 @@
 //    without exponent. enum/const numbers accept their value with or without trailing
 //    fractional zeros.
 //  * Number digits (number_digits; default unbounded, which validation needs). For
-//    generation the engine passes kGenerationNumberDigits: integer part at most 19
-//    digits, fraction at most 16, exponent at most 3 -- so a model that keeps writing
-//    digits is cut off at a valid end instead of running to max_tokens. 19 integer
-//    digits hold every int64; d.dddddddddddddddde+ddd (1 + 16 digits, 3 exponent
-//    digits) is every IEEE double's shortest round-trip form. Where minimum, maximum,
-//    exclusive* or multipleOf apply, the bound widens to what the schema's own numbers
-//    need (their integer digits + 1, fraction digits + 1), and it is dropped for that
-//    number if no value within it satisfies the keywords (e.g. two multipleOf with a
-//    huge common multiple), so the bound never empties a satisfiable schema. enum/const
-//    values keep their own digits; only their optional padding zeros are bounded.
+//    generation the engine passes kGenerationNumberDigits, so that a model that keeps
+//    writing digits is made to end the number instead of running to max_tokens:
+//      - at most 19 digits without a point: every int64 (integers parse exactly);
+//      - at most 15 digits with a point, both sides together (DBL_DIG): every such
+//        decimal survives a round trip through an IEEE double, so consumers that read
+//        fractions as doubles (Python's json, JavaScript) still see a non-integer where
+//        the grammar checked one, and the same side of a bound that has at most 15
+//        significant digits itself (19 digits would let
+//        2762712830047862789.76 through, which a double makes an integer);
+//      - at most 2 exponent digits: with these mantissas every number is a finite,
+//        normal double (1e999 would read as infinity).
+//    Where minimum, maximum, exclusive* or multipleOf apply, the bound widens to what the
+//    schema's own numbers need (their integer digits + 1; with a point, those plus
+//    fraction digits + 1), and it is dropped for that number if no value within it
+//    satisfies the keywords (e.g. common multiples of several multipleOf), so it never
+//    empties a satisfiable schema. enum/const values keep their own digits; only their
+//    optional padding zeros are bounded.
 //  * Objects. Properties may appear in any order. When an object declares at most
 //    max_any_order_properties (default 6) properties, each declared key appears at most
 //    once; with more, only the required ones are checked for repeats (at most
@@ -68,12 +75,12 @@ struct JsonSchemaOptions {
   int max_any_order_properties = 6;
   int max_required_any_order = 12;
   // Digits of generated numbers (see the policy above); -1 = unbounded. Each bound is
-  // at most kMaxNumberDigits; integer at least 1.
+  // at most kMaxNumberDigits; integer at least 1, decimal 0 or at least 2.
   NumberDigits number_digits;
 };
 
 // The engine's number policy for generation (constraints.h), justified above.
-inline constexpr NumberDigits kGenerationNumberDigits{19, 16, 3};
+inline constexpr NumberDigits kGenerationNumberDigits{19, 15, 2};
 constexpr int kMaxNumberDigits = 1000;
 
 Grammar json_schema_to_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options,

@@ -4,6 +4,9 @@
 // never chooses EOS forced to end.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "common/check.h"
@@ -35,16 +38,22 @@ std::string digits(size_t n, char first = '1') { return std::string(1, first) + 
 TEST(NumberDigits, GenerationBoundariesAcceptedLongerRefused) {
   const JsonSchemaOptions gen = with_digits(kGenerationNumberDigits);
   const std::string i19 = "9223372036854775807", i20 = "18446744073709551615";  // int64 and uint64 max
-  const std::string f16 = "0." + std::string(15, '0') + "1", f17 = "0." + std::string(16, '0') + "1";
+  // 15 digits with a point, both sides counted, and 16.
+  const std::string d15 = "0." + std::string(13, '0') + "1", d16 = "0." + std::string(14, '0') + "1";
   expect(R"({"type":"integer"})", gen,
-         {{i19, true}, {"-" + i19, true}, {i20, false}, {"0", true}, {"1." + std::string(16, '0'), true},
-          {"1." + std::string(17, '0'), false}});
+         {{i19, true}, {"-" + i19, true}, {i20, false}, {"0", true}, {"1." + std::string(14, '0'), true},
+          {"1." + std::string(15, '0'), false}, {"12345678901234.0", true}, {"123456789012345.0", false}});
   expect(R"({"type":"number"})", gen,
-         {{i19, true}, {i20, false}, {f16, true}, {f17, false}, {"1.7976931348623157e308", true},
-          {"-4.9E-324", true}, {"1e+005", true}, {"1e0005", false}, {"1e1000", false}, {i19 + "." + f16.substr(2), true}});
-  // Values inside any schema (here as array items and free object values) share the bound.
-  expect(R"({"type":"array"})", gen, {{"[" + i19 + "," + f16 + "]", true}, {"[" + i20 + "]", false}});
-  expect(R"({"type":"object"})", gen, {{"{\"a\":" + f16 + "}", true}, {"{\"a\":" + f17 + "}", false}});
+         {{i19, true}, {i20, false}, {d15, true}, {d16, false}, {"12345678901234.5", true},
+          {"123456789012345.6", false}, {"-1.23456789012345e-99", true}, {"1.7976931348623157e308", false},
+          {"1e+05", true}, {"1E-05", true}, {"1e005", false}, {"1e100", false}, {"-" + i19 + "e99", true}});
+  // Values inside any schema (here array items and free object values) share the bound.
+  expect(R"({"type":"array"})", gen, {{"[" + i19 + "," + d15 + "]", true}, {"[" + i20 + "]", false}});
+  expect(R"({"type":"object"})", gen, {{"{\"a\":" + d15 + "}", true}, {"{\"a\":" + d16 + "}", false}});
+  // 19 digits and a fraction would read as an integer in a double (a suite case the
+  // model wrote when the bound was per part); 15 digits cannot.
+  expect(R"({"not":{"type":["integer","boolean"]}})", gen,
+         {{"2762712830047862789.76", false}, {"276271283004786.5", false}, {"27627128300478.5", true}, {"1", false}});
 }
 
 TEST(NumberDigits, ValidationIsUnboundedByDefault) {
@@ -54,12 +63,17 @@ TEST(NumberDigits, ValidationIsUnboundedByDefault) {
   expect(R"({"type":"integer","minimum":1})", {}, {{i40, true}});
 }
 
-TEST(NumberDigits, CustomBoundsAndNoExponent) {
-  const JsonSchemaOptions small = with_digits({3, 2, 0});
-  expect(R"({"type":"number"})", small,
-         {{"999", true}, {"-999.99", true}, {"1000", false}, {"0.001", false}, {"1e2", false}, {"1.5", true}});
+TEST(NumberDigits, CustomAndPartlyUnboundedBounds) {
+  expect(R"({"type":"number"})", with_digits({3, 4, 0}),
+         {{"999", true}, {"-99.99", true}, {"1000", false}, {"0.001", true}, {"0.0001", false}, {"1e2", false},
+          {"123.4", true}, {"123.45", false}});
   expect(R"({"type":"number"})", with_digits({2, 0, 1}),
          {{"12", true}, {"1.5", false}, {"1e9", true}, {"1e10", false}, {"1E-5", true}});
+  expect(R"({"type":"number"})", with_digits({-1, 4, 1}),
+         {{digits(40), true}, {"12.34", true}, {"123.45", false}, {"1e10", false}});
+  expect(R"({"type":"number"})", with_digits({3, -1, -1}),
+         {{"100", true}, {"1000", false}, {"1000.5", true}, {"0." + std::string(40, '0') + "1", true},
+          {"1e12345", true}});
 }
 
 TEST(NumberDigits, RangeKeywordsStayExact) {
@@ -68,8 +82,8 @@ TEST(NumberDigits, RangeKeywordsStayExact) {
          {{"-3", true}, {"-4", false}, {"9", true}, {"10", false}, {"9.0", true}});
   expect(R"({"type":"integer","minimum":1})", gen, {{"0", false}, {digits(19, '9'), true}, {digits(20), false}});
   expect(R"({"type":"number","exclusiveMinimum":0,"maximum":1})", gen,
-         {{"0", false}, {"1", true}, {"1.0000000000000001", false}, {"0." + std::string(15, '0') + "1", true},
-          {"0." + std::string(16, '0') + "1", false}});
+         {{"0", false}, {"1", true}, {"1.0000000000000001", false}, {"0." + std::string(12, '0') + "1", true},
+          {"0." + std::string(13, '0') + "1", true}, {"0." + std::string(14, '0') + "1", false}});
   expect(R"({"type":"number","maximum":-1.5})", gen, {{"-1.5", true}, {"-1.49", false}, {"-" + digits(19), true},
                                                        {"-" + digits(20), false}});
 }
@@ -79,7 +93,7 @@ TEST(NumberDigits, BoundWidensToTheSchemasOwnNumbers) {
   // Every valid value has 31+ integer digits: the bound becomes 32.
   expect(R"({"type":"integer","minimum":1e30})", gen,
          {{digits(31), true}, {digits(32, '9'), true}, {digits(33), false}, {digits(30, '9'), false}});
-  // Between 0 and 1e-20 every value has 21+ fraction digits: the bound becomes 21.
+  // Between 0 and 1e-20 every value has 21+ fraction digits: the bound becomes 1 + 21.
   const std::string z19 = std::string(19, '0');
   expect(R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1e-20})", gen,
          {{"0." + z19 + "05", true}, {"0." + z19 + "009", false}, {"0." + z19 + "1", false}});
@@ -95,20 +109,23 @@ TEST(NumberDigits, BoundWidensToTheSchemasOwnNumbers) {
 
 TEST(NumberDigits, LiteralsKeepTheirDigitsAndBoundTheirPadding) {
   const JsonSchemaOptions gen = with_digits(kGenerationNumberDigits);
-  expect(R"({"const":1e30})", gen, {{digits(31), true}, {"1e30", true}, {"1e+030", true}, {"1e0030", false}});
-  // 1e-17 has 17 fraction digits of its own.
-  const std::string f17 = "0." + std::string(16, '0') + "1";
+  expect(R"({"const":1e30})", gen, {{digits(31), true}, {"1e30", true}, {"1e+30", true}, {"1e030", false}});
+  expect(R"({"const":1e300})", gen, {{"1e300", true}, {"1E+300", true}, {"1e0300", false}});
+  // 1e-17 has 18 digits of its own in plain form.
+  const std::string f18 = "0." + std::string(16, '0') + "1";
   expect(R"({"enum":[1, 1e-17]})", gen,
-         {{"1", true}, {"1." + std::string(16, '0'), true}, {"1." + std::string(17, '0'), false}, {f17, true},
-          {f17 + "0", false}, {"1e-17", true}, {"1.000e-17", true}});
-  expect(R"({"const":2.5})", with_digits({19, 3, 0}), {{"2.500", true}, {"2.5000", false}, {"2.5e0", false}});
+         {{"1", true}, {"1." + std::string(14, '0'), true}, {"1." + std::string(15, '0'), false}, {f18, true},
+          {f18 + "0", false}, {"1e-17", true}, {"1.000e-17", true}, {"1." + std::string(14, '0') + "e-17", true},
+          {"1." + std::string(15, '0') + "e-17", false}});
+  expect(R"({"const":2.5})", with_digits({19, 4, 0}), {{"2.500", true}, {"2.5000", false}, {"2.5e0", false}});
 }
 
 TEST(NumberDigits, InvalidBoundsAreInputErrors) {
-  for (NumberDigits d : {NumberDigits{0, 1, 1}, NumberDigits{-2, -1, -1}, NumberDigits{1, -5, 1},
-                         NumberDigits{1, 1, kMaxNumberDigits + 1}}) {
+  for (NumberDigits d : {NumberDigits{0, 2, 1}, NumberDigits{-2, -1, -1}, NumberDigits{1, 1, 1},
+                         NumberDigits{1, -5, 1}, NumberDigits{1, 2, kMaxNumberDigits + 1}}) {
     EXPECT_THROW(compile_json_schema(R"({"type":"number"})", with_digits(d)), InputError);
   }
+  EXPECT_NO_THROW(compile_json_schema(R"({"type":"number"})", with_digits({1, 0, 0})));
 }
 
 // A random walk over a synthetic vocabulary that checks every mask against brute force.
@@ -140,7 +157,7 @@ std::string walk(const std::string& schema, const JsonSchemaOptions& options, ui
     if (pick != vocab->eos_id()) out += vocab->rank_bytes(uint32_t(vocab->token_rank(pick)));
   }
   if (m.is_terminated()) EXPECT_TRUE(matches(*g, out)) << out;
-  if (getenv("WALK_DEBUG")) fprintf(stderr, "%s: %s\n", schema.c_str(), out.c_str());
+  if (std::getenv("WALK_DEBUG")) std::fprintf(stderr, "%s: %s\n", schema.c_str(), out.c_str());
   return out;
 }
 
@@ -148,24 +165,30 @@ TEST(NumberDigits, MasksMatchBruteForce) {
   const char* schemas[] = {R"({"type":"number"})", R"({"type":"integer","minimum":5})",
                            R"({"type":"array","items":{"type":"number","exclusiveMinimum":0,"maximum":1}})",
                            R"({"enum":[1.5, 20, -3]})", R"({})"};
-  for (const NumberDigits d : {kGenerationNumberDigits, NumberDigits{3, 2, 1}})
+  for (const NumberDigits d : {kGenerationNumberDigits, NumberDigits{3, 4, 1}, NumberDigits{-1, 4, 1},
+                               NumberDigits{3, -1, -1}})
     for (const char* schema : schemas)
       for (uint32_t seed = 1; seed <= 3; ++seed) walk(schema, with_digits(d), seed, 40, 30);
 }
 
 TEST(NumberDigits, AWalkThatNeverChoosesEosIsForcedToEnd) {
   // Every non-EOS token is taken while one is allowed: the number must still end within
-  // its longest spelling, -D{19}.D{16}e+D{3} = 42 bytes.
+  // its longest spelling, -D{19}e-DD = 24 bytes.
   const JsonSchemaOptions gen = with_digits(kGenerationNumberDigits);
-  for (const char* schema : {R"({"type":"number"})", R"({"type":"integer"})", R"({"type":"integer","minimum":0})"}) {
+  for (const char* schema : {R"({"type":"number"})", R"({"type":"integer"})", R"({"type":"integer","minimum":0})",
+                             R"({"type":"number","not":{"type":"integer"}})"}) {
     for (uint32_t seed = 1; seed <= 4; ++seed) {
       const std::string out = walk(schema, gen, seed, 100, 0);
-      EXPECT_LE(out.size(), 42u) << out;
+      EXPECT_LE(out.size(), 24u) << out;
       EXPECT_TRUE(matches(*compile_json_schema(schema, gen), out)) << out;
+      // Read as a double, the value keeps what the grammar checked.
+      const double v = std::strtod(out.c_str(), nullptr);
+      EXPECT_TRUE(std::isfinite(v)) << out;
+      if (std::string(schema).find("not") != std::string::npos) EXPECT_NE(v, std::floor(v)) << out;
     }
   }
   // Without the bound such a walk runs on to the step limit.
-  EXPECT_GT(walk(R"({"type":"integer"})", {}, 1, 100, 0).size(), 42u);
+  EXPECT_GT(walk(R"({"type":"integer"})", {}, 1, 100, 0).size(), 24u);
 }
 
 }  // namespace
