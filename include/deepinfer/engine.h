@@ -139,6 +139,11 @@ class Engine {
   // Validates and queues a request; returns its id. Throws InputError (bad ids,
   // prompt longer than the context, invalid sampling parameters).
   virtual std::string add_request(const GenerateRequest& request) = 0;
+  // Checks a request as add_request does, except whether its id is in use, and throws
+  // the same InputErrors. Thread-safe (it reads only facts fixed at creation), so
+  // AsyncEngine can refuse a bad request without waiting for a running step. The
+  // default checks nothing; add_request still checks everything.
+  virtual void validate_request(const GenerateRequest& request) const { (void)request; }
   // Finishes the request (every sample) with reason "abort" at the next step; unknown ids
   // are ignored.
   virtual void abort_request(const std::string& request_id) = 0;

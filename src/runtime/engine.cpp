@@ -125,6 +125,7 @@ class CpuEngine final : public Engine {
   ~CpuEngine() override { thread_.reset(); }  // the step in flight ends before the model goes
 
   std::string add_request(const GenerateRequest& g) override;
+  void validate_request(const GenerateRequest& g) const override;
   void abort_request(const std::string& id) override {
     if (groups_.count(id)) aborts_.push_back(id);
   }
@@ -180,7 +181,7 @@ class CpuEngine final : public Engine {
   std::string name_;
 };
 
-std::string CpuEngine::add_request(const GenerateRequest& g) {
+void CpuEngine::validate_request(const GenerateRequest& g) const {
   const ModelConfig& c = model_->config();
   DI_CHECK_INPUT(!g.prompt_ids.empty(), "the prompt is empty");
   for (int64_t t : g.prompt_ids)
@@ -194,6 +195,12 @@ std::string CpuEngine::add_request(const GenerateRequest& g) {
   DI_CHECK_INPUT((total + opts_.block_size - 1) / opts_.block_size <= num_blocks_, "the prompt plus max_tokens (",
                  total, " tokens) needs more history blocks than the cache pool has (", num_blocks_, " of ",
                  opts_.block_size, " tokens)");
+  if (g.params.structured) check_constraint(*g.params.structured);
+}
+
+std::string CpuEngine::add_request(const GenerateRequest& g) {
+  validate_request(g);
+  sampling::SamplingParams p = to_sampling_params(g.params);
   const std::string id = g.request_id.empty() ? "req-" + std::to_string(next_id_++) : g.request_id;
   DI_CHECK_INPUT(!groups_.count(id), "request id '", id, "' is already in use");
   // Compiled once (cached); each sample gets its own matcher over it.
