@@ -68,7 +68,8 @@ for fx in v41_tiny_f32 v41_tiny_quant; do
   printf '%s\n' '{"id":"a","prompt_ids":[0,297,252,170,167,330,35,268],"max_tokens":24,"temperature":0,"ignore_eos":true}' \
     '{"id":"b","prompt_ids":[5,6,7],"max_tokens":16,"temperature":0.9,"seed":3,"ignore_eos":true}' \
     '{"id":"c","prompt_ids":[9,10,11,12,13,14,15,16,17,18,19,20],"max_tokens":16,"temperature":0.7,"top_p":0.9,"seed":4,"ignore_eos":true}' \
-    '{"id":"d","prompt_ids":[40],"max_tokens":8,"temperature":1.2,"top_k":20,"seed":5,"ignore_eos":true}' >/tmp/in.jsonl
+    '{"id":"d","prompt_ids":[40],"max_tokens":8,"temperature":1.2,"top_k":20,"seed":5,"ignore_eos":true}' \
+    '{"id":"e","prompt_ids":[3,1,4,1,5,9,2,6,5,3,5],"max_tokens":12,"temperature":0.8,"seed":6,"n":3,"ignore_eos":true}' >/tmp/in.jsonl
   for dev in cpu cuda; do
     "$BIN/deepinfer" generate --model tests/fixtures/$fx --input /tmp/in.jsonl --output "/tmp/gen_$dev.jsonl" \
       --device $dev --max-num-batched-tokens 8 2>>"$LOG/cli.log" || cli_rc=1
