@@ -12,21 +12,14 @@
 #include "common/check.h"
 #include "deepinfer/engine.h"
 #include "model/v41/model.h"
+#include "engine_test_util.h"
 
 namespace deepinfer {
 namespace {
 
 const std::string kModel = std::string(DEEPINFER_FIXTURES) + "/v41_tiny_f32";
 
-std::vector<int64_t> tokens_for(uint32_t seed, size_t n, int64_t vocab) {
-  std::vector<int64_t> t(n);
-  uint64_t x = seed * 2654435761u + 1;
-  for (auto& v : t) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    v = int64_t((x >> 33) % uint64_t(vocab - 3)) + 3;  // avoid BOS/EOS/pad
-  }
-  return t;
-}
+using testing::tokens_for;
 
 // Runs requests to completion; returns the generated ids per request id.
 std::map<std::string, std::vector<int64_t>> run_all(Engine& e, const std::vector<GenerateRequest>& reqs,
