@@ -28,6 +28,7 @@ const char* const kServeUsage =
     "  --api-key KEY               require 'Authorization: Bearer KEY' (default $DEEPINFER_API_KEY)\n"
     "  --served-model-name NAME    the model id clients send (default: the model's name)\n"
     "  --device cpu|cuda           (default cpu)\n"
+    "  --batch-invariant on|off    cuda: a request's logits bitwise the same in any batch (default off)\n"
     "  --max-num-seqs N            running sequences per step (default 64)\n"
     "  --max-num-batched-tokens N  token budget of one step (default 2048)\n"
     "  --max-model-len N           context length (default: from the model config)\n"
@@ -91,6 +92,10 @@ ServeOptions parse_serve_flags(int argc, char** argv, int first) {
       o.engine.enable_prefix_caching = value == "on";
     }
     else if (name == "seed") o.engine.default_seed = uint64_t(to_int(name, value, 0, INT64_MAX));
+    else if (name == "batch-invariant") {
+      DI_CHECK_INPUT(value == "on" || value == "off", "--batch-invariant must be on or off");
+      o.engine.batch_invariant = value == "on";
+    }
     else if (name == "async-scheduling") {
       DI_CHECK_INPUT(value == "on" || value == "off", "--async-scheduling must be on or off");
       o.engine.async_scheduling = value == "on";

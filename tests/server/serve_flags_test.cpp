@@ -1,0 +1,50 @@
+// `deepinfer serve` flags: defaults (loopback bind), engine options reaching
+// EngineOptions, and one-line InputErrors for bad values and unknown flags.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "server/serve.h"
+
+namespace deepinfer::server {
+namespace {
+
+ServeOptions parse(std::vector<std::string> args) {
+  args.insert(args.begin(), {"deepinfer", "serve"});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return parse_serve_flags(int(argv.size()), argv.data(), 2);
+}
+
+TEST(ServeFlags, DefaultsBindToLoopback) {
+  const ServeOptions o = parse({});
+  EXPECT_EQ(o.host, "127.0.0.1");
+  EXPECT_EQ(o.port, 8000);
+  EXPECT_EQ(o.engine.device, "cpu");
+  EXPECT_FALSE(o.engine.batch_invariant);
+  EXPECT_TRUE(o.engine.async_scheduling);
+}
+
+TEST(ServeFlags, EngineOptionsReachTheEngine) {
+  const ServeOptions o = parse({"--device", "cuda", "--batch-invariant", "on", "--async-scheduling=off",
+                                "--max-num-seqs", "8", "--prefix-cache", "off", "--swa-replay", "128"});
+  EXPECT_EQ(o.engine.device, "cuda");
+  EXPECT_TRUE(o.engine.batch_invariant);
+  EXPECT_FALSE(o.engine.async_scheduling);
+  EXPECT_EQ(o.engine.max_num_seqs, 8);
+  EXPECT_FALSE(o.engine.enable_prefix_caching);
+  EXPECT_EQ(o.engine.swa_replay, 128);
+}
+
+TEST(ServeFlags, BadValuesAreInputErrors) {
+  EXPECT_THROW(parse({"--batch-invariant", "yes"}), InputError);
+  EXPECT_THROW(parse({"--async-scheduling", "maybe"}), InputError);
+  EXPECT_THROW(parse({"--port", "70000"}), InputError);
+  EXPECT_THROW(parse({"--max-num-seqs", "0"}), InputError);
+  EXPECT_THROW(parse({"--no-such-flag", "1"}), InputError);
+}
+
+}  // namespace
+}  // namespace deepinfer::server
