@@ -4,34 +4,29 @@
 namespace deepinfer::kernels {
 namespace {
 
-constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
+constexpr int kMaxMix = kMaxMixes;  // the short name used below
 constexpr int kMixThreads = 256;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// One block per token. Pass 1: sum of squares of the flattened state; pass 2: the
-// (2 + hc) * hc projections of the normalized state, each thread holding one
-// partial sum per projection. The tiny Sinkhorn problem then runs on one thread.
-// fn (2 MB at V4.1 size) is re-read from L2 by every token; a batched version
-// would tile tokens against fn rows as a skinny GEMM.
-__global__ void __launch_bounds__(kMixThreads) hc_mixes_kernel(HcMixesArgs a) {
-  __shared__ float scratch[32];
-  __shared__ float part[kMixThreads / 32][kMaxMix];
-  __shared__ float mix[kMaxMix];
+// Split-K over the flattened state (hc * dim = 20480 at V4.1 size): block (s, t)
+// reads a fixed chunk of token t's state and of the (2 + hc) * hc rows of fn, and
+// writes its unnormalized partial sums Σ h·fn[m] and Σ h² to ws[t][s]. One block per
+// token (the previous design) read fn's 2 MB through a single SM: ~400 us per call at
+// batch 1, a third of a decode layer. The chunking depends only on the width, never on
+// n, so a token's result is the same in any batch (batch invariance).
+__global__ void __launch_bounds__(kMixThreads) hc_mixes_partial_kernel(HcMixesArgs a, float* ws, int64_t chunk) {
+  __shared__ float part[kMixThreads / 32][kMaxMix + 1];
   const int hc = int(a.hc), num_mix = (2 + hc) * hc;
-  const int64_t width = a.hc * a.dim, t = blockIdx.x;
+  const int64_t width = a.hc * a.dim, t = blockIdx.y, split = blockIdx.x;
+  const int64_t lo = split * chunk, hi = lo + chunk < width ? lo + chunk : width;
   const float* h = a.h + t * width;
-
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) ss += h[i] * h[i];
-  ss = block_sum(ss, scratch);
-  const float r = 1.0f / sqrtf(ss / float(width) + a.norm_eps);
-
-  float acc[kMaxMix];
+  float ss = 0.0f, acc[kMaxMix];
 #pragma unroll
   for (int m = 0; m < kMaxMix; ++m) acc[m] = 0.0f;
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
-    const float f = h[i] * r;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    const float f = h[i];
+    ss += f * f;
 #pragma unroll
     for (int m = 0; m < kMaxMix; ++m)
       if (m < num_mix) acc[m] += f * a.fn[m * width + i];
@@ -39,17 +34,38 @@ __global__ void __launch_bounds__(kMixThreads) hc_mixes_kernel(HcMixesArgs a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int m = 0; m < kMaxMix; ++m) {
-    const float s = warp_sum(acc[m]);
-    if (lane == 0) part[warp][m] = s;
+    const float v = warp_sum(acc[m]);
+    if (lane == 0) part[warp][m] = v;
+  }
+  {
+    const float v = warp_sum(ss);
+    if (lane == 0) part[warp][kMaxMix] = v;
   }
   __syncthreads();
-  if (threadIdx.x < num_mix) {
-    float s = 0.0f;
-    for (int w = 0; w < kMixThreads / 32; ++w) s += part[w][threadIdx.x];
-    mix[threadIdx.x] = s;
+  float* out = ws + (t * gridDim.x + split) * (kMaxMix + 1);
+  if (threadIdx.x <= kMaxMix) {
+    float v = 0.0f;
+    for (int w = 0; w < kMixThreads / 32; ++w) v += part[w][threadIdx.x];
+    out[threadIdx.x] = v;
+  }
+}
+
+// One block per token: sums the splits in a fixed order, normalizes (r Σ h·fn is the
+// projection of the RMS-normalized state), then the gates and the tiny Sinkhorn
+// problem on one thread.
+__global__ void hc_mixes_finish_kernel(HcMixesArgs a, const float* ws, int splits) {
+  __shared__ float mix[kMaxMix + 1];
+  const int hc = int(a.hc), num_mix = (2 + hc) * hc;
+  const int64_t width = a.hc * a.dim, t = blockIdx.x;
+  if (threadIdx.x <= kMaxMix) {
+    float v = 0.0f;
+    for (int s = 0; s < splits; ++s) v += ws[(t * splits + s) * (kMaxMix + 1) + threadIdx.x];
+    mix[threadIdx.x] = v;
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
+  const float r = 1.0f / sqrtf(mix[kMaxMix] / float(width) + a.norm_eps);
+  for (int m = 0; m < num_mix; ++m) mix[m] *= r;
 
   float* pre = a.pre + t * hc;
   float* post = a.post + t * hc;
@@ -149,7 +165,12 @@ cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.h || !a.fn || !a.base || !a.scale || !a.pre || !a.post || !a.comb) return cudaErrorInvalidValue;
-  hc_mixes_kernel<<<unsigned(a.n), kMixThreads, 0, stream>>>(a);
+  if (!a.workspace) return cudaErrorInvalidValue;
+  const int64_t width = a.hc * a.dim, splits = hc_mixes_splits(a.hc, a.dim);
+  const int64_t chunk = (width + splits - 1) / splits;
+  hc_mixes_partial_kernel<<<dim3(unsigned(splits), unsigned(a.n)), kMixThreads, 0, stream>>>(a, a.workspace, chunk);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  hc_mixes_finish_kernel<<<unsigned(a.n), 32, 0, stream>>>(a, a.workspace, int(splits));
   return cudaGetLastError();
 }
 

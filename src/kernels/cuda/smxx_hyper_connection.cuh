@@ -22,7 +22,15 @@ struct HcMixesArgs {
   float* pre = nullptr;   // [n, hc]
   float* post = nullptr;  // [n, hc]
   float* comb = nullptr;  // [n, hc, hc]
+  float* workspace = nullptr;  // [n, hc_mixes_splits(hc, dim), kMaxMixes + 1] partial sums
 };
+constexpr int kMaxMixes = (2 + kMaxHc) * kMaxHc;
+// Splits of the hc * dim reduction: ~2048 elements each, at most 64 (fixed by the shape
+// alone, so results do not depend on the batch).
+inline int64_t hc_mixes_splits(int64_t hc, int64_t dim) {
+  const int64_t s = (hc * dim + 2047) / 2048;
+  return s < 1 ? 1 : (s > 64 ? 64 : s);
+}
 cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream);
 
 struct HcCollapseArgs {

@@ -22,7 +22,14 @@ void hc_mixes(const HcMixesParams& p, cudaStream_t stream) {
   a.pre = p.pre;
   a.post = p.post;
   a.comb = p.comb;
-  CUDA_CHECK(kernels::hc_mixes(a, stream));
+  if (p.n == 0) return;
+  // Stream-ordered scratch for the split-K partial sums (the step arena will own it).
+  const size_t bytes = sizeof(float) * size_t(p.n) * size_t(kernels::hc_mixes_splits(p.hc, p.dim)) *
+                       size_t(kernels::kMaxMixes + 1);
+  CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&a.workspace), bytes, stream));
+  const cudaError_t e = kernels::hc_mixes(a, stream);
+  CUDA_CHECK(cudaFreeAsync(a.workspace, stream));
+  CUDA_CHECK(e);
 }
 
 void hc_collapse(const HcCollapseParams& p, cudaStream_t stream) {
