@@ -8,6 +8,18 @@
 // Selection itself is topk_rows (smxx_topk.cuh). fp32 inputs: the queries and keys
 // arrive RoPE-rotated and FP4 fake-quantized; an FP4/FP8 tensor-core score kernel
 // is the later fast path.
+//
+// Batched (paged) variants, one launch for all query rows of all sequences of a step:
+// every row carries its own key count and offsets in row_info [rows, kRowInfoCols]:
+//   kRowKeys   number of keys the row scores (0: row skipped)
+//   kRowScore  offset of the row's scores in the ragged score buffer (also of its
+//              level-1 candidate mask, which has the scores' layout)
+//   kRowTable  offset of the row's block table in `tables`
+//   kRowCand   offset of the row's level-2 candidate mask in candidates_in, -1: none
+// Key e of a row lives in the paged pool at row
+//   tables[table + e / entries_per_block] * entries_per_block + e % entries_per_block,
+// so keys are read in place (no per-sequence copy). Each row's arithmetic is that of
+// the per-sequence kernels, whatever the other rows: results are batch-invariant.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,5 +62,50 @@ struct CandidateMaskArgs {
   uint8_t* mask = nullptr;  // [n, num_keys]
 };
 cudaError_t candidate_mask(const CandidateMaskArgs& a, cudaStream_t stream);
+
+constexpr int kRowKeys = 0, kRowScore = 1, kRowTable = 2, kRowCand = 3, kRowInfoCols = 4;
+
+struct PagedIndexerScoreArgs {
+  const float* q = nullptr;        // [rows, heads, head_dim]
+  const float* w = nullptr;        // [rows, heads]
+  const float* keys = nullptr;     // paged pool [blocks * entries_per_block, head_dim]
+  const int64_t* tables = nullptr; // concatenated block tables
+  const int64_t* row_info = nullptr;  // [rows, kRowInfoCols]
+  int64_t rows = 0, heads = 0, head_dim = 0, entries_per_block = 1;
+  int64_t max_keys = 0;  // >= every row's key count (sizes the grid)
+  float softmax_scale = 1.0f;
+  float* scores = nullptr;  // ragged, row t at row_info[t][kRowScore]
+};
+// head_dim must be a multiple of 4 (rows are read as float4).
+cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t stream);
+
+struct RaggedMaskArgs {
+  float* scores = nullptr;  // ragged, in place
+  const int64_t* row_info = nullptr;
+  int64_t rows = 0, max_keys = 0;
+  const int64_t* positions = nullptr;   // [rows]
+  int64_t ratio = 1;
+  const uint8_t* candidates = nullptr;  // level-2 masks (kRowCand), or null
+};
+cudaError_t indexer_mask_ragged(const RaggedMaskArgs& a, cudaStream_t stream);
+
+struct RaggedBlockMaxArgs {
+  const float* scores = nullptr;  // ragged (already masked)
+  const int64_t* row_info = nullptr;
+  int64_t rows = 0, max_keys = 0, block_size = 1;
+  const int64_t* positions = nullptr;  // [rows]
+  int64_t ratio = 1;
+  float* out = nullptr;         // [rows, ld] with ld = ceil(max_keys / block_size)
+  int64_t* num_blocks = nullptr;  // [rows] ceil(keys / block_size) of each row
+};
+cudaError_t block_max_ragged(const RaggedBlockMaxArgs& a, cudaStream_t stream);
+
+struct RaggedCandidateMaskArgs {
+  const int64_t* block_ids = nullptr;  // [rows, k], -1 = none
+  const int64_t* row_info = nullptr;
+  int64_t rows = 0, k = 0, max_keys = 0, block_size = 1;
+  uint8_t* mask = nullptr;  // ragged, the scores' layout
+};
+cudaError_t candidate_mask_ragged(const RaggedCandidateMaskArgs& a, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels

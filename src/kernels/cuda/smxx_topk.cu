@@ -40,12 +40,13 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkArgs a) {
   __shared__ uint32_t sh_prefix;
   __shared__ int sh_remaining;
   const int64_t row = blockIdx.x;
-  const float* v = a.v + row * a.ld;
+  const float* v = a.v + (a.row_begin != nullptr ? a.row_begin[row * a.row_stride] : row * a.ld);
+  const int64_t size = a.row_size != nullptr ? a.row_size[row * a.row_stride] : a.size;
   int64_t* out = a.ids + row * a.k;
 
   // Finite (not -inf) entries; if they all fit, keep them all.
   int live = 0;
-  for (int64_t i = threadIdx.x; i < a.size; i += kThreads) live += v[i] != -INFINITY;
+  for (int64_t i = threadIdx.x; i < size; i += kThreads) live += v[i] != -INFINITY;
   for (int o = 16; o > 0; o >>= 1) live += __shfl_xor_sync(0xffffffffu, live, o);
   if ((threadIdx.x & 31) == 0) scan[threadIdx.x >> 5] = live;
   __syncthreads();
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkArgs a) {
       const uint32_t mask_hi = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
       for (int b = threadIdx.x; b < 256; b += kThreads) hist[b] = 0;
       __syncthreads();
-      for (int64_t i = threadIdx.x; i < a.size; i += kThreads) {
+      for (int64_t i = threadIdx.x; i < size; i += kThreads) {
         const uint32_t key = order_key(v[i]);
         if ((key & mask_hi) == prefix) atomicAdd(&hist[(key >> shift) & 0xff], 1);
       }
@@ -102,9 +103,9 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkArgs a) {
 
   // Ordered emission: key > T always; key == T while the ties still fit.
   int eq_base = 0, out_base = 0;
-  for (int64_t c0 = 0; c0 < a.size; c0 += kThreads) {
+  for (int64_t c0 = 0; c0 < size; c0 += kThreads) {
     const int64_t i = c0 + threadIdx.x;
-    const bool in = i < a.size;
+    const bool in = i < size;
     const float f = in ? v[i] : -INFINITY;
     const uint32_t key = order_key(f);
     bool sel;
@@ -133,7 +134,7 @@ cudaError_t topk_rows(const TopkArgs& a, cudaStream_t stream) {
       a.size > INT32_MAX)
     return cudaErrorInvalidValue;
   if (a.rows == 0 || a.k == 0) return cudaSuccess;
-  if (a.v == nullptr || a.ids == nullptr) return cudaErrorInvalidValue;
+  if (a.v == nullptr || a.ids == nullptr || a.row_stride < 1) return cudaErrorInvalidValue;
   topk_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }

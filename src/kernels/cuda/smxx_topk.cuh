@@ -22,6 +22,12 @@ struct TopkArgs {
   int64_t k = 0;
   int64_t* ids = nullptr;     // [rows, k]: kept indices ascending, then -1 padding
   int64_t* counts = nullptr;  // [rows] number kept (may be null)
+  // Ragged rows (both may be null): row r starts at v + row_begin[r * row_stride]
+  // instead of r * ld and ranks row_size[r * row_stride] entries instead of size
+  // (size stays the bound every row_size must respect).
+  const int64_t* row_begin = nullptr;
+  const int64_t* row_size = nullptr;
+  int64_t row_stride = 1;
 };
 cudaError_t topk_rows(const TopkArgs& a, cudaStream_t stream);
 

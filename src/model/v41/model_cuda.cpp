@@ -11,6 +11,7 @@
 
 #include "common/check.h"
 #include "io/safetensors.h"
+#include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_model.cuh"
 #include "model/v41/engram.h"
 #include "model/v41/weights.h"
@@ -222,8 +223,9 @@ struct CudaModel::Impl {
     int64_t compress_source = -1, index_source = -1;
     bool has_selection = false;
     ops::Selection selection;
-    uint8_t* candidates = nullptr;  // device [count, num_keys], step arena
-    int64_t candidates_size = 0;
+    // The item's level-1 candidate masks in Batch::candidates: [count, cand_keys] from
+    // cand_begin (-1: none published).
+    int64_t cand_begin = -1, cand_keys = 0;
   };
   struct Batch {
     std::vector<CudaBatchItem>* items = nullptr;
@@ -231,6 +233,11 @@ struct CudaModel::Impl {
     const int64_t* d_positions = nullptr;
     std::vector<Shared> shared;
     int64_t n = 0;
+    // Every item's block table, concatenated, on the device (uploaded once per step,
+    // by the first index layer): the batched indexer reads keys in place through them.
+    const int64_t* d_tables = nullptr;
+    std::vector<int64_t> table_begin;
+    uint8_t* candidates = nullptr;  // level-1 masks of the candidate source (step arena, ragged)
     int64_t count(size_t i) const { return begin[i + 1] - begin[i]; }
   };
   StateSlot& slot_of(const Batch& b, size_t i) { return slots[(*b.items)[i].slot]; }
@@ -248,8 +255,8 @@ struct CudaModel::Impl {
   std::vector<float> forward(std::vector<CudaBatchItem>& items);
   void attention(Batch& b, int64_t l, const float* x, float* out);
   void compressor(Batch& b, size_t i, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos);
-  void indexer(Batch& b, size_t i, int64_t l, const float* x, const float* qr, const float* latent,
-               const std::vector<int64_t>& group_pos);
+  void upload_tables(Batch& b);
+  void indexer(Batch& b, int64_t l, const float* x, const float* qr);
   void moe(int64_t l, const float* x, int64_t n, float* out);
 };
 
@@ -662,41 +669,62 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   gpu::rope({kv, n, 1, hd, rd, b.d_positions, inv_freq, false, af}, stream);
   gpu::fake_quant_fp8({kv, n, hd, 32}, stream);
 
-  // Pass 1, per item: compressor and indexer (which write history and publish the
-  // selection), and the distinct selected entries its queries attend.
+  // Pass 1: every item's compressor, then one batched write of all items' new
+  // compressed entries (and, at index sources, their index keys), then the batched
+  // indexer, whose selections come to the host in one download.
+  if (ratio > 0) {
+    const bool kv_source = c.is_kv_source(l), index_source = c.is_index_source(l);
+    const int64_t ihd = c.index_head_dim;
+    std::vector<const float*> lat_src;
+    std::vector<float*> lat_dst, entry_dst, key_dst;
+    std::vector<int64_t> gpos;
+    std::vector<std::vector<int64_t>> group_pos(b.items->size());
+    for (size_t i = 0; i < b.items->size() && kv_source; ++i) {
+      float* latent = nullptr;
+      compressor(b, i, l, x + b.begin[i] * c.hidden_size, latent, group_pos[i]);
+      LayerSlot& st = slot_of(b, i).layers[l];
+      for (size_t g = 0; g < group_pos[i].size(); ++g) {
+        DI_CHECK(group_pos[i][g] / ratio == st.num_entries, "compressed history out of order at layer ", l);
+        lat_src.push_back(latent + int64_t(g) * hd);
+        gpos.push_back(group_pos[i][g]);
+        entry_dst.push_back(entry(b, i, l, ratio, st.num_entries, false));
+        if (index_source) key_dst.push_back(entry(b, i, l, ratio, st.num_entries, true));
+        ++st.num_entries;
+      }
+      b.shared[i].compress_source = l;
+      if (index_source) b.shared[i].index_source = l;
+    }
+    const int64_t groups = int64_t(lat_src.size());
+    if (groups > 0) {
+      // The stored entry is the RoPE-rotated, FP4-rounded latent; the keys derive from
+      // the unrotated latent, rotated to the group's first position.
+      float* lat = layer_arena->alloc<float>(groups * hd);
+      for (int64_t g = 0; g < groups; ++g) lat_dst.push_back(lat + g * hd);
+      copy_rows(lat_src, lat_dst, hd);
+      const int64_t* d_gpos = upload(gpos, *layer_arena);
+      float* rotated = layer_arena->alloc<float>(groups * hd);
+      d2d(rotated, lat, groups * hd);
+      gpu::rope({rotated, groups, 1, hd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
+      gpu::fake_quant_fp4({rotated, groups, hd, 16}, ops::Fp4Scale::kE4m3, stream);
+      std::vector<const float*> src(static_cast<size_t>(groups));
+      for (int64_t g = 0; g < groups; ++g) src[g] = rotated + g * hd;
+      copy_rows(src, entry_dst, hd);
+      if (index_source) {
+        float* k = layer_arena->alloc<float>(groups * ihd);
+        linear(lat, k, groups, a.indexer_wk);
+        gpu::rms_norm({k, k, groups, ihd, a.indexer_k_norm, eps}, stream);
+        gpu::rope({k, groups, 1, ihd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
+        gpu::fake_quant_fp4({k, groups, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
+        for (int64_t g = 0; g < groups; ++g) src[g] = k + g * ihd;
+        copy_rows(src, key_dst, ihd);
+      }
+    }
+    if (index_source) indexer(b, l, x, qr);
+  }
   std::vector<std::vector<int64_t>> comp_ids(b.items->size());
   std::vector<bool> use_comp(b.items->size(), false);
   for (size_t i = 0; i < b.items->size(); ++i) {
-    StateSlot& slot = slot_of(b, i);
-    LayerSlot& st = slot.layers[l];
     Shared& sh = b.shared[i];
-    const int64_t t0 = b.begin[i];
-    if (ratio > 0) {
-      float* latent = nullptr;
-      std::vector<int64_t> group_pos;
-      if (c.is_kv_source(l)) compressor(b, i, l, x + t0 * c.hidden_size, latent, group_pos);
-      const int64_t groups = int64_t(group_pos.size());
-      if (groups > 0) {
-        // The stored entry is the RoPE-rotated, FP4-rounded latent; the indexer below
-        // derives its keys from the unrotated latent.
-        float* rotated = layer_arena->alloc<float>(groups * hd);
-        d2d(rotated, latent, groups * hd);
-        const int64_t* d_gpos = upload(group_pos, *layer_arena);
-        gpu::rope({rotated, groups, 1, hd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
-        gpu::fake_quant_fp4({rotated, groups, hd, 16}, ops::Fp4Scale::kE4m3, stream);
-        std::vector<const float*> src;
-        std::vector<float*> dst;
-        for (int64_t g = 0; g < groups; ++g) {
-          DI_CHECK(group_pos[g] / ratio == st.num_entries, "compressed history out of order at layer ", l);
-          src.push_back(rotated + g * hd);
-          dst.push_back(entry(b, i, l, ratio, st.num_entries, false));
-          ++st.num_entries;
-        }
-        copy_rows(src, dst, hd);
-      }
-      if (c.is_kv_source(l)) sh.compress_source = l;
-      if (c.is_index_source(l)) indexer(b, i, l, x + t0 * c.hidden_size, qr + t0 * c.q_lora_rank, latent, group_pos);
-    }
     use_comp[i] = ratio > 0 && sh.compress_source >= 0 && sh.has_selection;
     if (use_comp[i]) {
       auto& ids = comp_ids[i];
@@ -846,83 +874,123 @@ void CudaModel::Impl::compressor(Batch& b, size_t i, int64_t l, const float* x, 
   if (groups > 0) gpu::rms_norm({latent, latent, groups, hd, a.compressor_norm, float(c.rms_norm_eps)}, stream);
 }
 
-void CudaModel::Impl::indexer(Batch& b, size_t i, int64_t l, const float* x, const float* qr, const float* latent,
-                              const std::vector<int64_t>& group_pos) {
+void CudaModel::Impl::upload_tables(Batch& b) {
+  if (b.d_tables != nullptr) return;
+  std::vector<int64_t> all;
+  b.table_begin.clear();
+  for (const CudaBatchItem& it : *b.items) {
+    b.table_begin.push_back(int64_t(all.size()));
+    all.insert(all.end(), it.block_table->begin(), it.block_table->end());
+  }
+  if (all.empty()) all.push_back(0);  // a valid pointer even when no table has blocks
+  b.d_tables = upload(all, *step_arena);
+}
+
+// The index layer of the whole batch: every query row of every item scores its own
+// item's keys (read in place from the paged history through the block tables) and
+// selects its top-k, one launch per kernel; the selections of all rows come to the
+// host in one download (attention() builds the entry lists there).
+void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* qr) {
   const ModelConfig& c = cfg;
   const DAttn& a = layers[l].attn;
-  StateSlot& slot = slot_of(b, i);
-  Shared& sh = b.shared[i];
-  const int64_t n = b.count(i), ihd = c.index_head_dim, ih = c.index_n_heads, ratio = c.compress_ratios[l];
-  const int64_t* positions = b.d_positions + b.begin[i];
+  const int64_t n = b.n, ihd = c.index_head_dim, ih = c.index_n_heads, ratio = c.compress_ratios[l];
   const float caf = float(c.compress_rope.attention_factor);
-  if (c.is_kv_source(l)) {
-    // Keys come from the pre-RoPE latent, rotated to the group's first position.
-    const int64_t groups = int64_t(group_pos.size());
-    if (groups > 0) {
-      float* k = layer_arena->alloc<float>(groups * ihd);
-      linear(latent, k, groups, a.indexer_wk);
-      gpu::rms_norm({k, k, groups, ihd, a.indexer_k_norm, float(c.rms_norm_eps)}, stream);
-      const int64_t* d_gpos = upload(group_pos, *layer_arena);
-      gpu::rope({k, groups, 1, ihd, c.qk_rope_head_dim, d_gpos, compress_inv_freq, false, caf}, stream);
-      gpu::fake_quant_fp4({k, groups, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
-      std::vector<const float*> src;
-      std::vector<float*> dst;
-      for (int64_t g = 0; g < groups; ++g) {
-        src.push_back(k + g * ihd);
-        dst.push_back(entry(b, i, l, ratio, group_pos[g] / ratio, true));
-      }
-      copy_rows(src, dst, ihd);
-    }
-    sh.index_source = l;
+  int64_t key_layer = -1;
+  for (const Shared& sh : b.shared) {
+    if (sh.index_source < 0) continue;
+    DI_CHECK(key_layer < 0 || key_layer == sh.index_source, "items disagree on the index source at layer ", l);
+    key_layer = sh.index_source;
   }
-  if (sh.index_source < 0) return;
-  const int64_t key_layer = sh.index_source, key_ratio = c.compress_ratios[key_layer];
-  const int64_t num_keys = slot.layers[key_layer].num_entries;
-  if (num_keys == 0) return;  // nothing to select yet; an earlier selection stays published
-  float* keys = layer_arena->alloc<float>(num_keys * ihd);
-  {
-    std::vector<const float*> src;
-    std::vector<float*> dst;
-    for (int64_t e = 0; e < num_keys; ++e) {
-      src.push_back(entry(b, i, key_layer, key_ratio, e, true));
-      dst.push_back(keys + e * ihd);
+  if (key_layer < 0) return;
+  const Source& src = sources[source_index(key_layer)];
+  const bool is_candidate_source = l == c.candidate_source_layer_id;
+  const bool uses_candidates = c.candidate_source_layer_id >= 0 && c.candidate_source_layer_id < l;
+  upload_tables(b);
+
+  // Row t of the batch is token t. Items without keys yet skip their rows (an earlier
+  // selection stays published, as in the per-sequence model).
+  namespace k = kernels;
+  std::vector<int64_t> info(size_t(n * k::kRowInfoCols), 0);
+  std::vector<bool> active(b.items->size(), false);
+  int64_t total = 0, max_keys = 0;
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    Shared& sh = b.shared[i];
+    for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) info[t * k::kRowInfoCols + k::kRowCand] = -1;
+    if (sh.index_source < 0) continue;
+    const int64_t nk = slot_of(b, i).layers[key_layer].num_entries;
+    if (nk == 0) continue;
+    const auto& table = *(*b.items)[i].block_table;
+    const int64_t need = (nk - 1) / src.epb + 1;
+    DI_CHECK(need <= int64_t(table.size()), "block table does not cover index key ", nk - 1);
+    for (int64_t j = 0; j < need; ++j)
+      DI_CHECK(table[j] >= 0 && table[j] < num_blocks, "block ", table[j], " is outside the history pool");
+    if (uses_candidates && sh.cand_begin >= 0)
+      DI_CHECK(sh.cand_keys == nk, "candidate mask width mismatch at layer ", l);
+    for (int64_t r = 0; r < b.count(i); ++r) {
+      int64_t* row = info.data() + (b.begin[i] + r) * k::kRowInfoCols;
+      row[k::kRowKeys] = nk;
+      row[k::kRowScore] = total + r * nk;
+      row[k::kRowTable] = b.table_begin[i];
+      if (uses_candidates && sh.cand_begin >= 0) row[k::kRowCand] = sh.cand_begin + r * nk;
     }
-    copy_rows(src, dst, ihd);
+    if (is_candidate_source) {
+      sh.cand_begin = total;
+      sh.cand_keys = nk;
+    }
+    active[i] = true;
+    total += b.count(i) * nk;
+    max_keys = std::max(max_keys, nk);
   }
+  if (total == 0) return;
+  const int64_t* d_info = upload(info, *layer_arena);
+
   float* qi = layer_arena->alloc<float>(n * ih * ihd);
   float* w = layer_arena->alloc<float>(n * ih);
-  float* scores = layer_arena->alloc<float>(n * num_keys);
+  float* scores = layer_arena->alloc<float>(total);
   linear(qr, qi, n, a.indexer_wq_b);
-  gpu::rope({qi, n, ih, ihd, c.qk_rope_head_dim, positions, compress_inv_freq, false, caf}, stream);
+  gpu::rope({qi, n, ih, ihd, c.qk_rope_head_dim, b.d_positions, compress_inv_freq, false, caf}, stream);
   gpu::fake_quant_fp4({qi, n * ih, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
   linear(x, w, n, a.indexer_weights_proj);
   CUDA_CHECK(kernels::scale(w, 1.0f / std::sqrt(float(ih)), n * ih, stream));
-  gpu::indexer_score({qi, w, keys, n, ih, ihd, num_keys, 1.0f / std::sqrt(float(ihd)), scores}, stream);
+  gpu::indexer_score_paged({qi, w, src.keys, b.d_tables, d_info, n, ih, ihd, src.epb, max_keys,
+                            1.0f / std::sqrt(float(ihd)), scores},
+                           stream);
 
-  ops::IndexerSelectParams sp;
+  const int64_t top_k = c.index_topk;
+  gpu::IndexerSelectBatchParams sp;
   sp.scores = scores;
-  sp.n = n;
-  sp.num_keys = num_keys;
-  sp.positions = positions;
+  sp.row_info = d_info;
+  sp.rows = n;
+  sp.max_keys = max_keys;
+  sp.positions = b.d_positions;
   sp.ratio = ratio;
-  sp.top_k = std::min(c.index_topk, num_keys);
-  const bool is_candidate_source = l == c.candidate_source_layer_id;
-  const bool uses_candidates = c.candidate_source_layer_id >= 0 && c.candidate_source_layer_id < l;
-  uint8_t* cand = nullptr;
+  sp.top_k = top_k;
   if (is_candidate_source) {
-    cand = step_arena->alloc<uint8_t>(n * num_keys);  // read by later layers of this step
-    sp.candidates_out = cand;
+    b.candidates = step_arena->alloc<uint8_t>(total);  // read by later layers of this step
+    sp.candidates_out = b.candidates;
     sp.candidate_topk_blocks = c.candidate_topk_blocks;
     sp.candidate_block_size = c.candidate_block_size;
-  } else if (uses_candidates && sh.candidates != nullptr) {
-    DI_CHECK(sh.candidates_size == n * num_keys, "candidate mask width mismatch at layer ", l);
-    sp.candidates_in = sh.candidates;
+  } else if (uses_candidates) {
+    sp.candidates_in = b.candidates;  // rows without a mask have cand_begin -1
   }
-  sh.selection = gpu::indexer_select(sp, stream);  // host copy: the attention lists are built there
-  sh.has_selection = true;
-  if (is_candidate_source) {
-    sh.candidates = cand;
-    sh.candidates_size = n * num_keys;
+  int64_t* sel = layer_arena->alloc<int64_t>(n * (1 + top_k));  // counts [n], then ids [n, top_k]
+  sp.counts = sel;
+  sp.ids = sel + n;
+  gpu::indexer_select_batch(sp, stream);
+  const std::vector<int64_t> h = download(sel, n * (1 + top_k));  // the layer's one host sync
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    if (!active[i]) continue;
+    Shared& sh = b.shared[i];
+    sh.selection.offsets.assign(1, 0);
+    sh.selection.ids.clear();
+    for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) {
+      const int64_t cnt = h[t];
+      DI_CHECK(cnt >= 0 && cnt <= top_k, "indexer selection count ", cnt, " out of range");
+      const int64_t* ids = h.data() + n + t * top_k;
+      sh.selection.ids.insert(sh.selection.ids.end(), ids, ids + cnt);
+      sh.selection.offsets.push_back(int64_t(sh.selection.ids.size()));
+    }
+    sh.has_selection = true;
   }
 }
 

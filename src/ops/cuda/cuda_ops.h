@@ -65,4 +65,46 @@ void indexer_select(const IndexerSelectParams& p, int64_t* ids, int64_t* counts,
 // The same, copied back into the CPU's CSR form (synchronizes the stream).
 Selection indexer_select(const IndexerSelectParams& p, cudaStream_t stream);
 
+// The batched indexer of a decode / prefill step (the model's index layers): every
+// query row of every sequence in one launch per kernel, keys read in place from the
+// paged history, the selection left on the device. CUDA only; each row computes what
+// indexer_score / indexer_select compute for its sequence alone (tests/ops_cuda holds
+// them against the CPU ops run per sequence), independent of the other rows.
+//
+// row_info [rows, 4], per query row t: {num_keys, score_begin, table_begin, cand_begin}
+//   num_keys     keys of its sequence it scores (0: row skipped, count 0)
+//   score_begin  its scores in the ragged buffer: scores[score_begin .. + num_keys)
+//   table_begin  its sequence's block table: key e is pool row
+//                tables[table_begin + e / entries_per_block] * entries_per_block + e % entries_per_block
+//   cand_begin   its level-2 candidate mask at candidates_in[cand_begin ..), -1: none
+struct IndexerScorePagedParams {
+  const float* q = nullptr;         // [rows, heads, head_dim], 16-byte aligned
+  const float* w = nullptr;         // [rows, heads] (already times heads^-0.5)
+  const float* keys = nullptr;      // paged pool [*, head_dim], 16-byte aligned
+  const int64_t* tables = nullptr;  // concatenated block tables
+  const int64_t* row_info = nullptr;
+  int64_t rows = 0, heads = 0, head_dim = 0, entries_per_block = 1;
+  int64_t max_keys = 0;  // >= every row's num_keys
+  float softmax_scale = 1.0f;
+  float* scores = nullptr;  // ragged
+};
+void indexer_score_paged(const IndexerScorePagedParams& p, cudaStream_t stream);
+
+struct IndexerSelectBatchParams {
+  float* scores = nullptr;  // ragged (row_info), masked in place
+  const int64_t* row_info = nullptr;
+  int64_t rows = 0, max_keys = 0;
+  const int64_t* positions = nullptr;  // [rows]
+  int64_t ratio = 1;
+  // Level 1: candidates_out in the scores' layout (may alias nothing else).
+  uint8_t* candidates_out = nullptr;
+  int64_t candidate_topk_blocks = 0, candidate_block_size = 1;
+  // Level 2 (ignored with candidates_out): per row at cand_begin.
+  const uint8_t* candidates_in = nullptr;
+  int64_t top_k = 0;
+  int64_t* ids = nullptr;     // [rows, top_k] ascending, -1 padding
+  int64_t* counts = nullptr;  // [rows]
+};
+void indexer_select_batch(const IndexerSelectBatchParams& p, cudaStream_t stream);
+
 }  // namespace deepinfer::ops::cuda
