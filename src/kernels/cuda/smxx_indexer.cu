@@ -95,19 +95,22 @@ __global__ void candidate_mask_kernel(CandidateMaskArgs a) {
 // ---- batched, paged ---------------------------------------------------------
 
 constexpr int kPagedKeysPerWarp = 8;  // one float4 of the query feeds 8 key dots
-constexpr int kPagedKeysPerBlock = kWarps * kPagedKeysPerWarp;
+constexpr int kPagedChunk = kWarps * kPagedKeysPerWarp;  // keys per pass of the block
 
-// Grid (key tiles of 64, rows). As indexer_score_kernel, with the query's heads and
-// the staged keys read as float4: per 4 channels a lane issues one 16-byte query load
-// and 8 broadcast key loads for 32 FMAs (the scalar kernel: 5 loads per 4 FMAs, so it
-// is bound by shared-memory issue). Query rows are padded by 4 floats, so 8 lanes of
-// a quarter-warp read 8 distinct 4-bank groups. Each dot still sums over d in order
-// with one FMA per channel: the scores are the scalar kernel's bits.
-__global__ void __launch_bounds__(kWarps * 32) indexer_score_paged_kernel(PagedIndexerScoreArgs a, int64_t row0) {
+// Grid (key tiles of `tile` keys, rows). As indexer_score_kernel, with the query's
+// heads and the staged keys read as float4: per 4 channels a lane issues one 16-byte
+// query load and 8 broadcast key loads for 32 FMAs (the scalar kernel: 5 loads per 4
+// FMAs, so it is bound by shared-memory issue). Query rows are padded by 4 floats, so
+// 8 lanes of a quarter-warp read 8 distinct 4-bank groups. A block stages its query
+// once and walks `tile` keys (a multiple of 64) in passes of 64, which amortizes the
+// query's 16 KB over up to 512 keys. Each dot still sums over d in order with one FMA
+// per channel: the scores are the scalar kernel's bits, whatever the tile.
+__global__ void __launch_bounds__(kWarps * 32) indexer_score_paged_kernel(PagedIndexerScoreArgs a, int64_t row0,
+                                                                          int64_t tile) {
   const int64_t t = row0 + blockIdx.y;
   const int64_t* info = a.row_info + t * kRowInfoCols;
   const int64_t nk = info[kRowKeys];
-  const int64_t tile0 = int64_t(blockIdx.x) * kPagedKeysPerBlock;
+  const int64_t tile0 = int64_t(blockIdx.x) * tile;
   if (tile0 >= nk) return;  // whole block: before any barrier
   extern __shared__ float4 smem4[];
   const int heads = int(a.heads), hd4 = int(a.head_dim / 4), qld4 = hd4 + 1;
@@ -120,45 +123,48 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_score_paged_kernel(PagedI
   __syncthreads();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t s0 = tile0 + warp * kPagedKeysPerWarp;
-  if (s0 >= nk) return;  // no barrier below
   const int64_t* table = a.tables + info[kRowTable];
   const int64_t epb = a.entries_per_block;
   float4* kw = ks + warp * kPagedKeysPerWarp * hd4;
-  for (int i = lane; i < kPagedKeysPerWarp * hd4; i += 32) {
-    const int64_t s = s0 + i / hd4;
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (s < nk) {
-      const int64_t row = table[s / epb] * epb + s % epb;
-      v = reinterpret_cast<const float4*>(a.keys + row * a.head_dim)[i % hd4];
-    }
-    kw[i] = v;
-  }
-  __syncwarp();
-  float total[kPagedKeysPerWarp] = {};
-  for (int h = lane; h < heads; h += 32) {
-    float dot[kPagedKeysPerWarp] = {};
-    const float4* qh = qs + h * qld4;
-    for (int d = 0; d < hd4; ++d) {
-      const float4 qv = qh[d];
-#pragma unroll
-      for (int j = 0; j < kPagedKeysPerWarp; ++j) {
-        const float4 kv = kw[j * hd4 + d];
-        dot[j] = fmaf(qv.x, kv.x, dot[j]);
-        dot[j] = fmaf(qv.y, kv.y, dot[j]);
-        dot[j] = fmaf(qv.z, kv.z, dot[j]);
-        dot[j] = fmaf(qv.w, kv.w, dot[j]);
-      }
-    }
-    const float wh = ws[h];
-#pragma unroll
-    for (int j = 0; j < kPagedKeysPerWarp; ++j) total[j] += fmaxf(dot[j], 0.0f) * a.softmax_scale * wh;
-  }
   float* out = a.scores + info[kRowScore];
+  const int64_t tile_end = min(nk, tile0 + tile);
+  // No barrier below: each warp stages and scores its own keys.
+  for (int64_t s0 = tile0 + warp * kPagedKeysPerWarp; s0 < tile_end; s0 += kPagedChunk) {
+    __syncwarp();  // the previous pass's reads of kw are done
+    for (int i = lane; i < kPagedKeysPerWarp * hd4; i += 32) {
+      const int64_t s = s0 + i / hd4;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (s < nk) {
+        const int64_t row = table[s / epb] * epb + s % epb;
+        v = reinterpret_cast<const float4*>(a.keys + row * a.head_dim)[i % hd4];
+      }
+      kw[i] = v;
+    }
+    __syncwarp();
+    float total[kPagedKeysPerWarp] = {};
+    for (int h = lane; h < heads; h += 32) {
+      float dot[kPagedKeysPerWarp] = {};
+      const float4* qh = qs + h * qld4;
+      for (int d = 0; d < hd4; ++d) {
+        const float4 qv = qh[d];
 #pragma unroll
-  for (int j = 0; j < kPagedKeysPerWarp; ++j) {
-    const float sum = warp_sum(total[j]);
-    if (lane == 0 && s0 + j < nk) out[s0 + j] = sum;
+        for (int j = 0; j < kPagedKeysPerWarp; ++j) {
+          const float4 kv = kw[j * hd4 + d];
+          dot[j] = fmaf(qv.x, kv.x, dot[j]);
+          dot[j] = fmaf(qv.y, kv.y, dot[j]);
+          dot[j] = fmaf(qv.z, kv.z, dot[j]);
+          dot[j] = fmaf(qv.w, kv.w, dot[j]);
+        }
+      }
+      const float wh = ws[h];
+#pragma unroll
+      for (int j = 0; j < kPagedKeysPerWarp; ++j) total[j] += fmaxf(dot[j], 0.0f) * a.softmax_scale * wh;
+    }
+#pragma unroll
+    for (int j = 0; j < kPagedKeysPerWarp; ++j) {
+      const float sum = warp_sum(total[j]);
+      if (lane == 0 && s0 + j < nk) out[s0 + j] = sum;
+    }
   }
 }
 
@@ -279,10 +285,15 @@ cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t str
         cudaFuncSetAttribute(indexer_score_paged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
   }
-  const unsigned tiles = unsigned((a.max_keys + kPagedKeysPerBlock - 1) / kPagedKeysPerBlock);
+  // Keys per block: 64 .. 512, the largest that still leaves >= 2048 blocks (~4 waves of
+  // 4 blocks on 132 SMs), so small batches keep every SM busy and large ones stage each
+  // query fewer times. Only the work split changes, not any score's arithmetic.
+  int64_t tile = kPagedChunk;
+  while (tile < 8 * kPagedChunk && a.rows * ((a.max_keys + 2 * tile - 1) / (2 * tile)) >= 2048) tile *= 2;
+  const unsigned tiles = unsigned((a.max_keys + tile - 1) / tile);
   for (int64_t r0 = 0; r0 < a.rows; r0 += kMaxGridY) {
     const dim3 grid(tiles, unsigned(std::min(kMaxGridY, a.rows - r0)));
-    indexer_score_paged_kernel<<<grid, kWarps * 32, smem, stream>>>(a, r0);
+    indexer_score_paged_kernel<<<grid, kWarps * 32, smem, stream>>>(a, r0, tile);
   }
   return cudaGetLastError();
 }

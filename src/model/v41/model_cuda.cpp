@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_model.cuh"
+#include "kernels/cuda/smxx_selection.cuh"
 #include "model/v41/engram.h"
 #include "model/v41/weights.h"
 #include "ops/cuda/cuda_check.h"
@@ -221,8 +222,9 @@ struct CudaModel::Impl {
   // ---- the batch -----------------------------------------------------------
   struct Shared {
     int64_t compress_source = -1, index_source = -1;
-    bool has_selection = false;
-    ops::Selection selection;
+    // The published selection, on the device: the buffer of the index layer that made
+    // it, counts [n] then ids [n, index_topk] over the step's tokens (step arena).
+    const int64_t* d_selection = nullptr;
     // The item's level-1 candidate masks in Batch::candidates: [count, cand_keys] from
     // cand_begin (-1: none published).
     int64_t cand_begin = -1, cand_keys = 0;
@@ -238,6 +240,7 @@ struct CudaModel::Impl {
     const int64_t* d_tables = nullptr;
     std::vector<int64_t> table_begin;
     uint8_t* candidates = nullptr;  // level-1 masks of the candidate source (step arena, ragged)
+    int* d_bad_selection = nullptr;  // set by build_selection_lists on an id outside the history
     int64_t count(size_t i) const { return begin[i + 1] - begin[i]; }
   };
   StateSlot& slot_of(const Batch& b, size_t i) { return slots[(*b.items)[i].slot]; }
@@ -254,7 +257,8 @@ struct CudaModel::Impl {
 
   std::vector<float> forward(std::vector<CudaBatchItem>& items);
   void attention(Batch& b, int64_t l, const float* x, float* out);
-  void compressor(Batch& b, size_t i, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos);
+  void compressor(Batch& b, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos,
+                  std::vector<size_t>& group_item);
   void upload_tables(Batch& b);
   void indexer(Batch& b, int64_t l, const float* x, const float* qr);
   void moe(int64_t l, const float* x, int64_t n, float* out);
@@ -631,6 +635,10 @@ std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
     int bad = 0;
     CUDA_CHECK(cudaMemcpy(&bad, d_bad_row, sizeof(int), cudaMemcpyDeviceToHost));
     DI_CHECK(bad == 0, "engram row out of range");
+    if (b.d_bad_selection != nullptr) {
+      CUDA_CHECK(cudaMemcpy(&bad, b.d_bad_selection, sizeof(int), cudaMemcpyDeviceToHost));
+      DI_CHECK(bad == 0, "an indexer selection names an entry outside the compressed history");
+    }
     if (layer_timing) {  // the download above synchronized the stream
       layer_ms.assign(size_t(c.num_hidden_layers), 0.0f);
       for (int64_t l = 0; l < c.num_hidden_layers; ++l)
@@ -671,36 +679,33 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
 
   // Pass 1: every item's compressor, then one batched write of all items' new
   // compressed entries (and, at index sources, their index keys), then the batched
-  // indexer, whose selections come to the host in one download.
+  // indexer, whose selections stay on the device.
   if (ratio > 0) {
     const bool kv_source = c.is_kv_source(l), index_source = c.is_index_source(l);
     const int64_t ihd = c.index_head_dim;
-    std::vector<const float*> lat_src;
-    std::vector<float*> lat_dst, entry_dst, key_dst;
+    std::vector<float*> entry_dst, key_dst;
     std::vector<int64_t> gpos;
-    std::vector<std::vector<int64_t>> group_pos(b.items->size());
-    for (size_t i = 0; i < b.items->size() && kv_source; ++i) {
-      float* latent = nullptr;
-      compressor(b, i, l, x + b.begin[i] * c.hidden_size, latent, group_pos[i]);
-      LayerSlot& st = slot_of(b, i).layers[l];
-      for (size_t g = 0; g < group_pos[i].size(); ++g) {
-        DI_CHECK(group_pos[i][g] / ratio == st.num_entries, "compressed history out of order at layer ", l);
-        lat_src.push_back(latent + int64_t(g) * hd);
-        gpos.push_back(group_pos[i][g]);
+    std::vector<size_t> gitem;
+    float* lat = nullptr;
+    if (kv_source) {
+      compressor(b, l, x, lat, gpos, gitem);
+      for (size_t g = 0; g < gpos.size(); ++g) {
+        const size_t i = gitem[g];
+        LayerSlot& st = slot_of(b, i).layers[l];
+        DI_CHECK(gpos[g] / ratio == st.num_entries, "compressed history out of order at layer ", l);
         entry_dst.push_back(entry(b, i, l, ratio, st.num_entries, false));
         if (index_source) key_dst.push_back(entry(b, i, l, ratio, st.num_entries, true));
         ++st.num_entries;
       }
-      b.shared[i].compress_source = l;
-      if (index_source) b.shared[i].index_source = l;
+      for (Shared& sh : b.shared) {
+        sh.compress_source = l;
+        if (index_source) sh.index_source = l;
+      }
     }
-    const int64_t groups = int64_t(lat_src.size());
+    const int64_t groups = int64_t(gpos.size());
     if (groups > 0) {
       // The stored entry is the RoPE-rotated, FP4-rounded latent; the keys derive from
       // the unrotated latent, rotated to the group's first position.
-      float* lat = layer_arena->alloc<float>(groups * hd);
-      for (int64_t g = 0; g < groups; ++g) lat_dst.push_back(lat + g * hd);
-      copy_rows(lat_src, lat_dst, hd);
       const int64_t* d_gpos = upload(gpos, *layer_arena);
       float* rotated = layer_arena->alloc<float>(groups * hd);
       d2d(rotated, lat, groups * hd);
@@ -721,32 +726,63 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     }
     if (index_source) indexer(b, l, x, qr);
   }
-  std::vector<std::vector<int64_t>> comp_ids(b.items->size());
-  std::vector<bool> use_comp(b.items->size(), false);
-  for (size_t i = 0; i < b.items->size(); ++i) {
-    Shared& sh = b.shared[i];
-    use_comp[i] = ratio > 0 && sh.compress_source >= 0 && sh.has_selection;
-    if (use_comp[i]) {
-      auto& ids = comp_ids[i];
-      ids = sh.selection.ids;
-      std::sort(ids.begin(), ids.end());
-      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    }
-  }
-
   // Pass 2: the KV pool of the whole batch, per item [its window ring | its new
-  // entries | the compressed entries its queries selected], and the entry lists.
-  int64_t pool_rows = 0;
-  for (size_t i = 0; i < b.items->size(); ++i) pool_rows += win + b.count(i) + int64_t(comp_ids[i].size());
+  // entries | room for the distinct compressed entries its queries selected], and the
+  // entry lists: the window part built here, the compressed part on the device from
+  // the device-resident selections (kernels::build_selection_lists), so an index
+  // layer needs no host round trip.
+  namespace kn = kernels;
+  const size_t items = b.items->size();
+  const int64_t top_k = c.index_topk;
+  std::vector<int64_t> item_info(items * kn::kSelItemCols, 0), token_item(size_t(n), 0);
+  std::vector<const int64_t*> item_sel(items, nullptr);
+  int64_t pool_rows = 0, flag_count = 0, list_count = 0, max_entries = 0, max_bound = 0, sel_ids = 0;
+  int64_t comp_source = -1;
+  bool any_comp = false;
+  for (size_t i = 0; i < items; ++i) {
+    const Shared& sh = b.shared[i];
+    const int64_t cnt = b.count(i);
+    const bool use_comp = ratio > 0 && sh.compress_source >= 0 && sh.d_selection != nullptr;
+    int64_t nk = 0, bound = 0;
+    if (use_comp) {
+      DI_CHECK(comp_source < 0 || comp_source == sh.compress_source, "items disagree on the KV source at layer ", l);
+      comp_source = sh.compress_source;
+      nk = slot_of(b, i).layers[comp_source].num_entries;
+      bound = std::min(nk, cnt * top_k);  // distinct selected entries
+      if (nk > 0) {
+        const auto& table = *(*b.items)[i].block_table;
+        const int64_t epb = sources[source_index(comp_source)].epb, need = (nk - 1) / epb + 1;
+        DI_CHECK(need <= int64_t(table.size()), "block table does not cover compressed entry ", nk - 1);
+        for (int64_t j = 0; j < need; ++j)
+          DI_CHECK(table[j] >= 0 && table[j] < num_blocks, "block ", table[j], " is outside the history pool");
+      }
+      upload_tables(b);
+      item_sel[i] = sh.d_selection;
+      sel_ids += cnt * top_k;
+      any_comp = true;
+    }
+    int64_t* info = item_info.data() + i * kn::kSelItemCols;
+    info[kn::kSelFlagBegin] = flag_count;
+    info[kn::kSelEntries] = nk;
+    info[kn::kSelCompBase] = pool_rows + win + cnt;
+    info[kn::kSelTableBegin] = use_comp ? b.table_begin[i] : 0;
+    info[kn::kSelListBegin] = list_count;
+    info[kn::kSelBound] = bound;
+    for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) token_item[t] = int64_t(i);
+    pool_rows += win + cnt + bound;
+    flag_count += nk;
+    list_count += bound;
+    max_entries = std::max(max_entries, nk);
+    max_bound = std::max(max_bound, bound);
+  }
   float* pool = layer_arena->alloc<float>(pool_rows * hd);
   std::vector<const float*> src;
   std::vector<float*> dst;
   std::vector<int64_t> offsets{0}, ids;
   int64_t base = 0;
-  for (size_t i = 0; i < b.items->size(); ++i) {
+  for (size_t i = 0; i < items; ++i) {
     const int64_t slot_id = (*b.items)[i].slot;
     StateSlot& slot = slot_of(b, i);
-    Shared& sh = b.shared[i];
     const int64_t t0 = b.begin[i], cnt = b.count(i);
     const float* ring = window(slot_id, l);
     for (int64_t r = 0; r < win; ++r) {
@@ -757,30 +793,16 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
       src.push_back(kv + (t0 + k) * hd);
       dst.push_back(pool + (base + win + k) * hd);
     }
-    const int64_t new_base = base + win, comp_base = new_base + cnt;
-    if (use_comp[i]) {
-      const int64_t src_ratio = c.compress_ratios[sh.compress_source];
-      for (size_t e = 0; e < comp_ids[i].size(); ++e) {
-        src.push_back(entry(b, i, sh.compress_source, src_ratio, comp_ids[i][e], false));
-        dst.push_back(pool + (comp_base + int64_t(e)) * hd);
-      }
-    }
+    const int64_t new_base = base + win;
     const int64_t p0 = b.positions[t0];
     for (int64_t k = 0; k < cnt; ++k) {
       const int64_t p = b.positions[t0 + k];
       // Window: positions max(window start, p - win + 1) .. p inclusive.
       for (int64_t s = std::max<int64_t>(slot.window_start, p - win + 1); s <= p; ++s)
         ids.push_back(s < p0 ? base + s % win : new_base + (s - p0));
-      if (use_comp[i]) {
-        const auto& sel = sh.selection;
-        for (int64_t j = sel.offsets[k]; j < sel.offsets[k + 1]; ++j) {
-          auto it = std::lower_bound(comp_ids[i].begin(), comp_ids[i].end(), sel.ids[j]);
-          ids.push_back(comp_base + (it - comp_ids[i].begin()));
-        }
-      }
       offsets.push_back(int64_t(ids.size()));
     }
-    base = comp_base + int64_t(comp_ids[i].size());
+    base = new_base + cnt + item_info[i * kn::kSelItemCols + kn::kSelBound];
   }
   copy_rows(src, dst, hd);
   // The new tokens go into the rings after the pool has copied the old contents
@@ -797,8 +819,47 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   }
   copy_rows(src, dst, hd);
 
-  const int64_t* d_offsets = upload(offsets, *layer_arena);
-  const int64_t* d_ids = upload(ids, *layer_arena);
+  const int64_t* d_offsets = nullptr;
+  const int64_t* d_ids = nullptr;
+  if (!any_comp) {
+    d_offsets = upload(offsets, *layer_arena);
+    d_ids = upload(ids, *layer_arena);
+  } else {
+    if (b.d_bad_selection == nullptr) {
+      b.d_bad_selection = step_arena->alloc<int>(1);
+      CUDA_CHECK(cudaMemsetAsync(b.d_bad_selection, 0, sizeof(int), stream));
+    }
+    const Source& cs = sources[source_index(comp_source)];
+    kn::SelectionListArgs sa;
+    sa.item_info = upload(item_info, *layer_arena);
+    sa.item_sel = upload(item_sel, *layer_arena);
+    sa.token_item = upload(token_item, *layer_arena);
+    sa.items = int64_t(items);
+    sa.n = n;
+    sa.top_k = top_k;
+    sa.max_entries = max_entries;
+    sa.max_bound = max_bound;
+    sa.flag_count = flag_count;
+    sa.flags = layer_arena->alloc<uint8_t>(std::max<int64_t>(1, flag_count));
+    sa.rank = layer_arena->alloc<int32_t>(std::max<int64_t>(1, flag_count));
+    sa.list = layer_arena->alloc<int64_t>(std::max<int64_t>(1, list_count));
+    sa.count = layer_arena->alloc<int64_t>(int64_t(items));
+    sa.entries = cs.entries;
+    sa.tables = b.d_tables;
+    sa.entries_per_block = cs.epb;
+    sa.dim = hd;
+    sa.pool = pool;
+    sa.w_offsets = upload(offsets, *layer_arena);
+    sa.w_ids = upload(ids, *layer_arena);
+    int64_t* d_off = layer_arena->alloc<int64_t>(n + 1);
+    int64_t* d_all = layer_arena->alloc<int64_t>(std::max<int64_t>(1, int64_t(ids.size()) + sel_ids));
+    sa.offsets = d_off;
+    sa.ids = d_all;
+    sa.bad = b.d_bad_selection;
+    CUDA_CHECK(kn::build_selection_lists(sa, stream));
+    d_offsets = d_off;
+    d_ids = d_all;
+  }
   float* o = layer_arena->alloc<float>(n * heads * hd);
   gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd}, stream);
   // The values carried RoPE; rotate the output back by the query position.
@@ -819,17 +880,17 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   linear(z, out, n, a.wo_b);
 }
 
-// Emits the pre-RoPE latents of the groups completed by item i's tokens (device,
-// layer arena), with the absolute position of each group's first token. Groups
-// starting below the slot's write floor are already in the (shared) history.
-void CudaModel::Impl::compressor(Batch& b, size_t i, int64_t l, const float* x, float*& latent,
-                                 std::vector<int64_t>& group_pos) {
+// The compressor of the whole batch: emits the pre-RoPE latents of the groups that
+// the items' tokens complete, item after item (device, layer arena), with each group's
+// first absolute position and item. Groups starting below an item's write floor are
+// already in the (shared) history. One launch per step of the computation for all
+// items: the projections over all rows, one row gather of every completed group's
+// [pending | new] rows, one pooling, one norm, one copy of the rows left pending.
+void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos,
+                                 std::vector<size_t>& group_item) {
   const ModelConfig& c = cfg;
   const DAttn& a = layers[l].attn;
-  const int64_t slot_id = (*b.items)[i].slot;
-  StateSlot& slot = slot_of(b, i);
-  LayerSlot& st = slot.layers[l];
-  const int64_t n = b.count(i), hd = c.head_dim, ratio = c.compress_ratios[l], src = source_index(l);
+  const int64_t n = b.n, hd = c.head_dim, ratio = c.compress_ratios[l], src = source_index(l);
   float* kvp = layer_arena->alloc<float>(n * hd);
   float* gate = nullptr;
   linear(x, kvp, n, a.compressor_wkv);
@@ -837,40 +898,74 @@ void CudaModel::Impl::compressor(Batch& b, size_t i, int64_t l, const float* x, 
     gate = layer_arena->alloc<float>(n * hd);
     linear(x, gate, n, a.compressor_wgate);
   }
-  // The pending rows of the group being filled, then the new ones.
-  const int64_t np = st.num_pending, total = np + n;
-  float* cat_kv = kvp;
-  float* cat_gate = gate;
-  if (np > 0) {
-    cat_kv = layer_arena->alloc<float>(total * hd);
-    d2d(cat_kv, pending_rows(slot_id, src, false), np * hd);
-    d2d(cat_kv + np * hd, kvp, n * hd);
-    if (ratio > 1) {
-      cat_gate = layer_arena->alloc<float>(total * hd);
-      d2d(cat_gate, pending_rows(slot_id, src, true), np * hd);
-      d2d(cat_gate + np * hd, gate, n * hd);
+  // Row r of item i's stream: its pending rows (the group being filled), then its new ones.
+  auto row = [&](size_t i, int64_t np, int64_t r, bool g) -> const float* {
+    const int64_t slot_id = (*b.items)[i].slot;
+    if (r < np) return pending_rows(slot_id, src, g) + r * hd;
+    return (g ? gate : kvp) + (b.begin[i] + r - np) * hd;
+  };
+  struct Plan {
+    int64_t np, total, g0, complete;
+  };
+  std::vector<Plan> plan(b.items->size());
+  int64_t groups = 0;
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    const StateSlot& slot = slot_of(b, i);
+    const LayerSlot& st = slot.layers[l];
+    Plan& p = plan[i];
+    p.np = st.num_pending;
+    p.total = p.np + b.count(i);
+    p.complete = p.total / ratio;
+    p.g0 = 0;
+    while (p.g0 < p.complete && st.next_group_position + p.g0 * ratio < slot.write_floor) ++p.g0;
+    for (int64_t g = p.g0; g < p.complete; ++g) {
+      group_pos.push_back(st.next_group_position + g * ratio);
+      group_item.push_back(i);
     }
+    groups += p.complete - p.g0;
   }
-  const int64_t complete = total / ratio;
-  int64_t g0 = 0;
-  while (g0 < complete && st.next_group_position + g0 * ratio < slot.write_floor) ++g0;
-  for (int64_t g = g0; g < complete; ++g) group_pos.push_back(st.next_group_position + g * ratio);
-  const int64_t groups = complete - g0;
   latent = layer_arena->alloc<float>(groups * hd);
-  if (groups > 0) {
-    if (ratio == 1) {
-      d2d(latent, cat_kv + g0 * hd, groups * hd);
-    } else {
-      // Softmax-gated pooling of the group's tokens, per channel, in fp32.
-      CUDA_CHECK(kernels::compress_pool({cat_kv + g0 * ratio * hd, cat_gate + g0 * ratio * hd, latent, groups, ratio, hd},
-                                        stream));
+  float* cat_kv = ratio > 1 ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
+  float* cat_gate = ratio > 1 ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
+  std::vector<const float*> gsrc, psrc;
+  std::vector<float*> gdst, pdst;
+  int64_t gi = 0;
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    const Plan& p = plan[i];
+    const int64_t slot_id = (*b.items)[i].slot;
+    for (int64_t g = p.g0; g < p.complete; ++g, ++gi)
+      for (int64_t k = 0; k < ratio; ++k) {
+        const int64_t r = g * ratio + k;
+        gsrc.push_back(row(i, p.np, r, false));
+        gdst.push_back(ratio == 1 ? latent + gi * hd : cat_kv + (gi * ratio + k) * hd);
+        if (ratio > 1) {
+          gsrc.push_back(row(i, p.np, r, true));
+          gdst.push_back(cat_gate + (gi * ratio + k) * hd);
+        }
+      }
+    // What stays pending moves to the front of the pending rows. With no group
+    // completed, the old pending rows are already in place; otherwise (np < ratio <=
+    // used) every row left is a new one, so no pending row is read and written by the
+    // same launch.
+    const int64_t used = p.complete * ratio;
+    for (int64_t r = used; r < p.total; ++r) {
+      if (used == 0 && r < p.np) continue;
+      DI_CHECK(r >= p.np, "compressor: pending rows overlap at layer ", l);
+      psrc.push_back(row(i, p.np, r, false));
+      pdst.push_back(pending_rows(slot_id, src, false) + (r - used) * hd);
+      if (ratio > 1) {
+        psrc.push_back(row(i, p.np, r, true));
+        pdst.push_back(pending_rows(slot_id, src, true) + (r - used) * hd);
+      }
     }
+    LayerSlot& st = slot_of(b, i).layers[l];
+    st.num_pending = p.total - used;
+    st.next_group_position += used;
   }
-  const int64_t used = complete * ratio, left = total - used;
-  d2d(pending_rows(slot_id, src, false), cat_kv + used * hd, left * hd);
-  if (ratio > 1) d2d(pending_rows(slot_id, src, true), cat_gate + used * hd, left * hd);
-  st.num_pending = left;
-  st.next_group_position += used;
+  copy_rows(gsrc, gdst, hd);
+  if (groups > 0 && ratio > 1)  // softmax-gated pooling of each group's rows, per channel, in fp32
+    CUDA_CHECK(kernels::compress_pool({cat_kv, cat_gate, latent, groups, ratio, hd}, stream));
+  copy_rows(psrc, pdst, hd);  // after the gather above has read the old pending rows (stream order)
   if (groups > 0) gpu::rms_norm({latent, latent, groups, hd, a.compressor_norm, float(c.rms_norm_eps)}, stream);
 }
 
@@ -888,8 +983,8 @@ void CudaModel::Impl::upload_tables(Batch& b) {
 
 // The index layer of the whole batch: every query row of every item scores its own
 // item's keys (read in place from the paged history through the block tables) and
-// selects its top-k, one launch per kernel; the selections of all rows come to the
-// host in one download (attention() builds the entry lists there).
+// selects its top-k, one launch per kernel; the selections stay on the device, where
+// attention() turns them into entry lists (no host round trip).
 void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* qr) {
   const ModelConfig& c = cfg;
   const DAttn& a = layers[l].attn;
@@ -973,25 +1068,13 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
   } else if (uses_candidates) {
     sp.candidates_in = b.candidates;  // rows without a mask have cand_begin -1
   }
-  int64_t* sel = layer_arena->alloc<int64_t>(n * (1 + top_k));  // counts [n], then ids [n, top_k]
+  // Read by the attention lists of this and the later layers of the step.
+  int64_t* sel = step_arena->alloc<int64_t>(n * (1 + top_k));  // counts [n], then ids [n, top_k]
   sp.counts = sel;
   sp.ids = sel + n;
   gpu::indexer_select_batch(sp, stream);
-  const std::vector<int64_t> h = download(sel, n * (1 + top_k));  // the layer's one host sync
-  for (size_t i = 0; i < b.items->size(); ++i) {
-    if (!active[i]) continue;
-    Shared& sh = b.shared[i];
-    sh.selection.offsets.assign(1, 0);
-    sh.selection.ids.clear();
-    for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) {
-      const int64_t cnt = h[t];
-      DI_CHECK(cnt >= 0 && cnt <= top_k, "indexer selection count ", cnt, " out of range");
-      const int64_t* ids = h.data() + n + t * top_k;
-      sh.selection.ids.insert(sh.selection.ids.end(), ids, ids + cnt);
-      sh.selection.offsets.push_back(int64_t(sh.selection.ids.size()));
-    }
-    sh.has_selection = true;
-  }
+  for (size_t i = 0; i < b.items->size(); ++i)
+    if (active[i]) b.shared[i].d_selection = sel;
 }
 
 // ---------------------------------------------------------------------------
