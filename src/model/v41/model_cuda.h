@@ -15,9 +15,10 @@
 //   std::vector<v41::CudaBatchItem> items = {{slot, &block_table, {1, 2, 3}}};
 //   std::vector<float> logits = m->forward_batch(items);  // last row per item
 //
-// Host syncs inside a forward: each indexer selection and each MoE routing is copied
-// to the host (the attention entry lists and the expert row lists are built there),
-// and the logits at the end. Not thread-safe: one caller at a time.
+// Host syncs inside a forward: each MoE routing is copied to the host (the expert row
+// lists are built there), and the logits at the end. The indexer is batched over the
+// items and stays on the device: its selections become the attention entry lists
+// there. Not thread-safe: one caller at a time.
 #pragma once
 
 #include <cstdint>
