@@ -1,6 +1,7 @@
 // Hyper-connection mixes / collapse / expand and sink attention.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "harness.h"
 #include "ops/attention.h"
@@ -54,30 +55,87 @@ OpCase expand_case(std::string name, int64_t n, int64_t hc, int64_t dim) {
           }};
 }
 
-// Entry lists like the model's: per query a random number of ids (query 0 has
-// none), repeats allowed, into a shared pool. Keys are scaled so that the softmax
-// is neither flat nor one-hot.
-OpCase attention_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, int64_t max_entries) {
+// Entry lists like the model's: per query a list of ids (repeats allowed) into a
+// shared pool, the counts given by `count(rng, t)`. Keys are scaled so that the
+// softmax is neither flat nor one-hot.
+struct AttnInputs {
+  std::vector<float> q, kv, sink;
+  std::vector<int64_t> offsets{0}, ids;
+};
+template <class Count>
+AttnInputs attention_inputs(Rng& rng, int64_t n, int64_t heads, int64_t dim, int64_t pool, Count count) {
+  AttnInputs in;
+  in.q = randn(rng, n * heads * dim);
+  in.kv = randn(rng, pool * dim, 2.0f);
+  in.sink = randn(rng, heads, 2.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t cnt = count(rng, t);
+    for (int64_t j = 0; j < cnt; ++j) in.ids.push_back(randint(rng, 0, pool - 1));
+    in.offsets.push_back(int64_t(in.ids.size()));
+  }
+  return in;
+}
+
+template <class Count>
+OpCase attention_counts_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, Count count) {
   return {name, "sink_attention", [=](Rng& rng) {
-            const auto q = randn(rng, n * heads * dim);
-            const auto kv = randn(rng, pool * dim, 2.0f);
-            const auto sink = randn(rng, heads, 2.0f);
-            std::vector<int64_t> offsets{0}, ids;
-            for (int64_t t = 0; t < n; ++t) {
-              const int64_t cnt = t == 0 ? 0 : randint(rng, 1, max_entries);
-              for (int64_t j = 0; j < cnt; ++j) ids.push_back(randint(rng, 0, pool - 1));
-              offsets.push_back(int64_t(ids.size()));
-            }
+            const AttnInputs in = attention_inputs(rng, n, heads, dim, pool, count);
             const float scale = 1.0f / std::sqrt(float(dim));
             std::vector<float> out(n * heads * dim);
-            ops::cpu::sink_attention({q.data(), kv.data(), offsets.data(), ids.data(), sink.data(), scale, out.data(), n,
-                                      heads, dim});
-            Dev<float> dq(q), dkv(kv), dsink(sink), dout(n * heads * dim);
-            Dev<int64_t> doff(offsets), dids(ids.empty() ? std::vector<int64_t>{0} : ids);
+            ops::cpu::sink_attention({in.q.data(), in.kv.data(), in.offsets.data(), in.ids.data(), in.sink.data(), scale,
+                                      out.data(), n, heads, dim});
+            Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dout(n * heads * dim);
+            Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids);
             ops::cuda::sink_attention({dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dout.get(), n,
                                        heads, dim},
                                       nullptr);
             return Outputs{{{"out", out, dout.host()}}, {}};
+          }};
+}
+
+// Query 0 has no entries; the others a random count in [1, max_entries].
+OpCase attention_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, int64_t max_entries) {
+  return attention_counts_case(name, n, heads, dim, pool,
+                               [max_entries](Rng& rng, int64_t t) { return t == 0 ? int64_t(0) : randint(rng, 1, max_entries); });
+}
+
+// Counts that hit the kernel's edges: empty (sink only), fewer entries than the 8
+// slices (empty slices), one tile and one entry past it, the V4.1 640, and lists
+// long enough that each slice walks several 32-entry tiles.
+constexpr int64_t kRagged[] = {0, 1, 5, 31, 32, 33, 640, 0, 7, 300, 2000, 639, 128, 9, 0, 1100};
+
+// Batch invariance: the same queries computed inside one batch and alone (n = 1, and
+// n = 3 around them) must give the same bits; the kernel picks its block shape from
+// the batch size, so this runs both shapes on the same rows. "cpu" = inside the batch.
+OpCase attention_invariance_case(std::string name, int64_t n, int64_t heads, int64_t dim) {
+  return {name, "sink_attention_batch", [=](Rng& rng) {
+            const AttnInputs in = attention_inputs(rng, n, heads, dim, 1500, [](Rng& r, int64_t t) {
+              return t % 5 == 0 ? kRagged[(t / 5) % std::size(kRagged)] : randint(r, 600, 640);
+            });
+            const float scale = 1.0f / std::sqrt(float(dim));
+            const int64_t row = heads * dim;
+            Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dbatch(n * row);
+            Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids);
+            ops::cuda::sink_attention({dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dbatch.get(), n,
+                                       heads, dim},
+                                      nullptr);
+            const std::vector<float> batch = dbatch.host();
+            std::vector<float> in_batch, apart;
+            for (int64_t t : {int64_t(0), int64_t(1), int64_t(5), n / 2, n - 1}) {
+              for (int64_t m : {int64_t(1), int64_t(3)}) {
+                const int64_t t0 = std::min(t, n - m);  // a window of m queries that holds t
+                Dev<float> dsub(m * row);
+                // offsets are absolute positions into ids, so a sub-range of the
+                // batch is a valid smaller batch over the same ids and pool.
+                ops::cuda::sink_attention({dq.get() + t0 * row, dkv.get(), doff.get() + t0, dids.get(), dsink.get(), scale,
+                                           dsub.get(), m, heads, dim},
+                                          nullptr);
+                const std::vector<float> sub = dsub.host();
+                in_batch.insert(in_batch.end(), batch.begin() + t * row, batch.begin() + (t + 1) * row);
+                apart.insert(apart.end(), sub.begin() + (t - t0) * row, sub.begin() + (t - t0 + 1) * row);
+              }
+            }
+            return Outputs{{{"alone_vs_batch", in_batch, apart}}, {}};
           }};
 }
 
@@ -98,6 +156,16 @@ std::vector<OpCase> attention_cases() {
       attention_case("sink_attention_v41", 6, 64, 512, 700, 640),
       attention_case("sink_attention_heads12", 4, 12, 512, 300, 200),
       attention_case("sink_attention_dim100", 5, 3, 100, 50, 40),
+      // V4.1-Flash decode shapes: 64 heads x 512, 640 entries (128 window + 512 selected).
+      attention_counts_case("sink_attention_v41_n1", 1, 64, 512, 4096, [](Rng&, int64_t) { return int64_t(640); }),
+      attention_counts_case("sink_attention_v41_n8", 8, 64, 512, 4096, [](Rng&, int64_t) { return int64_t(640); }),
+      attention_counts_case("sink_attention_v41_n64", 64, 64, 512, 8192, [](Rng& r, int64_t) { return randint(r, 600, 640); }),
+      attention_counts_case("sink_attention_v41_ragged", int64_t(std::size(kRagged)), 64, 512, 3000,
+                     [](Rng&, int64_t t) { return kRagged[t]; }),
+      attention_case("sink_attention_heads128_dim256", 3, 128, 256, 900, 700),
+      attention_case("sink_attention_heads3_dim64", 16, 3, 64, 200, 300),
+      attention_invariance_case("sink_attention_batch_invariance_v41", 64, 64, 512),
+      attention_invariance_case("sink_attention_batch_invariance_dim100", 40, 40, 100),
   };
 }
 

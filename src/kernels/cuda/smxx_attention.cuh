@@ -1,8 +1,15 @@
 // Sink attention over an explicit per-query entry list (CSR), shared K = V
 // (MODEL_V41.md §3): out[t, h] = sum_j p_j kv[ids_j], p = softmax over
 // {scale * q[t, h] . kv[ids_j]} plus one sink logit per head that has no value.
-// fp32 with an online softmax; entries are staged once per block and shared by
-// the block's heads, since every head of a query reads the same entries.
+//
+// Flash-decoding for one shared KV head (MQA): a block takes one query, a group
+// of its heads and one of kAttnSplits slices of its entry list; it stages the
+// slice's entries in shared memory once for all heads of the group and keeps an
+// fp32 online softmax per head. The kAttnSplits blocks of a (query, head group)
+// form a thread-block cluster (sm_90) and merge their partial (max, sum, acc)
+// through distributed shared memory in a fixed order. The slices depend only on
+// the query's own entry count, and every head runs the same arithmetic whatever
+// the group size, so a query's output is bitwise the same alone or in any batch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,7 +18,8 @@
 
 namespace deepinfer::kernels {
 
-constexpr int64_t kAttnMaxDim = 512;  // V4.1 head_dim; a lane keeps dim / 32 values
+constexpr int64_t kAttnMaxDim = 512;  // V4.1 head_dim; a lane keeps 16 channels of a row
+constexpr int kAttnSplits = 8;        // entry slices per query = cluster size
 
 struct SinkAttentionArgs {
   const float* q = nullptr;          // [n, heads, dim]
