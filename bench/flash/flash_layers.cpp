@@ -387,8 +387,9 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
     }
   }
   std::fflush(stdout);
-  // Routed FP4 experts as the runner runs them: one swiglu_expert per active expert
-  // (rows gathered per expert), T tokens x top-6 uniform picks over 384 experts.
+  // Routed FP4 experts, T tokens x top-6 uniform picks over 384 experts: "fp4_moe" is the
+  // runner's former loop (one swiglu_expert per active expert, rows gathered per expert;
+  // kept as the before-reference), "moe_grouped" the device-routed grouped op it calls now.
   {
     const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size, k = c.num_experts_per_tok;
     std::vector<std::array<WeightRef, 3>> ex;  // w1, w3, w2: distinct device copies
@@ -397,8 +398,17 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
     float* rw;
     CK(cudaMalloc(&rw, size_t(maxn) * 8 * 4));
     fill_random(rw, size_t(maxn) * 8 * 4, 5);
+    // The grouped, device-routed op the runner now calls (moe_experts): same picks,
+    // ids and weights on the device, one plan + grouped launches per call.
+    std::vector<ops::MoeExpertRef> refs;
+    for (auto& p : ex) refs.push_back({p[0], p[1], p[2]});
+    const ops::cuda::MoeExpertTable table(refs);
+    int64_t* d_ids;
+    CK(cudaMalloc(&d_ids, size_t(maxn * k) * 8));
+    void* ws;
+    CK(cudaMalloc(&ws, ops::cuda::moe_experts_workspace_bytes(maxn, k, table, ops::cuda::LinearMode::kAuto)));
     for (int64_t T : ns) {
-      std::vector<int64_t> count(size_t(E), 0);
+      std::vector<int64_t> count(size_t(E), 0), ids;
       uint64_t s = 99 + uint64_t(T);
       for (int64_t t = 0; t < T; ++t) {
         std::vector<int64_t> picks;
@@ -407,7 +417,21 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
           if (std::find(picks.begin(), picks.end(), e) == picks.end()) picks.push_back(e);
         }
         for (int64_t e : picks) ++count[size_t(e)];
+        ids.insert(ids.end(), picks.begin(), picks.end());
       }
+      CK(cudaMemcpy(d_ids, ids.data(), ids.size() * 8, cudaMemcpyHostToDevice));
+      for (auto mode : {ops::cuda::LinearMode::kAuto, ops::cuda::LinearMode::kInvariant}) {
+        const float gms = tm.time_ms(
+            [&](int) {
+              ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y}, table, mode, st, ws);
+            },
+            5, 3);
+        int64_t act = 0;
+        for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
+        std::printf("op moe_grouped T=%lld active=%lld mode=%s ms=%.5f\n", (long long)T, (long long)act,
+                    mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant", gms);
+      }
+      std::fflush(stdout);
       int64_t active = 0;
       for (int64_t e = 0; e < E; ++e) active += count[size_t(e)] > 0;
       const float ms = tm.time_ms(
@@ -424,6 +448,27 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
           },
           5, 3);
       std::printf("op fp4_moe T=%lld active=%lld ms=%.5f\n", (long long)T, (long long)active, ms);
+    }
+    CK(cudaFree(d_ids));
+    CK(cudaFree(ws));
+    // The router at the Flash shape: BF16 gate [384 x 5120], logits + top-6 select.
+    {
+      const WeightRef gate = dev_copy(bf16(hp, E, D, 1.0f / std::sqrt(float(D))));
+      int64_t* rid;
+      float* rwt;
+      CK(cudaMalloc(&rid, size_t(maxn * k) * 8));
+      CK(cudaMalloc(&rwt, size_t(maxn * k) * 4));
+      for (int64_t T : ns) {
+        const float ms = tm.time_ms(
+            [&](int) {
+              ops::cuda::moe_router({x, T, gate, nullptr, k, 1.0f, true, 1.5f, rid, rwt}, st);
+            },
+            7, 10);
+        std::printf("op router T=%lld experts=%lld dim=%lld ms=%.5f\n", (long long)T, (long long)E, (long long)D, ms);
+      }
+      CK(cudaFree(const_cast<uint8_t*>(gate.data)));
+      CK(cudaFree(rid));
+      CK(cudaFree(rwt));
     }
     for (auto& p : ex)
       for (auto& w : p) {

@@ -212,6 +212,25 @@ def main():
             floor = a * EXPERT_W / BW * 1e3
             print(f"| {r['T']} | {a} | {ms:.3f} | {floor:.3f} | {t or '-'} | "
                   f"{(float(t) / ms) if t else float('nan'):.2f} |")
+        if ours.get("moe_grouped"):
+            print("\nRouted experts, grouped device-routed op (moe_experts: plan + grouped gemv / tensor-core tiles "
+                  "+ combine; same picks as above):\n")
+            print("| T | active experts | mode | ours ms | FP4 bytes floor ms | fraction | _grouped_mm ms | ratio |")
+            print("|---|---|---|---|---|---|---|---|")
+            for r in ours["moe_grouped"]:
+                a = int(r["active"])
+                ms = float(r["ms"])
+                t = gref.get(r["T"])
+                floor = a * EXPERT_W / BW * 1e3
+                print(f"| {r['T']} | {a} | {r.get('mode', '')} | {ms:.3f} | {floor:.3f} | {floor / ms:.1%} | "
+                      f"{t or '-'} | {(float(t) / ms) if t else float('nan'):.2f} |")
+        if ours.get("router"):
+            print("\nRouter (BF16 gate [384 x 5120], double-sum logits + top-6 select):\n")
+            print("| T | ours ms | gate bytes floor ms |")
+            print("|---|---|---|")
+            for r in ours["router"]:
+                floor = int(r["experts"]) * int(r["dim"]) * 2 / BW * 1e3
+                print(f"| {r['T']} | {float(r['ms']):.4f} | {floor:.4f} |")
         print("\nIndexer top-512 (ours: indexer_select incl. visibility mask, minus the score-restoring copy; "
               "torch.topk):\n")
         print("| keys | n | ours ms | torch.topk ms | ratio |")

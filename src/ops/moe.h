@@ -5,6 +5,14 @@
 //     norm_topk_prob and top_k > 1, times routed_scaling_factor.
 //   swiglu_expert: y = w2 . (route_weight * silu(min(w1.x, L)) * clamp(w3.x, -L, L));
 //     L = swiglu_limit (no clamps when L <= 0). The weight multiplies before w2.
+//   moe_experts: the routed part of the MoE for a batch: token t's output is
+//     0 + y_e1 + y_e2 + ... over its top_k slots in ascending expert id (ties, i.e. a
+//     repeated id, in slot order), y_e = swiglu_expert(x[t]; experts[e], route
+//     weight), then + residual[t] when given (the shared expert's output). That is
+//     the order the CPU model has always summed in (experts ascending, then shared),
+//     so the combine adds the same fp32 numbers in the same order on every backend
+//     and a token's sum never depends on the rest of the batch. Slots whose id is
+//     outside [0, num_experts) contribute nothing.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +44,26 @@ struct SwigluExpertParams {
   float* y = nullptr;  // [n, dim], overwritten
 };
 
+struct MoeExpertRef {
+  WeightRef w1, w3;  // [inter, dim]
+  WeightRef w2;      // [dim, inter]
+};
+
+struct MoeExpertsParams {
+  const float* x = nullptr;  // [n, dim]
+  int64_t n = 0;
+  int64_t top_k = 1;
+  const int64_t* expert_ids = nullptr;   // [n, top_k] (moe_router's output)
+  const float* expert_weights = nullptr;  // [n, top_k]
+  const MoeExpertRef* experts = nullptr;  // [num_experts] (host array; see the CUDA op for its table)
+  int64_t num_experts = 0;
+  float swiglu_limit = 10.0f;
+  const float* residual = nullptr;  // [n, dim] added last, or null
+  float* y = nullptr;               // [n, dim], overwritten
+};
+
 namespace cpu {
+void moe_experts(const MoeExpertsParams& p);
 void moe_router(const MoeRouterParams& p);
 void swiglu_expert(const SwigluExpertParams& p);
 }  // namespace cpu

@@ -2,6 +2,8 @@
 // SwiGLU expert.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <utility>
 
 #include "harness.h"
 #include "ops/cuda/cuda_ops.h"
@@ -86,6 +88,79 @@ OpCase expert_case(std::string name, WKind kind, int64_t n, int64_t inter, int64
           }};
 }
 
+// Ragged routing: k distinct experts per token; a quarter of the picks go to the
+// four "hot" experts 0..3 (dozens of rows each at n = 256: the tensor-core tiles in
+// kAuto mode), the rest spread over experts < used; experts >= used stay empty.
+std::vector<int64_t> ragged_ids(Rng& rng, int64_t n, int64_t k, int64_t used) {
+  std::vector<int64_t> ids(n * k);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t e;
+      bool dup;
+      do {
+        e = randint(rng, 0, 3) == 0 ? randint(rng, 0, 3) : randint(rng, 0, used - 1);
+        dup = std::find(ids.begin() + t * k, ids.begin() + t * k + j, e) != ids.begin() + t * k + j;
+      } while (dup);
+      ids[t * k + j] = e;
+    }
+  return ids;
+}
+
+// moe_experts (grouped, device-routed) against the CPU op. `sets` distinct random
+// expert weights are shared round-robin by the E experts (E x [inter x dim] at the real
+// shape would be 6.8 GB); the kernels see E distinct table entries either way.
+// invariant: kInvariant mode, and the rows of two sub-batches (token 0 alone, the
+// second half) must equal the full batch's rows bit for bit.
+OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int64_t k, int64_t inter, int64_t dim,
+                        int64_t sets, int64_t used, bool invariant, bool residual, bool bad_id = false) {
+  return {name, "moe_experts", [=](Rng& rng) {
+            const float sd_in = 1.5f / std::sqrt(float(dim)), sd_out = 1.0f / std::sqrt(float(inter));
+            std::vector<std::unique_ptr<TestWeight>> w;
+            for (int64_t s = 0; s < sets; ++s) {
+              w.push_back(random_weight(rng, kind, inter, dim, sd_in));
+              w.push_back(random_weight(rng, kind, inter, dim, sd_in));
+              w.push_back(random_weight(rng, kind, dim, inter, sd_out));
+            }
+            std::vector<ops::MoeExpertRef> hexp(E), dexp(E);
+            for (int64_t e = 0; e < E; ++e) {
+              const size_t b = size_t(e % sets) * 3;
+              hexp[e] = {w[b]->ref(false), w[b + 1]->ref(false), w[b + 2]->ref(false)};
+              dexp[e] = {w[b]->ref(true), w[b + 1]->ref(true), w[b + 2]->ref(true)};
+            }
+            const auto x = randn(rng, n * dim);
+            auto ids = ragged_ids(rng, n, k, used);
+            if (bad_id) ids[k] = -1;  // token 1's first slot contributes nothing
+            const auto wts = uniform(rng, n * k, 0.1f, 1.0f);
+            const auto res = randn(rng, n * dim, 0.5f);
+            std::vector<float> y(n * dim);
+            ops::cpu::moe_experts({x.data(), n, k, ids.data(), wts.data(), hexp.data(), E, 10.0f,
+                                   residual ? res.data() : nullptr, y.data()});
+            const ops::cuda::MoeExpertTable table(dexp);
+            const auto mode = invariant ? ops::cuda::LinearMode::kInvariant : ops::cuda::LinearMode::kAuto;
+            Dev<float> dx(x), dw(wts), dres(res), dy(n * dim);
+            Dev<int64_t> dids(ids);
+            auto run = [&](int64_t t0, int64_t cnt, float* out) {
+              ops::cuda::moe_experts({dx.get() + t0 * dim, cnt, k, dids.get() + t0 * k, dw.get() + t0 * k, nullptr, E,
+                                      10.0f, residual ? dres.get() + t0 * dim : nullptr, out},
+                                     table, mode, nullptr);
+            };
+            run(0, n, dy.get());
+            Outputs o{{{"y", y, dy.host()}}, {}};
+            if (invariant) {
+              const std::vector<float> full = dy.host();
+              int64_t diff = 0;
+              for (auto [t0, cnt] : {std::pair<int64_t, int64_t>{0, 1}, {n / 2, n - n / 2}}) {
+                Dev<float> sub(cnt * dim);
+                run(t0, cnt, sub.get());
+                const std::vector<float> got = sub.host();
+                diff += int64_t(std::memcmp(got.data(), full.data() + t0 * dim, got.size() * 4) != 0);
+              }
+              o.ints.push_back({"sub_batches_bitwise_differ", {0}, {diff}});
+            }
+            return o;
+          }};
+}
+
 }  // namespace
 
 std::vector<OpCase> linear_cases() {
@@ -113,6 +188,19 @@ std::vector<OpCase> moe_cases() {
       expert_case("swiglu_expert_fp4_routed", WKind::kFp4E8m0, 3, 256, 512, true, 10.0f),
       expert_case("swiglu_expert_fp8_shared_n12", WKind::kFp8E8m0, 12, 256, 512, false, 10.0f),
       expert_case("swiglu_expert_bf16_nolimit", WKind::kBF16, 2, 64, 128, true, 0.0f),
+      // Grouped experts at the V4.1 shapes: 384 FP4 experts [2304 x 5120], top-6; ragged
+      // loads (hot experts, 64..383 never picked). n = 256 in kAuto runs both the gemv
+      // and the tensor-core tiles; the invariant case checks sub-batch bits too.
+      moe_experts_case("moe_experts_v41_fp4_n1", WKind::kFp4E8m0, 1, 384, 6, 2304, 5120, 4, 64, false, true),
+      moe_experts_case("moe_experts_v41_fp4_n8", WKind::kFp4E8m0, 8, 384, 6, 2304, 5120, 4, 64, false, true),
+      moe_experts_case("moe_experts_v41_fp4_n256", WKind::kFp4E8m0, 256, 384, 6, 2304, 5120, 4, 64, false, true),
+      moe_experts_case("moe_experts_v41_fp4_n64_invariant", WKind::kFp4E8m0, 64, 384, 6, 2304, 5120, 4, 64, true,
+                       true),
+      // Small shapes, other formats: f32 (gemv only; a slot with id -1), FP8 with the
+      // tensor-core tiles, BF16 in invariant mode.
+      moe_experts_case("moe_experts_f32_n13_badid", WKind::kF32, 13, 8, 2, 64, 128, 8, 8, false, false, true),
+      moe_experts_case("moe_experts_fp8_n40", WKind::kFp8E8m0, 40, 16, 4, 64, 256, 3, 16, false, true),
+      moe_experts_case("moe_experts_bf16_n20_invariant", WKind::kBF16, 20, 8, 2, 64, 128, 2, 8, true, false),
   };
 }
 

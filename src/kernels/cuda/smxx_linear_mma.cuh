@@ -155,12 +155,15 @@ __device__ __forceinline__ void store_stage(const Stage<F>& s, __nv_bfloat16* ws
   }
 }
 
+// One block's tile: weight rows r0 .. r0 + 63 x tokens t0 .. t0 + 63 of a. x_rows, when
+// set, maps token t to its row of a.x (the grouped MoE reads tokens in place through
+// its permuted row list); else token t is row t. Every thread of the block calls it.
 template <WFormat F>
-__global__ void __launch_bounds__(kThreads) mma_kernel(LinearArgs a, int scale_shift) {
+__device__ __forceinline__ void mma_block(const LinearArgs& a, const int32_t* x_rows, int64_t r0, int64_t t0,
+                                          int scale_shift) {
   __shared__ __align__(16) __nv_bfloat16 ws[2][kBM * kLd];
   __shared__ __align__(16) __nv_bfloat16 xs[2][3][kBN * kLd];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t r0 = int64_t(blockIdx.x) * kBM, t0 = int64_t(blockIdx.y) * kBN;
   const WeightArgs& w = a.w;
   const int64_t K = w.cols;
 
@@ -171,7 +174,7 @@ __global__ void __launch_bounds__(kThreads) mma_kernel(LinearArgs a, int scale_s
   const uint8_t* wrow = lr < a.num_rows ? w.data + (a.row0 + lr) * row_bytes : nullptr;
   const uint8_t* srow = w.scale_format == SFormat::kE8M0 && wrow ? w.scale + ((a.row0 + lr) / w.block_rows) * w.scale_cols
                                                                  : nullptr;
-  const float* xrow = tok < a.n ? a.x + tok * K : nullptr;
+  const float* xrow = tok < a.n ? a.x + (x_rows ? int64_t(x_rows[tok]) : tok) * K : nullptr;
   // This thread's staging slots in buffer 0; buffer 1 sits a fixed distance on
   // (pointer arithmetic, not a two-entry array: a run-time index would spill it).
   __nv_bfloat16* const ws_dst = &ws[0][srow_i * kLd + seg];
@@ -227,6 +230,11 @@ __global__ void __launch_bounds__(kThreads) mma_kernel(LinearArgs a, int scale_s
       const int64_t t = t0 + j * 8 + 2 * q + (c & 1);
       if (row < a.num_rows && t < a.n) a.y[t * a.num_rows + row] = acc[j][c];
     }
+}
+
+template <WFormat F>
+__global__ void __launch_bounds__(kThreads) mma_kernel(LinearArgs a, int scale_shift) {
+  mma_block<F>(a, nullptr, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * kBN, scale_shift);
 }
 
 template <WFormat F>

@@ -1,4 +1,7 @@
+#include <algorithm>
+
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_linear_gemv.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
 
 namespace deepinfer::kernels {
@@ -25,6 +28,57 @@ __global__ void __launch_bounds__(kLogitWarps * 32) router_logits_kernel(RouterL
   for (int t = 0; t < kLogitTokens; ++t) {
     const double s = warp_sum(acc[t]);
     if (lane == 0 && t0 + t < a.n) a.logits[(t0 + t) * a.gate.rows + e] = float(s);
+  }
+}
+
+// The bandwidth version for unscaled F32 / BF16 / F16 gates (the checkpoint's router
+// is BF16): a warp streams its expert row in 16-byte vectors, lane-strided, with four
+// rows per block so that a batch-1 call has enough blocks (96 at 384 experts) to keep
+// loads in flight; x comes through L1 (shared by the block's warps). A token's sum is
+// lane-strided products in double, then the warp tree: the same order for any n.
+// The first version read the weight element by element through weight_at (a format
+// switch and 64-bit index arithmetic per element): 128 us per call at batch 1 for 3.9 MB.
+constexpr int kVecWarps = 4;
+template <WFormat F>
+__global__ void __launch_bounds__(kVecWarps * 32) router_logits_vec_kernel(RouterLogitsArgs a) {
+  constexpr int kPerWord = gemv::Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t e = int64_t(blockIdx.x) * kVecWarps + warp;
+  const int64_t t0 = int64_t(blockIdx.y) * kLogitTokens;
+  if (e >= a.gate.rows) return;
+  const int64_t dim = a.gate.cols;
+  const int nvec = int(dim / kPerVec);
+  const int nt = int(a.n - t0 < kLogitTokens ? a.n - t0 : kLogitTokens);
+  const uint8_t* wrow = a.gate.data + e * (dim * (F == WFormat::kF32 ? 4 : 2));
+  double acc[kLogitTokens];
+#pragma unroll
+  for (int t = 0; t < kLogitTokens; ++t) acc[t] = 0.0;
+#pragma unroll 2
+  for (int v = lane; v < nvec; v += 32) {
+    const uint4 wv = gemv::load_stream(wrow + int64_t(v) * 16);
+    float wf[kPerVec];
+    gemv::decode_word<F>(wv.x, wf);
+    gemv::decode_word<F>(wv.y, wf + kPerWord);
+    gemv::decode_word<F>(wv.z, wf + 2 * kPerWord);
+    gemv::decode_word<F>(wv.w, wf + 3 * kPerWord);
+#pragma unroll
+    for (int t = 0; t < kLogitTokens; ++t) {
+      if (t >= nt) break;
+      const float4* xp = reinterpret_cast<const float4*>(a.x + (t0 + t) * dim + int64_t(v) * kPerVec);
+#pragma unroll
+      for (int i = 0; i < kPerVec / 4; ++i) {
+        const float4 xv = xp[i];
+        acc[t] += double(wf[4 * i]) * double(xv.x);
+        acc[t] += double(wf[4 * i + 1]) * double(xv.y);
+        acc[t] += double(wf[4 * i + 2]) * double(xv.z);
+        acc[t] += double(wf[4 * i + 3]) * double(xv.w);
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kLogitTokens; ++t) {
+    const double s = warp_sum(acc[t]);
+    if (lane == 0 && t < nt) a.logits[(t0 + t) * a.gate.rows + e] = float(s);
   }
 }
 
@@ -107,6 +161,19 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
   if (!a.x || !a.logits) return cudaErrorInvalidValue;
   const int64_t gy = (a.n + kLogitTokens - 1) / kLogitTokens;
   if (gy > 65535) return cudaErrorInvalidValue;
+  const WeightArgs& w = a.gate;
+  const int per_vec = w.format == WFormat::kF32 ? 4 : 8;
+  const bool vec = w.scale_format == SFormat::kNone &&
+                   (w.format == WFormat::kF32 || w.format == WFormat::kBF16 || w.format == WFormat::kF16) &&
+                   w.cols % per_vec == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+  if (vec) {
+    const dim3 grid(unsigned((w.rows + kVecWarps - 1) / kVecWarps), unsigned(gy));
+    if (w.format == WFormat::kF32) router_logits_vec_kernel<WFormat::kF32><<<grid, kVecWarps * 32, 0, stream>>>(a);
+    else if (w.format == WFormat::kBF16) router_logits_vec_kernel<WFormat::kBF16><<<grid, kVecWarps * 32, 0, stream>>>(a);
+    else router_logits_vec_kernel<WFormat::kF16><<<grid, kVecWarps * 32, 0, stream>>>(a);
+    return cudaGetLastError();
+  }
   const dim3 grid(unsigned((a.gate.rows + kLogitWarps - 1) / kLogitWarps), unsigned(gy));
   router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(a);
   return cudaGetLastError();
@@ -127,6 +194,432 @@ cudaError_t swiglu_act(const SwigluActArgs& a, cudaStream_t stream) {
   if (a.n == 0) return cudaSuccess;
   if (!a.gate || !a.up) return cudaErrorInvalidValue;
   swiglu_act_kernel<<<grid_1d(a.n * a.inter, 256), 256, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------------------
+// Device-routed grouped MoE (smxx_moe.cuh).
+// ---------------------------------------------------------------------------
+namespace {
+
+constexpr int kPlanChunk = 256;    // assignments per histogram / placement block
+constexpr int kScanThreads = 1024;
+constexpr int kMoeWarps = 8;
+constexpr int kMoeWRows = 4;       // weight rows per warp (stage 1: two w1 + two w3 rows)
+
+// Chunk c's per-expert histogram into chunk_base[c, :]. Counting with shared atomics
+// is order-free; positions come from the placement kernel.
+__global__ void __launch_bounds__(kPlanChunk) moe_hist_kernel(MoePlanArgs a) {
+  extern __shared__ int32_t hist[];
+  const int E = a.num_experts;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  const int64_t total = int64_t(a.n) * a.k;
+  const int64_t i = int64_t(blockIdx.x) * kPlanChunk + threadIdx.x;
+  if (i < total) {
+    const int64_t e = a.expert_ids[i];
+    if (e >= 0 && e < E) atomicAdd(&hist[e], 1);
+  }
+  __syncthreads();
+  int32_t* out = a.chunk_base + int64_t(blockIdx.x) * E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) out[e] = hist[e];
+}
+
+// In-place exclusive scan of s[0, E) by a block of kScanThreads (E <= 4 x that);
+// returns the total. part: kScanThreads ints of shared scratch.
+__device__ int32_t block_exclusive_scan(int32_t* s, int E, int32_t* part) {
+  const int tid = threadIdx.x, per = (E + kScanThreads - 1) / kScanThreads, b = tid * per;
+  int32_t sum = 0;
+  for (int i = 0; i < per; ++i)
+    if (b + i < E) sum += s[b + i];
+  part[tid] = sum;
+  __syncthreads();
+  for (int o = 1; o < kScanThreads; o <<= 1) {
+    const int32_t v = tid >= o ? part[tid - o] : 0;
+    __syncthreads();
+    part[tid] += v;
+    __syncthreads();
+  }
+  int32_t run = part[tid] - sum;
+  const int32_t total = part[kScanThreads - 1];
+  for (int i = 0; i < per; ++i)
+    if (b + i < E) {
+      const int32_t v = s[b + i];
+      s[b + i] = run;
+      run += v;
+    }
+  __syncthreads();
+  return total;
+}
+
+// One block: chunk histograms -> each chunk's base inside its expert's run (a column
+// scan over chunks), counts, offsets, and the two tile lists in expert order.
+__global__ void __launch_bounds__(kScanThreads) moe_scan_kernel(MoePlanArgs a, int chunks) {
+  extern __shared__ int32_t scan_sm[];
+  const int E = a.num_experts;
+  int32_t* cnt = scan_sm;
+  int32_t* nsmall = scan_sm + E;
+  int32_t* nbig = scan_sm + 2 * E;
+  int32_t* part = scan_sm + 3 * E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int32_t run = 0;
+#pragma unroll 4
+    for (int c = 0; c < chunks; ++c) {
+      int32_t* p = a.chunk_base + int64_t(c) * E + e;
+      const int32_t v = *p;
+      *p = run;
+      run += v;
+    }
+    cnt[e] = run;
+    a.counts[e] = run;
+    const bool big = run > a.big_threshold;
+    nsmall[e] = big ? 0 : (run + a.small_rows - 1) / a.small_rows;
+    nbig[e] = big ? (run + kMoeBigRows - 1) / kMoeBigRows : 0;
+  }
+  __syncthreads();
+  const int32_t total = block_exclusive_scan(cnt, E, part);
+  const int32_t small_total = block_exclusive_scan(nsmall, E, part);
+  const int32_t big_total = block_exclusive_scan(nbig, E, part);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const int32_t c = a.counts[e], off = cnt[e];
+    a.offsets[e] = off;
+    if (c > a.big_threshold) {
+      for (int32_t r = 0; r < c; r += kMoeBigRows)
+        a.big_tiles[nbig[e] + r / kMoeBigRows] = {e, off + r, min(kMoeBigRows, c - r), 0};
+    } else {
+      for (int32_t r = 0; r < c; r += a.small_rows)
+        a.small_tiles[nsmall[e] + r / a.small_rows] = {e, off + r, min(a.small_rows, c - r), 0};
+    }
+  }
+  if (threadIdx.x == 0) {
+    a.offsets[E] = total;
+    a.num_tiles[0] = small_total;
+    a.num_tiles[1] = big_total;
+  }
+}
+
+// Assignment i = (token i / k, slot i % k) goes to row offsets[e] + (rows of e in
+// earlier chunks) + (earlier assignments of e in this chunk): ascending (token, slot)
+// inside each expert's run, independent of scheduling.
+__global__ void __launch_bounds__(kPlanChunk) moe_place_kernel(MoePlanArgs a) {
+  __shared__ int32_t ids[kPlanChunk];
+  const int E = a.num_experts;
+  const int64_t total = int64_t(a.n) * a.k;
+  const int64_t i = int64_t(blockIdx.x) * kPlanChunk + threadIdx.x;
+  int32_t e = -1;
+  if (i < total) {
+    const int64_t v = a.expert_ids[i];
+    e = v >= 0 && v < E ? int32_t(v) : -1;
+  }
+  ids[threadIdx.x] = e;
+  __syncthreads();
+  if (i >= total) return;
+  if (e < 0) {
+    a.slot_row[i] = -1;
+    return;
+  }
+  int32_t rank = 0;
+  for (int j = 0; j < int(threadIdx.x); ++j) rank += ids[j] == e;
+  const int32_t p = a.offsets[e] + a.chunk_base[int64_t(blockIdx.x) * E + e] + rank;
+  a.row_token[p] = int32_t(i / a.k);
+  a.row_weight[p] = a.expert_weights[i];
+  a.slot_row[i] = p;
+}
+
+// SwiGLU as swiglu_act_kernel and the CPU op compute it.
+__device__ __forceinline__ float swiglu(float g, float u, float lim, float rw, bool has_rw) {
+  if (lim > 0) {
+    u = u < -lim ? -lim : (lim < u ? lim : u);
+    g = g < lim ? g : lim;
+  }
+  float v = __fmul_rn(g / (1.0f + expf(-g)), u);
+  if (has_rw) v = __fmul_rn(rw, v);
+  return v;
+}
+
+// The grouped gemv. Grid (tile, block of output rows); block = 8 warps = (8 / ks)
+// row groups x ks slices of K, as linear's gemv_kernel. A warp streams 4 weight rows
+// in 16-byte vectors (stage 1: w1 and w3 rows o, o + 1, so the SwiGLU happens in the
+// finishing threads; stage 2: w2 rows o .. o + 3) against the tile's <= 8 x rows,
+// which it reads through L1 (they are shared by every warp of every row block of the
+// tile). A row's products, K order, slice split (from K alone) and final sum are the
+// same in every tile, so its result does not depend on how many rows the tile has.
+// kNT (1, 2, 4, 8) = the plan's small-tile height, from min(n, 8) on the host: batch-1
+// tiles have one row, and the kernel then holds 4 accumulators, not 32 (occupancy).
+template <WFormat F, int kStage, int kNT>
+__global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_gemv_kernel(MoeGroupedArgs a, int ks, int vec_shift) {
+  constexpr int kPerWord = gemv::Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
+  constexpr int kOut = kStage == 1 ? 2 : 4;  // output rows per warp
+  __shared__ float red[kMoeWarps][kMoeWRows][kNT];
+  if (int64_t(blockIdx.x) >= *a.num_tiles) return;
+  const MoeTile tile = a.tiles[blockIdx.x];
+  const MoeExpertPtrs& ex = a.experts[tile.expert];
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int64_t K = L.cols, out_rows = L.rows;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int slice = warp % ks, group = warp / ks, groups = kMoeWarps / ks;
+  const int64_t o0 = (int64_t(blockIdx.y) * groups + group) * kOut;
+  const int64_t row_bytes = K * gemv::bytes_per_element_x2(F) / 2;
+  const int nvec = int(K / kPerVec);
+  const int per = (nvec + ks - 1) / ks;
+  const int v_end = min(nvec, (slice + 1) * per);
+  const bool scaled = L.scale_format != SFormat::kNone;
+
+  const uint8_t* wrow[kMoeWRows];
+  const uint8_t* srow[kMoeWRows];
+#pragma unroll
+  for (int r = 0; r < kMoeWRows; ++r) {
+    const int mat = kStage == 1 ? (r < 2 ? 0 : 1) : 2;
+    const int64_t orow = min(o0 + (kStage == 1 ? (r & 1) : r), out_rows - 1);  // clamped rows: never stored
+    wrow[r] = ex.w[mat] + orow * row_bytes;
+    const int64_t so = scaled ? (orow / L.block_rows) * L.scale_cols : 0;
+    srow[r] = scaled ? ex.s[mat] + so * (L.scale_format == SFormat::kF32 ? 4 : 1) : nullptr;
+  }
+  const int nt = tile.rows;
+  const float* xr[kNT];
+#pragma unroll
+  for (int t = 0; t < kNT; ++t) {
+    const int64_t p = tile.row0 + min(t, nt - 1);
+    xr[t] = a.x + (kStage == 1 ? int64_t(a.row_token[p]) : p) * K;
+  }
+  float acc[kMoeWRows][kNT];
+#pragma unroll
+  for (int r = 0; r < kMoeWRows; ++r)
+#pragma unroll
+    for (int t = 0; t < kNT; ++t) acc[r][t] = 0.0f;
+
+  for (int v = slice * per + lane; v < v_end; v += 32) {
+    uint4 wv[kMoeWRows];
+#pragma unroll
+    for (int r = 0; r < kMoeWRows; ++r) wv[r] = gemv::load_stream(wrow[r] + int64_t(v) * 16);
+    float s[kMoeWRows];
+#pragma unroll
+    for (int r = 0; r < kMoeWRows; ++r) {
+      float sv = 1.0f;
+      if (scaled) {
+        const int sc = v >> vec_shift;
+        sv = L.scale_format == SFormat::kE8M0 ? e8m0_to_float(srow[r][sc]) : reinterpret_cast<const float*>(srow[r])[sc];
+      }
+      s[r] = sv * gemv::Fmt<F>::kFactor;
+    }
+    const int64_t c0 = int64_t(v) * kPerVec;
+    float part[kMoeWRows][kNT];
+#pragma unroll
+    for (int r = 0; r < kMoeWRows; ++r)
+#pragma unroll
+      for (int t = 0; t < kNT; ++t) part[r][t] = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float wf[kMoeWRows][kPerWord];
+#pragma unroll
+      for (int r = 0; r < kMoeWRows; ++r) {
+        const uint32_t word = q == 0 ? wv[r].x : q == 1 ? wv[r].y : q == 2 ? wv[r].z : wv[r].w;
+        gemv::decode_word<F>(word, wf[r]);
+      }
+#pragma unroll
+      for (int t = 0; t < kNT; ++t) {
+        if (t >= nt) break;
+        float xf[kPerWord];
+        gemv::load_x<kPerWord>(xr[t] + c0 + q * kPerWord, xf);
+#pragma unroll
+        for (int r = 0; r < kMoeWRows; ++r)
+#pragma unroll
+          for (int e = 0; e < kPerWord; ++e) part[r][t] += wf[r][e] * xf[e];
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kMoeWRows; ++r)
+#pragma unroll
+      for (int t = 0; t < kNT; ++t) acc[r][t] += part[r][t] * s[r];
+  }
+#pragma unroll
+  for (int r = 0; r < kMoeWRows; ++r)
+#pragma unroll
+    for (int t = 0; t < kNT; ++t) {
+      const float sum = warp_sum(acc[r][t]);
+      if (lane == 0) red[warp][r][t] = sum;
+    }
+  __syncthreads();
+  // Thread i finishes output (group, row j, token t) over its ks slices.
+  const int i = threadIdx.x;
+  if (i >= groups * kOut * kNT) return;
+  const int g = i / (kOut * kNT), j = (i / kNT) % kOut, t = i % kNT;
+  const int64_t o = (int64_t(blockIdx.y) * groups + g) * kOut + j;
+  if (t >= nt || o >= out_rows) return;
+  const int64_t p = tile.row0 + t;
+  if constexpr (kStage == 1) {
+    float gate = 0.0f, up = 0.0f;
+    for (int k = 0; k < ks; ++k) gate += red[g * ks + k][j][t];
+    for (int k = 0; k < ks; ++k) up += red[g * ks + k][2 + j][t];
+    a.y[p * out_rows + o] = swiglu(gate, up, a.limit, a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
+  } else {
+    float sum = 0.0f;
+    for (int k = 0; k < ks; ++k) sum += red[g * ks + k][j][t];
+    a.y[p * out_rows + o] = sum;
+  }
+}
+
+template <WFormat F, int kStage, int kNT>
+cudaError_t launch_moe_gemv(const MoeGroupedArgs& a, cudaStream_t stream) {
+  constexpr int kPerVec = 4 * gemv::Fmt<F>::kPerWord;
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int64_t nvec = L.cols / kPerVec;
+  int ks = 1;
+  while (ks < kMoeWarps && nvec / (2 * ks) >= 64) ks *= 2;
+  int vec_shift = 0;
+  if (L.scale_format != SFormat::kNone)
+    while ((int64_t(kPerVec) << vec_shift) < L.block_cols) ++vec_shift;
+  const int64_t rows_per_block = int64_t(kMoeWarps / ks) * (kStage == 1 ? 2 : 4);
+  const int64_t gy = (L.rows + rows_per_block - 1) / rows_per_block;
+  if (gy > 65535 || a.max_tiles > INT32_MAX || nvec > INT32_MAX) return cudaErrorInvalidValue;
+  moe_gemv_kernel<F, kStage, kNT><<<dim3(unsigned(a.max_tiles), unsigned(gy)), kMoeWarps * 32, 0, stream>>>(a, ks, vec_shift);
+  return cudaGetLastError();
+}
+
+template <int kStage, int kNT>
+cudaError_t dispatch_moe_gemv(const MoeGroupedArgs& a, cudaStream_t stream) {
+  switch ((kStage == 1 ? a.w13 : a.w2).format) {
+    case WFormat::kF32: return launch_moe_gemv<WFormat::kF32, kStage, kNT>(a, stream);
+    case WFormat::kBF16: return launch_moe_gemv<WFormat::kBF16, kStage, kNT>(a, stream);
+    case WFormat::kF16: return launch_moe_gemv<WFormat::kF16, kStage, kNT>(a, stream);
+    case WFormat::kE4M3: return launch_moe_gemv<WFormat::kE4M3, kStage, kNT>(a, stream);
+    case WFormat::kE2M1: return launch_moe_gemv<WFormat::kE2M1, kStage, kNT>(a, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <int kStage>
+cudaError_t dispatch_moe_gemv_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
+  switch (a.tile_rows) {
+    case 1: return dispatch_moe_gemv<kStage, 1>(a, stream);
+    case 2: return dispatch_moe_gemv<kStage, 2>(a, stream);
+    case 4: return dispatch_moe_gemv<kStage, 4>(a, stream);
+    case 8: return dispatch_moe_gemv<kStage, 8>(a, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Grid (big tile, row chunk): h = act(h, up) over the tile's rows.
+__global__ void moe_act_kernel(MoeGroupedArgs a) {
+  if (int64_t(blockIdx.x) >= *a.num_tiles) return;
+  const MoeTile tile = a.tiles[blockIdx.x];
+  const int64_t inter = a.w13.rows, count = int64_t(tile.rows) * inter;
+  for (int64_t idx = int64_t(blockIdx.y) * blockDim.x + threadIdx.x; idx < count; idx += int64_t(gridDim.y) * blockDim.x) {
+    const int64_t p = tile.row0 + idx / inter, o = p * inter + idx % inter;
+    a.y[o] = swiglu(a.y[o], a.up[o], a.limit, a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
+  }
+}
+
+// One block per token: its slots sorted by (expert id, slot), summed from 0 in that
+// order, then + residual: the CPU model's order, fixed per token.
+constexpr int kMaxTopK = 16;
+__global__ void moe_combine_kernel(MoeCombineArgs a) {
+  const int64_t t = blockIdx.x;
+  int32_t rows[kMaxTopK];
+  int64_t ids[kMaxTopK];
+  int m = 0;
+  for (int j = 0; j < a.k; ++j) {
+    const int32_t p = a.slot_row[t * a.k + j];
+    if (p < 0) continue;
+    const int64_t id = a.expert_ids[t * a.k + j];
+    int q = m++;
+    while (q > 0 && ids[q - 1] > id) {  // stable: equal ids keep slot order
+      ids[q] = ids[q - 1];
+      rows[q] = rows[q - 1];
+      --q;
+    }
+    ids[q] = id;
+    rows[q] = p;
+  }
+  for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int i = 0; i < m; ++i) acc += a.y[int64_t(rows[i]) * a.dim + c];
+    if (a.residual) acc = acc + a.residual[t * a.dim + c];
+    a.out[t * a.dim + c] = acc;
+  }
+}
+
+int per_vec_of(WFormat f) {
+  return f == WFormat::kF32 ? 4 : (f == WFormat::kBF16 || f == WFormat::kF16) ? 8 : f == WFormat::kE4M3 ? 16 : 32;
+}
+bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+int64_t moe_plan_chunks(int64_t assignments) { return (assignments + kPlanChunk - 1) / kPlanChunk; }
+int64_t moe_small_tile_rows(int64_t n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : kMoeSmallRows; }
+int64_t moe_small_tile_bound(int64_t assignments, int64_t num_experts, int64_t tile_rows) {
+  // sum_e ceil(c_e / h) <= sum_e (c_e / h + 1) over the (at most min(E, nk)) experts with rows.
+  return assignments / tile_rows + std::min(num_experts, assignments) + 1;
+}
+int64_t moe_big_tile_bound(int64_t assignments, int64_t num_experts) {
+  return assignments / kMoeBigRows + std::min(num_experts, assignments / (kMoeSmallRows + 1)) + 1;
+}
+
+cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
+  const int64_t total = int64_t(a.n) * a.k;
+  if (a.n < 0 || a.k < 1 || a.num_experts < 1 || a.num_experts > 4 * kScanThreads || total > INT32_MAX ||
+      (a.small_rows != 1 && a.small_rows != 2 && a.small_rows != 4 && a.small_rows != kMoeSmallRows))
+    return cudaErrorInvalidValue;
+  if (total == 0) return cudaSuccess;
+  if (!a.expert_ids || !a.expert_weights || !a.counts || !a.offsets || !a.chunk_base || !a.row_token ||
+      !a.row_weight || !a.slot_row || !a.small_tiles || !a.num_tiles || (a.big_threshold != INT32_MAX && !a.big_tiles))
+    return cudaErrorInvalidValue;
+  const int64_t chunks = moe_plan_chunks(total);
+  const size_t E = size_t(a.num_experts);
+  moe_hist_kernel<<<unsigned(chunks), kPlanChunk, E * sizeof(int32_t), stream>>>(a);
+  const size_t scan_smem = (3 * E + kScanThreads) * sizeof(int32_t);
+  if (scan_smem > 48 * 1024) {
+    const cudaError_t err =
+        cudaFuncSetAttribute(moe_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(scan_smem));
+    if (err != cudaSuccess) return err;
+  }
+  moe_scan_kernel<<<1, kScanThreads, scan_smem, stream>>>(a, int(chunks));
+  moe_place_kernel<<<unsigned(chunks), kPlanChunk, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+bool moe_gemv_eligible(const WeightArgs& w) {
+  const int pv = per_vec_of(w.format);
+  const int64_t row_bytes = w.format == WFormat::kE2M1 ? w.cols / 2
+                            : w.cols * (w.format == WFormat::kF32 ? 4 : w.format == WFormat::kE4M3 ? 1 : 2);
+  return w.rows > 0 && w.cols > 0 && w.cols % pv == 0 && row_bytes % 16 == 0 &&
+         (w.scale_format == SFormat::kNone || (is_pow2(w.block_cols) && w.block_cols >= pv));
+}
+
+bool moe_mma_eligible(const WeightArgs& w) {
+  const bool quant = w.format == WFormat::kE4M3 || w.format == WFormat::kE2M1;
+  return quant && w.cols % 32 == 0 &&
+         (w.scale_format == SFormat::kNone ||
+          (w.scale_format == SFormat::kE8M0 && is_pow2(w.block_cols) && w.block_cols >= 16));
+}
+
+cudaError_t moe_gemv(const MoeGroupedArgs& a, cudaStream_t stream) {
+  if (a.max_tiles <= 0) return cudaSuccess;
+  if (!a.experts || !a.x || !a.y || !a.tiles || !a.num_tiles || (a.stage == 1 && !a.row_token)) return cudaErrorInvalidValue;
+  if (a.stage == 1) {
+    if (!moe_gemv_eligible(a.w13)) return cudaErrorInvalidValue;
+    return dispatch_moe_gemv_rows<1>(a, stream);
+  }
+  if (a.stage != 2 || !moe_gemv_eligible(a.w2)) return cudaErrorInvalidValue;
+  return dispatch_moe_gemv_rows<2>(a, stream);
+}
+
+cudaError_t moe_act(const MoeGroupedArgs& a, cudaStream_t stream) {
+  if (a.max_tiles <= 0) return cudaSuccess;
+  if (!a.y || !a.up || !a.tiles || !a.num_tiles || a.max_tiles > INT32_MAX) return cudaErrorInvalidValue;
+  // 64 rows x inter per tile: enough blocks along y to cover a tile in a few passes.
+  const int64_t per_tile = int64_t(kMoeBigRows) * a.w13.rows;
+  const unsigned gy = unsigned(std::min<int64_t>(64, (per_tile + 255) / 256));
+  moe_act_kernel<<<dim3(unsigned(a.max_tiles), gy), 256, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_combine(const MoeCombineArgs& a, cudaStream_t stream) {
+  if (a.n < 0 || a.k < 1 || a.k > kMaxTopK || a.dim < 1) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (!a.y || !a.expert_ids || !a.slot_row || !a.out) return cudaErrorInvalidValue;
+  moe_combine_kernel<<<unsigned(a.n), 256, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

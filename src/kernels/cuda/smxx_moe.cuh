@@ -3,6 +3,8 @@
 //                  is tiny (384 x 5120 per token) and its top-k is a discrete choice:
 //                  double sums make the logits round to the same fp32 values as the
 //                  CPU oracle's, so expert choices agree exactly, ties included.
+//                  Unscaled F32 / BF16 / F16 gates stream 16-byte vectors (a warp per
+//                  expert row, eight tokens per weight load); others go element-wise.
 //   router_select  s = sqrt(softplus(logit / temp)), top_k of s + bias (ties to the
 //                  lower expert id), weights = s at the chosen experts, normalized
 //                  and scaled. One warp per token.
@@ -12,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <climits>
 
 #include "kernels/cuda/smxx_types.h"
 
@@ -45,5 +48,101 @@ struct SwigluActArgs {
   float limit = 10.0f;          // <= 0: no clamps
 };
 cudaError_t swiglu_act(const SwigluActArgs& a, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Device-routed grouped MoE (moe_experts): no host round trip between the router and
+// the combine, a fixed number of launches per step whatever the routing.
+//
+//   moe_plan     from expert_ids [n, k]: counts [E], offsets [E + 1], the permuted
+//                row list (row p of expert e's run is its (token, slot) pairs in
+//                ascending (token, slot) order, i.e. the CPU's row order), the slot
+//                -> row map, and the tile lists of the grouped GEMMs. Three small
+//                kernels (chunk histograms, a one-block scan, placement); no atomic
+//                whose order reaches a result.
+//   moe_gemv     stage 1 (w1 / w3 with SwiGLU and the route weight fused) or stage 2
+//                (w2) over "small" tiles of <= 8 rows of one expert (<= min(n, 8)): the gemv of
+//                linear generalised to a tile list. A row's sums run in the same order
+//                whatever tile it sits in, so its bits do not depend on the batch.
+//   moe_mma      the same stages over "big" tiles of <= 64 rows (experts with more
+//                than big_threshold rows; default mode only): linear's 3-term bf16
+//                tensor-core block; stage 1 writes gate and up, moe_act finishes them.
+//   moe_combine  out[t] = 0 + y[rows of t's slots in ascending expert id] (+ residual).
+//
+// Tile = {expert, first permuted row, rows}. Grids are sized on the host from upper
+// bounds of the tile counts; blocks past the device-side count exit.
+// ---------------------------------------------------------------------------
+
+struct MoeTile {
+  int32_t expert, row0, rows, pad;
+};
+
+// One expert's weights in the grouped table (device memory).
+struct MoeExpertPtrs {
+  const uint8_t* w[3];  // w1, w3, w2 data
+  const uint8_t* s[3];  // their scales (null when unscaled)
+};
+
+constexpr int kMoeSmallRows = 8;  // rows per gemv tile (the gemv kernel's token count)
+constexpr int kMoeBigRows = 64;   // rows per mma tile (its token tile)
+
+struct MoePlanArgs {
+  const int64_t* expert_ids = nullptr;    // [n, k]
+  const float* expert_weights = nullptr;  // [n, k]
+  int32_t n = 0, k = 0, num_experts = 0;
+  int32_t big_threshold = INT32_MAX;  // experts with more rows than this use big tiles
+  int32_t small_rows = kMoeSmallRows;  // small-tile height: 1, 2, 4 or 8 (moe_small_tile_rows)
+  // Outputs / scratch (device):
+  int32_t* counts = nullptr;      // [E]
+  int32_t* offsets = nullptr;     // [E + 1]
+  int32_t* chunk_base = nullptr;  // [ceil(n k / 256), E]
+  int32_t* row_token = nullptr;   // [n k] permuted row -> token
+  float* row_weight = nullptr;    // [n k] permuted row -> route weight
+  int32_t* slot_row = nullptr;    // [n k] (token, slot) -> permuted row, -1 for a bad id
+  MoeTile* small_tiles = nullptr;  // [moe_small_tile_bound]
+  MoeTile* big_tiles = nullptr;    // [moe_big_tile_bound] (may be null when big_threshold = INT32_MAX)
+  int32_t* num_tiles = nullptr;    // [2]: small, big
+};
+int64_t moe_plan_chunks(int64_t assignments);
+// Small-tile height for a batch of n tokens (an expert has at most n rows when a
+// token's ids are distinct; more rows just take more tiles).
+int64_t moe_small_tile_rows(int64_t n);
+int64_t moe_small_tile_bound(int64_t assignments, int64_t num_experts, int64_t tile_rows);
+int64_t moe_big_tile_bound(int64_t assignments, int64_t num_experts);
+cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream);
+
+struct MoeGroupedArgs {
+  const MoeExpertPtrs* experts = nullptr;  // [E] device table
+  WeightArgs w13;  // layout of every w1 / w3 [inter, dim] (data / scale ignored)
+  WeightArgs w2;   // layout of every w2 [dim, inter]
+  int stage = 1;   // 1: x -> h (w1, w3, SwiGLU); 2: h -> y (w2)
+  const float* x = nullptr;          // stage 1: tokens [n, dim]; stage 2: h [n k, inter]
+  const int32_t* row_token = nullptr;  // stage 1: permuted row -> token of x
+  const float* row_weight = nullptr;   // stage 1: route weight per permuted row
+  float* y = nullptr;    // stage 1: h [n k, inter]; stage 2: y [n k, dim]
+  float* up = nullptr;   // mma stage 1 only: w3 . x [n k, inter] (moe_act consumes it)
+  float limit = 10.0f;   // SwiGLU clamp (<= 0: none)
+  const MoeTile* tiles = nullptr;
+  const int32_t* num_tiles = nullptr;  // device count of valid tiles
+  int64_t max_tiles = 0;               // host bound: the grid size
+  int tile_rows = kMoeSmallRows;       // gemv: the plan's small_rows
+};
+// Whether the grouped kernels take this expert layout (format, vector alignment,
+// power-of-two scale blocks).
+bool moe_gemv_eligible(const WeightArgs& layout);
+bool moe_mma_eligible(const WeightArgs& layout);
+cudaError_t moe_gemv(const MoeGroupedArgs& a, cudaStream_t stream);
+cudaError_t moe_mma(const MoeGroupedArgs& a, cudaStream_t stream);
+// h = route_weight * silu(min(h, L)) * clamp(up, -L, L) on the rows of the big tiles.
+cudaError_t moe_act(const MoeGroupedArgs& a, cudaStream_t stream);
+
+struct MoeCombineArgs {
+  const float* y = nullptr;  // [n k, dim] permuted expert outputs
+  const int64_t* expert_ids = nullptr;  // [n, k]
+  const int32_t* slot_row = nullptr;    // [n, k]
+  const float* residual = nullptr;      // [n, dim] or null
+  float* out = nullptr;                 // [n, dim]
+  int32_t n = 0, k = 0, dim = 0;
+};
+cudaError_t moe_combine(const MoeCombineArgs& a, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels

@@ -409,29 +409,13 @@ void Model::moe(int64_t l, const float* x, int64_t n, float* out) const {
   std::vector<float> wts(n * k);
   cpu::moe_router({x, n, m.gate, m.gate_bias.data(), k, float(c.gate_temp), c.norm_topk_prob,
                    float(c.routed_scaling_factor), ids.data(), wts.data()});
-  std::vector<float> acc(n * d, 0.0f);
-  for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-    std::vector<int64_t> rows;
-    std::vector<float> rw;
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t j = 0; j < k; ++j)
-        if (ids[t * k + j] == e) {
-          rows.push_back(t);
-          rw.push_back(wts[t * k + j]);
-        }
-    if (rows.empty()) continue;
-    const int64_t m_rows = int64_t(rows.size());
-    std::vector<float> xin(m_rows * d), yout(m_rows * d);
-    for (int64_t i = 0; i < m_rows; ++i) std::copy_n(x + rows[i] * d, d, xin.data() + i * d);
-    cpu::swiglu_expert({xin.data(), m_rows, m.experts[e].w1, m.experts[e].w3, m.experts[e].w2, rw.data(),
-                        float(c.swiglu_limit), yout.data()});
-    for (int64_t i = 0; i < m_rows; ++i)
-      for (int64_t j = 0; j < d; ++j) acc[rows[i] * d + j] += yout[i * d + j];
-  }
+  std::vector<ops::MoeExpertRef> experts(m.experts.size());
+  for (size_t e = 0; e < experts.size(); ++e) experts[e] = {m.experts[e].w1, m.experts[e].w3, m.experts[e].w2};
   std::vector<float> shared_out(n * d);
   cpu::swiglu_expert({x, n, m.shared.w1, m.shared.w3, m.shared.w2, nullptr, float(c.swiglu_limit),
                       shared_out.data()});
-  for (int64_t i = 0; i < n * d; ++i) out[i] = acc[i] + shared_out[i];
+  cpu::moe_experts({x, n, k, ids.data(), wts.data(), experts.data(), int64_t(experts.size()), float(c.swiglu_limit),
+                    shared_out.data(), out});
 }
 
 }  // namespace deepinfer::v41

@@ -47,6 +47,7 @@ struct DMoe {
   const float* gate_bias = nullptr;
   std::vector<DExpert> experts;
   DExpert shared;
+  gpu::MoeExpertTable table;  // the routed experts' device pointer table (grouped kernels)
 };
 struct DHc {
   const float *fn = nullptr, *base = nullptr, *scale = nullptr;
@@ -421,6 +422,11 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   }
   d.plan.weights = up.total();
   d.weights_buf = up.run();
+  for (DLayer& g : d.layers) {
+    std::vector<ops::MoeExpertRef> ex(g.ffn.experts.size());
+    for (size_t e = 0; e < ex.size(); ++e) ex[e] = {g.ffn.experts[e].w1, g.ffn.experts[e].w3, g.ffn.experts[e].w2};
+    if (!ex.empty()) g.ffn.table = gpu::MoeExpertTable(ex);
+  }
 
   const std::vector<float> mf = ops::rope_inv_freq(c.main_rope, c.qk_rope_head_dim);
   const std::vector<float> cf = ops::rope_inv_freq(c.compress_rope, c.qk_rope_head_dim);
@@ -1081,6 +1087,10 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
 // MoE (§6): routed experts in ascending id order, then the shared expert.
 // ---------------------------------------------------------------------------
 
+// Device-routed: the router's ids and weights never leave the GPU (no stream sync, so
+// the layer can be captured in a graph); moe_experts plans the permutation, runs one
+// grouped launch per GEMM stage and combines each token's slots in ascending expert
+// id, then adds the shared expert: the CPU model's order.
 void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
   const ModelConfig& c = cfg;
   const DMoe& m = layers[l].ffn;
@@ -1090,40 +1100,12 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
   gpu::moe_router({x, n, m.gate, m.gate_bias, k, float(c.gate_temp), c.norm_topk_prob, float(c.routed_scaling_factor),
                    d_ids, d_wts},
                   stream);
-  const std::vector<int64_t> ids = download(d_ids, n * k);
-  const std::vector<float> wts = download(d_wts, n * k);
-  float* acc = layer_arena->alloc<float>(n * d);
-  CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(float) * size_t(n * d), stream));
-  for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-    std::vector<int64_t> rows;
-    std::vector<float> rw;
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t j = 0; j < k; ++j)
-        if (ids[t * k + j] == e) {
-          rows.push_back(t);
-          rw.push_back(wts[t * k + j]);
-        }
-    if (rows.empty()) continue;
-    const int64_t m_rows = int64_t(rows.size());
-    float* xin = layer_arena->alloc<float>(m_rows * d);
-    float* yout = layer_arena->alloc<float>(m_rows * d);
-    std::vector<const float*> src;
-    std::vector<float*> dst;
-    for (int64_t r = 0; r < m_rows; ++r) {
-      src.push_back(x + rows[r] * d);
-      dst.push_back(xin + r * d);
-    }
-    copy_rows(src, dst, d);
-    const float* d_rw = upload(rw, *layer_arena);
-    const int64_t* d_rows = upload(rows, *layer_arena);
-    gpu::swiglu_expert({xin, m_rows, m.experts[e].w1, m.experts[e].w3, m.experts[e].w2, d_rw, float(c.swiglu_limit), yout},
-                       mode, stream);
-    CUDA_CHECK(kernels::scatter_add_rows({acc, d_rows, yout, m_rows, d}, stream));
-  }
   float* shared_out = layer_arena->alloc<float>(n * d);
   gpu::swiglu_expert({x, n, m.shared.w1, m.shared.w3, m.shared.w2, nullptr, float(c.swiglu_limit), shared_out}, mode,
                      stream);
-  CUDA_CHECK(kernels::add(acc, shared_out, out, n * d, stream));
+  void* ws = layer_arena->alloc<uint8_t>(int64_t(gpu::moe_experts_workspace_bytes(n, k, m.table, mode)));
+  gpu::moe_experts({x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out, out},
+                   m.table, mode, stream, ws);
 }
 
 }  // namespace deepinfer::v41

@@ -3,6 +3,7 @@
 #include <numeric>
 #include <vector>
 
+#include "common/check.h"
 #include "ops/moe.h"
 
 namespace deepinfer::ops::cpu {
@@ -55,6 +56,32 @@ void swiglu_expert(const SwigluExpertParams& p) {
     }
   }
   linear({gate.data(), p.y, p.n, p.w2});
+}
+
+void moe_experts(const MoeExpertsParams& p) {
+  DI_CHECK(p.n >= 0 && p.top_k >= 1 && p.num_experts >= 0, "moe_experts: bad sizes");
+  if (p.n == 0) return;
+  const int64_t d = p.experts[0].w1.cols, k = p.top_k;
+  std::vector<float> acc(p.n * d, 0.0f);
+  for (int64_t e = 0; e < p.num_experts; ++e) {
+    std::vector<int64_t> rows;
+    std::vector<float> rw;
+    for (int64_t t = 0; t < p.n; ++t)
+      for (int64_t j = 0; j < k; ++j)
+        if (p.expert_ids[t * k + j] == e) {
+          rows.push_back(t);
+          rw.push_back(p.expert_weights[t * k + j]);
+        }
+    if (rows.empty()) continue;
+    const int64_t m_rows = int64_t(rows.size());
+    std::vector<float> xin(m_rows * d), yout(m_rows * d);
+    for (int64_t i = 0; i < m_rows; ++i) std::copy_n(p.x + rows[i] * d, d, xin.data() + i * d);
+    const MoeExpertRef& w = p.experts[e];
+    swiglu_expert({xin.data(), m_rows, w.w1, w.w3, w.w2, rw.data(), p.swiglu_limit, yout.data()});
+    for (int64_t i = 0; i < m_rows; ++i)
+      for (int64_t j = 0; j < d; ++j) acc[rows[i] * d + j] += yout[i * d + j];
+  }
+  for (int64_t i = 0; i < p.n * d; ++i) p.y[i] = p.residual ? acc[i] + p.residual[i] : acc[i];
 }
 
 }  // namespace deepinfer::ops::cpu

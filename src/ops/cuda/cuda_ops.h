@@ -16,6 +16,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "ops/attention.h"
 #include "ops/hyper_connection.h"
@@ -25,6 +27,7 @@
 #include "ops/norm.h"
 #include "ops/quant.h"
 #include "ops/rope.h"
+#include "kernels/cuda/smxx_types.h"
 
 namespace deepinfer::ops::cuda {
 
@@ -57,6 +60,43 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream);
 void moe_router(const MoeRouterParams& p, cudaStream_t stream);
 void swiglu_expert(const SwigluExpertParams& p, cudaStream_t stream);
 void swiglu_expert(const SwigluExpertParams& p, LinearMode mode, cudaStream_t stream);
+
+// The routed experts of one MoE layer as the grouped kernels read them: a device table
+// of per-expert weight pointers, uploaded once (at load), and the layout they share
+// (one format, shape and scale layout for all experts; checked here).
+class MoeExpertTable {
+ public:
+  MoeExpertTable() = default;
+  explicit MoeExpertTable(const std::vector<MoeExpertRef>& experts);  // WeightRefs in device memory
+  ~MoeExpertTable();
+  MoeExpertTable(MoeExpertTable&& o) noexcept { *this = std::move(o); }
+  MoeExpertTable& operator=(MoeExpertTable&& o) noexcept;
+  MoeExpertTable(const MoeExpertTable&) = delete;
+  MoeExpertTable& operator=(const MoeExpertTable&) = delete;
+
+  int64_t num_experts() const { return num_experts_; }
+  const void* table() const { return table_; }
+  const kernels::WeightArgs& w13() const { return w13_; }
+  const kernels::WeightArgs& w2() const { return w2_; }
+
+ private:
+  void* table_ = nullptr;
+  int64_t num_experts_ = 0;
+  kernels::WeightArgs w13_, w2_;
+};
+
+// moe_experts (ops/moe.h) for a whole step without a host round trip: the expert
+// ids / weights stay on the device (a permutation plan, grouped GEMMs over tile lists
+// sized from n * top_k, a combine in each token's fixed order); a fixed launch count.
+// p.experts is not read (the table holds the experts); p.num_experts must match it.
+// Kernels: experts with <= 8 rows in the step run the grouped gemv; in kAuto mode
+// experts with more rows run the tensor-core path (FP8 / FP4 experts). kInvariant
+// runs the gemv for every expert, so a token's bits do not depend on the batch.
+// workspace: moe_experts_workspace_bytes() of device memory (16-byte aligned), or
+// null to allocate it on the stream.
+size_t moe_experts_workspace_bytes(int64_t n, int64_t top_k, const MoeExpertTable& t, LinearMode mode);
+void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
+                 void* workspace = nullptr);
 
 void indexer_score(const IndexerScoreParams& p, cudaStream_t stream);
 // Masks p.scores in place and writes the selection to device memory: ids [n, top_k]

@@ -1,4 +1,8 @@
-// MoE router and SwiGLU expert on the GPU (kernels/cuda/smxx_moe, smxx_linear).
+// MoE router, SwiGLU expert and the device-routed grouped experts on the GPU
+// (kernels/cuda/smxx_moe, smxx_moe_mma, smxx_linear).
+#include <algorithm>
+#include <climits>
+
 #include "kernels/cuda/smxx_moe.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
@@ -61,6 +65,191 @@ void swiglu_expert(const SwigluExpertParams& p, LinearMode mode, cudaStream_t st
   linear({p.x, up.p, p.n, p.w3}, mode, stream);
   CUDA_CHECK(kernels::swiglu_act({gate.p, up.p, p.route_weight, p.n, inter, p.swiglu_limit}, stream));
   linear({gate.p, p.y, p.n, p.w2}, mode, stream);
+}
+
+// ---------------------------------------------------------------------------
+// Grouped experts.
+// ---------------------------------------------------------------------------
+
+namespace {
+bool same_layout(const kernels::WeightArgs& a, const kernels::WeightArgs& b) {
+  return a.format == b.format && a.rows == b.rows && a.cols == b.cols && a.scale_format == b.scale_format &&
+         a.scale_cols == b.scale_cols && a.block_rows == b.block_rows && a.block_cols == b.block_cols;
+}
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+size_t round_up(size_t v) { return (v + 255) / 256 * 256; }
+
+// The big-tile (tensor-core) path runs only in kAuto mode, for FP8 / FP4 experts, and
+// only for batches where an expert can get more than kMoeSmallRows rows (n > 8 with the
+// router's distinct ids; repeated ids below that just make more small tiles).
+bool use_big_tiles(int64_t n, const MoeExpertTable& t, LinearMode mode) {
+  return mode == LinearMode::kAuto && n > kernels::kMoeSmallRows && kernels::moe_mma_eligible(t.w13()) &&
+         kernels::moe_mma_eligible(t.w2());
+}
+
+// Workspace layout, in order; every piece 256-byte aligned.
+struct MoeLayout {
+  size_t counts, offsets, chunk_base, row_token, row_weight, slot_row, small_tiles, big_tiles, num_tiles, h, up, y,
+      total;
+  MoeLayout(int64_t n, int64_t k, const MoeExpertTable& t, LinearMode mode) {
+    const int64_t nk = n * k, E = t.num_experts(), inter = t.w13().rows, dim = t.w2().rows;
+    const bool big = use_big_tiles(n, t, mode);
+    size_t at = 0;
+    auto take = [&](size_t bytes) {
+      const size_t o = at;
+      at += round_up(bytes);
+      return o;
+    };
+    counts = take(size_t(E) * 4);
+    offsets = take(size_t(E + 1) * 4);
+    chunk_base = take(size_t(kernels::moe_plan_chunks(nk) * E) * 4);
+    row_token = take(size_t(nk) * 4);
+    row_weight = take(size_t(nk) * 4);
+    slot_row = take(size_t(nk) * 4);
+    small_tiles = take(size_t(kernels::moe_small_tile_bound(nk, E, kernels::moe_small_tile_rows(n))) *
+                       sizeof(kernels::MoeTile));
+    big_tiles = take(big ? size_t(kernels::moe_big_tile_bound(nk, E)) * sizeof(kernels::MoeTile) : 0);
+    num_tiles = take(2 * 4);
+    h = take(size_t(nk * inter) * 4);
+    up = take(big ? size_t(nk * inter) * 4 : 0);
+    y = take(size_t(nk * dim) * 4);
+    total = at;
+  }
+};
+}  // namespace
+
+MoeExpertTable::MoeExpertTable(const std::vector<MoeExpertRef>& experts) {
+  CUDA_OP_CHECK(!experts.empty() && experts.size() <= 4096, "moe table: 1..4096 experts");
+  w13_ = to_weight_args(experts[0].w1);
+  w2_ = to_weight_args(experts[0].w2);
+  CUDA_OP_CHECK(w2_.rows == w13_.cols && w2_.cols == w13_.rows, "moe table: w1 [inter, dim] and w2 [dim, inter] disagree");
+  CUDA_OP_CHECK(kernels::moe_gemv_eligible(w13_) && kernels::moe_gemv_eligible(w2_),
+                "moe table: expert layout not supported by the grouped kernels (row bytes a multiple of 16, "
+                "power-of-two scale blocks at least one 16-byte vector wide)");
+  std::vector<kernels::MoeExpertPtrs> h(experts.size());
+  for (size_t e = 0; e < experts.size(); ++e) {
+    const kernels::WeightArgs a1 = to_weight_args(experts[e].w1), a3 = to_weight_args(experts[e].w3),
+                              a2 = to_weight_args(experts[e].w2);
+    CUDA_OP_CHECK(same_layout(a1, w13_) && same_layout(a3, w13_) && same_layout(a2, w2_),
+                  "moe table: every expert needs the same format, shape and scale layout");
+    CUDA_OP_CHECK(aligned16(a1.data) && aligned16(a3.data) && aligned16(a2.data), "moe table: weights not 16-byte aligned");
+    h[e] = {{a1.data, a3.data, a2.data}, {a1.scale, a3.scale, a2.scale}};
+  }
+  const size_t bytes = h.size() * sizeof(kernels::MoeExpertPtrs);
+  CUDA_CHECK(cudaMalloc(&table_, bytes));
+  const cudaError_t err = cudaMemcpy(table_, h.data(), bytes, cudaMemcpyHostToDevice);
+  if (err != cudaSuccess) {
+    cudaFree(table_);
+    table_ = nullptr;
+    CUDA_CHECK(err);
+  }
+  num_experts_ = int64_t(experts.size());
+}
+
+MoeExpertTable::~MoeExpertTable() {
+  if (table_) cudaFree(table_);
+}
+
+MoeExpertTable& MoeExpertTable::operator=(MoeExpertTable&& o) noexcept {
+  if (this != &o) {
+    if (table_) cudaFree(table_);
+    table_ = std::exchange(o.table_, nullptr);
+    num_experts_ = std::exchange(o.num_experts_, 0);
+    w13_ = o.w13_;
+    w2_ = o.w2_;
+  }
+  return *this;
+}
+
+size_t moe_experts_workspace_bytes(int64_t n, int64_t top_k, const MoeExpertTable& t, LinearMode mode) {
+  return MoeLayout(n, top_k, t, mode).total;
+}
+
+void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
+                 void* workspace) {
+  CUDA_OP_CHECK(t.table() != nullptr, "moe_experts: empty expert table");
+  CUDA_OP_CHECK(p.num_experts == t.num_experts(), "moe_experts: num_experts differs from the table's");
+  CUDA_OP_CHECK(p.n >= 0 && p.top_k >= 1 && p.top_k <= 16, "moe_experts: need n >= 0 and 1 <= top_k <= 16");
+  CUDA_OP_CHECK(p.n * p.top_k <= INT32_MAX / 2, "moe_experts: too many assignments");
+  if (p.n == 0) return;
+  CUDA_OP_CHECK(p.x && p.expert_ids && p.expert_weights && p.y, "moe_experts: null pointer");
+  CUDA_OP_CHECK(aligned16(p.x), "moe_experts: x must be 16-byte aligned");
+  const int64_t nk = p.n * p.top_k, E = t.num_experts();
+  const MoeLayout lay(p.n, p.top_k, t, mode);
+  Scratch own(workspace ? 0 : int64_t(lay.total / 4 + 1), stream);
+  uint8_t* ws = static_cast<uint8_t*>(workspace ? workspace : static_cast<void*>(own.p));
+  CUDA_OP_CHECK(aligned16(ws), "moe_experts: workspace must be 16-byte aligned");
+  const bool big = use_big_tiles(p.n, t, mode);
+  auto at = [&](size_t off) { return ws + off; };
+
+  kernels::MoePlanArgs pa;
+  pa.expert_ids = p.expert_ids;
+  pa.expert_weights = p.expert_weights;
+  pa.n = int32_t(p.n);
+  pa.k = int32_t(p.top_k);
+  pa.num_experts = int32_t(E);
+  pa.big_threshold = big ? kernels::kMoeSmallRows : INT32_MAX;
+  pa.small_rows = int32_t(kernels::moe_small_tile_rows(p.n));
+  pa.counts = reinterpret_cast<int32_t*>(at(lay.counts));
+  pa.offsets = reinterpret_cast<int32_t*>(at(lay.offsets));
+  pa.chunk_base = reinterpret_cast<int32_t*>(at(lay.chunk_base));
+  pa.row_token = reinterpret_cast<int32_t*>(at(lay.row_token));
+  pa.row_weight = reinterpret_cast<float*>(at(lay.row_weight));
+  pa.slot_row = reinterpret_cast<int32_t*>(at(lay.slot_row));
+  pa.small_tiles = reinterpret_cast<kernels::MoeTile*>(at(lay.small_tiles));
+  pa.big_tiles = big ? reinterpret_cast<kernels::MoeTile*>(at(lay.big_tiles)) : nullptr;
+  pa.num_tiles = reinterpret_cast<int32_t*>(at(lay.num_tiles));
+  CUDA_CHECK(kernels::moe_plan(pa, stream));
+
+  float* h = reinterpret_cast<float*>(at(lay.h));
+  float* y = reinterpret_cast<float*>(at(lay.y));
+  kernels::MoeGroupedArgs g;
+  g.experts = static_cast<const kernels::MoeExpertPtrs*>(t.table());
+  g.w13 = t.w13();
+  g.w2 = t.w2();
+  g.row_token = pa.row_token;
+  g.row_weight = pa.row_weight;
+  g.limit = p.swiglu_limit;
+  kernels::MoeGroupedArgs small = g, large = g;
+  small.tiles = pa.small_tiles;
+  small.num_tiles = pa.num_tiles;
+  small.max_tiles = kernels::moe_small_tile_bound(nk, E, pa.small_rows);
+  small.tile_rows = pa.small_rows;
+  large.tiles = pa.big_tiles;
+  large.num_tiles = pa.num_tiles + 1;
+  large.max_tiles = big ? kernels::moe_big_tile_bound(nk, E) : 0;
+  large.up = big ? reinterpret_cast<float*>(at(lay.up)) : nullptr;
+
+  // Stage 1: x -> h = route_weight * SwiGLU(w1 x, w3 x), per permuted row.
+  for (kernels::MoeGroupedArgs* s : {&small, &large}) {
+    s->stage = 1;
+    s->x = p.x;
+    s->y = h;
+  }
+  CUDA_CHECK(kernels::moe_gemv(small, stream));
+  if (big) {
+    CUDA_CHECK(kernels::moe_mma(large, stream));
+    CUDA_CHECK(kernels::moe_act(large, stream));
+  }
+  // Stage 2: h -> y = w2 h.
+  for (kernels::MoeGroupedArgs* s : {&small, &large}) {
+    s->stage = 2;
+    s->x = h;
+    s->y = y;
+  }
+  CUDA_CHECK(kernels::moe_gemv(small, stream));
+  if (big) CUDA_CHECK(kernels::moe_mma(large, stream));
+
+  kernels::MoeCombineArgs ca;
+  ca.y = y;
+  ca.expert_ids = p.expert_ids;
+  ca.slot_row = pa.slot_row;
+  ca.residual = p.residual;
+  ca.out = p.y;
+  ca.n = int32_t(p.n);
+  ca.k = int32_t(p.top_k);
+  ca.dim = int32_t(t.w2().rows);
+  CUDA_CHECK(kernels::moe_combine(ca, stream));
 }
 
 }  // namespace deepinfer::ops::cuda
