@@ -39,9 +39,10 @@ const std::map<std::string, double> kTolerance = {
     {"linear", 1e-4},
     {"moe_router", 1e-6},     // double logits: should be (nearly) exact
     {"swiglu_expert", 5e-5},  // three chained linears
-    // Grouped experts: gemv tiles sum like linear's gemv; the tensor-core tiles (kAuto,
-    // experts with > 8 rows) carry the mma path's K-growing bias at K = 5120 / 2304.
-    {"moe_experts", 2e-4},
+    // Grouped experts: gemv tiles sum like linear's gemv (seen ~1e-6); the tensor-core
+    // tiles (kAuto, experts with > 8 rows) carry the mma path's truncation bias through
+    // w1 / w3 (K = 5120) and w2 (K = 2304): 1.8e-4 seen at n = 256 on the H200.
+    {"moe_experts", 5e-4},
     {"indexer_score", 1e-5},
     {"indexer_select", 0.0},  // masked scores pass through untouched
 };
