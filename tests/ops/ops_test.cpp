@@ -2,11 +2,15 @@
 // against small hand-computed cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "ops/attention.h"
 #include "ops/hyper_connection.h"
 #include "ops/indexer.h"
+#include "ops/moe.h"
 #include "ops/rope.h"
 
 namespace deepinfer {
@@ -115,6 +119,45 @@ TEST(IndexerSelect, VisibilityTiesAndCandidates) {
   c.candidate_block_size = 4;
   ops::cpu::indexer_select(c);
   EXPECT_EQ(cand, (std::vector<uint8_t>{0, 0, 0, 0, 1, 1, 1, 1}));
+}
+
+// moe_experts: a token's output is 0 + its experts' outputs in ascending expert id (not
+// slot order), then + residual; ids outside [0, E) contribute nothing. The expected
+// values are built from swiglu_expert on single rows in that order, so equality is exact.
+TEST(MoeExperts, AscendingIdOrderThenResidual) {
+  const int64_t E = 4, dim = 8, inter = 4, k = 3, n = 2;
+  std::vector<std::vector<float>> w(E * 3);
+  for (int64_t i = 0; i < E * 3; ++i) {
+    w[i].resize(dim * inter);
+    for (int64_t j = 0; j < dim * inter; ++j) w[i][j] = std::sin(0.37f * float(i * 97 + j)) * 0.7f;
+  }
+  auto ref = [&](int64_t i, int64_t rows, int64_t cols) {
+    ops::WeightRef r;
+    r.data = reinterpret_cast<const uint8_t*>(w[i].data());
+    r.rows = rows;
+    r.cols = cols;
+    return r;
+  };
+  std::vector<ops::MoeExpertRef> ex(E);
+  for (int64_t e = 0; e < E; ++e) ex[e] = {ref(3 * e, inter, dim), ref(3 * e + 1, inter, dim), ref(3 * e + 2, dim, inter)};
+  std::vector<float> x(n * dim), res(n * dim);
+  for (int64_t j = 0; j < n * dim; ++j) x[j] = std::cos(1.3f * float(j)) * 3.0f, res[j] = 0.01f * float(j) - 0.05f;
+  const std::vector<int64_t> ids = {3, 0, 2, 1, -1, 9};
+  const std::vector<float> wts = {0.5f, 0.3f, 0.2f, 0.9f, 0.7f, 0.1f};
+  std::vector<float> y(n * dim);
+  ops::cpu::moe_experts({x.data(), n, k, ids.data(), wts.data(), ex.data(), E, 10.0f, res.data(), y.data()});
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<std::pair<int64_t, float>> picks;
+    for (int64_t j = 0; j < k; ++j)
+      if (ids[t * k + j] >= 0 && ids[t * k + j] < E) picks.push_back({ids[t * k + j], wts[t * k + j]});
+    std::sort(picks.begin(), picks.end());
+    std::vector<float> acc(dim, 0.0f), ye(dim);
+    for (auto [e, rw] : picks) {
+      ops::cpu::swiglu_expert({x.data() + t * dim, 1, ex[e].w1, ex[e].w3, ex[e].w2, &rw, 10.0f, ye.data()});
+      for (int64_t j = 0; j < dim; ++j) acc[j] += ye[j];
+    }
+    for (int64_t j = 0; j < dim; ++j) EXPECT_EQ(y[t * dim + j], acc[j] + res[t * dim + j]) << "token " << t << " col " << j;
+  }
 }
 
 }  // namespace
