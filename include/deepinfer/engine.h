@@ -41,6 +41,7 @@ struct EngineOptions {
   int64_t swa_replay = 0;                // 0: exact window rebuild on a prefix hit; N: bounded replay of N tokens
   uint64_t default_seed = 0;             // used when a request gives no seed (deterministic by default)
   bool batch_invariant = false;          // cuda: a request's logits are bitwise the same in any batch
+  bool cuda_graphs = true;               // cuda: decode steps replay a CUDA graph per batch-size bucket
   // Plan step t+1 while step t runs (the forward on a worker thread; the engine thread
   // plans, detokenizes and returns outputs meanwhile). Outputs are identical either way.
   bool async_scheduling = true;

@@ -26,7 +26,7 @@ using Json = nlohmann::json;
 
 const std::set<std::string> kEngineFlags = {"model", "max-num-seqs", "max-num-batched-tokens", "cache-blocks",
                                             "block-size", "swa-replay", "prefix-cache", "seed", "max-model-len",
-                                            "device", "batch-invariant", "async-scheduling"};
+                                            "device", "batch-invariant", "async-scheduling", "cuda-graphs"};
 
 struct Result {
   int64_t n = 1;  // samples of the request; > 1: `samples` holds samples 1..n-1
@@ -106,6 +106,9 @@ EngineOptions engine_options_from(const Args& a) {
   const std::string bi = a.get("batch-invariant", "off");
   DI_CHECK_INPUT(bi == "on" || bi == "off", "--batch-invariant must be on or off");
   o.batch_invariant = bi == "on";
+  const std::string cg = a.get("cuda-graphs", "on");
+  DI_CHECK_INPUT(cg == "on" || cg == "off", "--cuda-graphs must be on or off");
+  o.cuda_graphs = cg == "on";
   const std::string as = a.get("async-scheduling", o.async_scheduling ? "on" : "off");
   DI_CHECK_INPUT(as == "on" || as == "off", "--async-scheduling must be on or off");
   o.async_scheduling = as == "on";

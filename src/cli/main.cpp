@@ -28,7 +28,7 @@ const char* kUsage =
     "            [--max-tokens N --temperature T --top-p P --top-k K --min-p M --stop S --request-seed N\n"
     "             --ignore-eos true --json true] [engine flags: --max-num-seqs --max-num-batched-tokens\n"
     "             --cache-blocks --block-size --swa-replay N --prefix-cache on|off --seed N\n"
-    "             --device cpu|cuda --batch-invariant on|off]\n"
+    "             --device cpu|cuda --batch-invariant on|off --cuda-graphs on|off]\n"
     "            offline batch generation through the scheduler; without --model, the embedded default\n"
     "  chat      [--model DIR] [--thinking on|off] [--system TEXT] [--max-tokens N] [--temperature T]\n"
     "            interactive multi-turn chat with the V4.1 prompt encoding\n"

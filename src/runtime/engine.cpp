@@ -90,11 +90,13 @@ class CpuEngine final : public Engine {
     ro.block_size = o.block_size;
     ro.num_blocks = o.cache_blocks;
     ro.batch_invariant = o.batch_invariant;
+    ro.cuda_graphs = o.cuda_graphs;
     {
       const ModelConfig probe = load_model_config((fs::path(o.model_dir) / "config.json").string());
       const int64_t len = o.max_model_len > 0 ? std::min(o.max_model_len, probe.max_position_embeddings)
                                               : probe.max_position_embeddings;
       ro.default_blocks = std::min<int64_t>(o.max_num_seqs * ((len + o.block_size - 1) / o.block_size), 1 << 16);
+      ro.max_model_len = len;
     }
     model_ = runtime::create_runner(o.model_dir, ro);
     const ModelConfig& c = model_->config();

@@ -32,6 +32,8 @@ struct RunnerOptions {
   int64_t num_blocks = 0;
   int64_t default_blocks = 1;
   bool batch_invariant = false;  // CUDA: fixed reduction order whatever the batch
+  bool cuda_graphs = true;       // CUDA: decode steps as graphs per batch-size bucket
+  int64_t max_model_len = 0;     // the longest sequence (sizes the graphs' lists); 0: the model's
 };
 
 class ModelRunner {

@@ -29,6 +29,7 @@ const char* const kServeUsage =
     "  --served-model-name NAME    the model id clients send (default: the model's name)\n"
     "  --device cpu|cuda           (default cpu)\n"
     "  --batch-invariant on|off    cuda: a request's logits bitwise the same in any batch (default off)\n"
+    "  --cuda-graphs on|off        cuda: decode steps replay a CUDA graph per batch-size bucket (default on)\n"
     "  --max-num-seqs N            running sequences per step (default 64)\n"
     "  --max-num-batched-tokens N  token budget of one step (default 2048)\n"
     "  --max-model-len N           context length (default: from the model config)\n"
@@ -95,6 +96,10 @@ ServeOptions parse_serve_flags(int argc, char** argv, int first) {
     else if (name == "batch-invariant") {
       DI_CHECK_INPUT(value == "on" || value == "off", "--batch-invariant must be on or off");
       o.engine.batch_invariant = value == "on";
+    }
+    else if (name == "cuda-graphs") {
+      DI_CHECK_INPUT(value == "on" || value == "off", "--cuda-graphs must be on or off");
+      o.engine.cuda_graphs = value == "on";
     }
     else if (name == "async-scheduling") {
       DI_CHECK_INPUT(value == "on" || value == "off", "--async-scheduling must be on or off");

@@ -352,14 +352,155 @@ TEST(CudaModel, BatchInvariantModeIsBitwiseFromOneTo64Requests) {
   }
 }
 
-// Per-step decode time on the fixtures (a record, not a benchmark): batch 1 and 64,
-// default and invariant mode, after a warm-up.
-TEST(CudaModel, DecodeStepTiming) {
-  for (const char* name : kFixtures) {
-    for (bool inv : {false, true}) {
-      auto gpu = v41::CudaModel::load(fixture(name), options(64, inv));
+// ---------------------------------------------------------------------------
+// Decode steps as CUDA graphs (CudaModelOptions::cuda_graphs).
+// ---------------------------------------------------------------------------
+
+v41::CudaModelOptions graph_options(int64_t slots, bool invariant, bool graphs) {
+  v41::CudaModelOptions o = options(slots, invariant);
+  o.cuda_graphs = graphs;
+  return o;
+}
+
+// Steps two models (graphs on / off) through the same calls and compares each
+// step's logits. `calls[k]` are the items of step k: {slot, tokens, all_logits}.
+struct Call {
+  int64_t slot;
+  std::vector<int64_t> tokens;
+  bool all_logits = false;
+};
+struct Compare {
+  int64_t steps = 0, unequal_steps = 0;
+  double worst = 0;
+};
+Compare step_both(v41::CudaModel& on, v41::CudaModel& off, const std::vector<std::vector<Call>>& steps,
+                  const std::vector<std::vector<int64_t>>& tables) {
+  Compare c;
+  for (const auto& step : steps) {
+    std::vector<v41::CudaBatchItem> a, b;
+    for (const Call& call : step) {
+      v41::CudaBatchItem it;
+      it.slot = call.slot;
+      it.block_table = &tables[call.slot];
+      it.tokens = call.tokens;
+      it.all_logits = call.all_logits;
+      a.push_back(it);
+      b.push_back(it);
+    }
+    const auto la = on.forward_batch(a), lb = off.forward_batch(b);
+    ++c.steps;
+    c.unequal_steps += la != lb;
+    c.worst = std::max(c.worst, max_abs_diff(la, lb));
+  }
+  return c;
+}
+
+// Batch `count` of slots [first, first + count): prompts of different lengths (so the
+// window rings wrap and the compressor completes groups at different steps), then
+// `decodes` one-token steps; every fifth step one item sits out (a smaller batch in
+// the same or a smaller bucket).
+std::vector<std::vector<Call>> decode_workload(int64_t first, int64_t count, int decodes, int64_t vocab, uint32_t seed) {
+  std::vector<std::vector<Call>> steps(1);
+  for (int64_t s = first; s < first + count; ++s)
+    steps[0].push_back({s, tokens_for(seed + uint32_t(s), size_t(3 + (s * 5) % 17), vocab)});
+  for (int k = 0; k < decodes; ++k) {
+    std::vector<Call> step;
+    for (int64_t s = first; s < first + count; ++s) {
+      if (count > 1 && k % 5 == 4 && s == first + k % count) continue;
+      step.push_back({s, tokens_for(seed * 7 + uint32_t(k * 131 + s), 1, vocab)});
+    }
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+// Graph replay against eager steps over buckets 1, 4 (3 items), 8 and 16 (13 items),
+// 40 decode steps each: past groups completed by the compressor (ratio 2 and 1),
+// index selections (layers 2, 4, 6, candidates at 4), window wraps (window 8) and the
+// Engram layer. Bitwise in the batch-invariant mode; in the default mode bitwise up to
+// 8 items (every linear is the same gemv); above, the graph's padded row count can
+// choose another linear kernel than the eager step's (reported).
+TEST(CudaGraphs, DecodeReplayEqualsEagerSteps) {
+  for (const char* name : kFixtures) for (bool inv : {true, false}) {
+    SCOPED_TRACE(name);
+    SCOPED_TRACE(inv ? "invariant" : "default");
+    auto on = v41::CudaModel::load(fixture(name), graph_options(16, inv, true));
+    auto off = v41::CudaModel::load(fixture(name), graph_options(16, inv, false));
+    std::vector<std::vector<int64_t>> tables;
+    for (int64_t s = 0; s < 16; ++s) tables.push_back(table_for(s));
+    const int64_t vocab = on->config().vocab_size;
+    for (int64_t count : {1, 3, 8, 13}) {
+      SCOPED_TRACE(count);
+      for (int64_t s = 0; s < 16; ++s) on->reset_slot(s), off->reset_slot(s);
+      const auto before = on->graph_stats();
+      const Compare c = step_both(*on, *off, decode_workload(2, count, 40, vocab, uint32_t(count)), tables);
+      const auto after = on->graph_stats();
+      std::printf("[ metric ] %s %s graphs, %lld items: %lld steps, %lld replayed, worst |diff| vs eager %.3g\n", name,
+                  inv ? "invariant" : "default", (long long)count, (long long)c.steps,
+                  (long long)(after.replays - before.replays), c.worst);
+      EXPECT_GE(after.replays - before.replays, 40);  // every decode step (the prefill is eager)
+      EXPECT_EQ(after.fallbacks, 0);
+      if (inv || count <= 8)
+        EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+      else
+        EXPECT_LE(c.worst, kTol);
+    }
+    EXPECT_EQ(on->graph_stats().captures, 5);  // one per bucket: 1, 2 (3 items less one), 4, 8, 16
+    EXPECT_EQ(off->graph_stats().replays, 0);
+  }
+}
+
+// Steps that do not fit a bucket run eagerly and agree bitwise (invariant mode):
+// prefills, mixed steps (one item with two tokens), every-position logits, positions
+// past max_context, more items than the largest bucket; and graphs off.
+TEST(CudaGraphs, StepsOutsideTheBucketsRunEagerly) {
+  const char* name = "v41_tiny_f32";
+  v41::CudaModelOptions o = graph_options(300, true, true);
+  o.num_blocks = 300 * 4;
+  o.max_context = 40;
+  auto on = v41::CudaModel::load(fixture(name), o);
+  o.cuda_graphs = false;
+  auto off = v41::CudaModel::load(fixture(name), o);
+  std::vector<std::vector<int64_t>> tables;
+  for (int64_t s = 0; s < 300; ++s) tables.push_back(table_for(s));
+  const int64_t vocab = on->config().vocab_size;
+  auto replays = [&] { return on->graph_stats().replays; };
+  auto run = [&](const std::vector<std::vector<Call>>& steps) {
+    const Compare c = step_both(*on, *off, steps, tables);
+    EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+  };
+  run({{{0, tokens_for(1, 20, vocab)}, {1, tokens_for(2, 9, vocab)}}});  // prefill
+  EXPECT_EQ(replays(), 0);
+  run({{{0, {5}}, {1, {6}}}});  // decode
+  EXPECT_EQ(replays(), 1);
+  run({{{0, {7}}, {1, {8, 9}}}});  // mixed
+  run({{{0, {7}, true}, {1, {8}}}});  // every position's logits asked
+  EXPECT_EQ(replays(), 1);
+  std::vector<std::vector<Call>> steps;
+  for (int k = 0; k < 25; ++k) steps.push_back({{0, {10 + k}}, {1, {40 + k}}});  // slot 0 passes position 40
+  run(steps);
+  const int64_t r = replays();
+  EXPECT_GT(r, 1);
+  EXPECT_LT(r, 26);
+  std::vector<Call> wide;  // 257 items: no bucket
+  for (int64_t s = 2; s < 259; ++s) wide.push_back({s, tokens_for(uint32_t(s), 2, vocab)});
+  run({wide});
+  for (Call& c : wide) c.tokens = {3};
+  run({wide});
+  EXPECT_EQ(replays(), r);
+  EXPECT_EQ(on->graph_stats().fallbacks, 0);
+  EXPECT_EQ(off->graph_stats().replays, 0);
+  EXPECT_EQ(off->graph_stats().captures, 0);
+}
+
+// Per-step decode time on the fixtures (a record, not a benchmark): batch 1, 8 and 64,
+// default and invariant mode, graphs off and on, after a warm-up.
+TEST(CudaGraphs, DecodeStepTiming) {
+  for (const char* name : kFixtures) for (bool inv : {false, true}) {
+    for (bool graphs : {false, true}) {
+      auto gpu = v41::CudaModel::load(fixture(name), graph_options(64, inv, graphs));
       const int64_t vocab = gpu->config().vocab_size;
-      for (int64_t bsz : {1, 64}) {
+      for (int64_t bsz : {1, 8, 64}) {
         std::vector<std::vector<int64_t>> tables;
         for (int64_t s = 0; s < bsz; ++s) {
           tables.push_back(table_for(s));
@@ -375,14 +516,15 @@ TEST(CudaModel, DecodeStepTiming) {
           gpu->forward_batch(items);
         };
         step(32);  // prefill
-        for (int i = 0; i < 3; ++i) step(1);
+        for (int i = 0; i < 3; ++i) step(1);  // the capture happens here
         const int reps = 20;
         auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < reps; ++i) step(1);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
-        std::printf("[ metric ] %s decode step, batch %lld, %s: %.3f ms/step\n", name, (long long)bsz,
-                    inv ? "invariant" : "default", ms);
+        std::printf("[ metric ] %s decode step, batch %lld, %s, graphs %s: %.3f ms/step\n", name, (long long)bsz,
+                    inv ? "invariant" : "default", graphs ? "on" : "off", ms);
       }
+      if (graphs) EXPECT_GT(gpu->graph_stats().replays, 0);
     }
   }
 }
@@ -482,6 +624,39 @@ TEST(CudaEngine, SeededSamplingGivesTheCpuTokens) {
     std::printf("[ metric ] %s seeded sampling, 6 requests: cuda default %d/6 equal to cpu, cuda invariant %s\n", name,
                 same_default, out[2] == out[0] ? "6/6 equal" : "DIFFERENT");
     EXPECT_EQ(out[2], out[0]);
+  }
+}
+
+// The engine with decode graphs on and off: the same greedy and seeded tokens
+// (6 requests: decode batches of at most 8, where graphs are bitwise in both modes).
+TEST(CudaEngine, GraphsOnAndOffGiveTheSameTokens) {
+  for (const char* name : kFixtures) for (bool inv : {false, true}) {
+    SCOPED_TRACE(name);
+    SCOPED_TRACE(inv ? "invariant" : "default");
+    std::vector<GenerateRequest> reqs;
+    for (int i = 0; i < 6; ++i) {
+      GenerateRequest r;
+      r.request_id = "r" + std::to_string(i);
+      r.prompt_ids = tokens_for(200 + i, 4 + 6 * i, 300);
+      r.params.temperature = i % 2 ? 0.8f : 0.0f;
+      r.params.max_tokens = 30;
+      r.params.ignore_eos = true;
+      r.params.seed = 500 + i;
+      reqs.push_back(r);
+    }
+    std::map<std::string, std::vector<int64_t>> out[2];
+    for (int g = 0; g < 2; ++g) {
+      EngineOptions o;
+      o.model_dir = fixture(name);
+      o.device = "cuda";
+      o.batch_invariant = inv;
+      o.cuda_graphs = g == 1;
+      o.max_num_batched_tokens = 16;  // chunked prefill mixed with decodes, then pure decode steps
+      auto e = Engine::create(o);
+      out[g] = run_all(*e, reqs);
+    }
+    EXPECT_EQ(out[1], out[0]);
+    EXPECT_EQ(out[1].size(), 6u);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "common/check.h"
 #include "io/safetensors.h"
@@ -171,13 +172,69 @@ struct CudaModel::Impl {
   }
 
   ~Impl() {
+    for (auto& [bucket, g] : graphs) {
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+      if (g.host) cudaFreeHost(g.host);
+    }
     for (cudaEvent_t e : layer_events) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
   }
 
+  // ---- decode graphs (forward_graph) -----------------------------------------
+  // One pass of a graph step over the forward's code. The capture pass records the
+  // launches (stream capture); a plan pass launches nothing and only recomputes, on
+  // the host, what the captured kernels read: every upload lands in the parameter
+  // block at the offset it had at capture (lists padded to fixed capacities), and
+  // every arena allocation repeats at the same address (same sizes, same order).
+  struct GraphPass {
+    int64_t rows = 0;        // the bucket: the batch padded to it
+    bool launch = false;     // capture pass
+    uint8_t* host = nullptr; // the parameter block's host image (null: sizing only)
+    uint8_t* dev = nullptr;  // its device copy
+    size_t off = 0;          // bytes used so far
+    uint64_t sig = 0;        // arena marks along the pass (checked against the capture's)
+  };
+  GraphPass* gp = nullptr;
+  bool launching() const { return gp == nullptr || gp->launch; }
+  void sign(const DeviceArena& a) {
+    if (gp == nullptr) return;
+    const DeviceArena::Mark m = a.mark();
+    gp->sig = (gp->sig * 1000003u) ^ (uint64_t(m.chunk) << 48) ^ uint64_t(m.offset);
+  }
+  struct DecodeGraph {
+    cudaGraphExec_t exec = nullptr;
+    DeviceBuffer params;
+    uint8_t* host = nullptr;  // pinned
+    size_t bytes = 0;
+    uint64_t sig = 0;
+    bool failed = false;  // capture unsupported: this bucket always runs eagerly
+  };
+  std::map<int64_t, DecodeGraph> graphs;
+  CudaModel::GraphStats graph_stats;
+  int64_t max_context = 0, table_width = 0;
+  // Padding rows of the graph's fixed-length row-copy lists read zero_row and write
+  // dump_row (no state is touched); pad_dim floats each.
+  DeviceBuffer pad_buf;
+  const float* zero_row = nullptr;
+  float* dump_row = nullptr;
+  int64_t pad_dim = 0;
+
   // ---- helpers -------------------------------------------------------------
+  // Host data for the device. Eager: through the pinned stage into `arena`. In a graph
+  // pass: into the parameter block, padded with `pad` to `cap` elements, the capacity
+  // that makes the block's layout the same at every step of the bucket.
   template <class T>
-  T* upload(const std::vector<T>& v, DeviceArena& arena) {
+  T* upload(const std::vector<T>& v, DeviceArena& arena, int64_t cap = -1, std::type_identity_t<T> pad = T()) {
+    if (gp != nullptr) {
+      DI_CHECK(cap >= int64_t(v.size()), "graph step: a list of ", v.size(), " exceeds its capacity ", cap);
+      const size_t off = (gp->off + 15) / 16 * 16, bytes = sizeof(T) * size_t(std::max<int64_t>(cap, 1));
+      gp->off = off + bytes;
+      if (gp->host == nullptr) return nullptr;  // sizing pass
+      T* h = reinterpret_cast<T*>(gp->host + off);
+      std::copy(v.begin(), v.end(), h);
+      std::fill(h + v.size(), h + std::max<int64_t>(cap, 1), pad);
+      return reinterpret_cast<T*>(gp->dev + off);
+    }
     T* d = arena.alloc<T>(int64_t(v.size()));
     if (v.empty()) return d;
     void* h = stage->alloc_bytes(v.size() * sizeof(T));
@@ -192,19 +249,23 @@ struct CudaModel::Impl {
     CUDA_CHECK(cudaStreamSynchronize(stream));
     return h;
   }
-  // Row copies from host-built pointer lists (one launch).
-  void copy_rows(const std::vector<const float*>& src, const std::vector<float*>& dst, int64_t dim) {
+  // Row copies from host-built pointer lists (one launch). In a graph pass the lists
+  // have `cap` rows, the padding copying zero_row to dump_row.
+  void copy_rows(const std::vector<const float*>& src, const std::vector<float*>& dst, int64_t dim, int64_t cap = -1) {
     DI_CHECK(src.size() == dst.size(), "copy_rows: list sizes differ");
-    if (src.empty()) return;
-    auto* s = upload(src, *layer_arena);
-    auto* d = upload(dst, *layer_arena);
-    CUDA_CHECK(kernels::copy_rows({s, d, int64_t(src.size()), dim}, stream));
+    const int64_t count = gp != nullptr ? cap : int64_t(src.size());
+    if (count <= 0) return;
+    DI_CHECK(gp == nullptr || dim <= pad_dim, "graph step: row copies of ", dim, " floats exceed the padding rows");
+    auto* s = upload(src, *layer_arena, cap, zero_row);
+    auto* d = upload(dst, *layer_arena, cap, dump_row);
+    if (launching()) CUDA_CHECK(kernels::copy_rows({s, d, count, dim}, stream));
   }
   void d2d(float* dst, const float* src, int64_t count) {
-    if (count > 0) CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * size_t(count), cudaMemcpyDeviceToDevice, stream));
+    if (count > 0 && launching())
+      CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * size_t(count), cudaMemcpyDeviceToDevice, stream));
   }
   void linear(const float* x, float* y, int64_t n, const WeightRef& w, int64_t row0 = 0, int64_t rows = -1) {
-    gpu::linear({x, y, n, w, row0, rows}, mode, stream);
+    if (launching()) gpu::linear({x, y, n, w, row0, rows}, mode, stream);
   }
   float* window(int64_t slot, int64_t layer) const {
     return windows + (slot * cfg.num_hidden_layers + layer) * cfg.sliding_window * cfg.head_dim;
@@ -235,13 +296,18 @@ struct CudaModel::Impl {
     std::vector<int64_t> begin, positions;
     const int64_t* d_positions = nullptr;
     std::vector<Shared> shared;
-    int64_t n = 0;
+    int64_t n = 0;  // rows: the tokens, or in a graph step the bucket (rows >= begin.back() are padding)
     // Every item's block table, concatenated, on the device (uploaded once per step,
     // by the first index layer): the batched indexer reads keys in place through them.
     const int64_t* d_tables = nullptr;
+    bool tables_ready = false;  // (a graph's sizing pass has d_tables null)
     std::vector<int64_t> table_begin;
     uint8_t* candidates = nullptr;  // level-1 masks of the candidate source (step arena, ragged)
     int* d_bad_selection = nullptr;  // set by build_selection_lists on an id outside the history
+    // What the config decides for the whole step (a graph step's launches follow these,
+    // never the per-item state): the latest KV source, and whether an index layer ran.
+    int64_t compress_source = -1;
+    bool selection_made = false;
     int64_t count(size_t i) const { return begin[i + 1] - begin[i]; }
   };
   StateSlot& slot_of(const Batch& b, size_t i) { return slots[(*b.items)[i].slot]; }
@@ -257,6 +323,12 @@ struct CudaModel::Impl {
   }
 
   std::vector<float> forward(std::vector<CudaBatchItem>& items);
+  Batch make_batch(std::vector<CudaBatchItem>& items, int64_t rows) const;
+  float* run(Batch& b, const std::vector<int64_t>& all_tokens, int*& d_bad_row);
+  std::vector<float> finish(const Batch& b, const float* d_logits, int64_t rows, const int* d_bad_row);
+  int64_t graph_bucket(const std::vector<CudaBatchItem>& items) const;
+  bool forward_graph(std::vector<CudaBatchItem>& items, const std::vector<int64_t>& all_tokens, int64_t bucket,
+                     std::vector<float>& logits);
   void attention(Batch& b, int64_t l, const float* x, float* out);
   void compressor(Batch& b, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos,
                   std::vector<size_t>& group_item);
@@ -272,6 +344,7 @@ const CudaMemoryPlan& CudaModel::memory_plan() const { return impl_->plan; }
 int64_t CudaModel::num_slots() const { return int64_t(impl_->slots.size()); }
 int64_t CudaModel::block_size() const { return impl_->opts.block_size; }
 int64_t CudaModel::num_blocks() const { return impl_->num_blocks; }
+CudaModel::GraphStats CudaModel::graph_stats() const { return impl_->graph_stats; }
 size_t CudaModel::arena_high_water() const { return impl_->step_arena->high_water() + impl_->layer_arena->high_water(); }
 int64_t CudaModel::arena_growths() const { return impl_->step_arena->growths() + impl_->layer_arena->growths(); }
 
@@ -324,6 +397,7 @@ void check_options(const CudaModelOptions& o) {
   DI_CHECK_INPUT(o.block_size >= 2, "block_size must be >= 2");
   DI_CHECK_INPUT(o.num_blocks >= 0 && o.max_blocks >= 1, "num_blocks must be >= 0 and max_blocks >= 1");
   DI_CHECK_INPUT(o.memory_fraction > 0 && o.memory_fraction <= 1, "memory_fraction must be in (0, 1]");
+  DI_CHECK_INPUT(o.max_context >= 0, "max_context must be >= 0");
   int devices = 0;
   const cudaError_t count_err = cudaGetDeviceCount(&devices);
   DI_CHECK_INPUT(count_err == cudaSuccess && devices > 0, "no CUDA device is available (",
@@ -481,6 +555,14 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   d.layer_arena = std::make_unique<DeviceArena>(layer_bytes);
   d.plan.arena = step_bytes + layer_bytes;
   d.stage = std::make_unique<HostStage>(size_t(8) << 20, d.stream);
+  // Decode graphs: the context they cover, and the rows their padded copy lists use.
+  d.max_context = o.max_context > 0 ? o.max_context : c.max_position_embeddings;
+  d.table_width = (d.max_context + o.block_size - 1) / o.block_size;
+  d.pad_dim = std::max(hd, c.index_head_dim);
+  d.pad_buf = DeviceBuffer(size_t(2 * d.pad_dim) * sizeof(float));
+  CUDA_CHECK(cudaMemset(d.pad_buf.data(), 0, d.pad_buf.size()));
+  d.zero_row = reinterpret_cast<const float*>(d.pad_buf.data());
+  d.dump_row = reinterpret_cast<float*>(d.pad_buf.data()) + d.pad_dim;
 
   // 4. The paged history pool from what is left.
   size_t per_block = 0;
@@ -516,11 +598,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
 
 std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
   const ModelConfig& c = cfg;
-  const int64_t d = c.hidden_size, hc = c.hc_mult;
   DI_CHECK_INPUT(!items.empty(), "forward: no items");
-  Batch b;
-  b.items = &items;
-  b.begin.push_back(0);
   std::vector<int64_t> all_tokens;
   std::vector<bool> seen(slots.size(), false);
   for (const CudaBatchItem& it : items) {
@@ -530,132 +608,315 @@ std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
     DI_CHECK_INPUT(!seen[it.slot], "slot ", it.slot, " appears twice in one batch");
     seen[it.slot] = true;
     DI_CHECK(it.block_table != nullptr, "item without a block table");
-    const StateSlot& s = slots[it.slot];
-    for (size_t k = 0; k < it.tokens.size(); ++k) {
-      const int64_t t = it.tokens[k];
+    for (const int64_t t : it.tokens) {
       DI_CHECK_INPUT(t >= 0 && t < c.vocab_size, "token id ", t, " is out of range [0, ", c.vocab_size, ")");
-      b.positions.push_back(s.num_tokens + int64_t(k));
       all_tokens.push_back(t);
     }
-    b.begin.push_back(b.begin.back() + int64_t(it.tokens.size()));
   }
-  const int64_t n = b.n = b.begin.back();
-  b.shared.resize(items.size());
   // The engine may step on another thread than the one that loaded the model.
   CUDA_CHECK(cudaSetDevice(opts.device));
-  // The previous step ended with a stream sync: both arenas and the stage are free.
-  step_arena->reset();
-  layer_arena->reset();
-  stage->reset();
+  const int64_t bucket = graph_bucket(items);
+  if (bucket > 0) {
+    std::vector<float> logits;
+    if (forward_graph(items, all_tokens, bucket, logits)) return logits;
+  }
+  Batch b = make_batch(items, int64_t(all_tokens.size()));
   try {
-    b.d_positions = upload(b.positions, *step_arena);
-    const int64_t* d_tokens = upload(all_tokens, *step_arena);
-
-    float* h = step_arena->alloc<float>(n * hc * d);
-    CUDA_CHECK(kernels::embed_rows({gpu::to_weight_args(embed), d_tokens, h, n, hc}, stream));
-    const int64_t* d_engram_rows = nullptr;
-    int64_t engram_row_stride = 0;
-    int* d_bad_row = step_arena->alloc<int>(1);
-    CUDA_CHECK(cudaMemsetAsync(d_bad_row, 0, sizeof(int), stream));
-    if (engram) {
-      std::vector<int64_t> rows;
-      for (size_t i = 0; i < items.size(); ++i) {
-        StateSlot& slot = slot_of(b, i);
-        auto r = engram->hash(items[i].tokens, slot.num_tokens, slot.recent_ngram_ids);
-        rows.insert(rows.end(), r.begin(), r.end());
-      }
-      d_engram_rows = upload(rows, *step_arena);
-      engram_row_stride = int64_t(c.engram_layer_ids.size()) * engram->num_columns();
-    }
-
-    std::vector<float> pre_init(n * hc, 0.0f);
-    for (int64_t t = 0; t < n; ++t) pre_init[t * hc] = 1.0f;
-    float* pre_mix = upload(pre_init, *step_arena);
-    float* a_pre = step_arena->alloc<float>(n * hc);
-    float* post = step_arena->alloc<float>(n * hc);
-    float* comb = step_arena->alloc<float>(n * hc * hc);
-    float* x = step_arena->alloc<float>(n * d);
-    float* y = step_arena->alloc<float>(n * d);
-    const float eps = float(c.rms_norm_eps);
-    auto mixes = [&](const DHc& s, float* pre_out) {
-      gpu::hc_mixes({h, n, hc, d, s.fn, s.base, s.scale, eps, float(c.hc_eps), c.hc_sinkhorn_iters, pre_out, post, comb},
-                    stream);
-    };
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-      mark_layer(l);
-      layer_arena->reset();
-      const DLayer& lw = layers[l];
-      if (lw.has_engram) {
-        const int64_t cols = engram->num_columns(), ehd = c.engram_head_dim;
-        float* e = layer_arena->alloc<float>(n * cols * ehd);
-        CUDA_CHECK(kernels::engram_gather({gpu::to_weight_args(lw.engram.table), d_engram_rows + c.engram_slot(l) * cols,
-                                           engram_row_stride, n, cols, e, d_bad_row},
-                                          stream));
-        float* kv = layer_arena->alloc<float>(n * (hc + 1) * d);
-        linear(e, kv, n, lw.engram.wkv);
-        CUDA_CHECK(kernels::engram_gate({h, kv, lw.engram.gate_weight, n, hc, d, eps}, stream));
-      }
-      mixes(lw.hc_attn, a_pre);
-      gpu::hc_collapse({h, pre_mix, x, n, hc, d}, stream);
-      gpu::rms_norm({x, x, n, d, lw.attn_norm, eps}, stream);
-      attention(b, l, x, y);
-      gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
-
-      mixes(lw.hc_ffn, pre_mix);  // f_pre becomes the next site's collapse weights
-      gpu::hc_collapse({h, a_pre, x, n, hc, d}, stream);
-      gpu::rms_norm({x, x, n, d, lw.ffn_norm, eps}, stream);
-      moe(l, x, n, y);
-      gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
-    }
-    mark_layer(c.num_hidden_layers);
-    for (size_t i = 0; i < items.size(); ++i) slot_of(b, i).num_tokens += b.count(i);
-
-    // Only the requested rows go through the final norm and the head.
-    layer_arena->reset();
-    std::vector<int64_t> rows;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (items[i].all_logits)
-        for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) rows.push_back(t);
-      else
-        rows.push_back(b.begin[i + 1] - 1);
-    }
-    const int64_t m = int64_t(rows.size());
-    float* hs = layer_arena->alloc<float>(m * hc * d);
-    float* pm = layer_arena->alloc<float>(m * hc);
-    std::vector<const float*> src_h, src_p;
-    std::vector<float*> dst_h, dst_p;
-    for (int64_t r = 0; r < m; ++r) {
-      src_h.push_back(h + rows[r] * hc * d);
-      dst_h.push_back(hs + r * hc * d);
-      src_p.push_back(pre_mix + rows[r] * hc);
-      dst_p.push_back(pm + r * hc);
-    }
-    copy_rows(src_h, dst_h, hc * d);
-    copy_rows(src_p, dst_p, hc);
-    float* xs = layer_arena->alloc<float>(m * d);
-    gpu::hc_collapse({hs, pm, xs, m, hc, d}, stream);
-    gpu::rms_norm({xs, xs, m, d, norm, eps}, stream);
-    float* d_logits = layer_arena->alloc<float>(m * c.vocab_size);
-    linear(xs, d_logits, m, head);
-    std::vector<float> logits = download(d_logits, m * c.vocab_size);
-    int bad = 0;
-    CUDA_CHECK(cudaMemcpy(&bad, d_bad_row, sizeof(int), cudaMemcpyDeviceToHost));
-    DI_CHECK(bad == 0, "engram row out of range");
-    if (b.d_bad_selection != nullptr) {
-      CUDA_CHECK(cudaMemcpy(&bad, b.d_bad_selection, sizeof(int), cudaMemcpyDeviceToHost));
-      DI_CHECK(bad == 0, "an indexer selection names an entry outside the compressed history");
-    }
-    if (layer_timing) {  // the download above synchronized the stream
-      layer_ms.assign(size_t(c.num_hidden_layers), 0.0f);
-      for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-        CUDA_CHECK(cudaEventElapsedTime(&layer_ms[l], layer_events[l], layer_events[l + 1]));
-    }
-    return logits;
+    int* d_bad_row = nullptr;
+    const float* d_logits = run(b, all_tokens, d_bad_row);
+    int64_t m = 0;
+    for (size_t i = 0; i < items.size(); ++i) m += items[i].all_logits ? b.count(i) : 1;
+    return finish(b, d_logits, m, d_bad_row);
   } catch (...) {
     // Leave the stream drained so the arenas can be reused by the next call.
     cudaStreamSynchronize(stream);
     throw;
   }
+}
+
+CudaModel::Impl::Batch CudaModel::Impl::make_batch(std::vector<CudaBatchItem>& items, int64_t rows) const {
+  Batch b;
+  b.items = &items;
+  b.begin.push_back(0);
+  for (const CudaBatchItem& it : items) {
+    const StateSlot& s = slots[it.slot];
+    for (size_t k = 0; k < it.tokens.size(); ++k) b.positions.push_back(s.num_tokens + int64_t(k));
+    b.begin.push_back(b.begin.back() + int64_t(it.tokens.size()));
+  }
+  b.n = rows;
+  b.shared.resize(items.size());
+  return b;
+}
+
+// Embedding, the layers and the head of one batch (launches, or in a graph plan pass
+// only the host's share); returns the device logits of the requested rows (every
+// row in a graph pass: one per item, the padding rows after them).
+float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, int*& d_bad_row) {
+  const ModelConfig& c = cfg;
+  std::vector<CudaBatchItem>& items = *b.items;
+  const int64_t d = c.hidden_size, hc = c.hc_mult, n = b.n;
+  // The previous step ended with a stream sync: both arenas and the stage are free.
+  step_arena->reset();
+  layer_arena->reset();
+  stage->reset();
+  b.d_positions = upload(b.positions, *step_arena, n, 0);
+  const int64_t* d_tokens = upload(all_tokens, *step_arena, n, 0);
+
+  float* h = step_arena->alloc<float>(n * hc * d);
+  if (launching()) CUDA_CHECK(kernels::embed_rows({gpu::to_weight_args(embed), d_tokens, h, n, hc}, stream));
+  const int64_t* d_engram_rows = nullptr;
+  int64_t engram_row_stride = 0;
+  d_bad_row = step_arena->alloc<int>(1);
+  if (launching()) CUDA_CHECK(cudaMemsetAsync(d_bad_row, 0, sizeof(int), stream));
+  if (engram) {
+    std::vector<int64_t> rows;
+    for (size_t i = 0; i < items.size(); ++i) {
+      StateSlot& slot = slot_of(b, i);
+      auto r = engram->hash(items[i].tokens, slot.num_tokens, slot.recent_ngram_ids);
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+    engram_row_stride = int64_t(c.engram_layer_ids.size()) * engram->num_columns();
+    d_engram_rows = upload(rows, *step_arena, n * engram_row_stride, 0);  // padding rows gather row 0
+  }
+
+  std::vector<float> pre_init(n * hc, 0.0f);
+  for (int64_t t = 0; t < n; ++t) pre_init[t * hc] = 1.0f;
+  float* pre_mix = upload(pre_init, *step_arena, n * hc);
+  float* a_pre = step_arena->alloc<float>(n * hc);
+  float* post = step_arena->alloc<float>(n * hc);
+  float* comb = step_arena->alloc<float>(n * hc * hc);
+  float* x = step_arena->alloc<float>(n * d);
+  float* y = step_arena->alloc<float>(n * d);
+  const float eps = float(c.rms_norm_eps);
+  const bool go = launching();
+  auto mixes = [&](const DHc& s, float* pre_out) {
+    if (go)
+      gpu::hc_mixes(
+          {h, n, hc, d, s.fn, s.base, s.scale, eps, float(c.hc_eps), c.hc_sinkhorn_iters, pre_out, post, comb}, stream);
+  };
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    mark_layer(l);
+    layer_arena->reset();
+    const DLayer& lw = layers[l];
+    if (lw.has_engram) {
+      const int64_t cols = engram->num_columns(), ehd = c.engram_head_dim;
+      float* e = layer_arena->alloc<float>(n * cols * ehd);
+      if (go)
+        CUDA_CHECK(kernels::engram_gather({gpu::to_weight_args(lw.engram.table), d_engram_rows + c.engram_slot(l) * cols,
+                                           engram_row_stride, n, cols, e, d_bad_row},
+                                          stream));
+      float* kv = layer_arena->alloc<float>(n * (hc + 1) * d);
+      linear(e, kv, n, lw.engram.wkv);
+      if (go) CUDA_CHECK(kernels::engram_gate({h, kv, lw.engram.gate_weight, n, hc, d, eps}, stream));
+    }
+    mixes(lw.hc_attn, a_pre);
+    if (go) gpu::hc_collapse({h, pre_mix, x, n, hc, d}, stream);
+    if (go) gpu::rms_norm({x, x, n, d, lw.attn_norm, eps}, stream);
+    attention(b, l, x, y);
+    if (go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
+
+    mixes(lw.hc_ffn, pre_mix);  // f_pre becomes the next site's collapse weights
+    if (go) gpu::hc_collapse({h, a_pre, x, n, hc, d}, stream);
+    if (go) gpu::rms_norm({x, x, n, d, lw.ffn_norm, eps}, stream);
+    moe(l, x, n, y);
+    if (go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
+    sign(*layer_arena);
+  }
+  mark_layer(c.num_hidden_layers);
+  for (size_t i = 0; i < items.size(); ++i) slot_of(b, i).num_tokens += b.count(i);
+
+  // Only the requested rows go through the final norm and the head.
+  layer_arena->reset();
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].all_logits)
+      for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) rows.push_back(t);
+    else
+      rows.push_back(b.begin[i + 1] - 1);
+  }
+  // A graph step's items have one row each: row t is item t, padding rows included.
+  for (int64_t t = int64_t(rows.size()); gp != nullptr && t < n; ++t) rows.push_back(t);
+  const int64_t m = int64_t(rows.size());
+  float* hs = layer_arena->alloc<float>(m * hc * d);
+  float* pm = layer_arena->alloc<float>(m * hc);
+  std::vector<const float*> src_h, src_p;
+  std::vector<float*> dst_h, dst_p;
+  for (int64_t r = 0; r < m; ++r) {
+    src_h.push_back(h + rows[r] * hc * d);
+    dst_h.push_back(hs + r * hc * d);
+    src_p.push_back(pre_mix + rows[r] * hc);
+    dst_p.push_back(pm + r * hc);
+  }
+  // hc * d floats per row: graph rows are exact (no padding copies), hence no pad_dim check.
+  if (gp != nullptr) {
+    auto* s1 = upload(src_h, *layer_arena, m);
+    auto* d1 = upload(dst_h, *layer_arena, m);
+    auto* s2 = upload(src_p, *layer_arena, m);
+    auto* d2 = upload(dst_p, *layer_arena, m);
+    if (go) {
+      CUDA_CHECK(kernels::copy_rows({s1, d1, m, hc * d}, stream));
+      CUDA_CHECK(kernels::copy_rows({s2, d2, m, hc}, stream));
+    }
+  } else {
+    copy_rows(src_h, dst_h, hc * d);
+    copy_rows(src_p, dst_p, hc);
+  }
+  float* xs = layer_arena->alloc<float>(m * d);
+  if (go) gpu::hc_collapse({hs, pm, xs, m, hc, d}, stream);
+  if (go) gpu::rms_norm({xs, xs, m, d, norm, eps}, stream);
+  float* d_logits = layer_arena->alloc<float>(m * c.vocab_size);
+  linear(xs, d_logits, m, head);
+  sign(*layer_arena);
+  sign(*step_arena);
+  return d_logits;
+}
+
+// The first `rows` logits rows to the host (this synchronizes the stream), and the
+// step's device-side checks.
+std::vector<float> CudaModel::Impl::finish(const Batch& b, const float* d_logits, int64_t rows, const int* d_bad_row) {
+  const ModelConfig& c = cfg;
+  std::vector<float> logits = download(d_logits, rows * c.vocab_size);
+  int bad = 0;
+  CUDA_CHECK(cudaMemcpy(&bad, d_bad_row, sizeof(int), cudaMemcpyDeviceToHost));
+  DI_CHECK(bad == 0, "engram row out of range");
+  if (b.d_bad_selection != nullptr) {
+    CUDA_CHECK(cudaMemcpy(&bad, b.d_bad_selection, sizeof(int), cudaMemcpyDeviceToHost));
+    DI_CHECK(bad == 0, "an indexer selection names an entry outside the compressed history");
+  }
+  if (layer_timing) {  // the download above synchronized the stream
+    layer_ms.assign(size_t(c.num_hidden_layers), 0.0f);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+      CUDA_CHECK(cudaEventElapsedTime(&layer_ms[l], layer_events[l], layer_events[l + 1]));
+  }
+  return logits;
+}
+
+// ---------------------------------------------------------------------------
+// Decode steps as CUDA graphs.
+//
+// Buckets 1, 2, 4, .. 256 items, the batch padded up to its bucket: at most 9 graphs
+// per model (capturing every exact size would mean up to 256 captures, each a full
+// step plus an instantiation), and a decode step reads the weights once whatever its
+// row count, so padding costs little. Padding rows are tokens 0 at position 0 with no
+// slot: their pointer lists read zero_row and write dump_row, their attention reads
+// one pool row, the indexer gives them no keys; every kernel works per row (per
+// token, query or group), so they change no real row. (In the default linear mode
+// the kernel choice depends on the row count, so real rows equal an eager step of
+// the bucket's size; with batch_invariant they are bitwise an eager step's.)
+//
+// Sizes that vary with the data are fixed per bucket: the compressed entries and
+// index keys of an item by max_context / ratio, the block table by max_context /
+// block_size, the distinct selected entries by top_k, the window ids by the window;
+// the kernels read the real counts from the parameter block.
+// ---------------------------------------------------------------------------
+
+// The MoE routing still goes through the host (moe()), which a graph cannot hold.
+constexpr bool kMoeSyncFree = false;
+
+int64_t CudaModel::Impl::graph_bucket(const std::vector<CudaBatchItem>& items) const {
+  if (!opts.cuda_graphs || !kMoeSyncFree || layer_timing) return 0;
+  const int64_t count = int64_t(items.size());
+  if (count > 256) return 0;
+  for (const CudaBatchItem& it : items) {
+    if (it.tokens.size() != 1 || it.all_logits) return 0;
+    if (slots[it.slot].num_tokens + 1 > max_context) return 0;
+  }
+  int64_t bucket = 1;
+  while (bucket < count) bucket *= 2;
+  auto it = graphs.find(bucket);
+  return it != graphs.end() && it->second.failed ? 0 : bucket;
+}
+
+// Runs a decode step from its bucket's graph (capturing it first if needed). Returns
+// false, with every host counter as it was, when the step must run eagerly instead.
+bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std::vector<int64_t>& all_tokens,
+                                    int64_t bucket, std::vector<float>& logits) {
+  std::vector<StateSlot> saved;
+  for (const CudaBatchItem& it : items) saved.push_back(slots[it.slot]);
+  auto restore = [&] {
+    for (size_t i = 0; i < items.size(); ++i) slots[items[i].slot] = saved[i];
+  };
+  DecodeGraph& g = graphs[bucket];
+  float* d_logits = nullptr;
+  int* d_bad_row = nullptr;
+  Batch b;
+  GraphPass pass;
+  pass.rows = bucket;
+  bool capturing = false;
+  try {
+    if (g.exec == nullptr) {
+      // Sizing pass (host only), then the capture pass, which also plans this step.
+      GraphPass sizing = pass;
+      gp = &sizing;
+      b = make_batch(items, bucket);
+      run(b, all_tokens, d_bad_row);
+      gp = nullptr;
+      restore();
+      g.bytes = std::max<size_t>(sizing.off, 16);
+      g.params = DeviceBuffer(g.bytes);
+      CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&g.host), g.bytes));
+      pass.launch = true;
+      pass.host = g.host;
+      pass.dev = g.params.data();
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      capturing = true;
+      cudaGraph_t graph = nullptr;
+      CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+      gp = &pass;
+      b = make_batch(items, bucket);
+      try {
+        d_logits = run(b, all_tokens, d_bad_row);
+      } catch (...) {
+        gp = nullptr;
+        cudaStreamEndCapture(stream, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      gp = nullptr;
+      CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      const cudaError_t inst = cudaGraphInstantiate(&g.exec, graph, 0);
+      cudaGraphDestroy(graph);
+      CUDA_CHECK(inst);
+      g.sig = pass.sig;
+      ++graph_stats.captures;
+    } else {
+      pass.host = g.host;
+      pass.dev = g.params.data();
+      gp = &pass;
+      b = make_batch(items, bucket);
+      d_logits = run(b, all_tokens, d_bad_row);
+      gp = nullptr;
+      if (pass.sig != g.sig || pass.off != g.bytes) {  // never replay a plan the graph does not hold
+        restore();
+        ++graph_stats.fallbacks;
+        return false;
+      }
+    }
+  } catch (const std::exception&) {
+    // The eager step reports a planning error itself (it plans the same way). A failed
+    // capture or instantiation means graphs are not supported here: this bucket runs
+    // eagerly from now on.
+    gp = nullptr;
+    cudaGetLastError();
+    cudaStreamSynchronize(stream);
+    restore();
+    if (capturing) {
+      g.failed = true;
+      if (g.exec) cudaGraphExecDestroy(g.exec), g.exec = nullptr;
+    }
+    ++graph_stats.fallbacks;
+    return false;
+  }
+  try {
+    CUDA_CHECK(cudaMemcpyAsync(g.params.data(), g.host, g.bytes, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
+    ++graph_stats.replays;
+    logits = finish(b, d_logits, int64_t(items.size()), d_bad_row);
+  } catch (...) {
+    cudaStreamSynchronize(stream);
+    throw;
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------
@@ -674,14 +935,15 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   float* qr = layer_arena->alloc<float>(n * c.q_lora_rank);
   float* q = layer_arena->alloc<float>(n * heads * hd);
   float* kv = layer_arena->alloc<float>(n * hd);
+  const bool go = launching();
   linear(x, qr, n, a.wq_a);
-  gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
+  if (go) gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
   linear(qr, q, n, a.wq_b);
-  gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
+  if (go) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
   linear(x, kv, n, a.wkv);
-  gpu::rms_norm({kv, kv, n, hd, a.kv_norm, eps}, stream);
-  gpu::rope({kv, n, 1, hd, rd, b.d_positions, inv_freq, false, af}, stream);
-  gpu::fake_quant_fp8({kv, n, hd, 32}, stream);
+  if (go) gpu::rms_norm({kv, kv, n, hd, a.kv_norm, eps}, stream);
+  if (go) gpu::rope({kv, n, 1, hd, rd, b.d_positions, inv_freq, false, af}, stream);
+  if (go) gpu::fake_quant_fp8({kv, n, hd, 32}, stream);
 
   // Pass 1: every item's compressor, then one batched write of all items' new
   // compressed entries (and, at index sources, their index keys), then the batched
@@ -707,27 +969,32 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
         sh.compress_source = l;
         if (index_source) sh.index_source = l;
       }
+      b.compress_source = l;
     }
-    const int64_t groups = int64_t(gpos.size());
+    // A graph step runs the group rows of every row of the bucket (a decode token
+    // completes at most one group); rows past the real groups write dump_row.
+    const int64_t real_groups = int64_t(gpos.size());
+    const int64_t groups = gp != nullptr && kv_source ? n : real_groups;
+    DI_CHECK(real_groups <= groups, "graph step: ", real_groups, " compressed groups for ", groups, " rows");
     if (groups > 0) {
       // The stored entry is the RoPE-rotated, FP4-rounded latent; the keys derive from
       // the unrotated latent, rotated to the group's first position.
-      const int64_t* d_gpos = upload(gpos, *layer_arena);
+      const int64_t* d_gpos = upload(gpos, *layer_arena, groups, 0);
       float* rotated = layer_arena->alloc<float>(groups * hd);
       d2d(rotated, lat, groups * hd);
-      gpu::rope({rotated, groups, 1, hd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
-      gpu::fake_quant_fp4({rotated, groups, hd, 16}, ops::Fp4Scale::kE4m3, stream);
-      std::vector<const float*> src(static_cast<size_t>(groups));
-      for (int64_t g = 0; g < groups; ++g) src[g] = rotated + g * hd;
-      copy_rows(src, entry_dst, hd);
+      if (go) gpu::rope({rotated, groups, 1, hd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
+      if (go) gpu::fake_quant_fp4({rotated, groups, hd, 16}, ops::Fp4Scale::kE4m3, stream);
+      std::vector<const float*> src(static_cast<size_t>(real_groups));
+      for (int64_t g = 0; g < real_groups; ++g) src[g] = rotated + g * hd;
+      copy_rows(src, entry_dst, hd, groups);
       if (index_source) {
         float* k = layer_arena->alloc<float>(groups * ihd);
         linear(lat, k, groups, a.indexer_wk);
-        gpu::rms_norm({k, k, groups, ihd, a.indexer_k_norm, eps}, stream);
-        gpu::rope({k, groups, 1, ihd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
-        gpu::fake_quant_fp4({k, groups, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
-        for (int64_t g = 0; g < groups; ++g) src[g] = k + g * ihd;
-        copy_rows(src, key_dst, ihd);
+        if (go) gpu::rms_norm({k, k, groups, ihd, a.indexer_k_norm, eps}, stream);
+        if (go) gpu::rope({k, groups, 1, ihd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
+        if (go) gpu::fake_quant_fp4({k, groups, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
+        for (int64_t g = 0; g < real_groups; ++g) src[g] = k + g * ihd;
+        copy_rows(src, key_dst, ihd, groups);
       }
     }
     if (index_source) indexer(b, l, x, qr);
@@ -737,11 +1004,23 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // entry lists: the window part built here, the compressed part on the device from
   // the device-resident selections (kernels::build_selection_lists), so an index
   // layer needs no host round trip.
+  //
+  // A graph step fixes the layout per row of the bucket (one token per item, padding
+  // rows as items with nothing): item i's pool rows start at i * (win + 1 + top_k), its
+  // flags at i * (entries capacity), its list at i * top_k; the selection path runs
+  // whenever a selection can exist (the config decides), with null selections for
+  // items that have none, which yields the plain window lists.
   namespace kn = kernels;
   const size_t items = b.items->size();
   const int64_t top_k = c.index_topk;
-  std::vector<int64_t> item_info(items * kn::kSelItemCols, 0), token_item(size_t(n), 0);
-  std::vector<const int64_t*> item_sel(items, nullptr);
+  const bool graph = gp != nullptr;
+  const size_t list_items = graph ? size_t(n) : items;
+  const int64_t item_rows = win + 1 + top_k;  // graph: pool rows per item
+  int64_t entry_cap = 0;
+  if (graph && ratio > 0 && b.compress_source >= 0)
+    entry_cap = max_context / sources[source_index(b.compress_source)].ratio + 1;
+  std::vector<int64_t> item_info(list_items * kn::kSelItemCols, 0), token_item(size_t(n), 0), item_base(items, 0);
+  std::vector<const int64_t*> item_sel(list_items, nullptr);
   int64_t pool_rows = 0, flag_count = 0, list_count = 0, max_entries = 0, max_bound = 0, sel_ids = 0;
   int64_t comp_source = -1;
   bool any_comp = false;
@@ -762,17 +1041,20 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
         for (int64_t j = 0; j < need; ++j)
           DI_CHECK(table[j] >= 0 && table[j] < num_blocks, "block ", table[j], " is outside the history pool");
       }
-      upload_tables(b);
+      if (!graph) upload_tables(b);
       item_sel[i] = sh.d_selection;
       sel_ids += cnt * top_k;
       any_comp = true;
+      DI_CHECK(!graph || (comp_source == b.compress_source && nk < entry_cap && b.selection_made),
+               "graph step: compressed entries beyond the bucket's capacity at layer ", l);
     }
     int64_t* info = item_info.data() + i * kn::kSelItemCols;
-    info[kn::kSelFlagBegin] = flag_count;
+    item_base[i] = graph ? int64_t(i) * item_rows : pool_rows;
+    info[kn::kSelFlagBegin] = graph ? int64_t(i) * entry_cap : flag_count;
     info[kn::kSelEntries] = nk;
-    info[kn::kSelCompBase] = pool_rows + win + cnt;
+    info[kn::kSelCompBase] = item_base[i] + win + cnt;
     info[kn::kSelTableBegin] = use_comp ? b.table_begin[i] : 0;
-    info[kn::kSelListBegin] = list_count;
+    info[kn::kSelListBegin] = graph ? int64_t(i) * top_k : list_count;
     info[kn::kSelBound] = bound;
     for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) token_item[t] = int64_t(i);
     pool_rows += win + cnt + bound;
@@ -781,15 +1063,36 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     max_entries = std::max(max_entries, nk);
     max_bound = std::max(max_bound, bound);
   }
+  if (graph) {
+    DI_CHECK(b.begin.back() == int64_t(items) && int64_t(items) <= n, "graph step: not a decode batch");
+    for (size_t i = items; i < list_items; ++i) {  // padding rows: items with no entries
+      int64_t* info = item_info.data() + i * kn::kSelItemCols;
+      info[kn::kSelFlagBegin] = int64_t(i) * entry_cap;
+      info[kn::kSelCompBase] = int64_t(i) * item_rows + win + 1;
+      info[kn::kSelListBegin] = int64_t(i) * top_k;
+      token_item[i] = int64_t(i);
+    }
+    pool_rows = n * item_rows;
+    flag_count = n * entry_cap;
+    list_count = n * top_k;
+    max_entries = entry_cap;
+    max_bound = top_k;
+    sel_ids = n * top_k;
+    // The config decides whether the selection path runs (see above).
+    any_comp = ratio > 0 && b.compress_source >= 0 && b.selection_made;
+    if (any_comp) {
+      upload_tables(b);
+      comp_source = b.compress_source;
+    }
+  }
   float* pool = layer_arena->alloc<float>(pool_rows * hd);
   std::vector<const float*> src;
   std::vector<float*> dst;
   std::vector<int64_t> offsets{0}, ids;
-  int64_t base = 0;
   for (size_t i = 0; i < items; ++i) {
     const int64_t slot_id = (*b.items)[i].slot;
     StateSlot& slot = slot_of(b, i);
-    const int64_t t0 = b.begin[i], cnt = b.count(i);
+    const int64_t t0 = b.begin[i], cnt = b.count(i), base = item_base[i];
     const float* ring = window(slot_id, l);
     for (int64_t r = 0; r < win; ++r) {
       src.push_back(ring + r * hd);
@@ -808,9 +1111,14 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
         ids.push_back(s < p0 ? base + s % win : new_base + (s - p0));
       offsets.push_back(int64_t(ids.size()));
     }
-    base = new_base + cnt + item_info[i * kn::kSelItemCols + kn::kSelBound];
   }
-  copy_rows(src, dst, hd);
+  // Padding queries attend to pool row 0 (item 0's ring, always copied).
+  for (int64_t t = b.begin.back(); graph && t < n; ++t) {
+    ids.push_back(0);
+    offsets.push_back(int64_t(ids.size()));
+  }
+  const int64_t window_ids = graph ? n * win : int64_t(ids.size());
+  copy_rows(src, dst, hd, n * (win + 1));
   // The new tokens go into the rings after the pool has copied the old contents
   // (stream order). Only an item's last `win` tokens survive in its ring; they land
   // on distinct rows, so one launch writes them all.
@@ -823,24 +1131,24 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
       dst.push_back(window(slot_id, l) + (b.positions[t0 + k] % win) * hd);
     }
   }
-  copy_rows(src, dst, hd);
+  copy_rows(src, dst, hd, n);
 
   const int64_t* d_offsets = nullptr;
   const int64_t* d_ids = nullptr;
   if (!any_comp) {
-    d_offsets = upload(offsets, *layer_arena);
-    d_ids = upload(ids, *layer_arena);
+    d_offsets = upload(offsets, *layer_arena, n + 1, 0);
+    d_ids = upload(ids, *layer_arena, window_ids, 0);
   } else {
     if (b.d_bad_selection == nullptr) {
       b.d_bad_selection = step_arena->alloc<int>(1);
-      CUDA_CHECK(cudaMemsetAsync(b.d_bad_selection, 0, sizeof(int), stream));
+      if (go) CUDA_CHECK(cudaMemsetAsync(b.d_bad_selection, 0, sizeof(int), stream));
     }
     const Source& cs = sources[source_index(comp_source)];
     kn::SelectionListArgs sa;
-    sa.item_info = upload(item_info, *layer_arena);
-    sa.item_sel = upload(item_sel, *layer_arena);
-    sa.token_item = upload(token_item, *layer_arena);
-    sa.items = int64_t(items);
+    sa.item_info = upload(item_info, *layer_arena, int64_t(item_info.size()), 0);
+    sa.item_sel = upload(item_sel, *layer_arena, int64_t(list_items), nullptr);
+    sa.token_item = upload(token_item, *layer_arena, n, 0);
+    sa.items = int64_t(list_items);
     sa.n = n;
     sa.top_k = top_k;
     sa.max_entries = max_entries;
@@ -855,21 +1163,22 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     sa.entries_per_block = cs.epb;
     sa.dim = hd;
     sa.pool = pool;
-    sa.w_offsets = upload(offsets, *layer_arena);
-    sa.w_ids = upload(ids, *layer_arena);
+    sa.w_offsets = upload(offsets, *layer_arena, n + 1, 0);
+    sa.w_ids = upload(ids, *layer_arena, window_ids, 0);
     int64_t* d_off = layer_arena->alloc<int64_t>(n + 1);
-    int64_t* d_all = layer_arena->alloc<int64_t>(std::max<int64_t>(1, int64_t(ids.size()) + sel_ids));
+    int64_t* d_all = layer_arena->alloc<int64_t>(std::max<int64_t>(1, window_ids + sel_ids));
     sa.offsets = d_off;
     sa.ids = d_all;
     sa.bad = b.d_bad_selection;
-    CUDA_CHECK(kn::build_selection_lists(sa, stream));
+    if (go) CUDA_CHECK(kn::build_selection_lists(sa, stream));
     d_offsets = d_off;
     d_ids = d_all;
   }
   float* o = layer_arena->alloc<float>(n * heads * hd);
-  gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd}, stream);
+  if (go)
+    gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd}, stream);
   // The values carried RoPE; rotate the output back by the query position.
-  gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
+  if (go) gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
 
   // Grouped low-rank output: group g (heads g*H/G ..) through its own block of wo_a.
   const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;
@@ -877,11 +1186,13 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   float* xg = layer_arena->alloc<float>(n * group_in);
   float* zg = layer_arena->alloc<float>(n * rank);
   for (int64_t g = 0; g < groups; ++g) {
-    CUDA_CHECK(cudaMemcpy2DAsync(xg, group_in * sizeof(float), o + g * group_in, heads * hd * sizeof(float),
-                                 group_in * sizeof(float), n, cudaMemcpyDeviceToDevice, stream));
+    if (go)
+      CUDA_CHECK(cudaMemcpy2DAsync(xg, group_in * sizeof(float), o + g * group_in, heads * hd * sizeof(float),
+                                   group_in * sizeof(float), n, cudaMemcpyDeviceToDevice, stream));
     linear(xg, zg, n, a.wo_a, /*row0=*/g * rank, /*rows=*/rank);
-    CUDA_CHECK(cudaMemcpy2DAsync(z + g * rank, groups * rank * sizeof(float), zg, rank * sizeof(float),
-                                 rank * sizeof(float), n, cudaMemcpyDeviceToDevice, stream));
+    if (go)
+      CUDA_CHECK(cudaMemcpy2DAsync(z + g * rank, groups * rank * sizeof(float), zg, rank * sizeof(float),
+                                   rank * sizeof(float), n, cudaMemcpyDeviceToDevice, stream));
   }
   linear(z, out, n, a.wo_b);
 }
@@ -897,6 +1208,7 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
   const ModelConfig& c = cfg;
   const DAttn& a = layers[l].attn;
   const int64_t n = b.n, hd = c.head_dim, ratio = c.compress_ratios[l], src = source_index(l);
+  const bool go = launching();
   float* kvp = layer_arena->alloc<float>(n * hd);
   float* gate = nullptr;
   linear(x, kvp, n, a.compressor_wkv);
@@ -929,6 +1241,13 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
       group_item.push_back(i);
     }
     groups += p.complete - p.g0;
+  }
+  // A graph step: one group row per row of the bucket (a decode token completes at
+  // most one group), at most one row per item left pending; the lists are padded.
+  const int64_t per_row = ratio > 1 ? 2 : 1;
+  if (gp != nullptr) {
+    DI_CHECK(groups <= n, "graph step: ", groups, " compressed groups for ", n, " rows");
+    groups = n;
   }
   latent = layer_arena->alloc<float>(groups * hd);
   float* cat_kv = ratio > 1 ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
@@ -968,23 +1287,32 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
     st.num_pending = p.total - used;
     st.next_group_position += used;
   }
-  copy_rows(gsrc, gdst, hd);
-  if (groups > 0 && ratio > 1)  // softmax-gated pooling of each group's rows, per channel, in fp32
+  copy_rows(gsrc, gdst, hd, n * ratio * per_row);
+  if (groups > 0 && ratio > 1 && go)  // softmax-gated pooling of each group's rows, per channel, in fp32
     CUDA_CHECK(kernels::compress_pool({cat_kv, cat_gate, latent, groups, ratio, hd}, stream));
-  copy_rows(psrc, pdst, hd);  // after the gather above has read the old pending rows (stream order)
-  if (groups > 0) gpu::rms_norm({latent, latent, groups, hd, a.compressor_norm, float(c.rms_norm_eps)}, stream);
+  copy_rows(psrc, pdst, hd, n * per_row);  // after the gather above has read the old pending rows (stream order)
+  if (groups > 0 && go)
+    gpu::rms_norm({latent, latent, groups, hd, a.compressor_norm, float(c.rms_norm_eps)}, stream);
 }
 
 void CudaModel::Impl::upload_tables(Batch& b) {
-  if (b.d_tables != nullptr) return;
+  if (b.tables_ready) return;
+  b.tables_ready = true;
   std::vector<int64_t> all;
   b.table_begin.clear();
   for (const CudaBatchItem& it : *b.items) {
+    if (gp != nullptr) {  // a graph step: [rows, table_width], enough below max_context
+      all.resize(size_t(int64_t(b.table_begin.size()) * table_width), 0);
+      b.table_begin.push_back(int64_t(all.size()));
+      const size_t keep = std::min<size_t>(it.block_table->size(), size_t(table_width));
+      all.insert(all.end(), it.block_table->begin(), it.block_table->begin() + keep);
+      continue;
+    }
     b.table_begin.push_back(int64_t(all.size()));
     all.insert(all.end(), it.block_table->begin(), it.block_table->end());
   }
   if (all.empty()) all.push_back(0);  // a valid pointer even when no table has blocks
-  b.d_tables = upload(all, *step_arena);
+  b.d_tables = upload(all, *step_arena, b.n * table_width, 0);
 }
 
 // The index layer of the whole batch: every query row of every item scores its own
@@ -1007,16 +1335,20 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
   const bool is_candidate_source = l == c.candidate_source_layer_id;
   const bool uses_candidates = c.candidate_source_layer_id >= 0 && c.candidate_source_layer_id < l;
   upload_tables(b);
+  const bool go = launching(), graph = gp != nullptr;
 
   // Row t of the batch is token t. Items without keys yet skip their rows (an earlier
-  // selection stays published, as in the per-sequence model).
+  // selection stays published, as in the per-sequence model). A graph step gives
+  // every row key_cap score slots (row t at t * key_cap) and always launches; its
+  // padding rows and the items without keys have 0 keys.
   namespace k = kernels;
+  const int64_t key_cap = graph ? max_context / src.ratio + 1 : 0;
   std::vector<int64_t> info(size_t(n * k::kRowInfoCols), 0);
+  for (int64_t t = 0; t < n; ++t) info[t * k::kRowInfoCols + k::kRowCand] = -1;
   std::vector<bool> active(b.items->size(), false);
   int64_t total = 0, max_keys = 0;
   for (size_t i = 0; i < b.items->size(); ++i) {
     Shared& sh = b.shared[i];
-    for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) info[t * k::kRowInfoCols + k::kRowCand] = -1;
     if (sh.index_source < 0) continue;
     const int64_t nk = slot_of(b, i).layers[key_layer].num_entries;
     if (nk == 0) continue;
@@ -1027,35 +1359,42 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
       DI_CHECK(table[j] >= 0 && table[j] < num_blocks, "block ", table[j], " is outside the history pool");
     if (uses_candidates && sh.cand_begin >= 0)
       DI_CHECK(sh.cand_keys == nk, "candidate mask width mismatch at layer ", l);
+    DI_CHECK(!graph || nk < key_cap, "graph step: ", nk, " index keys beyond the bucket's capacity");
+    const int64_t row0 = graph ? b.begin[i] * key_cap : total, stride = graph ? key_cap : nk;
     for (int64_t r = 0; r < b.count(i); ++r) {
       int64_t* row = info.data() + (b.begin[i] + r) * k::kRowInfoCols;
       row[k::kRowKeys] = nk;
-      row[k::kRowScore] = total + r * nk;
+      row[k::kRowScore] = row0 + r * stride;
       row[k::kRowTable] = b.table_begin[i];
-      if (uses_candidates && sh.cand_begin >= 0) row[k::kRowCand] = sh.cand_begin + r * nk;
+      if (uses_candidates && sh.cand_begin >= 0) row[k::kRowCand] = sh.cand_begin + r * stride;
     }
     if (is_candidate_source) {
-      sh.cand_begin = total;
+      sh.cand_begin = row0;
       sh.cand_keys = nk;
     }
     active[i] = true;
     total += b.count(i) * nk;
     max_keys = std::max(max_keys, nk);
   }
+  if (graph) {
+    total = n * key_cap;
+    max_keys = key_cap;
+  }
   if (total == 0) return;
-  const int64_t* d_info = upload(info, *layer_arena);
+  const int64_t* d_info = upload(info, *layer_arena, int64_t(info.size()), 0);
 
   float* qi = layer_arena->alloc<float>(n * ih * ihd);
   float* w = layer_arena->alloc<float>(n * ih);
   float* scores = layer_arena->alloc<float>(total);
   linear(qr, qi, n, a.indexer_wq_b);
-  gpu::rope({qi, n, ih, ihd, c.qk_rope_head_dim, b.d_positions, compress_inv_freq, false, caf}, stream);
-  gpu::fake_quant_fp4({qi, n * ih, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
+  if (go) gpu::rope({qi, n, ih, ihd, c.qk_rope_head_dim, b.d_positions, compress_inv_freq, false, caf}, stream);
+  if (go) gpu::fake_quant_fp4({qi, n * ih, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
   linear(x, w, n, a.indexer_weights_proj);
-  CUDA_CHECK(kernels::scale(w, 1.0f / std::sqrt(float(ih)), n * ih, stream));
-  gpu::indexer_score_paged({qi, w, src.keys, b.d_tables, d_info, n, ih, ihd, src.epb, max_keys,
-                            1.0f / std::sqrt(float(ihd)), scores},
-                           stream);
+  if (go) CUDA_CHECK(kernels::scale(w, 1.0f / std::sqrt(float(ih)), n * ih, stream));
+  if (go)
+    gpu::indexer_score_paged({qi, w, src.keys, b.d_tables, d_info, n, ih, ihd, src.epb, max_keys,
+                              1.0f / std::sqrt(float(ihd)), scores},
+                             stream);
 
   const int64_t top_k = c.index_topk;
   gpu::IndexerSelectBatchParams sp;
@@ -1078,7 +1417,8 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
   int64_t* sel = step_arena->alloc<int64_t>(n * (1 + top_k));  // counts [n], then ids [n, top_k]
   sp.counts = sel;
   sp.ids = sel + n;
-  gpu::indexer_select_batch(sp, stream);
+  if (go) gpu::indexer_select_batch(sp, stream);
+  b.selection_made = true;
   for (size_t i = 0; i < b.items->size(); ++i)
     if (active[i]) b.shared[i].d_selection = sel;
 }
@@ -1097,6 +1437,7 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
   const int64_t d = c.hidden_size, k = c.num_experts_per_tok;
   int64_t* d_ids = layer_arena->alloc<int64_t>(n * k);
   float* d_wts = layer_arena->alloc<float>(n * k);
+  DI_CHECK(launching() && gp == nullptr, "the host-routed MoE cannot run in a graph step");
   gpu::moe_router({x, n, m.gate, m.gate_bias, k, float(c.gate_temp), c.norm_topk_prob, float(c.routed_scaling_factor),
                    d_ids, d_wts},
                   stream);

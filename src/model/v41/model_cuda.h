@@ -19,6 +19,11 @@
 // lists are built there), and the logits at the end. The indexer is batched over the
 // items and stays on the device: its selections become the attention entry lists
 // there. Not thread-safe: one caller at a time.
+//
+// Decode steps can run as CUDA graphs (CudaModelOptions::cuda_graphs): the host still
+// plans every step (positions, block-table rows, pointer and entry lists, counters) the
+// way an eager step does, but writes everything that changes per step into one fixed
+// parameter block (one upload) and replays the bucket's graph instead of launching.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +45,12 @@ struct CudaModelOptions {
   int64_t max_blocks = 1 << 16; // with num_blocks == 0: at most this many, as many as fit
   double memory_fraction = 0.9; // share of the free device memory the history pool may take
   bool batch_invariant = false; // fixed linear paths: a row's logits do not depend on the batch
+  // Decode steps (one new token per item, last logits only, at most the largest
+  // bucket of items, positions below max_context) replay a CUDA graph captured once
+  // per batch-size bucket (1, 2, 4, ... 256: the batch is padded to the bucket);
+  // every other step, and every step when off, runs eagerly. See forward_graph().
+  bool cuda_graphs = true;
+  int64_t max_context = 0;      // positions a graph step covers (sizes its lists); 0: max_position_embeddings
   int device = 0;
 };
 
@@ -98,6 +109,13 @@ class CudaModel {
   // paged history pool, so a benchmark can fill caches with synthetic history.
   std::pair<void*, size_t> slot_memory() const;
   std::pair<void*, size_t> history_memory() const;
+
+  // Decode-graph statistics: steps replayed from a graph, graphs captured, and steps
+  // that fitted a bucket but ran eagerly (capture unsupported or a plan mismatch).
+  struct GraphStats {
+    int64_t replays = 0, captures = 0, fallbacks = 0;
+  };
+  GraphStats graph_stats() const;
 
   // Arena statistics of the steps so far (for the memory plan's check).
   size_t arena_high_water() const;

@@ -17,6 +17,8 @@ class CudaRunner final : public ModelRunner {
     m.num_blocks = o.num_blocks;
     m.max_blocks = std::max<int64_t>(1, o.default_blocks);
     m.batch_invariant = o.batch_invariant;
+    m.cuda_graphs = o.cuda_graphs;
+    m.max_context = o.max_model_len;
     model_ = v41::CudaModel::load(dir, m);
   }
   const ModelConfig& config() const override { return model_->config(); }
