@@ -524,7 +524,9 @@ TEST(CudaGraphs, DecodeStepTiming) {
         std::printf("[ metric ] %s decode step, batch %lld, %s, graphs %s: %.3f ms/step\n", name, (long long)bsz,
                     inv ? "invariant" : "default", graphs ? "on" : "off", ms);
       }
-      if (graphs) EXPECT_GT(gpu->graph_stats().replays, 0);
+      if (graphs) {
+        EXPECT_GT(gpu->graph_stats().replays, 0);
+      }
     }
   }
 }

@@ -25,12 +25,15 @@ TEST(ServeFlags, DefaultsBindToLoopback) {
   EXPECT_EQ(o.engine.device, "cpu");
   EXPECT_FALSE(o.engine.batch_invariant);
   EXPECT_TRUE(o.engine.async_scheduling);
+  EXPECT_TRUE(o.engine.cuda_graphs);
 }
 
 TEST(ServeFlags, EngineOptionsReachTheEngine) {
   const ServeOptions o = parse({"--device", "cuda", "--batch-invariant", "on", "--async-scheduling=off",
-                                "--max-num-seqs", "8", "--prefix-cache", "off", "--swa-replay", "128"});
+                                "--max-num-seqs", "8", "--prefix-cache", "off", "--swa-replay", "128",
+                                "--cuda-graphs", "off"});
   EXPECT_EQ(o.engine.device, "cuda");
+  EXPECT_FALSE(o.engine.cuda_graphs);
   EXPECT_TRUE(o.engine.batch_invariant);
   EXPECT_FALSE(o.engine.async_scheduling);
   EXPECT_EQ(o.engine.max_num_seqs, 8);
@@ -41,6 +44,7 @@ TEST(ServeFlags, EngineOptionsReachTheEngine) {
 TEST(ServeFlags, BadValuesAreInputErrors) {
   EXPECT_THROW(parse({"--batch-invariant", "yes"}), InputError);
   EXPECT_THROW(parse({"--async-scheduling", "maybe"}), InputError);
+  EXPECT_THROW(parse({"--cuda-graphs", "sometimes"}), InputError);
   EXPECT_THROW(parse({"--port", "70000"}), InputError);
   EXPECT_THROW(parse({"--max-num-seqs", "0"}), InputError);
   EXPECT_THROW(parse({"--no-such-flag", "1"}), InputError);
