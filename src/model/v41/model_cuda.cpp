@@ -810,11 +810,8 @@ std::vector<float> CudaModel::Impl::finish(const Batch& b, const float* d_logits
 // the kernels read the real counts from the parameter block.
 // ---------------------------------------------------------------------------
 
-// The MoE routing still goes through the host (moe()), which a graph cannot hold.
-constexpr bool kMoeSyncFree = false;
-
 int64_t CudaModel::Impl::graph_bucket(const std::vector<CudaBatchItem>& items) const {
-  if (!opts.cuda_graphs || !kMoeSyncFree || layer_timing) return 0;
+  if (!opts.cuda_graphs || layer_timing) return 0;
   const int64_t count = int64_t(items.size());
   if (count > 256) return 0;
   for (const CudaBatchItem& it : items) {
@@ -1437,16 +1434,20 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
   const int64_t d = c.hidden_size, k = c.num_experts_per_tok;
   int64_t* d_ids = layer_arena->alloc<int64_t>(n * k);
   float* d_wts = layer_arena->alloc<float>(n * k);
-  DI_CHECK(launching() && gp == nullptr, "the host-routed MoE cannot run in a graph step");
-  gpu::moe_router({x, n, m.gate, m.gate_bias, k, float(c.gate_temp), c.norm_topk_prob, float(c.routed_scaling_factor),
-                   d_ids, d_wts},
-                  stream);
+  // Every size here follows n (and the mode): a graph step's allocations repeat.
+  const bool go = launching();
+  if (go)
+    gpu::moe_router({x, n, m.gate, m.gate_bias, k, float(c.gate_temp), c.norm_topk_prob,
+                     float(c.routed_scaling_factor), d_ids, d_wts},
+                    stream);
   float* shared_out = layer_arena->alloc<float>(n * d);
-  gpu::swiglu_expert({x, n, m.shared.w1, m.shared.w3, m.shared.w2, nullptr, float(c.swiglu_limit), shared_out}, mode,
-                     stream);
+  if (go)
+    gpu::swiglu_expert({x, n, m.shared.w1, m.shared.w3, m.shared.w2, nullptr, float(c.swiglu_limit), shared_out}, mode,
+                       stream);
   void* ws = layer_arena->alloc<uint8_t>(int64_t(gpu::moe_experts_workspace_bytes(n, k, m.table, mode)));
-  gpu::moe_experts({x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out, out},
-                   m.table, mode, stream, ws);
+  if (go)
+    gpu::moe_experts({x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out, out},
+                     m.table, mode, stream, ws);
 }
 
 }  // namespace deepinfer::v41

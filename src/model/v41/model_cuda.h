@@ -15,10 +15,10 @@
 //   std::vector<v41::CudaBatchItem> items = {{slot, &block_table, {1, 2, 3}}};
 //   std::vector<float> logits = m->forward_batch(items);  // last row per item
 //
-// Host syncs inside a forward: each MoE routing is copied to the host (the expert row
-// lists are built there), and the logits at the end. The indexer is batched over the
-// items and stays on the device: its selections become the attention entry lists
-// there. Not thread-safe: one caller at a time.
+// The only host sync inside a forward is the logits download at the end: the MoE is
+// routed and permuted on the device, and the indexer is batched over the items with
+// its selections turned into attention entry lists there. Not thread-safe: one caller
+// at a time.
 //
 // Decode steps can run as CUDA graphs (CudaModelOptions::cuda_graphs): the host still
 // plans every step (positions, block-table rows, pointer and entry lists, counters) the
