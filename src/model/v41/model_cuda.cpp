@@ -191,6 +191,7 @@ struct CudaModel::Impl {
     bool launch = false;     // capture pass
     uint8_t* host = nullptr; // the parameter block's host image (null: sizing only)
     uint8_t* dev = nullptr;  // its device copy
+    size_t cap = 0;          // its size (from the sizing pass)
     size_t off = 0;          // bytes used so far
     uint64_t sig = 0;        // arena marks along the pass (checked against the capture's)
   };
@@ -230,6 +231,7 @@ struct CudaModel::Impl {
       const size_t off = (gp->off + 15) / 16 * 16, bytes = sizeof(T) * size_t(std::max<int64_t>(cap, 1));
       gp->off = off + bytes;
       if (gp->host == nullptr) return nullptr;  // sizing pass
+      DI_CHECK(gp->off <= gp->cap, "graph step: the parameter block outgrew its sizing pass");
       T* h = reinterpret_cast<T*>(gp->host + off);
       std::copy(v.begin(), v.end(), h);
       std::fill(h + v.size(), h + std::max<int64_t>(cap, 1), pad);
@@ -851,10 +853,12 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
       restore();
       g.bytes = std::max<size_t>(sizing.off, 16);
       g.params = DeviceBuffer(g.bytes);
+      if (g.host) cudaFreeHost(g.host), g.host = nullptr;
       CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&g.host), g.bytes));
       pass.launch = true;
       pass.host = g.host;
       pass.dev = g.params.data();
+      pass.cap = g.bytes;
       CUDA_CHECK(cudaStreamSynchronize(stream));
       capturing = true;
       cudaGraph_t graph = nullptr;
@@ -871,6 +875,11 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
       }
       gp = nullptr;
       CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      if (pass.off != sizing.off) {  // a plan that depends on more than the bucket: not replayable
+        cudaGraphDestroy(graph);
+        DI_CHECK(false, "graph step: the capture pass planned ", pass.off, " parameter bytes, the sizing pass ",
+                 sizing.off);
+      }
       const cudaError_t inst = cudaGraphInstantiate(&g.exec, graph, 0);
       cudaGraphDestroy(graph);
       CUDA_CHECK(inst);
@@ -879,6 +888,7 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
     } else {
       pass.host = g.host;
       pass.dev = g.params.data();
+      pass.cap = g.bytes;
       gp = &pass;
       b = make_batch(items, bucket);
       d_logits = run(b, all_tokens, d_bad_row);
