@@ -419,7 +419,7 @@ std::vector<std::vector<Call>> decode_workload(int64_t first, int64_t count, int
 // index selections (layers 2, 4, 6, candidates at 4), window wraps (window 8) and the
 // Engram layer. Bitwise in the batch-invariant mode; in the default mode bitwise up to
 // 8 items (every linear is the same gemv); above, the graph's padded row count can
-// choose another linear kernel than the eager step's (reported).
+// choose another linear / expert kernel than the eager step's (reported).
 TEST(CudaGraphs, DecodeReplayEqualsEagerSteps) {
   for (const char* name : kFixtures) for (bool inv : {true, false}) {
     SCOPED_TRACE(name);
@@ -440,10 +440,15 @@ TEST(CudaGraphs, DecodeReplayEqualsEagerSteps) {
                   (long long)(after.replays - before.replays), c.worst);
       EXPECT_GE(after.replays - before.replays, 40);  // every decode step (the prefill is eager)
       EXPECT_EQ(after.fallbacks, 0);
-      if (inv || count <= 8)
+      if (inv || count <= 8) {
         EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
-      else
-        EXPECT_LE(c.worst, kTol);
+      } else {
+        // Other kernels (gemv vs tensor-core tiles for the compressor groups and the
+        // experts' rows) round differently; through the FP8 / FP4 roundings and top-k
+        // choices that can move a logit by up to ~1 (see the top). Reported; bounded.
+        EXPECT_TRUE(std::isfinite(c.worst));
+        EXPECT_LE(c.worst, 2.0);
+      }
     }
     EXPECT_EQ(on->graph_stats().captures, 5);  // one per bucket: 1, 2 (3 items less one), 4, 8, 16
     EXPECT_EQ(off->graph_stats().replays, 0);
