@@ -12,14 +12,15 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kTile = 32;                          // entries per staged tile = lanes of the softmax step
-constexpr int kMaxChunks = int(kAttnMaxDim / 128);  // float4 chunks of a row per lane
+constexpr int kStride = int(kAttnMaxDim);          // staged row width: fixed, so no per-chunk guards
+constexpr int kChunks = kStride / 128;             // float4 chunks of a row per lane
 
-// Shared memory of one block, in floats: two entry tiles [kTile][stride] (double
-// buffered; reused for the block's partial accumulator [HB][stride] at the end),
+// Shared memory of one block, in floats: two entry tiles [kTile][kStride] (double
+// buffered; reused for the block's partial accumulator [HB][kStride] at the end),
 // logits / probabilities [kTile][HB], the partial max and sum [HB] each, and the
 // merge weights [HB][kAttnSplits] plus denominators [HB].
-constexpr size_t smem_floats(int hb, int stride) {
-  return size_t(2 * kTile * stride) + size_t(kTile * hb) + size_t(2 * hb) + size_t(hb * kAttnSplits) + size_t(hb);
+constexpr size_t smem_floats(int hb) {
+  return size_t(2 * kTile * kStride) + size_t(kTile * hb) + size_t(2 * hb) + size_t(hb * kAttnSplits) + size_t(hb);
 }
 
 __device__ __forceinline__ void cp_async16(float* dst, const float* src) {
@@ -75,13 +76,13 @@ __device__ __forceinline__ float butterfly_max(float v) {
 // runs depends on the batch size, and the result must not.
 template <int HPW, int WARPS>
 __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32, 1)
-    mqa_attention_kernel(SinkAttentionArgs a, int groups, int stride, bool vec) {
+    mqa_attention_kernel(SinkAttentionArgs a, int groups, bool vec) {
   constexpr int HB = HPW * WARPS;  // heads per block
   constexpr int EG = 32 / HPW;     // entries per reduce-scatter (HPW x EG dot products)
   constexpr int kThreads = WARPS * 32;
   extern __shared__ float4 smem4[];
   float* tiles = reinterpret_cast<float*>(smem4);
-  float* lp = tiles + 2 * kTile * stride;  // [kTile][HB]
+  float* lp = tiles + 2 * kTile * kStride;  // [kTile][HB]
   float* pm = lp + kTile * HB;             // [HB]
   float* pl = pm + HB;                     // [HB]
   float* wts = pl + HB;                    // [HB][kAttnSplits]
@@ -93,7 +94,8 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32
   const int64_t t = qg / groups;
   const int g = int(qg % groups);
   const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
-  const int dim = int(a.dim), nk = stride / 128, slice = stride / kAttnSplits;
+  const int dim = int(a.dim);
+  constexpr int slice = kStride / kAttnSplits;
   const int64_t b = a.offsets[t], e = a.offsets[t + 1];
   const int64_t cnt = e - b;
 
@@ -111,14 +113,14 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32
   const int64_t j0 = b + s * chunk < e ? b + s * chunk : e, j1 = j0 + chunk < e ? j0 + chunk : e;
   const int len = int(j1 - j0), ntiles = (len + kTile - 1) / kTile;
 
-  float q[HPW][kMaxChunks][4], acc[HPW][kMaxChunks][4], m_run[HPW], l_run[HPW];
+  float q[HPW][kChunks][4], acc[HPW][kChunks][4], m_run[HPW], l_run[HPW];
 #pragma unroll
   for (int i = 0; i < HPW; ++i) {
     const int64_t h = int64_t(g) * HB + warp * HPW + i;
     const bool valid = h < a.heads;
     const float* qh = a.q + (t * a.heads + (valid ? h : 0)) * a.dim;
 #pragma unroll
-    for (int k = 0; k < kMaxChunks; ++k)
+    for (int k = 0; k < kChunks; ++k)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int d = 128 * k + 4 * lane + c;
@@ -129,24 +131,26 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32
     l_run[i] = 0.0f;
   }
 
-  // Channels dim .. stride of the tiles stay zero (the loads never write them):
+  // Channels dim .. kStride of the tiles stay zero (the loads never write them):
   // q is zero there too, but 0 * stale NaN would not be.
-  if (dim < stride)
-    for (int i = tid; i < 2 * kTile * (stride - dim); i += kThreads)
-      tiles[(i / (stride - dim)) * stride + dim + i % (stride - dim)] = 0.0f;
+  if (dim < kStride)
+    for (int i = tid; i < 2 * kTile * (kStride - dim); i += kThreads)
+      tiles[(i / (kStride - dim)) * kStride + dim + i % (kStride - dim)] = 0.0f;
 
+  // Warp w copies rows w, w + WARPS, ...: one coalesced read of the tile's ids (lane
+  // r holds row r's), then per row a shuffle and the row's 16-byte pieces, with no
+  // division and no dependent global load per piece.
   auto load_tile = [&](int buf, int64_t j, int c) {
-    float* dst = tiles + buf * kTile * stride;
-    if (vec) {
-      const int d4 = dim / 4;
-      for (int i = tid; i < c * d4; i += kThreads) {
-        const int r = i / d4, col = 4 * (i - r * d4);
-        cp_async16(dst + r * stride + col, a.kv + a.ids[j + r] * a.dim + col);
-      }
-    } else {
-      for (int i = tid; i < c * dim; i += kThreads) {
-        const int r = i / dim, col = i - r * dim;
-        dst[r * stride + col] = a.kv[a.ids[j + r] * a.dim + col];
+    float* dst = tiles + buf * kTile * kStride;
+    const int64_t my_id = lane < c ? a.ids[j + lane] : 0;
+    for (int r = warp; r < c; r += WARPS) {
+      const int64_t id = __shfl_sync(0xffffffffu, my_id, r);
+      const float* src = a.kv + id * a.dim;
+      float* row = dst + r * kStride;
+      if (vec) {
+        for (int col = 4 * lane; col < dim; col += 128) cp_async16(row + col, src + col);
+      } else {
+        for (int col = lane; col < dim; col += 32) row[col] = src[col];
       }
     }
     cp_async_commit();
@@ -163,7 +167,7 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32
       cp_async_wait<0>();
     }
     __syncthreads();
-    const float* tile = tiles + (it & 1) * kTile * stride;
+    const float* tile = tiles + (it & 1) * kTile * kStride;
 
     // 1. Logits of the warp's heads for the tile's entries, EG entries at a time.
 #pragma unroll
@@ -172,25 +176,25 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32
       float part[32];
 #pragma unroll
       for (int x = 0; x < 32; ++x) part[x] = 0.0f;
+      // No per-row or per-chunk branch: rows c.. of the last group hold stale data
+      // whose dots land in their own slots and are never stored, so the compiler
+      // is free to issue all of a group's shared-memory reads ahead of the FMAs.
 #pragma unroll
       for (int j = 0; j < EG; ++j) {
-        if (gi * EG + j < c) {
-          const float* row = tile + (gi * EG + j) * stride + 4 * lane;
+        const float* row = tile + (gi * EG + j) * kStride + 4 * lane;
+        float4 v[kChunks];
 #pragma unroll
-          for (int k = 0; k < kMaxChunks; ++k) {
-            if (k < nk) {
-              const float4 v = *reinterpret_cast<const float4*>(row + 128 * k);
+        for (int k = 0; k < kChunks; ++k) v[k] = *reinterpret_cast<const float4*>(row + 128 * k);
 #pragma unroll
-              for (int i = 0; i < HPW; ++i) {
-                float& p = part[i * EG + j];
-                p = __fmaf_rn(q[i][k][0], v.x, p);
-                p = __fmaf_rn(q[i][k][1], v.y, p);
-                p = __fmaf_rn(q[i][k][2], v.z, p);
-                p = __fmaf_rn(q[i][k][3], v.w, p);
-              }
-            }
+        for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+          for (int i = 0; i < HPW; ++i) {
+            float& p = part[i * EG + j];
+            p = __fmaf_rn(q[i][k][0], v[k].x, p);
+            p = __fmaf_rn(q[i][k][1], v[k].y, p);
+            p = __fmaf_rn(q[i][k][2], v[k].z, p);
+            p = __fmaf_rn(q[i][k][3], v[k].w, p);
           }
-        }
       }
       const float dot = reduce_scatter32(part, lane);
       const int r = gi * EG + lane % EG;
@@ -217,26 +221,24 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32
 #pragma unroll
     for (int i = 0; i < HPW; ++i)
 #pragma unroll
-      for (int k = 0; k < kMaxChunks; ++k)
+      for (int k = 0; k < kChunks; ++k)
 #pragma unroll
         for (int x = 0; x < 4; ++x) acc[i][k][x] = __fmul_rn(acc[i][k][x], corr[i]);
-#pragma unroll 2
+#pragma unroll 4
     for (int r = 0; r < c; ++r) {
-      const float* row = tile + r * stride + 4 * lane;
+      const float* row = tile + r * kStride + 4 * lane;
       float pr[HPW];
 #pragma unroll
       for (int i = 0; i < HPW; ++i) pr[i] = lp[r * HB + warp * HPW + i];
 #pragma unroll
-      for (int k = 0; k < kMaxChunks; ++k) {
-        if (k < nk) {
-          const float4 v = *reinterpret_cast<const float4*>(row + 128 * k);
+      for (int k = 0; k < kChunks; ++k) {
+        const float4 v = *reinterpret_cast<const float4*>(row + 128 * k);
 #pragma unroll
-          for (int i = 0; i < HPW; ++i) {
-            acc[i][k][0] = __fmaf_rn(pr[i], v.x, acc[i][k][0]);
-            acc[i][k][1] = __fmaf_rn(pr[i], v.y, acc[i][k][1]);
-            acc[i][k][2] = __fmaf_rn(pr[i], v.z, acc[i][k][2]);
-            acc[i][k][3] = __fmaf_rn(pr[i], v.w, acc[i][k][3]);
-          }
+        for (int i = 0; i < HPW; ++i) {
+          acc[i][k][0] = __fmaf_rn(pr[i], v.x, acc[i][k][0]);
+          acc[i][k][1] = __fmaf_rn(pr[i], v.y, acc[i][k][1]);
+          acc[i][k][2] = __fmaf_rn(pr[i], v.z, acc[i][k][2]);
+          acc[i][k][3] = __fmaf_rn(pr[i], v.w, acc[i][k][3]);
         }
       }
     }
@@ -245,15 +247,14 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32
 
   // Publish the partial (max, sum, acc) to the cluster: acc over the tile buffers.
   __syncthreads();
-  float* xacc = tiles;  // [HB][stride]
+  float* xacc = tiles;  // [HB][kStride]
 #pragma unroll
   for (int i = 0; i < HPW; ++i) {
     const int lh = warp * HPW + i;
 #pragma unroll
-    for (int k = 0; k < kMaxChunks; ++k)
-      if (k < nk)
-        *reinterpret_cast<float4*>(xacc + lh * stride + 128 * k + 4 * lane) =
-            make_float4(acc[i][k][0], acc[i][k][1], acc[i][k][2], acc[i][k][3]);
+    for (int k = 0; k < kChunks; ++k)
+      *reinterpret_cast<float4*>(xacc + lh * kStride + 128 * k + 4 * lane) =
+          make_float4(acc[i][k][0], acc[i][k][1], acc[i][k][2], acc[i][k][3]);
     if (lane == 0) pm[lh] = m_run[i], pl[lh] = l_run[i];
   }
   cluster.sync();
@@ -288,7 +289,7 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32
     float num = 0.0f;
 #pragma unroll
     for (int r = 0; r < kAttnSplits; ++r)
-      num = __fmaf_rn(*cluster.map_shared_rank(xacc + lh * stride + d, r), wts[lh * kAttnSplits + r], num);
+      num = __fmaf_rn(*cluster.map_shared_rank(xacc + lh * kStride + d, r), wts[lh * kAttnSplits + r], num);
     a.out[(t * a.heads + h) * a.dim + d] = __fdiv_rn(num, den[lh]);
   }
   cluster.sync();  // peers may still be reading this block's partial
@@ -298,12 +299,10 @@ template <int HPW, int WARPS>
 cudaError_t launch(const SinkAttentionArgs& a, cudaStream_t stream) {
   constexpr int HB = HPW * WARPS;
   auto* kernel = mqa_attention_kernel<HPW, WARPS>;
-  // Opt in once to the largest shared memory any dim needs (stride 512).
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       int(smem_floats(HB, int(kAttnMaxDim)) * sizeof(float)));
+  const size_t smem = smem_floats(HB) * sizeof(float);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (attr != cudaSuccess) return attr;
-  const int stride = int((a.dim + 127) / 128 * 128);
-  const size_t smem = smem_floats(HB, stride) * sizeof(float);
   const bool vec = a.dim % 4 == 0 && reinterpret_cast<uintptr_t>(a.kv) % 16 == 0;
   const int64_t groups = (a.heads + HB - 1) / HB;
   const int64_t per_launch = std::max<int64_t>(1, INT_MAX / (groups * kAttnSplits));
@@ -314,7 +313,7 @@ cudaError_t launch(const SinkAttentionArgs& a, cudaStream_t stream) {
     c.out += t0 * a.heads * a.dim;
     c.offsets += t0;  // absolute positions into ids: a sub-range needs no rebasing
     const dim3 grid(unsigned(c.n * groups * kAttnSplits));
-    kernel<<<grid, WARPS * 32, smem, stream>>>(c, int(groups), stride, vec);
+    kernel<<<grid, WARPS * 32, smem, stream>>>(c, int(groups), vec);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

@@ -155,10 +155,37 @@ __device__ __forceinline__ void store_stage(const Stage<F>& s, __nv_bfloat16* ws
   }
 }
 
+// The MMAs of one K step (two k16 halves x three x terms x the live token pairs) into d.
+__device__ __forceinline__ void mma_kstep(float (&d)[8][4], const __nv_bfloat16* ws, const __nv_bfloat16 (*xs)[kBN * kLd],
+                                          int a_row, int a_k, int b_tok, int b_k, int64_t live) {
+#pragma unroll
+  for (int kk = 0; kk < kBK; kk += 16) {
+    uint32_t af[4];
+    ldmatrix_x4(af, &ws[a_row * kLd + kk + a_k]);
+#pragma unroll
+    for (int p = 2; p >= 0; --p) {  // lo, mid, hi: small terms first
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np * 16 >= live) break;
+        uint32_t bf[4];
+        ldmatrix_x4(bf, &xs[p][(np * 16 + b_tok) * kLd + kk + b_k]);
+        mma_bf16(d[2 * np], af, bf[0], bf[1]);
+        mma_bf16(d[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+  }
+}
+
 // One block's tile: weight rows r0 .. r0 + 63 x tokens t0 .. t0 + 63 of a. x_rows, when
 // set, maps token t to its row of a.x (the grouped MoE reads tokens in place through
 // its permuted row list); else token t is row t. Every thread of the block calls it.
-template <WFormat F>
+// Token pairs of n8 tiles past a.n are skipped (their outputs are never stored), so a
+// tile with few tokens issues few MMAs. kPromote: each K step's MMAs go into a fresh
+// fragment that is then added to an fp32 register sum with ordinary rounding; without
+// it the tensor-core accumulator's truncation biases long sums toward zero (6.4e-5 of
+// the output RMS at K = 5120). Linear and the grouped MoE both promote: the bias was
+// enough to flip one FP8 rounding of the quant fixture's full prefill (4e-3 vs the CPU).
+template <WFormat F, bool kPromote = false>
 __device__ __forceinline__ void mma_block(const LinearArgs& a, const int32_t* x_rows, int64_t r0, int64_t t0,
                                           int scale_shift) {
   __shared__ __align__(16) __nv_bfloat16 ws[2][kBM * kLd];
@@ -197,24 +224,24 @@ __device__ __forceinline__ void mma_block(const LinearArgs& a, const int32_t* x_
   const int a_row = warp * 16 + (lane & 15), a_k = (lane >> 4) * 8;
   const int b_tok = (lane & 7) + (lane >> 4) * 8, b_k = ((lane >> 3) & 1) * 8;
   const int steps = int(K / kBK);
+  const int64_t live = a.n - t0;  // tokens of this block (uniform across it)
   for (int s = 0; s < steps; ++s) {
     const int buf = s & 1;
     const bool more = s + 1 < steps;
     if (more) load_stage<F>(st, a, wrow, srow, xrow, int64_t(s + 1) * kBK + seg, scale_shift);
+    if constexpr (kPromote) {
+      float step[8][4];
 #pragma unroll
-    for (int kk = 0; kk < kBK; kk += 16) {
-      uint32_t af[4];
-      ldmatrix_x4(af, &ws[buf][a_row * kLd + kk + a_k]);
+      for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int p = 2; p >= 0; --p) {  // lo, mid, hi: small terms first
+        for (int c = 0; c < 4; ++c) step[j][c] = 0.0f;
+      mma_kstep(step, ws[buf], xs[buf], a_row, a_k, b_tok, b_k, live);
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          uint32_t bf[4];
-          ldmatrix_x4(bf, &xs[buf][p][(np * 16 + b_tok) * kLd + kk + b_k]);
-          mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-          mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
-        }
-      }
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[j][c] += step[j][c];
+    } else {
+      mma_kstep(acc, ws[buf], xs[buf], a_row, a_k, b_tok, b_k, live);
     }
     if (more) store_stage<F>(st, ws_dst + (buf ^ 1) * kWsBuf, xs_dst + (buf ^ 1) * kXsBuf, kBN * kLd);
     __syncthreads();
@@ -234,7 +261,7 @@ __device__ __forceinline__ void mma_block(const LinearArgs& a, const int32_t* x_
 
 template <WFormat F>
 __global__ void __launch_bounds__(kThreads) mma_kernel(LinearArgs a, int scale_shift) {
-  mma_block<F>(a, nullptr, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * kBN, scale_shift);
+  mma_block<F, /*kPromote=*/true>(a, nullptr, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * kBN, scale_shift);
 }
 
 template <WFormat F>
