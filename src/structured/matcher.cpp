@@ -13,6 +13,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<TokenMasker> masker)
 }
 
 void GrammarMatcher::reset() {
+  costs_.clear();
   parser_.start_root();
   steps_.assign(1, {parser_.num_sets(), false});
 }
@@ -35,7 +36,7 @@ bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   const size_t base = parser_.num_sets();
   for (unsigned char c : bytes) {
     if (!parser_.push(c)) {
-      parser_.truncate(base);
+      truncate(base);
       return false;
     }
   }
@@ -46,7 +47,7 @@ bool GrammarMatcher::accept_bytes(std::string_view bytes) {
 void GrammarMatcher::rollback(size_t n) {
   DI_CHECK(n <= num_steps(), "rollback of ", n, " steps after only ", num_steps());
   steps_.resize(steps_.size() - n);
-  parser_.truncate(steps_.back().num_sets);
+  truncate(steps_.back().num_sets);
 }
 
 std::string GrammarMatcher::jump_forward_bytes(size_t max_bytes) {
@@ -61,7 +62,7 @@ std::string GrammarMatcher::jump_forward_bytes(size_t max_bytes) {
     if (!parser_.push(uint8_t(b))) break;
     out += char(b);
   }
-  parser_.truncate(base);
+  truncate(base);
   return out;
 }
 
@@ -143,6 +144,188 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
   }
   parser_.truncate(base);
   if (v.eos_id() >= 0 && parser_.can_end()) words[v.eos_id() >> 5] |= uint32_t(1) << (v.eos_id() & 31);
+}
+
+const BudgetTables& GrammarMatcher::tables() {
+  if (!tables_) tables_ = &masker_->budget();
+  return *tables_;
+}
+
+void GrammarMatcher::truncate(size_t num_sets) {
+  parser_.truncate(num_sets);
+  if (costs_.size() > num_sets) costs_.resize(num_sets);
+}
+
+const GrammarMatcher::RuleCost& GrammarMatcher::rule_cost(size_t set, uint32_t rule) {
+  while (costs_.size() <= set) compute_costs(costs_.size());
+  const std::vector<RuleCost>& c = costs_[set];
+  auto it = std::lower_bound(c.begin(), c.end(), rule, [](const RuleCost& x, uint32_t r) { return x.rule < r; });
+  // Every item's rule was called at its origin (or is the root at 0): a missing entry
+  // would be a parser bug.
+  DI_CHECK(it != c.end() && it->rule == rule, "no caller of rule ", rule, " at parse position ", set);
+  return *it;
+}
+
+void GrammarMatcher::compute_costs(size_t j) {
+  DI_CHECK(costs_.size() == j, "per-set costs out of order");
+  const CompiledGrammar& g = masker_->grammar();
+  const BudgetTables& bt = tables();
+  constexpr uint32_t kInf = BudgetTables::kInf;
+  const auto items = parser_.set(j);
+  std::vector<RuleCost> c;
+  for (const EarleyParser::Item& it : items)
+    for (const auto& e : g.rule_edges(it.state)) c.push_back({e.rule, kInf, 0, 0});
+  if (j == 0 && g.num_rules() > 0) c.push_back({g.root(), kInf, 0, 0});
+  std::sort(c.begin(), c.end(), [](const RuleCost& a, const RuleCost& b) { return a.rule < b.rule; });
+  c.erase(std::unique(c.begin(), c.end(), [](const RuleCost& a, const RuleCost& b) { return a.rule == b.rule; }),
+          c.end());
+  auto find = [&](uint32_t rule) -> RuleCost& {
+    return *std::lower_bound(c.begin(), c.end(), rule, [](const RuleCost& x, uint32_t r) { return x.rule < r; });
+  };
+  // The whole output is the root called at 0 by nobody: nothing follows it.
+  if (j == 0 && g.num_rules() > 0) {
+    RuleCost& r = find(g.root());
+    r.min = r.max = r.escape = 0;
+  }
+  // A caller (p, o) of R with return state t: after R, t must be finished (dist(t),
+  // or up to reach(t) after more bytes), then p's own callers at o.
+  auto relax = [&](RuleCost& to, uint32_t t, const RuleCost& caller) {
+    bool changed = false;
+    const uint32_t mn = BudgetTables::add(bt.dist(t), caller.min);
+    const uint32_t mx = BudgetTables::add(bt.dist(t), caller.max);
+    const uint32_t es = std::max(BudgetTables::add(bt.reach(t), caller.max), caller.escape);
+    if (mn < to.min) to.min = mn, changed = true;
+    if (mx > to.max) to.max = mx, changed = true;
+    if (es > to.escape) to.escape = es, changed = true;
+    return changed;
+  };
+  // Callers that started before j have final costs; callers predicted at j itself
+  // depend on this set's own entries: iterate to the fixed point (min: shortest paths
+  // over at most |c| rules; max: if still rising after that, a cycle of predictions
+  // grows it without bound).
+  for (const EarleyParser::Item& it : items) {
+    if (it.origin >= j || g.rule_edges(it.state).empty()) continue;
+    const RuleCost caller = rule_cost(it.origin, g.state_rule(it.state));
+    for (const auto& e : g.rule_edges(it.state)) relax(find(e.rule), e.to, caller);
+  }
+  bool changed = true;
+  for (size_t round = 0; changed && round <= c.size() + 1; ++round) {
+    changed = false;
+    for (const EarleyParser::Item& it : items) {
+      if (it.origin != j || g.rule_edges(it.state).empty()) continue;
+      const RuleCost caller = find(g.state_rule(it.state));
+      for (const auto& e : g.rule_edges(it.state)) changed |= relax(find(e.rule), e.to, caller);
+    }
+  }
+  if (changed)
+    for (RuleCost& r : c) r.max = r.escape = kInf;
+  costs_.push_back(std::move(c));
+}
+
+uint32_t GrammarMatcher::min_bytes_last() {
+  const CompiledGrammar& g = masker_->grammar();
+  const BudgetTables& bt = tables();
+  const size_t k = parser_.num_sets() - 1;
+  if (g.num_rules() == 0) return BudgetTables::kInf;
+  // Items predicted at k cost at least as much as the items that predicted them, so the
+  // items that started before k (at 0: the root's start) decide.
+  if (k == 0) return bt.dist(g.rule_start(g.root()));
+  uint32_t best = BudgetTables::kInf;
+  for (const EarleyParser::Item& it : parser_.last_set()) {
+    if (it.origin >= k) continue;
+    best = std::min(best, BudgetTables::add(bt.dist(it.state), rule_cost(it.origin, g.state_rule(it.state)).min));
+  }
+  return best;
+}
+
+uint32_t GrammarMatcher::bound_last() {
+  const CompiledGrammar& g = masker_->grammar();
+  const BudgetTables& bt = tables();
+  const size_t k = parser_.num_sets() - 1;
+  if (g.num_rules() == 0) return BudgetTables::kInf;
+  if (k == 0) return bt.reach(g.rule_start(g.root()));
+  // A path from an item either stays in the item's frame (reach of its state plus its
+  // costliest callers) or finishes the rule and continues in a caller's (escape).
+  uint32_t bound = 0;
+  for (const EarleyParser::Item& it : parser_.last_set()) {
+    if (it.origin >= k) continue;
+    const RuleCost& c = rule_cost(it.origin, g.state_rule(it.state));
+    bound = std::max({bound, BudgetTables::add(bt.reach(it.state), c.max), c.escape});
+  }
+  return bound;
+}
+
+uint32_t GrammarMatcher::min_bytes_to_accept() {
+  if (is_terminated()) return 0;
+  return min_bytes_last();
+}
+
+bool GrammarMatcher::restrict_to_budget(std::span<uint32_t> words, int64_t tokens_left) {
+  const VocabIndex& v = masker_->vocab();
+  DI_CHECK(words.size() >= v.mask_words(), "bitmask has ", words.size(), " words, needs ", v.mask_words());
+  if (is_terminated()) return true;
+  const uint32_t need = min_bytes_last();
+  if (tokens_left < 0 || int64_t(need) > tokens_left) return false;
+  auto test = [&](int64_t id) { return (words[size_t(id) >> 5] >> (id & 31)) & 1u; };
+  auto clear = [&](uint32_t rank) {
+    for (int32_t id : v.rank_tokens(rank)) words[size_t(id) >> 5] &= ~(uint32_t(1) << (id & 31));
+  };
+  const int64_t eos = v.eos_id();
+  if (tokens_left == 0) {  // need == 0: the match is complete, only EOS may follow
+    const bool eos_on = eos >= 0 && test(eos);
+    std::memset(words.data(), 0, v.mask_words() * sizeof(uint32_t));
+    if (eos_on) words[size_t(eos) >> 5] |= uint32_t(1) << (eos & 31);
+    return true;
+  }
+  const uint32_t limit = uint32_t(std::min<int64_t>(tokens_left - 1, BudgetTables::kInf - 1));
+  if (bound_last() <= limit) return true;  // no token can leave the budget
+
+  // Walk the allowed tokens in trie order, sharing prefixes; a prefix after which the
+  // bound fits proves its whole subtree.
+  saved_.assign(words.begin(), words.begin() + ptrdiff_t(v.mask_words()));
+  const size_t base = parser_.num_sets();
+  std::string_view prev;
+  size_t depth = 0;  // bytes of `prev` currently pushed
+  for (uint32_t r = 0; r < v.num_ranks();) {
+    if (!test(v.rank_first_token(r))) {
+      ++r;
+      continue;
+    }
+    const std::string_view w = v.rank_bytes(r);
+    size_t lcp = 0;
+    const size_t lim = std::min(depth, w.size());
+    while (lcp < lim && prev[lcp] == w[lcp]) ++lcp;
+    truncate(base + lcp);
+    depth = lcp;
+    prev = w;
+    bool proven = false, dead = false;
+    while (depth < w.size()) {
+      if (!parser_.push(uint8_t(w[depth]))) {
+        dead = true;
+        break;
+      }
+      ++depth;
+      if (bound_last() <= limit) {
+        proven = true;
+        break;
+      }
+    }
+    if (proven) {
+      r = v.prefix_rank_end(r, depth);
+      continue;
+    }
+    // An allowed token is viable; `dead` is only a guard.
+    if (dead || min_bytes_last() > limit) clear(r);
+    ++r;
+  }
+  truncate(base);
+  bool any = false;
+  for (size_t i = 0; i < v.mask_words() && !any; ++i) any = words[i] != 0;
+  if (!any) {
+    std::copy(saved_.begin(), saved_.end(), words.begin());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace deepinfer::structured

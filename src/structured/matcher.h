@@ -12,6 +12,10 @@
 //
 // Speculative decoding: accept the draft tokens one by one (filling a mask before each),
 // then rollback(k) to drop the k rejected ones. Rollback reaches back to the start.
+//
+// Generation within a budget (structured/budget.h): min_bytes_to_accept() is the length
+// of the shortest continuation that completes a match; restrict_to_budget() removes from
+// a filled mask the tokens after which that would exceed the tokens left.
 // Not thread-safe; the TokenMasker it shares is.
 #pragma once
 
@@ -52,6 +56,23 @@ class GrammarMatcher {
   std::string jump_forward_bytes(size_t max_bytes = 1024);
 
   bool can_end() const { return !is_terminated() && parser_.can_end(); }
+
+  // The fewest bytes that complete a match from here: 0 exactly when can_end() (and
+  // after EOS), BudgetTables::kInf for a grammar that matches nothing. Exact: the
+  // minimum over the parse's items of the item's shortest way to finish its rule plus
+  // the cheapest chain of callers waiting for it (memoized per parse position).
+  uint32_t min_bytes_to_accept();
+  // `words` holds the mask fill_next_token_bitmask() just produced; `tokens_left` counts
+  // the tokens that may still be generated, the next one included. Clears every token
+  // after which min_bytes_to_accept() would exceed tokens_left - 1 (EOS stays as it is;
+  // with no token left only EOS remains). Returns false, and leaves the mask unchanged,
+  // when no guarantee can be given: the parse already needs more than tokens_left bytes
+  // (max_tokens below the shortest output), or filtering would leave no token at all
+  // (only possible when some single byte is not a token).
+  // Cost: a bound check per step (reach() tables); only when the bound says some token
+  // might leave the budget are the allowed tokens walked with the parser (shared
+  // prefixes, subtrees whose bound fits skipped).
+  bool restrict_to_budget(std::span<uint32_t> words, int64_t tokens_left);
   bool is_terminated() const { return steps_.back().terminated; }
 
  private:
@@ -59,11 +80,30 @@ class GrammarMatcher {
     size_t num_sets;
     bool terminated;
   };
+  // Per Earley set j and rule R called there: the cheapest (min) and costliest (max)
+  // completion of the callers waiting at j for R, once R is done, and `escape`, a bound
+  // on the completion cost of a path that finishes R and then reads up to horizon bytes
+  // in some caller's frame (reach() of the caller's return state plus the max above it).
+  struct RuleCost {
+    uint32_t rule, min, max, escape;
+  };
+
+  const BudgetTables& tables();
+  void truncate(size_t num_sets);  // the parser and the per-set costs
+  const RuleCost& rule_cost(size_t set, uint32_t rule);
+  void compute_costs(size_t set);
+  // For the parser's last set: min_bytes_to_accept, and an upper bound on it after any
+  // further `horizon` bytes.
+  uint32_t min_bytes_last();
+  uint32_t bound_last();
 
   std::shared_ptr<TokenMasker> masker_;
   EarleyParser parser_;
   std::vector<Step> steps_;  // steps_[0] is the start
   std::vector<uint32_t> kernels_, candidates_;
+  const BudgetTables* tables_ = nullptr;
+  std::vector<std::vector<RuleCost>> costs_;  // sets [0, costs_.size()) of the current parse
+  std::vector<uint32_t> saved_;
 };
 
 }  // namespace deepinfer::structured

@@ -24,6 +24,11 @@ TokenMasker::TokenMasker(std::shared_ptr<const CompiledGrammar> grammar, std::sh
 
 TokenMasker::~TokenMasker() = default;
 
+const BudgetTables& TokenMasker::budget() {
+  std::call_once(budget_once_, [&] { budget_ = std::make_unique<const BudgetTables>(*grammar_, *vocab_); });
+  return *budget_;
+}
+
 namespace {
 
 std::unique_ptr<MaskEntry> make_entry(const VocabIndex& v, const std::vector<uint32_t>& accepted,

@@ -40,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "structured/budget.h"
 #include "structured/compiled_grammar.h"
 #include "structured/vocab.h"
 
@@ -75,6 +76,10 @@ class TokenMasker {
   size_t derived_walks() const { return derived_walks_.load(); }
   // Entries built from a depth reference (see depth_reference) with a walk of long tokens.
   size_t depth_derived() const { return depth_derived_.load(); }
+
+  // The shortest-completion tables (structured/budget.h), computed on first use: only
+  // requests that generate within a token budget need them.
+  const BudgetTables& budget();
 
   // Fragments larger than this many states are not keyed (the key costs a walk of them).
   static constexpr size_t kMaxFragmentStates = 512;
@@ -127,6 +132,8 @@ class TokenMasker {
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::shared_ptr<const VocabIndex> vocab_;
   int share_depth_;
+  std::once_flag budget_once_;
+  std::unique_ptr<const BudgetTables> budget_;
   std::unique_ptr<std::atomic<const Entry*>[]> entries_;  // not owning
   std::mutex mu_;
   std::vector<std::shared_ptr<const Entry>> owned_;
