@@ -45,6 +45,10 @@ struct EngineOptions {
   // Plan step t+1 while step t runs (the forward on a worker thread; the engine thread
   // plans, detokenizes and returns outputs meanwhile). Outputs are identical either way.
   bool async_scheduling = true;
+  // The default of StructuredConstraint::complete_within_max_tokens for requests that
+  // leave it unset (CLI: --complete-within-max-tokens on|off). Off by default: masks
+  // then remove only what the constraint forbids, as in vLLM and SGLang.
+  bool complete_within_max_tokens = false;
 };
 
 // A structured-output constraint: the generated text must match it exactly. add_request
@@ -68,6 +72,14 @@ struct StructuredConstraint {
   // run of at most N whitespace characters wherever JSON allows whitespace. Bounded
   // either way so that a weak model cannot loop in whitespace forever.
   int64_t max_whitespace = 0;
+  // Generation within the budget (a DeepInfer extension): every token is chosen so that
+  // a complete match still fits in the tokens left before max_tokens, so the output
+  // always ends with a complete match ("stop"), never cut off by "length". Tokens whose
+  // shortest completion would not fit are masked like forbidden ones, which changes the
+  // distribution near the end of the budget (never when the budget is far). add_request
+  // refuses it when max_tokens is below the constraint's shortest output in bytes.
+  // Unset: EngineOptions::complete_within_max_tokens.
+  std::optional<bool> complete_within_max_tokens;
 };
 
 // Per-request sampling, OpenAI semantics. Validated by add_request.

@@ -26,7 +26,8 @@ using Json = nlohmann::json;
 
 const std::set<std::string> kEngineFlags = {"model", "max-num-seqs", "max-num-batched-tokens", "cache-blocks",
                                             "block-size", "swa-replay", "prefix-cache", "seed", "max-model-len",
-                                            "device", "batch-invariant", "async-scheduling", "cuda-graphs"};
+                                            "device", "batch-invariant", "async-scheduling", "cuda-graphs",
+                                            "complete-within-max-tokens"};
 
 struct Result {
   int64_t n = 1;  // samples of the request; > 1: `samples` holds samples 1..n-1
@@ -112,6 +113,9 @@ EngineOptions engine_options_from(const Args& a) {
   const std::string as = a.get("async-scheduling", o.async_scheduling ? "on" : "off");
   DI_CHECK_INPUT(as == "on" || as == "off", "--async-scheduling must be on or off");
   o.async_scheduling = as == "on";
+  const std::string cw = a.get("complete-within-max-tokens", "off");
+  DI_CHECK_INPUT(cw == "on" || cw == "off", "--complete-within-max-tokens must be on or off");
+  o.complete_within_max_tokens = cw == "on";
   return o;
 }
 

@@ -35,9 +35,13 @@ std::vector<std::string> choices(const Json& v, const std::string& param) {
   return out;
 }
 
-RequestConstraint from_response_format(const Json& rf, bool* none) {
+RequestConstraint from_response_format(const Json& rf, bool* none, std::optional<bool>* complete) {
   const std::string p = "response_format";
   if (!rf.is_object()) throw FieldError(p, "must be an object");
+  if (const Json* c = field(rf, "complete_within_max_tokens")) {
+    if (!c->is_boolean()) throw FieldError(p + ".complete_within_max_tokens", "must be a boolean");
+    *complete = c->get<bool>();
+  }
   const Json* type = field(rf, "type");
   if (!type || !type->is_string()) throw FieldError(p + ".type", "is required (\"text\", \"json_object\" or \"json_schema\")");
   const std::string t = type->get<std::string>();
@@ -82,9 +86,11 @@ std::optional<RequestConstraint> constraint_from_request(const Json& body) {
     found.push_back(std::move(rc));
   };
 
+  // complete_within_max_tokens, from response_format and from structured_outputs.
+  std::optional<bool> complete_rf, complete_so;
   if (const Json* rf = field(body, "response_format")) {
     bool none = false;
-    RequestConstraint rc = from_response_format(*rf, &none);
+    RequestConstraint rc = from_response_format(*rf, &none, &complete_rf);
     if (!none) found.push_back(std::move(rc));
   }
   int64_t whitespace = 0;
@@ -104,11 +110,14 @@ std::optional<RequestConstraint> constraint_from_request(const Json& body) {
       } else if (k == "disable_any_whitespace") {
         if (!v.is_boolean()) throw FieldError(pk, "must be a boolean");
         whitespace = v.get<bool>() ? 0 : kFlexibleWhitespace;
+      } else if (k == "complete_within_max_tokens") {
+        if (!v.is_boolean()) throw FieldError(pk, "must be a boolean");
+        complete_so = v.get<bool>();
       } else if (k == "disable_fallback") {
         if (!v.is_boolean()) throw FieldError(pk, "must be a boolean");  // there is no fallback backend
       } else {
         throw FieldError(pk, "is not supported (supported: json, regex, grammar, choice, json_object, "
-                             "disable_any_whitespace)");
+                             "disable_any_whitespace, complete_within_max_tokens)");
       }
     }
   }
@@ -117,13 +126,23 @@ std::optional<RequestConstraint> constraint_from_request(const Json& body) {
   if (const Json* v = field(body, "guided_grammar")) add("guided_grammar", Kind::kGrammar, text(*v, "guided_grammar"));
   if (const Json* v = field(body, "guided_choice")) add("guided_choice", Kind::kChoice, "", choices(*v, "guided_choice"));
 
-  if (found.empty()) return std::nullopt;
+  if (found.empty()) {
+    if (complete_rf || complete_so)
+      throw FieldError(complete_so ? "structured_outputs.complete_within_max_tokens"
+                                   : "response_format.complete_within_max_tokens",
+                       "needs a structured-output constraint (json, json_schema, regex, grammar or choice)");
+    return std::nullopt;
+  }
+  if (complete_rf && complete_so && *complete_rf != *complete_so)
+    throw FieldError("structured_outputs.complete_within_max_tokens",
+                     "contradicts 'response_format.complete_within_max_tokens'");
   if (found.size() > 1)
     throw FieldError(found[1].param, str_cat("cannot be combined with '", found[0].param,
                                              "': give at most one structured-output constraint"));
   RequestConstraint rc = std::move(found[0]);
   if (rc.constraint.kind == Kind::kJsonSchema || rc.constraint.kind == Kind::kJsonObject)
     rc.constraint.max_whitespace = whitespace;
+  rc.constraint.complete_within_max_tokens = complete_so ? complete_so : complete_rf;
   return rc;
 }
 

@@ -11,6 +11,10 @@
 //                     "grammar": "GBNF", "choice": ["a", "b"], "json_object": true,
 //                     "disable_any_whitespace": bool}
 //   guided_json, guided_regex, guided_grammar, guided_choice (older vLLM names)
+// DeepInfer extension: "complete_within_max_tokens": bool, in structured_outputs or in
+// response_format (either place; both must agree), applies to the request's constraint
+// (StructuredConstraint::complete_within_max_tokens); absent: the engine's default. Given
+// without a constraint, or not a boolean, it is an error.
 // JSON constraints write compact JSON; structured_outputs.disable_any_whitespace: false
 // allows runs of at most kFlexibleWhitespace whitespace characters instead.
 // A schema given as an object is re-serialised (key order may change, which the JSON

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 
 #include "common/check.h"
 #include "common/parallel.h"
@@ -186,13 +187,35 @@ int64_t Cache::compiles() const {
   return compiles_;
 }
 
-RequestState::RequestState(std::shared_ptr<structured::TokenMasker> masker, std::vector<int64_t> terminators)
+void check_budget(structured::TokenMasker& masker, const StructuredConstraint& c, int64_t max_tokens) {
+  const structured::BudgetTables& bt = masker.budget();
+  const structured::CompiledGrammar& g = masker.grammar();
+  const uint32_t shortest = g.num_rules() ? bt.rule_min(g.root()) : structured::BudgetTables::kInf;
+  DI_CHECK_INPUT(int64_t(shortest) <= max_tokens, "complete_within_max_tokens: the shortest output of this ",
+                 kind_name(c.kind), " constraint is ", shortest, " bytes, and max_tokens (", max_tokens,
+                 ") cannot guarantee it (a token may be a single byte); raise max_tokens or turn "
+                 "complete_within_max_tokens off");
+  if (!bt.all_single_bytes()) {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      std::fprintf(stderr,
+                   "deepinfer: warning: the vocabulary lacks a token for some single byte; "
+                   "complete_within_max_tokens is a best effort with this model (a complete match "
+                   "within max_tokens is not guaranteed)\n");
+    });
+  }
+}
+
+RequestState::RequestState(std::shared_ptr<structured::TokenMasker> masker, std::vector<int64_t> terminators,
+                           int64_t max_tokens)
     : matcher_(masker), mask_(matcher_.mask_words()), eos_id_(masker->vocab().eos_id()),
-      terminators_(std::move(terminators)) {}
+      terminators_(std::move(terminators)), max_tokens_(max_tokens) {}
 
 const uint32_t* RequestState::mask() {
   if (!mask_ready_) {
     matcher_.fill_next_token_bitmask(mask_);
+    // Before the terminators: they end the output, they are not part of the match.
+    if (max_tokens_ >= 0) matcher_.restrict_to_budget(mask_, max_tokens_ - tokens_);
     if (matcher_.can_end())
       for (int64_t t : terminators_) mask_[t >> 5] |= uint32_t(1) << (t & 31);
     mask_ready_ = true;
@@ -211,6 +234,7 @@ RequestState::Next RequestState::advance(int64_t token) {
     const bool terminator = std::find(terminators_.begin(), terminators_.end(), token) != terminators_.end();
     return ending && terminator ? Next::kComplete : Next::kDead;
   }
+  ++tokens_;
   mask_ready_ = false;
   if (matcher_.is_terminated()) return Next::kComplete;  // EOS accepted
   const uint32_t* m = mask();

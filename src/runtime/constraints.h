@@ -31,6 +31,16 @@
 //    end the request like it ("stop"; the newline stays in the text). Models trained on
 //    code or chat end a value with a newline far more readily than with EOS; without this
 //    a top-level number, which only EOS can end, runs on in digits until max_tokens.
+//  * Budget (complete_within_max_tokens, off unless the request or the engine default
+//    turns it on). With R tokens left before max_tokens, the next token is allowed only
+//    if a complete match still fits in R - 1 more bytes after it
+//    (GrammarMatcher::restrict_to_budget): every single byte is a token of a byte-level
+//    BPE vocabulary, so the output then always completes and ends with "stop" (at the
+//    last token only EOS or a terminator remains, which ends it at once). The request is
+//    refused (InputError) when max_tokens is below the constraint's shortest output in
+//    bytes; a vocabulary without all 256 single-byte tokens makes it a best effort (a
+//    warning is printed once). Off, the masks are exactly the constraint's, so sampling
+//    matches other engines; on, tokens near the end of the budget are removed too.
 //  * A constraint that admits no output at all (e.g. the schema `false`) is an InputError.
 //  * Logprobs are those of the masked distribution: the sampler applies the mask first
 //    (sample/sampler.h step 1), so forbidden tokens never appear among top_logprobs and
@@ -103,13 +113,25 @@ class Cache {
   int64_t compiles_ = 0;
 };
 
+// Whether a constraint generates within its budget (the request's choice, else the
+// engine's default).
+inline bool within_budget(const StructuredConstraint& c, bool engine_default) {
+  return c.complete_within_max_tokens.value_or(engine_default);
+}
+
+// For a request that generates within its budget: InputError when no complete match fits
+// in max_tokens tokens of one byte each (the constraint's shortest output is longer).
+void check_budget(structured::TokenMasker& masker, const StructuredConstraint& c, int64_t max_tokens);
+
 // One request's constraint state. Not thread-safe; different requests may be driven
 // from different threads.
 class RequestState {
  public:
   // terminators: tokens that end the output like EOS once the constraint can end
   // (the trailing newline of JSON kinds); empty for exact-match kinds.
-  RequestState(std::shared_ptr<structured::TokenMasker> masker, std::vector<int64_t> terminators = {});
+  // max_tokens >= 0: generate within that budget (see Budget above); -1: no budget.
+  RequestState(std::shared_ptr<structured::TokenMasker> masker, std::vector<int64_t> terminators = {},
+               int64_t max_tokens = -1);
 
   // The mask for the next token (computed on first call after a change).
   const uint32_t* mask();
@@ -128,6 +150,8 @@ class RequestState {
   bool mask_ready_ = false;
   int64_t eos_id_;
   std::vector<int64_t> terminators_;
+  int64_t max_tokens_ = -1;  // the budget, or -1
+  int64_t tokens_ = 0;       // tokens accepted so far
 };
 
 // mask() for every state, spread over the thread pool (TokenMasker caches are shared

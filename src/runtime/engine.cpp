@@ -197,7 +197,11 @@ void CpuEngine::validate_request(const GenerateRequest& g) const {
   DI_CHECK_INPUT((total + opts_.block_size - 1) / opts_.block_size <= num_blocks_, "the prompt plus max_tokens (",
                  total, " tokens) needs more history blocks than the cache pool has (", num_blocks_, " of ",
                  opts_.block_size, " tokens)");
-  if (g.params.structured) check_constraint(*g.params.structured);
+  if (g.params.structured) {
+    check_constraint(*g.params.structured);
+    if (constraints::within_budget(*g.params.structured, opts_.complete_within_max_tokens))
+      constraints::check_budget(*constraint_cache_->get(*g.params.structured), *g.params.structured, p.max_tokens);
+  }
 }
 
 std::string CpuEngine::add_request(const GenerateRequest& g) {
@@ -208,7 +212,9 @@ std::string CpuEngine::add_request(const GenerateRequest& g) {
   // Compiled once (cached); each sample gets its own matcher over it.
   std::shared_ptr<structured::TokenMasker> masker;
   std::vector<int64_t> terminators;
+  int64_t budget = -1;  // generate within max_tokens (constraints.h, Budget)
   if (g.params.structured) {
+    if (constraints::within_budget(*g.params.structured, opts_.complete_within_max_tokens)) budget = p.max_tokens;
     const auto kind = g.params.structured->kind;
     const bool json = kind == StructuredConstraint::Kind::kJsonSchema || kind == StructuredConstraint::Kind::kJsonObject;
     masker = constraint_cache_->get(*g.params.structured);
@@ -229,7 +235,7 @@ std::string CpuEngine::add_request(const GenerateRequest& g) {
     r.seed = sampling::derive_seed(seed, uint64_t(i));
     if (!p.stop.empty()) s->stops = std::make_unique<sampling::StopMatcher>(r.params.stop);
     s->detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_, /*skip_special=*/true);
-    if (masker) s->constraint = std::make_unique<constraints::RequestState>(masker, terminators);
+    if (masker) s->constraint = std::make_unique<constraints::RequestState>(masker, terminators, budget);
     live_[&r] = s;
     group.samples.push_back(std::move(s));
   }

@@ -39,6 +39,9 @@ const char* const kServeUsage =
     "  --swa-replay N              bounded window replay on prefix hits (default 0: exact)\n"
     "  --async-scheduling on|off   plan the next step while the current one runs (default on)\n"
     "  --seed N                    sampling seed of requests without one (default 0)\n"
+    "  --complete-within-max-tokens on|off\n"
+    "                              constrained requests that leave it unset end with a complete\n"
+    "                              match within max_tokens (default off: masks are the constraint's)\n"
     "  --max-waiting-seqs N        queued sequences beyond the running ones before 429 (default 1024)\n"
     "  --max-body-bytes N          request body limit (default 8388608)\n"
     "  --http-threads N            io threads (default min(4, cores))\n"
@@ -100,6 +103,10 @@ ServeOptions parse_serve_flags(int argc, char** argv, int first) {
     else if (name == "cuda-graphs") {
       DI_CHECK_INPUT(value == "on" || value == "off", "--cuda-graphs must be on or off");
       o.engine.cuda_graphs = value == "on";
+    }
+    else if (name == "complete-within-max-tokens") {
+      DI_CHECK_INPUT(value == "on" || value == "off", "--complete-within-max-tokens must be on or off");
+      o.engine.complete_within_max_tokens = value == "on";
     }
     else if (name == "async-scheduling") {
       DI_CHECK_INPUT(value == "on" || value == "off", "--async-scheduling must be on or off");

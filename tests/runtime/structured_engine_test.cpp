@@ -312,6 +312,84 @@ TEST(StructuredEngine, BadConstraintsAreInputErrors) {
   EXPECT_TRUE(ok["ok"].text == "ac" || ok["ok"].text == "abc") << ok["ok"].text;
 }
 
+// complete_within_max_tokens: with max_tokens from the constraint's shortest output up,
+// every output of the (random-weight) fixture model ends with a complete match and
+// "stop"; every token is one the plain mask allows; without the option the same
+// requests are cut off by max_tokens. The engine default applies to requests that leave
+// it unset, and max_tokens below the shortest output is an InputError.
+TEST(StructuredEngine, CompleteWithinMaxTokensAlwaysEndsWithAMatch) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  o.max_num_seqs = 128;
+  auto e = Engine::create(o);
+  Replay replay(e->vocab_size(), e->eos_token_id());
+  struct Case {
+    StructuredConstraint c;
+    int64_t shortest;
+  };
+  std::vector<Case> cases = {
+      {constraint(Kind::kJsonSchema, R"({"type":"object","properties":{"name":{"type":"string"},
+          "tags":{"type":"array","items":{"type":"string"}},"n":{"type":"integer"}},"required":["name","tags","n"],
+          "additionalProperties":false})"), 27},  // {"name":"","tags":[],"n":0}
+      {constraint(Kind::kRegex, "[a-z]{2,}(-[a-z]+)*@[a-z]+\\.(com|org)"), 8},
+      {constraint(Kind::kGrammar, "root ::= \"[\" (root (\",\" root)*)? \"]\"\n"), 2},
+      {constraint(Kind::kJsonObject, ""), 2},
+  };
+  std::vector<GenerateRequest> reqs;
+  std::vector<std::pair<size_t, bool>> meta;  // case, budget
+  for (size_t ci = 0; ci < cases.size(); ++ci)
+    for (int64_t extra : {0, 3, 12})
+      for (uint64_t seed = 1; seed <= 3; ++seed)
+        for (bool budget : {true, false}) {
+          GenerateRequest r = request(str_cat(ci, "/", extra, "/", seed, budget ? "/on" : "/off"), *e, cases[ci].c,
+                                      1.0f, seed, cases[ci].shortest + extra);
+          r.params.structured->complete_within_max_tokens = budget;
+          reqs.push_back(r);
+          meta.push_back({ci, budget});
+        }
+  auto out = run_all(*e, reqs);
+  int cut_without = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Result& r = out[reqs[i].request_id];
+    const StructuredConstraint& c = cases[meta[i].first].c;
+    EXPECT_EQ(replay.allowed_prefix(c, r), r.ids.size()) << reqs[i].request_id;
+    EXPECT_LE(int64_t(r.ids.size()), reqs[i].params.max_tokens);
+    if (!meta[i].second) {
+      cut_without += r.finish_reason == "length";
+      continue;
+    }
+    EXPECT_EQ(r.finish_reason, "stop") << reqs[i].request_id << ": " << r.text;
+    std::string text = r.text;
+    const bool json = c.kind == Kind::kJsonSchema || c.kind == Kind::kJsonObject;
+    if (json && !text.empty() && text.back() == '\n') text.pop_back();  // the newline terminator
+    EXPECT_TRUE(structured::matches(*constraints::compile(c), text)) << reqs[i].request_id << ": " << text;
+  }
+  EXPECT_GT(cut_without, 6);
+
+  // The engine default, overridden per request; the shortest output must fit.
+  EngineOptions d = o;
+  d.complete_within_max_tokens = true;
+  auto ed = Engine::create(d);
+  StructuredConstraint json_case = cases[0].c;
+  auto unset = request("unset", *ed, json_case, 1.0f, 5, 30);
+  auto off = request("off", *ed, json_case, 1.0f, 5, 30);
+  off.params.structured->complete_within_max_tokens = false;
+  auto both = run_all(*ed, {unset, off});
+  EXPECT_EQ(both["unset"].finish_reason, "stop") << both["unset"].text;
+  EXPECT_EQ(both["off"].finish_reason, "length") << both["off"].text;
+  auto too_short = request("short", *ed, json_case, 1.0f, 5, 26);
+  try {
+    ed->add_request(too_short);
+    ADD_FAILURE() << "max_tokens below the shortest output was accepted";
+  } catch (const InputError& err) {
+    EXPECT_NE(std::string(err.what()).find("shortest output of this json_schema constraint is 27 bytes"),
+              std::string::npos)
+        << err.what();
+  }
+  too_short.params.structured->complete_within_max_tokens = false;
+  EXPECT_NO_THROW(ed->validate_request(too_short));
+}
+
 TEST(StructuredEngine, CacheSharesCompiledGrammarsAndIsBounded) {
   int vocab_builds = 0;
   constraints::Cache cache([&] {
@@ -379,6 +457,29 @@ TEST(StructuredFields, ParsesEveryForm) {
   EXPECT_EQ(param_of(R"({"guided_choice":["a",1]})"), "guided_choice");
   EXPECT_EQ(param_of(R"({"guided_json":[1]})"), "guided_json");
   EXPECT_EQ(param_of(R"({"structured_outputs":{"structural_tag":"x"}})"), "structured_outputs.structural_tag");
+
+  // complete_within_max_tokens (a DeepInfer extension), in either object.
+  EXPECT_FALSE(parse(json::parse(R"({"guided_regex":"a+"})"))->constraint.complete_within_max_tokens.has_value());
+  EXPECT_EQ(parse(json::parse(R"({"structured_outputs":{"regex":"a+","complete_within_max_tokens":true}})"))
+                ->constraint.complete_within_max_tokens,
+            std::optional<bool>(true));
+  EXPECT_EQ(parse(json::parse(R"({"response_format":{"type":"json_object","complete_within_max_tokens":false}})"))
+                ->constraint.complete_within_max_tokens,
+            std::optional<bool>(false));
+  EXPECT_EQ(parse(json::parse(R"({"guided_json":{},"structured_outputs":{"complete_within_max_tokens":true}})"))
+                ->constraint.complete_within_max_tokens,
+            std::optional<bool>(true));
+  EXPECT_EQ(param_of(R"({"structured_outputs":{"regex":"a","complete_within_max_tokens":"yes"}})"),
+            "structured_outputs.complete_within_max_tokens");
+  EXPECT_EQ(param_of(R"({"response_format":{"type":"json_object","complete_within_max_tokens":1}})"),
+            "response_format.complete_within_max_tokens");
+  EXPECT_EQ(param_of(R"({"structured_outputs":{"complete_within_max_tokens":true}})"),
+            "structured_outputs.complete_within_max_tokens");
+  EXPECT_EQ(param_of(R"({"response_format":{"type":"text","complete_within_max_tokens":true}})"),
+            "response_format.complete_within_max_tokens");
+  EXPECT_EQ(param_of(R"({"response_format":{"type":"json_object","complete_within_max_tokens":true},
+                         "structured_outputs":{"complete_within_max_tokens":false}})"),
+            "structured_outputs.complete_within_max_tokens");
 }
 
 }  // namespace

@@ -250,6 +250,39 @@ def test_regex_and_choice(server, client):
     assert chat.choices[0].message.content in ("yes", "no", "maybe")
 
 
+def test_complete_within_max_tokens(server, client):
+    """The DeepInfer extension: with it, a constrained output always completes within
+    max_tokens (finish_reason "stop"), even when max_tokens is the shortest output's
+    length in bytes; max_tokens below that is a 400."""
+    real_only(server)
+    pattern = r"[a-z]{3,}@[a-z]+\.(com|org)"  # shortest: 9 bytes
+    import re
+    for seed in range(4):
+        for max_tokens in (9, 12):
+            out = client.completions.create(
+                model="test-model", prompt="mail: ", max_tokens=max_tokens, temperature=1.0, seed=seed,
+                extra_body={"structured_outputs": {"regex": pattern, "complete_within_max_tokens": True}})
+            assert out.choices[0].finish_reason == "stop", out.choices[0].text
+            assert re.fullmatch(pattern, out.choices[0].text), out.choices[0].text
+            assert out.usage.completion_tokens <= max_tokens
+    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON_SCHEMA},
+           "complete_within_max_tokens": True}
+    chat = client.chat.completions.create(model="test-model", messages=[{"role": "user", "content": "who?"}],
+                                          response_format=fmt, temperature=1.0, seed=3, max_tokens=40)
+    assert chat.choices[0].finish_reason == "stop"
+    check_person(chat.choices[0].message.content)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="test-model", prompt="mail: ", max_tokens=8,
+                                  extra_body={"structured_outputs": {"regex": pattern,
+                                                                     "complete_within_max_tokens": True}})
+    assert "complete_within_max_tokens" in e.value.body["message"], e.value.body
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="test-model", prompt="mail: ", max_tokens=8,
+                                  extra_body={"structured_outputs": {"regex": pattern,
+                                                                     "complete_within_max_tokens": "on"}})
+    assert e.value.body["param"] == "structured_outputs.complete_within_max_tokens", e.value.body
+
+
 def test_bad_constraints_are_400(server, client):
     for kwargs, param in [
             ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "wat"}}}},
