@@ -172,4 +172,40 @@ BudgetTables::BudgetTables(const CompiledGrammar& g, const VocabIndex& vocab) {
   all_single_bytes_ = std::all_of(std::begin(seen), std::end(seen), [](bool b) { return b; });
 }
 
+std::optional<std::vector<std::pair<uint32_t, uint32_t>>> costly_tokens(const CompiledGrammar& g,
+                                                                      const VocabIndex& v, const BudgetTables& t,
+                                                                      uint32_t state) {
+  if (!g.is_simple(state)) return std::nullopt;
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  std::vector<uint32_t> at{state};  // at[d]: the state after the first d bytes of `prev`
+  std::string_view prev;
+  const uint32_t base = t.dist(state);
+  for (uint32_t r = 0; r < v.num_ranks();) {
+    const std::string_view w = v.rank_bytes(r);
+    size_t d = 0;
+    const size_t lim = std::min(at.size() - 1, w.size());
+    while (d < lim && prev[d] == w[d]) ++d;
+    at.resize(d + 1);
+    prev = w;
+    bool dead = false;
+    for (; d < w.size(); ++d) {
+      const uint32_t next = g.step_simple(at.back(), uint8_t(w[d]));
+      if (next == UINT32_MAX) {
+        dead = true;
+        break;
+      }
+      if (!g.is_simple(next)) return std::nullopt;
+      at.push_back(next);
+    }
+    if (dead) {  // every token with these d + 1 bytes leaves the rule or dies
+      r = v.prefix_rank_end(r, d + 1);
+      continue;
+    }
+    if (t.dist(at.back()) > base) out.push_back({t.dist(at.back()), r});
+    ++r;
+  }
+  std::sort(out.begin(), out.end(), std::greater<>());
+  return out;
+}
+
 }  // namespace deepinfer::structured

@@ -31,6 +31,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "structured/compiled_grammar.h"
@@ -58,5 +60,15 @@ class BudgetTables {
   size_t horizon_ = 0;
   bool all_single_bytes_ = false;
 };
+
+// For a state from which the automaton is plain (no rule calls on any path a token
+// takes): every token readable from it inside its rule whose shortest completion of the
+// rule afterwards exceeds dist(state), as (that completion, rank), costliest first: in a
+// JSON string body, the tokens that end inside an escape or a UTF-8 sequence. Every other
+// token read inside costs at most dist(state). nullopt when a token meets a rule call.
+// One walk of the vocabulary with the automaton (TokenMasker caches it per state).
+std::optional<std::vector<std::pair<uint32_t, uint32_t>>> costly_tokens(const CompiledGrammar& grammar,
+                                                                      const VocabIndex& vocab,
+                                                                      const BudgetTables& tables, uint32_t state);
 
 }  // namespace deepinfer::structured

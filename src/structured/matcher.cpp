@@ -174,8 +174,8 @@ void GrammarMatcher::compute_costs(size_t j) {
   const auto items = parser_.set(j);
   std::vector<RuleCost> c;
   for (const EarleyParser::Item& it : items)
-    for (const auto& e : g.rule_edges(it.state)) c.push_back({e.rule, kInf, 0, 0});
-  if (j == 0 && g.num_rules() > 0) c.push_back({g.root(), kInf, 0, 0});
+    for (const auto& e : g.rule_edges(it.state)) c.push_back({e.rule, kInf, 0});
+  if (j == 0 && g.num_rules() > 0) c.push_back({g.root(), kInf, 0});
   std::sort(c.begin(), c.end(), [](const RuleCost& a, const RuleCost& b) { return a.rule < b.rule; });
   c.erase(std::unique(c.begin(), c.end(), [](const RuleCost& a, const RuleCost& b) { return a.rule == b.rule; }),
           c.end());
@@ -185,24 +185,24 @@ void GrammarMatcher::compute_costs(size_t j) {
   // The whole output is the root called at 0 by nobody: nothing follows it.
   if (j == 0 && g.num_rules() > 0) {
     RuleCost& r = find(g.root());
-    r.min = r.max = r.escape = 0;
+    r.min = r.escape = 0;
   }
-  // A caller (p, o) of R with return state t: after R, t must be finished (dist(t),
-  // or up to reach(t) after more bytes), then p's own callers at o.
+  // A caller (p, o) of R with return state t: after R, t must be finished (dist(t)),
+  // then p's own callers at o (their cheapest chain). A path that finishes R mid-token
+  // continues in the caller's frame at t: at most reach(t) there plus that chain, or it
+  // finishes p's rule too and escapes further.
   auto relax = [&](RuleCost& to, uint32_t t, const RuleCost& caller) {
     bool changed = false;
     const uint32_t mn = BudgetTables::add(bt.dist(t), caller.min);
-    const uint32_t mx = BudgetTables::add(bt.dist(t), caller.max);
-    const uint32_t es = std::max(BudgetTables::add(bt.reach(t), caller.max), caller.escape);
+    const uint32_t es = std::max(BudgetTables::add(bt.reach(t), caller.min), caller.escape);
     if (mn < to.min) to.min = mn, changed = true;
-    if (mx > to.max) to.max = mx, changed = true;
     if (es > to.escape) to.escape = es, changed = true;
     return changed;
   };
   // Callers that started before j have final costs; callers predicted at j itself
-  // depend on this set's own entries: iterate to the fixed point (min: shortest paths
-  // over at most |c| rules; max: if still rising after that, a cycle of predictions
-  // grows it without bound).
+  // depend on this set's own entries: iterate to the fixed point. Both converge within
+  // |c| + 1 rounds (min: shortest paths; escape: a maximum with no weights on the
+  // caller-to-callee edges); the guard only keeps a bug from looping.
   for (const EarleyParser::Item& it : items) {
     if (it.origin >= j || g.rule_edges(it.state).empty()) continue;
     const RuleCost caller = rule_cost(it.origin, g.state_rule(it.state));
@@ -218,7 +218,7 @@ void GrammarMatcher::compute_costs(size_t j) {
     }
   }
   if (changed)
-    for (RuleCost& r : c) r.max = r.escape = kInf;
+    for (RuleCost& r : c) r.escape = kInf;
   costs_.push_back(std::move(c));
 }
 
@@ -244,13 +244,14 @@ uint32_t GrammarMatcher::bound_last() {
   const size_t k = parser_.num_sets() - 1;
   if (g.num_rules() == 0) return BudgetTables::kInf;
   if (k == 0) return bt.reach(g.rule_start(g.root()));
-  // A path from an item either stays in the item's frame (reach of its state plus its
-  // costliest callers) or finishes the rule and continues in a caller's (escape).
+  // A token's path from an item either stays in the item's frame, ending in an item
+  // whose cheapest way out is at most reach(state) plus the item's own cheapest callers,
+  // or finishes the rule and continues in a caller's frame (escape).
   uint32_t bound = 0;
   for (const EarleyParser::Item& it : parser_.last_set()) {
     if (it.origin >= k) continue;
     const RuleCost& c = rule_cost(it.origin, g.state_rule(it.state));
-    bound = std::max({bound, BudgetTables::add(bt.reach(it.state), c.max), c.escape});
+    bound = std::max({bound, BudgetTables::add(bt.reach(it.state), c.min), c.escape});
   }
   return bound;
 }
@@ -280,17 +281,65 @@ bool GrammarMatcher::restrict_to_budget(std::span<uint32_t> words, int64_t token
   const uint32_t limit = uint32_t(std::min<int64_t>(tokens_left - 1, BudgetTables::kInf - 1));
   if (bound_last() <= limit) return true;  // no token can leave the budget
 
-  // Walk the allowed tokens in trie order, sharing prefixes; a prefix after which the
-  // bound fits proves its whole subtree.
+  // Tokens some kernel item reads inside its own rule end, along that path, at most
+  // reach(state) + the item's cheapest callers away from a match (the mask cache's
+  // ACCEPTED sets): where that fits, they are proven. Where it does not but the state's
+  // automaton is plain (a string body, a number), each such token's cost is known
+  // exactly: all but the costly ones (costly_tokens: inside an escape or a UTF-8
+  // sequence) are at most dist(state) and proven. The rest are checked by a walk.
+  const CompiledGrammar& g = masker_->grammar();
+  const BudgetTables& bt = tables();
+  const size_t k = parser_.num_sets() - 1;
+  proven_.assign(v.mask_words(), 0);
+  auto prove = [&](uint32_t state) {
+    const TokenMasker::Entry& e = masker_->entry(state);
+    for (size_t w = 0; w < e.accepted_words.size(); ++w) proven_[w] |= e.accepted_words[w];
+    for (int32_t id : e.accepted_ids) proven_[size_t(id) >> 5] |= uint32_t(1) << (id & 31);
+  };
+  std::vector<uint32_t> full;  // states whose accepted tokens all fit
+  if (k == 0) {
+    if (bt.reach(g.rule_start(g.root())) <= limit) full.push_back(g.rule_start(g.root()));
+  } else {
+    for (const EarleyParser::Item& it : parser_.last_set()) {
+      if (it.origin >= k) continue;
+      const uint32_t callers = rule_cost(it.origin, g.state_rule(it.state)).min;
+      if (BudgetTables::add(bt.reach(it.state), callers) <= limit) {
+        full.push_back(it.state);
+      } else if (g.is_simple(it.state) && BudgetTables::add(bt.dist(it.state), callers) <= limit) {
+        if (const auto* costly = masker_->budget_costly(it.state)) {
+          // Partial proofs first: taking a costly token back must not undo another
+          // item's full proof (it would only cost a check, but checks are the expense).
+          prove(it.state);
+          for (const auto& [cost, rank] : *costly) {
+            if (BudgetTables::add(cost, callers) <= limit) break;
+            for (int32_t id : v.rank_tokens(rank)) proven_[size_t(id) >> 5] &= ~(uint32_t(1) << (id & 31));
+          }
+        }
+      }
+    }
+  }
+  for (uint32_t s : full) prove(s);
+  if (eos >= 0) proven_[size_t(eos) >> 5] |= uint32_t(1) << (eos & 31);
+  // The ranks left to check, in trie order.
+  cand_.clear();
+  for (size_t w = 0; w < v.mask_words(); ++w) {
+    for (uint32_t bits = words[w] & ~proven_[w]; bits; bits &= bits - 1) {
+      const int32_t rank = v.token_rank(int64_t(w * 32 + size_t(__builtin_ctz(bits))));
+      if (rank >= 0) cand_.push_back(uint32_t(rank));
+    }
+  }
+  if (cand_.empty()) return true;
+  std::sort(cand_.begin(), cand_.end());
+  cand_.erase(std::unique(cand_.begin(), cand_.end()), cand_.end());
+
+  // Walk them sharing prefixes; a prefix after which the bound fits proves its subtree.
+  ++budget_walks_;
   saved_.assign(words.begin(), words.begin() + ptrdiff_t(v.mask_words()));
   const size_t base = parser_.num_sets();
   std::string_view prev;
   size_t depth = 0;  // bytes of `prev` currently pushed
-  for (uint32_t r = 0; r < v.num_ranks();) {
-    if (!test(v.rank_first_token(r))) {
-      ++r;
-      continue;
-    }
+  for (size_t i = 0; i < cand_.size();) {
+    const uint32_t r = cand_[i];
     const std::string_view w = v.rank_bytes(r);
     size_t lcp = 0;
     const size_t lim = std::min(depth, w.size());
@@ -311,12 +360,13 @@ bool GrammarMatcher::restrict_to_budget(std::span<uint32_t> words, int64_t token
       }
     }
     if (proven) {
-      r = v.prefix_rank_end(r, depth);
+      const uint32_t end = v.prefix_rank_end(r, depth);
+      i = size_t(std::lower_bound(cand_.begin() + ptrdiff_t(i) + 1, cand_.end(), end) - cand_.begin());
       continue;
     }
     // An allowed token is viable; `dead` is only a guard.
     if (dead || min_bytes_last() > limit) clear(r);
-    ++r;
+    ++i;
   }
   truncate(base);
   bool any = false;

@@ -73,6 +73,8 @@ class GrammarMatcher {
   // might leave the budget are the allowed tokens walked with the parser (shared
   // prefixes, subtrees whose bound fits skipped).
   bool restrict_to_budget(std::span<uint32_t> words, int64_t tokens_left);
+  // How many restrict_to_budget calls walked tokens (the bound did not settle them).
+  size_t budget_walks() const { return budget_walks_; }
   bool is_terminated() const { return steps_.back().terminated; }
 
  private:
@@ -80,12 +82,13 @@ class GrammarMatcher {
     size_t num_sets;
     bool terminated;
   };
-  // Per Earley set j and rule R called there: the cheapest (min) and costliest (max)
-  // completion of the callers waiting at j for R, once R is done, and `escape`, a bound
-  // on the completion cost of a path that finishes R and then reads up to horizon bytes
-  // in some caller's frame (reach() of the caller's return state plus the max above it).
+  // Per Earley set j and rule R called there: the cheapest completion of the callers
+  // waiting at j for R, once R is done (min), and `escape`, a bound on the cheapest
+  // completion after a path that finishes R and then reads up to horizon() bytes in
+  // some caller's frame (reach() of the caller's return state plus the caller's own min,
+  // or the caller's escape).
   struct RuleCost {
-    uint32_t rule, min, max, escape;
+    uint32_t rule, min, escape;
   };
 
   const BudgetTables& tables();
@@ -103,7 +106,8 @@ class GrammarMatcher {
   std::vector<uint32_t> kernels_, candidates_;
   const BudgetTables* tables_ = nullptr;
   std::vector<std::vector<RuleCost>> costs_;  // sets [0, costs_.size()) of the current parse
-  std::vector<uint32_t> saved_;
+  std::vector<uint32_t> saved_, proven_, cand_;
+  size_t budget_walks_ = 0;
 };
 
 }  // namespace deepinfer::structured

@@ -29,6 +29,22 @@ const BudgetTables& TokenMasker::budget() {
   return *budget_;
 }
 
+const std::vector<std::pair<uint32_t, uint32_t>>* TokenMasker::budget_costly(uint32_t state) {
+  const BudgetTables& t = budget();
+  {
+    std::lock_guard<std::mutex> lk(costly_mu_);
+    auto it = costly_.find(state);
+    if (it != costly_.end()) return it->second.get();
+  }
+  // Walk outside the lock; two threads may both compute it, the first to insert wins.
+  auto c = costly_tokens(*grammar_, *vocab_, t, state);
+  std::unique_ptr<const std::vector<std::pair<uint32_t, uint32_t>>> p;
+  if (c) p = std::make_unique<const std::vector<std::pair<uint32_t, uint32_t>>>(std::move(*c));
+  std::lock_guard<std::mutex> lk(costly_mu_);
+  auto [it, inserted] = costly_.emplace(state, std::move(p));
+  return it->second.get();
+}
+
 namespace {
 
 std::unique_ptr<MaskEntry> make_entry(const VocabIndex& v, const std::vector<uint32_t>& accepted,
