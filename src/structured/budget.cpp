@@ -172,12 +172,13 @@ BudgetTables::BudgetTables(const CompiledGrammar& g, const VocabIndex& vocab) {
   all_single_bytes_ = std::all_of(std::begin(seen), std::end(seen), [](bool b) { return b; });
 }
 
-std::optional<std::vector<std::pair<uint32_t, uint32_t>>> costly_tokens(const CompiledGrammar& g,
-                                                                      const VocabIndex& v, const BudgetTables& t,
-                                                                      uint32_t state) {
+std::optional<LocalCosts> local_costs(const CompiledGrammar& g, const VocabIndex& v, const BudgetTables& t,
+                                      uint32_t state) {
   if (!g.is_simple(state)) return std::nullopt;
-  std::vector<std::pair<uint32_t, uint32_t>> out;
+  LocalCosts out;
+  const ByteSet& follow = g.rule_follow(g.state_rule(state));
   std::vector<uint32_t> at{state};  // at[d]: the state after the first d bytes of `prev`
+  std::vector<uint8_t> mixed{0};    // mixed[d]: a finish with a follow byte next within them
   std::string_view prev;
   const uint32_t base = t.dist(state);
   for (uint32_t r = 0; r < v.num_ranks();) {
@@ -186,25 +187,40 @@ std::optional<std::vector<std::pair<uint32_t, uint32_t>>> costly_tokens(const Co
     const size_t lim = std::min(at.size() - 1, w.size());
     while (d < lim && prev[d] == w[d]) ++d;
     at.resize(d + 1);
+    mixed.resize(d + 1);
     prev = w;
-    bool dead = false;
+    bool dead = false, calls = false;
     for (; d < w.size(); ++d) {
-      const uint32_t next = g.step_simple(at.back(), uint8_t(w[d]));
+      const uint8_t b = uint8_t(w[d]);
+      const uint32_t next = g.step_simple(at.back(), b);
       if (next == UINT32_MAX) {
         dead = true;
         break;
       }
-      if (!g.is_simple(next)) return std::nullopt;
+      if (!g.is_simple(next)) {
+        calls = true;
+        break;
+      }
+      mixed.push_back(mixed.back() | uint8_t(g.is_final(at.back()) && follow.test(b)));
       at.push_back(next);
     }
     if (dead) {  // every token with these d + 1 bytes leaves the rule or dies
       r = v.prefix_rank_end(r, d + 1);
       continue;
     }
-    if (t.dist(at.back()) > base) out.push_back({t.dist(at.back()), r});
+    if (calls) {  // these d + 1 bytes reach a rule call: no plain cost, left to the walk
+      const uint32_t end = v.prefix_rank_end(r, d + 1);
+      for (; r < end; ++r) out.calls.push_back(r);
+      continue;
+    }
+    const uint32_t cost = t.dist(at.back());
+    if (cost > base) out.above.push_back({cost, r});
+    if (mixed.back()) out.mixed.push_back(r);
+    if (cost < base) out.below.push_back({cost, r});
     ++r;
   }
-  std::sort(out.begin(), out.end(), std::greater<>());
+  std::sort(out.above.begin(), out.above.end(), std::greater<>());
+  std::sort(out.below.begin(), out.below.end());
   return out;
 }
 

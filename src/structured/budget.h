@@ -61,14 +61,23 @@ class BudgetTables {
   bool all_single_bytes_ = false;
 };
 
-// For a state from which the automaton is plain (no rule calls on any path a token
-// takes): every token readable from it inside its rule whose shortest completion of the
-// rule afterwards exceeds dist(state), as (that completion, rank), costliest first: in a
-// JSON string body, the tokens that end inside an escape or a UTF-8 sequence. Every other
-// token read inside costs at most dist(state). nullopt when a token meets a rule call.
-// One walk of the vocabulary with the automaton (TokenMasker caches it per state).
-std::optional<std::vector<std::pair<uint32_t, uint32_t>>> costly_tokens(const CompiledGrammar& grammar,
-                                                                      const VocabIndex& vocab,
-                                                                      const BudgetTables& tables, uint32_t state);
+// The tokens readable inside the rule from a simple state (no rule calls), by the
+// shortest completion of the rule after them (`cost`; the automaton is deterministic
+// while it makes no calls, so this is exact along the inside path):
+//   above:  cost > dist(state), costliest first (in a JSON string body: tokens that end
+//           inside an escape or a UTF-8 sequence);
+//   below:  cost < dist(state), cheapest first (e.g. tokens that close the string);
+//   mixed:  ranks that can also finish the rule mid-token and go on in the caller (a
+//           final state passed with a follow byte next), whatever their cost; sorted;
+//   calls:  ranks that reach a state with rule calls: no plain cost; sorted.
+// Every other token read inside costs exactly dist(state).
+struct LocalCosts {
+  std::vector<std::pair<uint32_t, uint32_t>> above, below;  // (cost, rank)
+  std::vector<uint32_t> mixed, calls;
+};
+// nullopt when the state itself has rule calls. One walk of the vocabulary with the
+// automaton (TokenMasker caches it per state).
+std::optional<LocalCosts> local_costs(const CompiledGrammar& grammar, const VocabIndex& vocab,
+                                      const BudgetTables& tables, uint32_t state);
 
 }  // namespace deepinfer::structured

@@ -280,13 +280,14 @@ bool GrammarMatcher::restrict_to_budget(std::span<uint32_t> words, int64_t token
   }
   const uint32_t limit = uint32_t(std::min<int64_t>(tokens_left - 1, BudgetTables::kInf - 1));
   if (bound_last() <= limit) return true;  // no token can leave the budget
+  original_.assign(words.begin(), words.begin() + ptrdiff_t(v.mask_words()));
 
   // Tokens some kernel item reads inside its own rule end, along that path, at most
   // reach(state) + the item's cheapest callers away from a match (the mask cache's
   // ACCEPTED sets): where that fits, they are proven. Where it does not but the state's
   // automaton is plain (a string body, a number), each such token's cost is known
-  // exactly: all but the costly ones (costly_tokens: inside an escape or a UTF-8
-  // sequence) are at most dist(state) and proven. The rest are checked by a walk.
+  // exactly (local_costs): all but the `above` ones cost at most dist(state) and are
+  // proven. The rest are checked by a walk.
   const CompiledGrammar& g = masker_->grammar();
   const BudgetTables& bt = tables();
   const size_t k = parser_.num_sets() - 1;
@@ -296,23 +297,86 @@ bool GrammarMatcher::restrict_to_budget(std::span<uint32_t> words, int64_t token
     for (size_t w = 0; w < e.accepted_words.size(); ++w) proven_[w] |= e.accepted_words[w];
     for (int32_t id : e.accepted_ids) proven_[size_t(id) >> 5] |= uint32_t(1) << (id & 31);
   };
+  auto set_rank = [&](std::vector<uint32_t>& bits, uint32_t rank, bool on) {
+    for (int32_t id : v.rank_tokens(rank)) {
+      if (on) bits[size_t(id) >> 5] |= uint32_t(1) << (id & 31);
+      else bits[size_t(id) >> 5] &= ~(uint32_t(1) << (id & 31));
+    }
+  };
   std::vector<uint32_t> full;  // states whose accepted tokens all fit
   if (k == 0) {
     if (bt.reach(g.rule_start(g.root())) <= limit) full.push_back(g.rule_start(g.root()));
   } else {
-    for (const EarleyParser::Item& it : parser_.last_set()) {
-      if (it.origin >= k) continue;
-      const uint32_t callers = rule_cost(it.origin, g.state_rule(it.state)).min;
-      if (BudgetTables::add(bt.reach(it.state), callers) <= limit) {
-        full.push_back(it.state);
-      } else if (g.is_simple(it.state) && BudgetTables::add(bt.dist(it.state), callers) <= limit) {
-        if (const auto* costly = masker_->budget_costly(it.state)) {
-          // Partial proofs first: taking a costly token back must not undo another
-          // item's full proof (it would only cost a check, but checks are the expense).
-          prove(it.state);
-          for (const auto& [cost, rank] : *costly) {
+    const auto items = parser_.last_set();
+    // Every item in a plain state (string bodies, keys, numbers): a token read inside
+    // state s reaches exactly one state, so along that path its shortest completion is
+    // exactly its local cost plus s's cheapest callers, and the new parse's minimum is
+    // the minimum over the states that read it inside -- unless some state could also
+    // finish its rule mid-token (`mixed`) or the token reaches a rule call (`calls`):
+    // those are left to the walk, as are the tokens no state reads inside (the mask
+    // cache's uncertain ones). Every other token is decided here: it stays iff some
+    // state's cost for it fits.
+    std::vector<std::pair<uint32_t, uint32_t>> states;  // (state, cheapest callers)
+    bool plain = true;
+    for (const EarleyParser::Item& it : items) {
+      if (it.origin >= k || !g.is_simple(it.state)) {
+        plain = false;
+        break;
+      }
+      const uint32_t c = rule_cost(it.origin, g.state_rule(it.state)).min;
+      auto same = std::find_if(states.begin(), states.end(), [&](const auto& p) { return p.first == it.state; });
+      if (same == states.end()) states.push_back({it.state, c});
+      else same->second = std::min(same->second, c);
+    }
+    std::vector<const LocalCosts*> lcs;
+    for (size_t i = 0; plain && i < states.size(); ++i) {
+      lcs.push_back(masker_->budget_local_costs(states[i].first));
+      plain = lcs.back() != nullptr;
+    }
+    if (plain) {
+      std::vector<uint32_t>& inside = saved_;  // scratch
+      inside.assign(v.mask_words(), 0);
+      risky_.assign(v.mask_words(), 0);
+      for (size_t i = 0; i < states.size(); ++i) {
+        const auto [state, callers] = states[i];
+        const TokenMasker::Entry& e = masker_->entry(state);
+        scratch_.assign(v.mask_words(), 0);  // this state's accepted tokens
+        for (size_t w = 0; w < e.accepted_words.size(); ++w) scratch_[w] = e.accepted_words[w];
+        for (int32_t id : e.accepted_ids) scratch_[size_t(id) >> 5] |= uint32_t(1) << (id & 31);
+        for (size_t w = 0; w < v.mask_words(); ++w) inside[w] |= scratch_[w];
+        for (uint32_t rank : lcs[i]->mixed) set_rank(risky_, rank, true);
+        for (uint32_t rank : lcs[i]->calls) set_rank(risky_, rank, true);
+        if (BudgetTables::add(bt.dist(state), callers) <= limit) {
+          for (const auto& [cost, rank] : lcs[i]->above) {
             if (BudgetTables::add(cost, callers) <= limit) break;
-            for (int32_t id : v.rank_tokens(rank)) proven_[size_t(id) >> 5] &= ~(uint32_t(1) << (id & 31));
+            set_rank(scratch_, rank, false);
+          }
+          for (uint32_t rank : lcs[i]->calls) set_rank(scratch_, rank, false);
+          for (size_t w = 0; w < v.mask_words(); ++w) proven_[w] |= scratch_[w];
+        } else {
+          for (const auto& [cost, rank] : lcs[i]->below) {
+            if (BudgetTables::add(cost, callers) > limit) break;
+            set_rank(proven_, rank, true);
+          }
+        }
+      }
+      for (size_t w = 0; w < v.mask_words(); ++w) words[w] &= ~(inside[w] & ~proven_[w] & ~risky_[w]);
+    } else {
+      for (const EarleyParser::Item& it : items) {
+        if (it.origin >= k) continue;
+        const uint32_t mine = rule_cost(it.origin, g.state_rule(it.state)).min;
+        if (BudgetTables::add(bt.reach(it.state), mine) <= limit) {
+          full.push_back(it.state);
+        } else if (g.is_simple(it.state) && BudgetTables::add(bt.dist(it.state), mine) <= limit) {
+          if (const LocalCosts* own = masker_->budget_local_costs(it.state)) {
+            // Partial proofs first: taking a costly token back must not undo another
+            // item's full proof (it would only cost a check, but checks are the expense).
+            prove(it.state);
+            for (const auto& [cost, rank] : own->above) {
+              if (BudgetTables::add(cost, mine) <= limit) break;
+              set_rank(proven_, rank, false);
+            }
+            for (uint32_t rank : own->calls) set_rank(proven_, rank, false);
           }
         }
       }
@@ -328,13 +392,11 @@ bool GrammarMatcher::restrict_to_budget(std::span<uint32_t> words, int64_t token
       if (rank >= 0) cand_.push_back(uint32_t(rank));
     }
   }
-  if (cand_.empty()) return true;
   std::sort(cand_.begin(), cand_.end());
   cand_.erase(std::unique(cand_.begin(), cand_.end()), cand_.end());
 
   // Walk them sharing prefixes; a prefix after which the bound fits proves its subtree.
-  ++budget_walks_;
-  saved_.assign(words.begin(), words.begin() + ptrdiff_t(v.mask_words()));
+  if (!cand_.empty()) ++budget_walks_;
   const size_t base = parser_.num_sets();
   std::string_view prev;
   size_t depth = 0;  // bytes of `prev` currently pushed
@@ -372,7 +434,7 @@ bool GrammarMatcher::restrict_to_budget(std::span<uint32_t> words, int64_t token
   bool any = false;
   for (size_t i = 0; i < v.mask_words() && !any; ++i) any = words[i] != 0;
   if (!any) {
-    std::copy(saved_.begin(), saved_.end(), words.begin());
+    std::copy(original_.begin(), original_.end(), words.begin());
     return false;
   }
   return true;

@@ -106,7 +106,7 @@ class GrammarMatcher {
   std::vector<uint32_t> kernels_, candidates_;
   const BudgetTables* tables_ = nullptr;
   std::vector<std::vector<RuleCost>> costs_;  // sets [0, costs_.size()) of the current parse
-  std::vector<uint32_t> saved_, proven_, cand_;
+  std::vector<uint32_t> saved_, original_, proven_, cand_, risky_, scratch_;
   size_t budget_walks_ = 0;
 };
 

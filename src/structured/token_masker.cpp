@@ -29,19 +29,19 @@ const BudgetTables& TokenMasker::budget() {
   return *budget_;
 }
 
-const std::vector<std::pair<uint32_t, uint32_t>>* TokenMasker::budget_costly(uint32_t state) {
+const LocalCosts* TokenMasker::budget_local_costs(uint32_t state) {
   const BudgetTables& t = budget();
   {
     std::lock_guard<std::mutex> lk(costly_mu_);
-    auto it = costly_.find(state);
-    if (it != costly_.end()) return it->second.get();
+    auto it = local_costs_.find(state);
+    if (it != local_costs_.end()) return it->second.get();
   }
   // Walk outside the lock; two threads may both compute it, the first to insert wins.
-  auto c = costly_tokens(*grammar_, *vocab_, t, state);
-  std::unique_ptr<const std::vector<std::pair<uint32_t, uint32_t>>> p;
-  if (c) p = std::make_unique<const std::vector<std::pair<uint32_t, uint32_t>>>(std::move(*c));
+  auto c = local_costs(*grammar_, *vocab_, t, state);
+  std::unique_ptr<const LocalCosts> p;
+  if (c) p = std::make_unique<const LocalCosts>(std::move(*c));
   std::lock_guard<std::mutex> lk(costly_mu_);
-  auto [it, inserted] = costly_.emplace(state, std::move(p));
+  auto [it, inserted] = local_costs_.emplace(state, std::move(p));
   return it->second.get();
 }
 

@@ -80,8 +80,8 @@ class TokenMasker {
   // The shortest-completion tables (structured/budget.h), computed on first use: only
   // requests that generate within a token budget need them.
   const BudgetTables& budget();
-  // costly_tokens(state) (budget.h), computed on first use; null where it is nullopt.
-  const std::vector<std::pair<uint32_t, uint32_t>>* budget_costly(uint32_t state);
+  // local_costs(state) (budget.h), computed on first use; null where it is nullopt.
+  const LocalCosts* budget_local_costs(uint32_t state);
 
   // Fragments larger than this many states are not keyed (the key costs a walk of them).
   static constexpr size_t kMaxFragmentStates = 512;
@@ -137,7 +137,7 @@ class TokenMasker {
   std::once_flag budget_once_;
   std::unique_ptr<const BudgetTables> budget_;
   std::mutex costly_mu_;
-  std::unordered_map<uint32_t, std::unique_ptr<const std::vector<std::pair<uint32_t, uint32_t>>>> costly_;
+  std::unordered_map<uint32_t, std::unique_ptr<const LocalCosts>> local_costs_;
   std::unique_ptr<std::atomic<const Entry*>[]> entries_;  // not owning
   std::mutex mu_;
   std::vector<std::shared_ptr<const Entry>> owned_;

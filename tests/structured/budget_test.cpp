@@ -266,6 +266,28 @@ TEST(Budget, FiltersTokensThatOpenTooMuch) {
   EXPECT_EQ(mask, before);
 }
 
+TEST(Budget, TokensThatCanFinishTheRuleMidwayKeepThatPath) {
+  // After "y", the token "yx" read inside `a` commits to "zzzzz", but it can also end
+  // `a` after its first byte and let the caller read the "x": the match is then complete.
+  auto g = compile_gbnf("root ::= a \"x\"\na ::= \"yy\" | \"yyxzzzzz\"\n");
+  TokenVocab tv;
+  for (int b = 0; b < 256; ++b) tv.token_bytes.push_back(std::string(1, char(b)));
+  tv.token_bytes.push_back("yx");
+  tv.token_bytes.push_back("yxz");
+  tv.token_bytes.push_back("</s>");
+  tv.eos_id = 258;
+  GrammarMatcher m(std::make_shared<TokenMasker>(g, std::make_shared<VocabIndex>(tv)));
+  ASSERT_TRUE(m.accept_bytes("y"));
+  EXPECT_EQ(m.min_bytes_to_accept(), 2u);
+  std::vector<uint32_t> mask(m.mask_words());
+  m.fill_next_token_bitmask(mask);
+  ASSERT_TRUE(bit(mask, 256) && bit(mask, 257) && bit(mask, 'y'));
+  EXPECT_TRUE(m.restrict_to_budget(mask, 3));
+  EXPECT_TRUE(bit(mask, 256));   // "yx": complete at once
+  EXPECT_FALSE(bit(mask, 257));  // "yxz": needs "zzzz"
+  EXPECT_TRUE(bit(mask, 'y'));
+}
+
 TEST(Budget, RollbackKeepsDistancesExact) {
   auto g = compile_gbnf("root ::= \"[\" (root (\",\" root)*)? \"]\"\n");
   GrammarMatcher m = matcher_for(g);
