@@ -19,7 +19,8 @@ writing code, and in an object or array without maxProperties/maxItems it may ke
 members. Without the option such output ends with "length" (a valid prefix, not a
 document); measured 2026-11-30 before the option: 1 of 100 on this seed and prompt (ref/11,
 extra properties with short code-like keys), 3 with seeds 7 and 99, 6 with a `json.loads`
-prompt. With it, all 100 must finish with "stop" and validate: there is no tolerance.
+prompt. With it, all 100 must finish with "stop" and validate: there is no tolerance
+(results: bench/results/2026-11-30-structured-generation.md).
 With DEEPINFER_SUITE_COMPARE=1 the same requests also run without the option and the
 number that would not have finished is printed.
 
