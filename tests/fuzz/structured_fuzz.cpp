@@ -1,7 +1,8 @@
 // libFuzzer target for the structured-output front ends and matcher. The first byte
 // picks the front end (regex, GBNF, JSON Schema); the rest is the constraint text. A
 // compiled constraint is then exercised: whole-string matching and a few mask steps on
-// a small vocabulary. Any outcome but success or InputError is a bug.
+// a small vocabulary, under a token budget (restrict_to_budget). Any outcome but success
+// or InputError is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -54,8 +55,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     matches(*g, "");
     GrammarMatcher m(std::make_shared<TokenMasker>(g, small_vocab()));
     std::vector<uint32_t> mask(m.mask_words());
+    // Generation within a budget of 12 tokens: the filter keeps a subset of the mask
+    // (nothing outside it) whenever the shortest completion still fits.
+    const int64_t budget = 12;
     for (int step = 0; step < 8 && !m.is_terminated(); ++step) {
       m.fill_next_token_bitmask(mask);
+      const std::vector<uint32_t> plain = mask;
+      const bool fits = int64_t(m.min_bytes_to_accept()) <= budget - step;
+      const bool guaranteed = m.restrict_to_budget(mask, budget - step);
+      if (guaranteed != fits || (!guaranteed && mask != plain)) __builtin_trap();
+      for (size_t w = 0; w < mask.size(); ++w)
+        if (mask[w] & ~plain[w]) __builtin_trap();
       m.jump_forward_bytes(16);
       int64_t pick = -1;
       for (size_t id = (step * 37) % small_vocab()->vocab_size(), k = 0; k < small_vocab()->vocab_size(); ++k) {
