@@ -188,8 +188,14 @@ int64_t Cache::compiles() const {
 }
 
 void check_budget(structured::TokenMasker& masker, const StructuredConstraint& c, int64_t max_tokens) {
-  const structured::BudgetTables& bt = masker.budget();
   const structured::CompiledGrammar& g = masker.grammar();
+  // The tables cost a pass over the grammar per byte of the longest token: refuse what
+  // would take seconds (a grammar near the compile caps) instead of stalling the engine.
+  const uint64_t work = uint64_t(g.num_states()) * uint64_t(masker.vocab().max_token_bytes() + 1);
+  DI_CHECK_INPUT(work <= kMaxBudgetWork, "complete_within_max_tokens: the ", kind_name(c.kind), " constraint has ",
+                 g.num_states(), " automaton states, too many for generation within a budget (at most ",
+                 kMaxBudgetWork / (masker.vocab().max_token_bytes() + 1), " with this vocabulary)");
+  const structured::BudgetTables& bt = masker.budget();
   const uint32_t shortest = g.num_rules() ? bt.rule_min(g.root()) : structured::BudgetTables::kInf;
   DI_CHECK_INPUT(int64_t(shortest) <= max_tokens, "complete_within_max_tokens: the shortest output of this ",
                  kind_name(c.kind), " constraint is ", shortest, " bytes, and max_tokens (", max_tokens,

@@ -75,6 +75,9 @@ namespace constraints {
 constexpr int64_t kMaxWhitespace = 64;   // largest max_whitespace a request may ask for
 constexpr size_t kMaxChoices = 4096;     // choice constraint: number of strings
 constexpr size_t kCacheCapacity = 32;    // compiled grammars (with their mask caches) per engine
+// complete_within_max_tokens: automaton states x (longest token + 1) the budget tables
+// may cost (structured/budget.h), about a second of work at the cap.
+constexpr uint64_t kMaxBudgetWork = uint64_t(64) << 20;
 
 // Validates the constraint's own fields and compiles it. InputError with the
 // compiler's message (prefixed by the kind) when it is invalid.
@@ -120,7 +123,8 @@ inline bool within_budget(const StructuredConstraint& c, bool engine_default) {
 }
 
 // For a request that generates within its budget: InputError when no complete match fits
-// in max_tokens tokens of one byte each (the constraint's shortest output is longer).
+// in max_tokens tokens of one byte each (the constraint's shortest output is longer), or
+// when the grammar is too large for the budget tables (kMaxBudgetWork).
 void check_budget(structured::TokenMasker& masker, const StructuredConstraint& c, int64_t max_tokens);
 
 // One request's constraint state. Not thread-safe; different requests may be driven

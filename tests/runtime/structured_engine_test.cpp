@@ -437,6 +437,28 @@ TEST(StructuredEngine, CacheSharesCompiledGrammarsAndIsBounded) {
   EXPECT_THROW(cache.get(constraint(Kind::kRegex, "(")), InputError);
 }
 
+// The budget tables' cost is capped: states x (longest token + 1) <= kMaxBudgetWork.
+TEST(StructuredEngine, BudgetTablesRefuseHugeWork) {
+  constraints::Cache cache([] {
+    structured::TokenVocab v;
+    for (int b = 0; b < 256; ++b) v.token_bytes.push_back(std::string(1, char(b)));
+    v.token_bytes.push_back(std::string(60000, 'a'));  // a 60,000-byte token
+    v.token_bytes.push_back("");
+    v.eos_id = 257;
+    return v;
+  });
+  const StructuredConstraint small = constraint(Kind::kRegex, "[a-z]{20}");
+  EXPECT_NO_THROW(constraints::check_budget(*cache.get(small), small, 20));
+  EXPECT_THROW(constraints::check_budget(*cache.get(small), small, 19), InputError);
+  const StructuredConstraint big = constraint(Kind::kRegex, "[a-z]{2000}");
+  try {
+    constraints::check_budget(*cache.get(big), big, 5000);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("too many for generation within a budget"), std::string::npos) << e.what();
+  }
+}
+
 // The request fields of constraint_fields.h.
 TEST(StructuredFields, ParsesEveryForm) {
   using nlohmann::json;
