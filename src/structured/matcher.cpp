@@ -190,33 +190,39 @@ void GrammarMatcher::compute_costs(size_t j) {
   // A caller (p, o) of R with return state t: after R, t must be finished (dist(t)),
   // then p's own callers at o (their cheapest chain). A path that finishes R mid-token
   // continues in the caller's frame at t: at most reach(t) there plus that chain, or it
-  // finishes p's rule too and escapes further.
-  auto relax = [&](RuleCost& to, uint32_t t, const RuleCost& caller) {
+  // finishes p's rule too and escapes further. Callers that started before j have final
+  // costs; callers predicted at j itself depend on this set's own entries, so each
+  // quantity is iterated to its fixed point, the minima first (the escape bound reads
+  // them): min is a shortest path over at most |c| rules, escape a maximum without
+  // weights on the caller-to-callee edges, so both settle within |c| + 1 rounds; the
+  // round limit only keeps a bug from looping (escape then becomes unbounded: sound).
+  auto each_caller = [&](bool same_set, auto&& relax) {
     bool changed = false;
-    const uint32_t mn = BudgetTables::add(bt.dist(t), caller.min);
-    const uint32_t es = std::max(BudgetTables::add(bt.reach(t), caller.min), caller.escape);
-    if (mn < to.min) to.min = mn, changed = true;
-    if (es > to.escape) to.escape = es, changed = true;
-    return changed;
-  };
-  // Callers that started before j have final costs; callers predicted at j itself
-  // depend on this set's own entries: iterate to the fixed point. Both converge within
-  // |c| + 1 rounds (min: shortest paths; escape: a maximum with no weights on the
-  // caller-to-callee edges); the guard only keeps a bug from looping.
-  for (const EarleyParser::Item& it : items) {
-    if (it.origin >= j || g.rule_edges(it.state).empty()) continue;
-    const RuleCost caller = rule_cost(it.origin, g.state_rule(it.state));
-    for (const auto& e : g.rule_edges(it.state)) relax(find(e.rule), e.to, caller);
-  }
-  bool changed = true;
-  for (size_t round = 0; changed && round <= c.size() + 1; ++round) {
-    changed = false;
     for (const EarleyParser::Item& it : items) {
-      if (it.origin != j || g.rule_edges(it.state).empty()) continue;
-      const RuleCost caller = find(g.state_rule(it.state));
+      if ((same_set ? it.origin != j : it.origin >= j) || g.rule_edges(it.state).empty()) continue;
+      const RuleCost caller = same_set ? find(g.state_rule(it.state)) : rule_cost(it.origin, g.state_rule(it.state));
       for (const auto& e : g.rule_edges(it.state)) changed |= relax(find(e.rule), e.to, caller);
     }
+    return changed;
+  };
+  auto relax_min = [&](RuleCost& to, uint32_t t, const RuleCost& caller) {
+    const uint32_t mn = BudgetTables::add(bt.dist(t), caller.min);
+    if (mn >= to.min) return false;
+    to.min = mn;
+    return true;
+  };
+  auto relax_escape = [&](RuleCost& to, uint32_t t, const RuleCost& caller) {
+    const uint32_t es = std::max(BudgetTables::add(bt.reach(t), caller.min), caller.escape);
+    if (es <= to.escape) return false;
+    to.escape = es;
+    return true;
+  };
+  each_caller(false, relax_min);
+  for (size_t round = 0; round <= c.size() + 1 && each_caller(true, relax_min); ++round) {
   }
+  each_caller(false, relax_escape);
+  bool changed = true;
+  for (size_t round = 0; changed && round <= c.size() + 1; ++round) changed = each_caller(true, relax_escape);
   if (changed)
     for (RuleCost& r : c) r.escape = kInf;
   costs_.push_back(std::move(c));
