@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +70,48 @@ TEST(GenerateCommand, OneLinePerSampleAndNoProgressBarWithoutTerminal) {
   EXPECT_NE(lines[1]["token_ids"], lines[2]["token_ids"]);
   EXPECT_EQ(lines[4]["id"], "c");
   EXPECT_NE(lines[4]["error"].get<std::string>().find("n must be in [1, 128]"), std::string::npos);
+}
+
+// --complete-within-max-tokens on is the default for lines that leave it unset: with
+// max_tokens the regex's shortest output (9 bytes), those lines end complete ("stop");
+// a line may turn it off; a line whose max_tokens is below the shortest output gets an
+// error; a bad flag value fails the command.
+TEST(GenerateCommand, CompleteWithinMaxTokensDefault) {
+  const std::string in = ::testing::TempDir() + "/generate_budget_in.jsonl";
+  const std::string out = ::testing::TempDir() + "/generate_budget_out.jsonl";
+  {
+    std::ofstream f(in);
+    const std::string re = R"J("[a-z]{3,}@[a-z]+\\.(com|org)")J";  // JSON text of the regex
+    for (int seed = 0; seed < 4; ++seed)
+      f << R"J({"id": "on)J" << seed << R"J(", "prompt": "mail: ", "max_tokens": 9, "temperature": 1.0, "seed": )J"
+        << seed << R"J(, "guided_regex": )J" << re << "}\n";
+    f << R"J({"id": "short", "prompt": "mail: ", "max_tokens": 8, "guided_regex": )J" << re << "}\n";
+    f << R"J({"id": "off", "prompt": "mail: ", "max_tokens": 8, "structured_outputs": {"regex": )J" << re
+      << R"J(, "complete_within_max_tokens": false}})J" << "\n";
+  }
+  const std::string cmd = std::string(DEEPINFER_BINARY) + " generate --model " + kModel + " --input " + in +
+                          " --output " + out + " --complete-within-max-tokens on 2>/dev/null";
+  ASSERT_EQ(run(cmd), 0);
+  std::ifstream f(out);
+  std::map<std::string, nlohmann::json> lines;
+  for (std::string line; std::getline(f, line);) {
+    auto j = nlohmann::json::parse(line);
+    lines[j["id"].get<std::string>()] = j;
+  }
+  ASSERT_EQ(lines.size(), 6u);
+  for (int seed = 0; seed < 4; ++seed) {
+    const auto& j = lines["on" + std::to_string(seed)];
+    EXPECT_EQ(j["finish_reason"], "stop") << j.dump();
+    const std::string text = j["text"].get<std::string>();
+    EXPECT_NE(text.find('@'), std::string::npos) << text;
+    EXPECT_TRUE(text.size() >= 9 && (text.ends_with(".com") || text.ends_with(".org"))) << text;
+  }
+  EXPECT_NE(lines["short"]["error"].get<std::string>().find("complete_within_max_tokens"), std::string::npos)
+      << lines["short"].dump();
+  EXPECT_FALSE(lines["off"].contains("error")) << lines["off"].dump();  // no guarantee asked: runs
+  EXPECT_NE(run(std::string(DEEPINFER_BINARY) + " generate --model " + kModel + " --input " + in +
+                " --complete-within-max-tokens yes 2>/dev/null"),
+            0);
 }
 
 TEST(GenerateCommand, ProgressBarOnATerminal) {

@@ -26,6 +26,7 @@ TEST(ServeFlags, DefaultsBindToLoopback) {
   EXPECT_FALSE(o.engine.batch_invariant);
   EXPECT_TRUE(o.engine.async_scheduling);
   EXPECT_TRUE(o.engine.cuda_graphs);
+  EXPECT_FALSE(o.engine.complete_within_max_tokens);
 }
 
 TEST(ServeFlags, EngineOptionsReachTheEngine) {
@@ -39,12 +40,14 @@ TEST(ServeFlags, EngineOptionsReachTheEngine) {
   EXPECT_EQ(o.engine.max_num_seqs, 8);
   EXPECT_FALSE(o.engine.enable_prefix_caching);
   EXPECT_EQ(o.engine.swa_replay, 128);
+  EXPECT_TRUE(parse({"--complete-within-max-tokens", "on"}).engine.complete_within_max_tokens);
 }
 
 TEST(ServeFlags, BadValuesAreInputErrors) {
   EXPECT_THROW(parse({"--batch-invariant", "yes"}), InputError);
   EXPECT_THROW(parse({"--async-scheduling", "maybe"}), InputError);
   EXPECT_THROW(parse({"--cuda-graphs", "sometimes"}), InputError);
+  EXPECT_THROW(parse({"--complete-within-max-tokens", "true"}), InputError);
   EXPECT_THROW(parse({"--port", "70000"}), InputError);
   EXPECT_THROW(parse({"--max-num-seqs", "0"}), InputError);
   EXPECT_THROW(parse({"--no-such-flag", "1"}), InputError);
