@@ -70,8 +70,9 @@ class GrammarMatcher {
   // (max_tokens below the shortest output), or filtering would leave no token at all
   // (only possible when some single byte is not a token).
   // Cost: a bound check per step (reach() tables); only when the bound says some token
-  // might leave the budget are the allowed tokens walked with the parser (shared
-  // prefixes, subtrees whose bound fits skipped).
+  // might leave the budget are tokens examined: proven wholesale from the mask cache's
+  // accepted sets, decided exactly by local costs in plain states (budget.h), and the
+  // rest walked with the parser (shared prefixes, subtrees whose bound fits skipped).
   bool restrict_to_budget(std::span<uint32_t> words, int64_t tokens_left);
   // How many restrict_to_budget calls walked tokens (the bound did not settle them).
   size_t budget_walks() const { return budget_walks_; }
