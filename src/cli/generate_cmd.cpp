@@ -17,6 +17,7 @@
 #include "deepinfer/engine.h"
 #include "runtime/constraint_fields.h"
 #include "runtime/request_sampling.h"
+#include "runtime/runner.h"
 #include "sample/sampling_params.h"
 
 namespace deepinfer::cli {
@@ -27,7 +28,7 @@ using Json = nlohmann::json;
 const std::set<std::string> kEngineFlags = {"model", "max-num-seqs", "max-num-batched-tokens", "cache-blocks",
                                             "block-size", "swa-replay", "prefix-cache", "seed", "max-model-len",
                                             "device", "batch-invariant", "async-scheduling", "cuda-graphs",
-                                            "complete-within-max-tokens"};
+                                            "complete-within-max-tokens", "engram-tables"};
 
 struct Result {
   int64_t n = 1;  // samples of the request; > 1: `samples` holds samples 1..n-1
@@ -110,6 +111,8 @@ EngineOptions engine_options_from(const Args& a) {
   const std::string cg = a.get("cuda-graphs", "on");
   DI_CHECK_INPUT(cg == "on" || cg == "off", "--cuda-graphs must be on or off");
   o.cuda_graphs = cg == "on";
+  o.engram_tables = a.get("engram-tables", o.engram_tables);
+  runtime::check_engram_tables(o.engram_tables, "--engram-tables");
   const std::string as = a.get("async-scheduling", o.async_scheduling ? "on" : "off");
   DI_CHECK_INPUT(as == "on" || as == "off", "--async-scheduling must be on or off");
   o.async_scheduling = as == "on";

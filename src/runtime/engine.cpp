@@ -91,6 +91,8 @@ class CpuEngine final : public Engine {
     ro.num_blocks = o.cache_blocks;
     ro.batch_invariant = o.batch_invariant;
     ro.cuda_graphs = o.cuda_graphs;
+    runtime::check_engram_tables(o.engram_tables, "engram_tables");
+    ro.engram_tables = o.engram_tables;
     {
       const ModelConfig probe = load_model_config((fs::path(o.model_dir) / "config.json").string());
       const int64_t len = o.max_model_len > 0 ? std::min(o.max_model_len, probe.max_position_embeddings)

@@ -51,6 +51,11 @@ class CpuRunner final : public ModelRunner {
 
 }  // namespace
 
+void check_engram_tables(const std::string& value, const std::string& what) {
+  DI_CHECK_INPUT(value == "auto" || value == "device" || value == "host", what, " must be auto, device or host, got '",
+                 value, "'");
+}
+
 std::vector<std::string> available_devices() {
 #ifdef DEEPINFER_HAVE_CUDA
   return {"cpu", "cuda"};
@@ -61,6 +66,7 @@ std::vector<std::string> available_devices() {
 
 std::unique_ptr<ModelRunner> create_runner(const std::string& model_dir, const RunnerOptions& o) {
   DI_CHECK_INPUT(o.max_num_seqs >= 1, "max_num_seqs must be >= 1");
+  check_engram_tables(o.engram_tables, "engram_tables");
   if (o.device == "cpu") return std::make_unique<CpuRunner>(model_dir, o);
 #ifdef DEEPINFER_HAVE_CUDA
   if (o.device == "cuda") return create_cuda_runner(model_dir, o);

@@ -34,6 +34,7 @@ struct RunnerOptions {
   bool batch_invariant = false;  // CUDA: fixed reduction order whatever the batch
   bool cuda_graphs = true;       // CUDA: decode steps as graphs per batch-size bucket
   int64_t max_model_len = 0;     // the longest sequence (sizes the graphs' lists); 0: the model's
+  std::string engram_tables = "auto";  // CUDA: "auto", "device" or "host" (v41::EngramTables)
 };
 
 class ModelRunner {
@@ -56,6 +57,12 @@ class ModelRunner {
 // Loads the model at `model_dir` onto `o.device`; InputError for an unknown device or
 // one this build lacks.
 std::unique_ptr<ModelRunner> create_runner(const std::string& model_dir, const RunnerOptions& o);
+
+// An Engram table placement as the engine and the CLI spell it: "auto", "device" or
+// "host"; otherwise InputError "<what> must be auto, device or host, got '<value>'".
+// Checked on every device (the CPU backend reads its tables from the mapped file and
+// ignores the choice), so a typo fails the same way everywhere.
+void check_engram_tables(const std::string& value, const std::string& what);
 
 // The devices this build can run on ("cpu", and "cuda" with DEEPINFER_CUDA).
 std::vector<std::string> available_devices();

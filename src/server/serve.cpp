@@ -15,6 +15,7 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "common/check.h"
+#include "runtime/runner.h"
 #include "server/router.h"
 
 namespace deepinfer::server {
@@ -30,6 +31,8 @@ const char* const kServeUsage =
     "  --device cpu|cuda           (default cpu)\n"
     "  --batch-invariant on|off    cuda: a request's logits bitwise the same in any batch (default off)\n"
     "  --cuda-graphs on|off        cuda: decode steps replay a CUDA graph per batch-size bucket (default on)\n"
+    "  --engram-tables auto|device|host  cuda: Engram tables on the GPU or in pinned host memory\n"
+    "                              (default auto: on the GPU when the KV pool still gets its blocks)\n"
     "  --max-num-seqs N            running sequences per step (default 64)\n"
     "  --max-num-batched-tokens N  token budget of one step (default 2048)\n"
     "  --max-model-len N           context length (default: from the model config)\n"
@@ -107,6 +110,10 @@ ServeOptions parse_serve_flags(int argc, char** argv, int first) {
     else if (name == "complete-within-max-tokens") {
       DI_CHECK_INPUT(value == "on" || value == "off", "--complete-within-max-tokens must be on or off");
       o.engine.complete_within_max_tokens = value == "on";
+    }
+    else if (name == "engram-tables") {
+      runtime::check_engram_tables(value, "--engram-tables");
+      o.engine.engram_tables = value;
     }
     else if (name == "async-scheduling") {
       DI_CHECK_INPUT(value == "on" || value == "off", "--async-scheduling must be on or off");

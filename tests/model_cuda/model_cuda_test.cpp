@@ -676,5 +676,182 @@ TEST(CudaEngine, UnknownDeviceIsAnInputError) {
   EXPECT_THROW(Engine::create(o), InputError);
 }
 
+// ---------------------------------------------------------------------------
+// Engram tables in mapped pinned host memory (CudaModelOptions::engram_tables).
+// The gather kernel reads the same bytes over the bus instead of from HBM, so every
+// logit must be bitwise the device placement's: in the three feeding modes, in both
+// linear modes, and in decode steps replayed from CUDA graphs (the graph's gather
+// node keeps the mapped pointer).
+// ---------------------------------------------------------------------------
+
+v41::CudaModelOptions placed(v41::CudaModelOptions o, v41::EngramTables where) {
+  o.engram_tables = where;
+  return o;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(EngramTables, HostTablesGiveTheDeviceLogitsBitwise) {
+  for (const char* name : kFixtures) for (bool inv : {false, true}) {
+    SCOPED_TRACE(name);
+    SCOPED_TRACE(inv ? "invariant" : "default");
+    const std::string dir = fixture(name);
+    auto dev = v41::CudaModel::load(dir, placed(options(2, inv), v41::EngramTables::kDevice));
+    auto host = v41::CudaModel::load(dir, placed(options(2, inv), v41::EngramTables::kHost));
+    const auto& pd = dev->memory_plan();
+    const auto& ph = host->memory_plan();
+    ASSERT_GT(ph.engram_tables, 0u);
+    EXPECT_FALSE(pd.engram_on_host);
+    EXPECT_TRUE(ph.engram_on_host);
+    EXPECT_EQ(pd.host_pinned, 0u);
+    EXPECT_EQ(ph.host_pinned, ph.engram_tables);
+    EXPECT_EQ(pd.engram_tables, ph.engram_tables);
+    EXPECT_EQ(pd.weights, ph.weights + ph.engram_tables);  // the device plan counts the tables only on the device
+    EXPECT_NE(ph.engram_note.find("pinned host memory"), std::string::npos) << ph.engram_note;
+    EXPECT_NE(pd.engram_note.find("on the device"), std::string::npos) << pd.engram_note;
+    std::printf("[ metric ] %s tables %zu B; device weights %zu B (device placement) / %zu B (host)\n", name,
+                ph.engram_tables, pd.weights, ph.weights);
+
+    auto ref = SafetensorsFile::open(dir + "/reference.safetensors");
+    const TensorView* tok = ref->find("tokens");
+    ASSERT_NE(tok, nullptr);
+    std::vector<int64_t> tokens(tok->numel());
+    std::memcpy(tokens.data(), tok->data, tokens.size() * 8);
+    const size_t t_len = tokens.size();
+    const size_t chunk = std::stoul(ref->metadata().at("chunk"));
+    const size_t prefill = std::stoul(ref->metadata().at("prefill"));
+    std::vector<size_t> chunks, decode{prefill};
+    for (size_t i = 0; i < t_len; i += chunk) chunks.push_back(std::min(chunk, t_len - i));
+    for (size_t i = prefill; i < t_len; ++i) decode.push_back(1);
+    const std::vector<size_t> whole{t_len};
+    const std::pair<const char*, const std::vector<size_t>*> modes[] = {
+        {"full", &whole}, {"chunked", &chunks}, {"decode", &decode}};
+    for (auto [mode, sizes] : modes) {
+      SCOPED_TRACE(mode);
+      const auto h = feed(*host, 1, tokens, *sizes), d = feed(*dev, 1, tokens, *sizes);
+      EXPECT_TRUE(bitwise_equal(h, d)) << "max |host - device| " << max_abs_diff(h, d);
+      // And the host placement is the model, not only equal to something.
+      EXPECT_LE(max_abs_diff(h, as_floats(*ref->find(std::string("logits_") + mode))), inv ? kTolFixture : kTol);
+    }
+  }
+}
+
+// Graph replays with the tables on the host against eager steps with the tables on
+// the device: bitwise (the batch sizes stay within the buckets where the default
+// mode's replays are bitwise eager steps, see DecodeReplayEqualsEagerSteps).
+TEST(EngramTables, HostTablesInsideCudaGraphs) {
+  for (const char* name : kFixtures) for (bool inv : {true, false}) {
+    SCOPED_TRACE(name);
+    SCOPED_TRACE(inv ? "invariant" : "default");
+    auto host = v41::CudaModel::load(fixture(name), placed(graph_options(16, inv, true), v41::EngramTables::kHost));
+    auto dev = v41::CudaModel::load(fixture(name), placed(graph_options(16, inv, false), v41::EngramTables::kDevice));
+    ASSERT_TRUE(host->memory_plan().engram_on_host);
+    std::vector<std::vector<int64_t>> tables;
+    for (int64_t s = 0; s < 16; ++s) tables.push_back(table_for(s));
+    const int64_t vocab = host->config().vocab_size;
+    for (int64_t count : {1, 3, 8}) {
+      SCOPED_TRACE(count);
+      for (int64_t s = 0; s < 16; ++s) host->reset_slot(s), dev->reset_slot(s);
+      const auto before = host->graph_stats();
+      const Compare c = step_both(*host, *dev, decode_workload(1, count, 30, vocab, uint32_t(40 + count)), tables);
+      const auto after = host->graph_stats();
+      std::printf("[ metric ] %s %s host tables in graphs, %lld items: %lld steps, %lld replayed, worst %.3g\n", name,
+                  inv ? "invariant" : "default", (long long)count, (long long)c.steps,
+                  (long long)(after.replays - before.replays), c.worst);
+      EXPECT_GE(after.replays - before.replays, 30);
+      EXPECT_EQ(after.fallbacks, 0);
+      EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+    }
+  }
+}
+
+// auto: the device when the history pool still gets what it asks for (the fixtures'
+// tables are a few MB), the host when it asks for more than the GPU holds.
+TEST(EngramTables, AutoWeighsTheHistoryPool) {
+  const std::string dir = fixture("v41_tiny_quant");
+  auto small = v41::CudaModel::load(dir, options(2));
+  EXPECT_FALSE(small->memory_plan().engram_on_host) << small->memory_plan().engram_note;
+  EXPECT_NE(small->memory_plan().engram_note.find("auto"), std::string::npos);
+  v41::CudaModelOptions o = options(2);
+  o.num_blocks = 0;
+  o.max_blocks = int64_t(1) << 40;  // "as many as fit" never fits: the tables would cost blocks
+  o.memory_fraction = 0.02;         // (and keep the pool this test allocates small)
+  auto big = v41::CudaModel::load(dir, o);
+  EXPECT_TRUE(big->memory_plan().engram_on_host) << big->memory_plan().engram_note;
+  EXPECT_NE(big->memory_plan().engram_note.find("blocks asked for"), std::string::npos);
+  EXPECT_EQ(big->memory_plan().host_pinned, big->memory_plan().engram_tables);
+  // It runs, and as the device placement does.
+  const std::vector<int64_t> t = tokens_for(9, 30, small->config().vocab_size);
+  EXPECT_TRUE(bitwise_equal(feed(*big, 0, t, {20, 1, 1, 8}), feed(*small, 0, t, {20, 1, 1, 8})));
+}
+
+// Tables that fit nowhere: an InputError naming the bytes, from the device check or the
+// failed pinned allocation (2^48 bytes: past the address space, so it fails at once
+// instead of pinning the host's memory first).
+TEST(EngramTables, TablesThatDoNotFitAreInputErrors) {
+  const std::string dir = fixture("v41_tiny_f32");
+  const ModelConfig cfg = load_model_config(dir + "/config.json");
+  auto ckpt = Checkpoint::open(dir);
+  v41::ModelWeights w = v41::bind_weights(cfg, *ckpt);
+  ASSERT_FALSE(cfg.engram_layer_ids.empty());
+  v41::WeightRef& t = w.layers[size_t(cfg.engram_layer_ids[0])].engram.table;
+  ASSERT_EQ(t.dtype, DType::F32);
+  t.rows = (int64_t(1) << 48) / (t.cols * 4);  // never read: the allocation fails first
+  // The tables' bytes as the plan counts them: data, then the scales 256-aligned.
+  size_t total = size_t(t.rows * t.cols) * 4;
+  if (t.scale != nullptr)
+    total = (total + 255) / 256 * 256 +
+            size_t((t.rows + t.block_rows - 1) / t.block_rows * t.scale_cols) * (t.scale_dtype == DType::F32 ? 4 : 1);
+  const std::string bytes = std::to_string(total);
+  for (auto where : {v41::EngramTables::kHost, v41::EngramTables::kAuto, v41::EngramTables::kDevice}) {
+    try {
+      v41::CudaModel::load(cfg, w, dir + "/tokenizer.json", placed(options(1), where));
+      ADD_FAILURE() << "loaded a 2^48-byte table";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      std::printf("[ metric ] error: %s\n", msg.c_str());
+      EXPECT_NE(msg.find(bytes), std::string::npos) << msg;
+      EXPECT_NE(msg.find(where == v41::EngramTables::kDevice ? "free device memory" : "pinned host memory"),
+                std::string::npos)
+          << msg;
+    }
+  }
+  // The failure left nothing behind: the next load works.
+  auto ok = v41::CudaModel::load(dir, placed(options(1), v41::EngramTables::kHost));
+  EXPECT_TRUE(ok->memory_plan().engram_on_host);
+}
+
+TEST(EngramTables, EngineOptionReachesTheModel) {
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest r;
+    r.request_id = "e" + std::to_string(i);
+    r.prompt_ids = tokens_for(700 + i, 5 + 4 * i, 300);
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = 12;
+    r.params.ignore_eos = true;
+    reqs.push_back(r);
+  }
+  std::map<std::string, std::vector<int64_t>> out[2];
+  for (int k = 0; k < 2; ++k) {
+    EngineOptions o;
+    o.model_dir = fixture("v41_tiny_quant");
+    o.device = "cuda";
+    o.batch_invariant = true;
+    o.engram_tables = k == 0 ? "device" : "host";
+    auto e = Engine::create(o);
+    out[k] = run_all(*e, reqs);
+  }
+  EXPECT_EQ(out[0], out[1]);
+  EXPECT_EQ(out[0].size(), 3u);
+  EngineOptions bad;
+  bad.model_dir = fixture("v41_tiny_quant");
+  bad.device = "cuda";
+  bad.engram_tables = "disk";
+  EXPECT_THROW(Engine::create(bad), InputError);
+}
+
 }  // namespace
 }  // namespace deepinfer

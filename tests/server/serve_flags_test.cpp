@@ -27,6 +27,7 @@ TEST(ServeFlags, DefaultsBindToLoopback) {
   EXPECT_TRUE(o.engine.async_scheduling);
   EXPECT_TRUE(o.engine.cuda_graphs);
   EXPECT_FALSE(o.engine.complete_within_max_tokens);
+  EXPECT_EQ(o.engine.engram_tables, "auto");
 }
 
 TEST(ServeFlags, EngineOptionsReachTheEngine) {
@@ -41,6 +42,16 @@ TEST(ServeFlags, EngineOptionsReachTheEngine) {
   EXPECT_FALSE(o.engine.enable_prefix_caching);
   EXPECT_EQ(o.engine.swa_replay, 128);
   EXPECT_TRUE(parse({"--complete-within-max-tokens", "on"}).engine.complete_within_max_tokens);
+}
+
+TEST(ServeFlags, EngramTables) {
+  for (const char* v : {"auto", "device", "host"}) EXPECT_EQ(parse({"--engram-tables", v}).engine.engram_tables, v);
+  try {
+    parse({"--engram-tables=gpu"});
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "--engram-tables must be auto, device or host, got 'gpu'");
+  }
 }
 
 TEST(ServeFlags, BadValuesAreInputErrors) {

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
 #include "common/check.h"
+#include "common/parallel.h"
 #include "io/safetensors.h"
 #include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_model.cuh"
@@ -29,6 +31,7 @@ namespace gpu = ops::cuda;
 using runtime::cuda::DeviceArena;
 using runtime::cuda::DeviceBuffer;
 using runtime::cuda::HostStage;
+using runtime::cuda::MappedHostBuffer;
 
 namespace {
 
@@ -78,6 +81,14 @@ size_t weight_bytes(const WeightRef& w) {
   return 0;
 }
 
+// "1.50 GiB" / "12.3 MiB", for the lines a person reads (exact bytes go with errors).
+std::string human_bytes(size_t b) {
+  char buf[32];
+  if (b >= (size_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(size_t(1) << 30));
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / double(size_t(1) << 20));
+  return buf;
+}
+
 size_t scale_bytes(const WeightRef& w) {
   if (w.scale == nullptr) return 0;
   const int64_t srows = (w.rows + w.block_rows - 1) / w.block_rows;
@@ -105,6 +116,22 @@ class Uploader {
     add(host.data(), host.size() * sizeof(float), reinterpret_cast<const void**>(&dev));
   }
   size_t total() const { return total_; }
+  // Into mapped pinned host memory of total() bytes: the fields get the device view.
+  // Read straight from the source (for a checkpoint, the mapped file: no other host
+  // copy), in 16 MiB pieces over the thread pool so page faults on the file overlap.
+  void run_host(const MappedHostBuffer& buf) {
+    DI_CHECK(buf.size() >= total_, "pinned buffer of ", buf.size(), " bytes for ", total_);
+    constexpr size_t kPiece = size_t(16) << 20;
+    for (const Item& it : items_) {
+      const auto* src = static_cast<const uint8_t*>(it.src);
+      uint8_t* dst = buf.host_data() + it.offset;
+      parallel_for(int64_t((it.bytes + kPiece - 1) / kPiece), [&](int64_t a, int64_t b) {
+        const size_t lo = size_t(a) * kPiece, hi = std::min(it.bytes, size_t(b) * kPiece);
+        std::memcpy(dst + lo, src + lo, hi - lo);
+      });
+      *it.field = buf.device_data() + it.offset;
+    }
+  }
   DeviceBuffer run() {
     DeviceBuffer buf(total_);
     for (const Item& it : items_) {
@@ -134,6 +161,9 @@ struct CudaModel::Impl {
   gpu::LinearMode mode = gpu::LinearMode::kAuto;
 
   DeviceBuffer weights_buf, slot_buf, history_buf, freq_buf;
+  // The Engram tables: on the device (engram_dev) or in mapped pinned host memory.
+  DeviceBuffer engram_dev;
+  MappedHostBuffer engram_host;
   WeightRef embed, head;
   const float* norm = nullptr;
   std::vector<DLayer> layers;
@@ -444,8 +474,44 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   CUDA_CHECK(cudaMemGetInfo(&free_mem, &total_mem));
   d.plan.free_before = free_mem;
 
-  // 1. Weights: one allocation, every tensor copied once.
-  Uploader up;
+  // 0. Sizes of everything but the weights, known before anything is allocated (the
+  // Engram placement below weighs the history pool against the tables).
+  for (int64_t layer : c.kv_source_layer_ids) {
+    Impl::Source s;
+    s.layer = layer;
+    s.ratio = c.compress_ratios[layer];
+    DI_CHECK_INPUT(s.ratio > 0 && o.block_size % s.ratio == 0, "block size ", o.block_size,
+                   " must be a multiple of every compress ratio (layer ", layer, " has ratio ", s.ratio, ")");
+    s.epb = o.block_size / s.ratio;
+    d.max_ratio = std::max(d.max_ratio, s.ratio);
+    d.sources.push_back(s);
+  }
+  const int64_t L = c.num_hidden_layers, hd = c.head_dim;
+  const size_t window_floats = size_t(o.max_slots * L * c.sliding_window * hd);
+  const size_t pending_floats = size_t(o.max_slots * int64_t(d.sources.size()) * 2 * d.max_ratio * hd);
+  d.plan.slots = (window_floats + pending_floats) * sizeof(float);
+  // Activation arenas, from the token budget: the step arena holds what lives through
+  // all layers (residual streams, mixes, candidate masks), the layer arena one layer's
+  // temporaries (it is rewound per layer). Estimates; a longer step adds chunks
+  // (arena_growths()).
+  const int64_t n = o.max_tokens, d_model = c.hidden_size, hc = c.hc_mult;
+  const size_t step_bytes = size_t(n) * size_t(hc * d_model * 2 + hc * (3 + hc) + 4 * d_model) * 4 + (1 << 20);
+  const int64_t per_token = c.q_lora_rank + 2 * c.num_attention_heads * hd + 2 * hd +
+                            c.o_groups * c.o_lora_rank + 2 * c.num_attention_heads * hd / std::max<int64_t>(1, c.o_groups) +
+                            c.index_n_heads * (c.index_head_dim + 1) + 6 * c.moe_intermediate_size + 4 * d_model +
+                            c.num_experts_per_tok * 2 + (c.sliding_window + c.index_topk) * 4;
+  size_t layer_bytes = size_t(n) * size_t(per_token) * 4 + (4 << 20);
+  // Indexer scores [tokens, keys] of one sequence: bounded by the token budget times
+  // the keys of the longest context at the smallest ratio.
+  int64_t min_ratio = 0;
+  for (const auto& s : d.sources) min_ratio = min_ratio == 0 ? s.ratio : std::min(min_ratio, s.ratio);
+  if (min_ratio > 0) layer_bytes += size_t(n) * size_t(c.max_position_embeddings / min_ratio) * 5;
+  d.plan.arena = step_bytes + layer_bytes;
+  size_t per_block = 0;
+  for (const auto& s : d.sources) per_block += size_t(s.epb * (hd + c.index_head_dim)) * sizeof(float);
+
+  // 1. Weights: one allocation, every tensor copied once; the Engram tables apart (2).
+  Uploader up, tables;
   up.weight(w.embed, d.embed);
   up.weight(w.head, d.head);
   up.vec(w.norm, d.norm);
@@ -490,13 +556,66 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     up.weight(h.ffn.shared.w2, g.ffn.shared.w2);
     g.has_engram = h.has_engram;
     if (h.has_engram) {
-      // The table goes to the device too: it is read for every token and layer.
-      up.weight(h.engram.table, g.engram.table);
+      tables.weight(h.engram.table, g.engram.table);
       up.weight(h.engram.wkv, g.engram.wkv);
       up.vec(h.engram.gate_weight, g.engram.gate_weight);
     }
   }
-  d.plan.weights = up.total();
+
+  // 2. The Engram tables: device or mapped pinned host memory (the gather reads them
+  // in place either way; the kernels cannot tell).
+  const size_t dense = up.total(), table_bytes = tables.total();
+  d.plan.engram_tables = table_bytes;
+  if (table_bytes > 0) {
+    // The history pool the tables would leave on the device: step 4's arithmetic on
+    // the free memory less the weights, slots and arenas (their chunks' rounding and
+    // the small buffers aside).
+    const size_t before_pool = dense + table_bytes + d.plan.slots + d.plan.arena;
+    const size_t left = free_mem > before_pool ? free_mem - before_pool : 0;
+    const int64_t wanted = o.num_blocks > 0 ? o.num_blocks : o.max_blocks;
+    const int64_t fit_dev = per_block == 0 ? (left > 0 ? wanted : 0)
+                                           : int64_t(double(left) * o.memory_fraction / double(per_block));
+    std::string why;
+    bool host = false;
+    switch (o.engram_tables) {
+      case EngramTables::kHost:
+        host = true;
+        why = "as asked (engram_tables host)";
+        break;
+      case EngramTables::kDevice:
+        DI_CHECK_INPUT(dense + table_bytes <= free_mem, "the Engram tables (", table_bytes, " bytes, ",
+                       human_bytes(table_bytes), ") and the other weights (", human_bytes(dense),
+                       ") do not fit in the ", human_bytes(free_mem),
+                       " of free device memory; engram_tables host (--engram-tables host) keeps the tables in "
+                       "pinned host memory");
+        why = "as asked (engram_tables device)";
+        break;
+      case EngramTables::kAuto:
+        host = fit_dev < wanted;
+        why = host ? "auto: on the device they would leave the history pool " + std::to_string(std::max<int64_t>(fit_dev, 0)) +
+                         " of the " + std::to_string(wanted) + " blocks asked for"
+                   : "auto: the history pool still gets the " + std::to_string(wanted) + " blocks asked for (" +
+                         human_bytes(left) + " free after weights, tables, slots and arenas)";
+        break;
+    }
+    d.plan.engram_on_host = host;
+    if (host) {
+      const cudaError_t e = d.engram_host.alloc(table_bytes);
+      DI_CHECK_INPUT(e == cudaSuccess, "cannot allocate ", table_bytes, " bytes (", human_bytes(table_bytes),
+                     ") of pinned host memory for the Engram tables: ", cudaGetErrorString(e),
+                     (o.engram_tables == EngramTables::kHost ? "" : " (chosen by auto)"),
+                     "; engram_tables device (--engram-tables device) puts them on the GPU if they fit");
+      tables.run_host(d.engram_host);
+      d.plan.host_pinned = table_bytes;
+    } else {
+      d.engram_dev = tables.run();
+    }
+    d.plan.engram_note = "deepinfer: Engram tables (" + std::to_string(c.engram_layer_ids.size()) + " layer" +
+                         (c.engram_layer_ids.size() == 1 ? "" : "s") + ", " + human_bytes(table_bytes) + ") " +
+                         (host ? "in mapped pinned host memory" : "on the device") + ", " + why;
+    std::fprintf(stderr, "%s\n", d.plan.engram_note.c_str());
+  }
+  d.plan.weights = dense + (d.plan.engram_on_host ? 0 : table_bytes);
   d.weights_buf = up.run();
   for (DLayer& g : d.layers) {
     std::vector<ops::MoeExpertRef> ex(g.ffn.experts.size());
@@ -512,21 +631,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   d.main_inv_freq = reinterpret_cast<const float*>(d.freq_buf.data());
   d.compress_inv_freq = reinterpret_cast<const float*>(d.freq_buf.data() + mf.size() * 4);
 
-  // 2. State slots.
-  for (int64_t layer : c.kv_source_layer_ids) {
-    Impl::Source s;
-    s.layer = layer;
-    s.ratio = c.compress_ratios[layer];
-    DI_CHECK_INPUT(s.ratio > 0 && o.block_size % s.ratio == 0, "block size ", o.block_size,
-                   " must be a multiple of every compress ratio (layer ", layer, " has ratio ", s.ratio, ")");
-    s.epb = o.block_size / s.ratio;
-    d.max_ratio = std::max(d.max_ratio, s.ratio);
-    d.sources.push_back(s);
-  }
-  const int64_t L = c.num_hidden_layers, hd = c.head_dim;
-  const size_t window_floats = size_t(o.max_slots * L * c.sliding_window * hd);
-  const size_t pending_floats = size_t(o.max_slots * int64_t(d.sources.size()) * 2 * d.max_ratio * hd);
-  d.plan.slots = (window_floats + pending_floats) * sizeof(float);
+  // 3. State slots.
   d.slot_buf = DeviceBuffer(d.plan.slots);
   CUDA_CHECK(cudaMemset(d.slot_buf.data(), 0, d.plan.slots));
   d.windows = reinterpret_cast<float*>(d.slot_buf.data());
@@ -537,25 +642,9 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     s.reset(c);
   }
 
-  // 3. Activation arenas, from the token budget: the step arena holds what lives
-  // through all layers (residual streams, mixes, candidate masks), the layer arena
-  // one layer's temporaries (it is rewound per layer). Estimates; a longer step
-  // adds chunks (arena_growths()).
-  const int64_t n = o.max_tokens, d_model = c.hidden_size, hc = c.hc_mult;
-  const size_t step_bytes = size_t(n) * size_t(hc * d_model * 2 + hc * (3 + hc) + 4 * d_model) * 4 + (1 << 20);
-  const int64_t per_token = c.q_lora_rank + 2 * c.num_attention_heads * hd + 2 * hd +
-                            c.o_groups * c.o_lora_rank + 2 * c.num_attention_heads * hd / std::max<int64_t>(1, c.o_groups) +
-                            c.index_n_heads * (c.index_head_dim + 1) + 6 * c.moe_intermediate_size + 4 * d_model +
-                            c.num_experts_per_tok * 2 + (c.sliding_window + c.index_topk) * 4;
-  size_t layer_bytes = size_t(n) * size_t(per_token) * 4 + (4 << 20);
-  // Indexer scores [tokens, keys] of one sequence: bounded by the token budget times
-  // the keys of the longest context at the smallest ratio.
-  int64_t min_ratio = 0;
-  for (const auto& s : d.sources) min_ratio = min_ratio == 0 ? s.ratio : std::min(min_ratio, s.ratio);
-  if (min_ratio > 0) layer_bytes += size_t(n) * size_t(c.max_position_embeddings / min_ratio) * 5;
+  // 4. Activation arenas (sized in 0) and the pinned upload stage.
   d.step_arena = std::make_unique<DeviceArena>(step_bytes);
   d.layer_arena = std::make_unique<DeviceArena>(layer_bytes);
-  d.plan.arena = step_bytes + layer_bytes;
   d.stage = std::make_unique<HostStage>(size_t(8) << 20, d.stream);
   // Decode graphs: the context they cover, and the rows their padded copy lists use.
   d.max_context = o.max_context > 0 ? o.max_context : c.max_position_embeddings;
@@ -566,9 +655,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   d.zero_row = reinterpret_cast<const float*>(d.pad_buf.data());
   d.dump_row = reinterpret_cast<float*>(d.pad_buf.data()) + d.pad_dim;
 
-  // 4. The paged history pool from what is left.
-  size_t per_block = 0;
-  for (const auto& s : d.sources) per_block += size_t(s.epb * (hd + c.index_head_dim)) * sizeof(float);
+  // 5. The paged history pool from what is left.
   CUDA_CHECK(cudaMemGetInfo(&free_mem, &total_mem));
   const int64_t fit = per_block == 0 ? o.max_blocks : int64_t(double(free_mem) * o.memory_fraction / double(per_block));
   if (o.num_blocks > 0) {

@@ -10,6 +10,13 @@
 // what is left (or `num_blocks`). A slot's counters (positions, entry counts, n-gram
 // history) stay on the host in a StateSlot whose vectors are unused.
 //
+// Engram tables (CudaModelOptions::engram_tables) go to the device with the other
+// weights, or to mapped pinned host memory that the gather kernel reads over the bus
+// (zero copy: a token reads its 24 rows per Engram layer, ~7 KB): V4.1-Flash's two
+// tables are 189 GiB and cannot live on one GPU. kAuto puts them on the device only
+// when the history pool still gets every block the options ask for; load() prints one
+// line on stderr saying where they went and why (also in memory_plan().engram_note).
+//
 //   v41::CudaModelOptions o;  o.max_slots = 64;  o.max_tokens = 2048;
 //   auto m = v41::CudaModel::load(dir, o);
 //   std::vector<v41::CudaBatchItem> items = {{slot, &block_table, {1, 2, 3}}};
@@ -37,6 +44,10 @@
 
 namespace deepinfer::v41 {
 
+// Where the Engram tables live (see the top of this file; the engine's spelling,
+// "auto" / "device" / "host", is checked by runtime::check_engram_tables).
+enum class EngramTables { kAuto, kDevice, kHost };
+
 struct CudaModelOptions {
   int64_t max_slots = 1;        // state slots (sequences that can run)
   int64_t max_tokens = 2048;    // token budget of one forward call (sizes the arena; more still runs)
@@ -51,6 +62,7 @@ struct CudaModelOptions {
   // every other step, and every step when off, runs eagerly. See forward_graph().
   bool cuda_graphs = true;
   int64_t max_context = 0;      // positions a graph step covers (sizes its lists); 0: max_position_embeddings
+  EngramTables engram_tables = EngramTables::kAuto;
   int device = 0;
 };
 
@@ -62,9 +74,14 @@ struct CudaBatchItem {
 };
 
 struct CudaMemoryPlan {
-  size_t weights = 0, slots = 0, history = 0, arena = 0;  // bytes
+  size_t weights = 0, slots = 0, history = 0, arena = 0;  // device bytes
   int64_t num_blocks = 0;
   size_t free_before = 0, free_after = 0;  // device memory free before weights, after everything
+  // The Engram tables (data + scales): inside `weights` when on the device; else in
+  // mapped pinned host memory (host_pinned), not counted in any device figure.
+  size_t engram_tables = 0, host_pinned = 0;
+  bool engram_on_host = false;
+  std::string engram_note;  // the line load() printed (empty without Engram layers)
 };
 
 class CudaModel {

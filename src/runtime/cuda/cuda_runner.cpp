@@ -19,6 +19,10 @@ class CudaRunner final : public ModelRunner {
     m.batch_invariant = o.batch_invariant;
     m.cuda_graphs = o.cuda_graphs;
     m.max_context = o.max_model_len;
+    check_engram_tables(o.engram_tables, "engram_tables");
+    m.engram_tables = o.engram_tables == "host"     ? v41::EngramTables::kHost
+                      : o.engram_tables == "device" ? v41::EngramTables::kDevice
+                                                    : v41::EngramTables::kAuto;
     model_ = v41::CudaModel::load(dir, m);
   }
   const ModelConfig& config() const override { return model_->config(); }

@@ -28,6 +28,43 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
+MappedHostBuffer::~MappedHostBuffer() { release(); }
+
+MappedHostBuffer& MappedHostBuffer::operator=(MappedHostBuffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    h_ = o.h_, d_ = o.d_, bytes_ = o.bytes_;
+    o.h_ = o.d_ = nullptr, o.bytes_ = 0;
+  }
+  return *this;
+}
+
+void MappedHostBuffer::release() {
+  if (h_) cudaFreeHost(h_);  // no throw from a destructor
+  h_ = d_ = nullptr;
+  bytes_ = 0;
+}
+
+cudaError_t MappedHostBuffer::alloc(size_t bytes) {
+  release();
+  if (bytes == 0) return cudaSuccess;
+  void* h = nullptr;
+  cudaError_t e = cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // an allocation failure is not sticky; leave no error behind
+    return e;
+  }
+  void* d = nullptr;
+  e = cudaHostGetDevicePointer(&d, h, 0);
+  if (e != cudaSuccess) {
+    cudaFreeHost(h);
+    cudaGetLastError();
+    return e;
+  }
+  h_ = static_cast<uint8_t*>(h), d_ = static_cast<uint8_t*>(d), bytes_ = bytes;
+  return cudaSuccess;
+}
+
 DeviceArena::DeviceArena(size_t initial_bytes) { chunks_.emplace_back(align_up(std::max<size_t>(initial_bytes, kAlign))); }
 
 void* DeviceArena::alloc_bytes(size_t bytes) {

@@ -35,6 +35,32 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Mapped pinned host memory (cudaHostAlloc, mapped + portable), freed on destruction:
+// weights that do not fit on the device (the Engram tables). Kernels read it over the
+// bus through device_data(), the same address under UVA; nothing is copied. alloc()
+// returns the CUDA error instead of throwing, so the caller can word the failure.
+class MappedHostBuffer {
+ public:
+  MappedHostBuffer() = default;
+  ~MappedHostBuffer();
+  MappedHostBuffer(MappedHostBuffer&& o) noexcept : h_(o.h_), d_(o.d_), bytes_(o.bytes_) {
+    o.h_ = o.d_ = nullptr, o.bytes_ = 0;
+  }
+  MappedHostBuffer& operator=(MappedHostBuffer&& o) noexcept;
+  MappedHostBuffer(const MappedHostBuffer&) = delete;
+  MappedHostBuffer& operator=(const MappedHostBuffer&) = delete;
+  cudaError_t alloc(size_t bytes);  // replaces what was held; on failure holds nothing
+  uint8_t* host_data() const { return h_; }
+  uint8_t* device_data() const { return d_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  void release();
+  uint8_t* h_ = nullptr;
+  uint8_t* d_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Bump allocator over device chunks. The first chunk is planned up front; when a
 // step needs more, another chunk is added (and kept), so a larger step than planned
 // still runs and `growths()` tells the plan was short.
