@@ -97,6 +97,26 @@ def parse(path):
     return out
 
 
+def engram_table(flash):
+    """The Engram placement compare of flash_layers (engram_layer / engram_gather lines)."""
+    layer = [kv for tag, _, kv, _ in flash if tag == "engram_layer"]
+    gather = {kv["batch"]: kv for tag, _, kv, _ in flash if tag == "engram_gather"}
+    if not layer and not gather:
+        return
+    print("### Engram table: device vs mapped pinned host memory\n")
+    print("Per layer: the Engram layer kind alone (ratio 0 + Engram), eager decode step, layer events. "
+          "Gather: engram_gather alone, n tokens x 24 rows of 256 FP8 + 8 scales (264 B).\n")
+    print("| batch | layer ms, device table | layer ms, host table | host - device ms | "
+          "gather ms, device | gather ms, host | host gather GB/s |")
+    print("|---|---|---|---|---|---|---|")
+    for kv in layer:
+        g = gather.get(kv["batch"], {})
+        print(f"| {kv['batch']} | {float(kv['device_ms']):.4f} | {float(kv['host_ms']):.4f} | "
+              f"{float(kv['host_minus_device_ms']):+.4f} | {g.get('device_ms', '-')} | {g.get('host_ms', '-')} | "
+              f"{g.get('host_GBps', '-')} |")
+    print()
+
+
 def main():
     args = sys.argv[1:]
     torch_log = []
@@ -115,6 +135,7 @@ def main():
             pres.append((int(kv["tokens"]), float(kv["wall_ms"]),
                          [float(x) for x in kv["layers_ms"].strip(",").split(",")]))
 
+    engram_table(flash)
     print("### Decode step per layer kind (ms measured / roofline ms / fraction of roofline)\n")
     for ctx in sorted({c for c, _ in dec}):
         bs = sorted(b for c, b in dec if c == ctx)
