@@ -63,6 +63,27 @@ PY
   done
 done
 
+stamp "cli: logits --device cuda --engram-tables host == device (bitwise), and the placement line"
+for fx in v41_tiny_f32 v41_tiny_quant; do
+  dir=tests/fixtures/$fx
+  toks=$(python3 -c "
+from safetensors.numpy import load_file; t=load_file('$dir/reference.safetensors')['tokens']; print(','.join(map(str,t.tolist())))")
+  for mode in "" "--chunk 5" "--prefill 7"; do
+    for where in host device; do
+      "$BIN/deepinfer" logits --model "$dir" --tokens "$toks" $mode --device cuda --engram-tables $where \
+        --out "/tmp/l_$where.safetensors" 2>"/tmp/l_$where.err" || cli_rc=1
+      cat "/tmp/l_$where.err" >>"$LOG/cli.log"
+    done
+    if cmp -s /tmp/l_host.safetensors /tmp/l_device.safetensors && grep -q "pinned host memory" /tmp/l_host.err &&
+       grep -q "on the device" /tmp/l_device.err; then
+      echo "logits $fx [${mode:-full}]: engram tables host == device" | tee -a "$LOG/cli.log"
+    else
+      echo "logits $fx [${mode:-full}]: engram tables host != device, or no placement line" | tee -a "$LOG/cli.log"
+      cli_rc=1
+    fi
+  done
+done
+
 stamp "cli: generate --device cuda vs cpu (greedy and seeded, batch of 4)"
 for fx in v41_tiny_f32 v41_tiny_quant; do
   printf '%s\n' '{"id":"a","prompt_ids":[0,297,252,170,167,330,35,268],"max_tokens":24,"temperature":0,"ignore_eos":true}' \
