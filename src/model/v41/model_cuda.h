@@ -12,7 +12,7 @@
 //
 // Engram tables (CudaModelOptions::engram_tables) go to the device with the other
 // weights, or to mapped pinned host memory that the gather kernel reads over the bus
-// (zero copy: a token reads its 24 rows per Engram layer, ~7 KB): V4.1-Flash's two
+// (zero copy: a token reads its 24 rows per Engram layer, 6.3 KB): V4.1-Flash's two
 // tables are 189 GiB and cannot live on one GPU. kAuto puts them on the device only
 // when the history pool still gets every block the options ask for; load() prints one
 // line on stderr saying where they went and why (also in memory_plan().engram_note).
