@@ -11,6 +11,29 @@ namespace {
 
 constexpr uint32_t kNone = UINT32_MAX;
 
+// Walks two sorted lists of disjoint byte ranges ({lo, hi, to}) together. Returns false at
+// the first byte one list covers and the other does not; otherwise calls on_pair(to_a,
+// to_b) for each stretch of bytes both cover, in byte order, and returns true. Used to
+// find how deep two automaton states read the same bytes into the same successors.
+template <class EdgesA, class EdgesB, class OnPair>
+bool same_byte_coverage(const EdgesA& ea, const EdgesB& eb, OnPair&& on_pair) {
+  size_t ia = 0, ib = 0;
+  int lo = 0;
+  while (lo < 256) {
+    while (ia < ea.size() && ea[ia].hi < lo) ++ia;
+    while (ib < eb.size() && eb[ib].hi < lo) ++ib;
+    const bool in_a = ia < ea.size() && ea[ia].lo <= lo, in_b = ib < eb.size() && eb[ib].lo <= lo;
+    if (in_a != in_b) return false;
+    // The next byte where either side's coverage changes.
+    int hi = 255;
+    if (ia < ea.size()) hi = std::min(hi, in_a ? int(ea[ia].hi) : int(ea[ia].lo) - 1);
+    if (ib < eb.size()) hi = std::min(hi, in_b ? int(eb[ib].hi) : int(eb[ib].lo) - 1);
+    if (in_a) on_pair(ea[ia].to, eb[ib].to);
+    lo = hi + 1;
+  }
+  return true;
+}
+
 }  // namespace
 
 TokenMasker::TokenMasker(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
@@ -289,26 +312,9 @@ std::shared_ptr<const TokenMasker::Entry> TokenMasker::anchor_reference(uint32_t
       const auto ea = g.byte_edges(q.a);
       const auto& eb = b[q.b].edges;
       // Both edge lists are sorted, disjoint ranges; they must cover the same bytes.
-      size_t ia = 0, ib = 0;
-      int lo = 0;
-      bool differs = false;
-      while (lo < 256) {
-        while (ia < ea.size() && ea[ia].hi < lo) ++ia;
-        while (ib < eb.size() && eb[ib].hi < lo) ++ib;
-        const bool in_a = ia < ea.size() && ea[ia].lo <= lo, in_b = ib < eb.size() && eb[ib].lo <= lo;
-        if (in_a != in_b) {
-          differs = true;
-          break;
-        }
-        int hi = 255;
-        if (ia < ea.size()) hi = std::min(hi, in_a ? int(ea[ia].hi) : int(ea[ia].lo) - 1);
-        if (ib < eb.size()) hi = std::min(hi, in_b ? int(eb[ib].hi) : int(eb[ib].lo) - 1);
-        if (in_a) {
-          const uint64_t k = (uint64_t(ea[ia].to) << 32) | eb[ib].to;
-          if (seen.insert(k).second) queue.push_back({ea[ia].to, eb[ib].to, q.depth + 1});
-        }
-        lo = hi + 1;
-      }
+      const bool differs = !same_byte_coverage(ea, eb, [&](uint32_t ta, uint32_t tb) {
+        if (seen.insert((uint64_t(ta) << 32) | tb).second) queue.push_back({ta, tb, q.depth + 1});
+      });
       if (differs || queue.size() > 2048) {
         agree = q.depth;
         break;
@@ -350,27 +356,9 @@ size_t TokenMasker::agreement_depth(uint32_t a, uint32_t b, size_t limit) const 
     }
     const auto ea = g.byte_edges(p.a), eb = g.byte_edges(p.b);
     // Walk both sorted range lists together, byte range by byte range.
-    size_t ia = 0, ib = 0;
-    int lo = 0;
-    bool differs = false;
-    while (lo < 256 && !differs) {
-      while (ia < ea.size() && ea[ia].hi < lo) ++ia;
-      while (ib < eb.size() && eb[ib].hi < lo) ++ib;
-      const bool in_a = ia < ea.size() && ea[ia].lo <= lo, in_b = ib < eb.size() && eb[ib].lo <= lo;
-      if (in_a != in_b) {
-        differs = true;
-        break;
-      }
-      // The next byte where either side's coverage changes.
-      int hi = 255;
-      if (ia < ea.size()) hi = std::min(hi, in_a ? int(ea[ia].hi) : int(ea[ia].lo) - 1);
-      if (ib < eb.size()) hi = std::min(hi, in_b ? int(eb[ib].hi) : int(eb[ib].lo) - 1);
-      if (in_a) {
-        const uint64_t key = (uint64_t(ea[ia].to) << 32) | eb[ib].to;
-        if (seen.insert(key).second) queue.push_back({ea[ia].to, eb[ib].to, p.depth + 1});
-      }
-      lo = hi + 1;
-    }
+    const bool differs = !same_byte_coverage(ea, eb, [&](uint32_t ta, uint32_t tb) {
+      if (seen.insert((uint64_t(ta) << 32) | tb).second) queue.push_back({ta, tb, p.depth + 1});
+    });
     if (differs || queue.size() > kMaxPairs) {
       agree = p.depth;
       break;
