@@ -9,6 +9,7 @@
 
 #include "io/safetensors.h"
 #include "model/v41/model.h"
+#include "golden_feeds.h"
 
 namespace deepinfer {
 namespace {
@@ -68,19 +69,11 @@ TEST(V41Golden, AllFeedingModesMatchReference) {
     const TensorView* tok = ref->find("tokens");
     ASSERT_NE(tok, nullptr);
     ASSERT_EQ(tok->dtype, DType::I64);
-    std::vector<int64_t> tokens(tok->numel());
-    std::memcpy(tokens.data(), tok->data, tokens.size() * 8);
-    const size_t t_len = tokens.size();
-    const size_t chunk = std::stoul(ref->metadata().at("chunk"));
-    const size_t prefill = std::stoul(ref->metadata().at("prefill"));
+    const GoldenFeeds f = golden_feeds(*tok, ref->metadata());
 
-    std::vector<size_t> chunks, decode{prefill};
-    for (size_t i = 0; i < t_len; i += chunk) chunks.push_back(std::min(chunk, t_len - i));
-    for (size_t i = prefill; i < t_len; ++i) decode.push_back(1);
-
-    auto full = feed(*model, tokens, {t_len});
-    auto chunked = feed(*model, tokens, chunks);
-    auto stepped = feed(*model, tokens, decode);
+    auto full = feed(*model, f.tokens, f.whole);
+    auto chunked = feed(*model, f.tokens, f.chunks);
+    auto stepped = feed(*model, f.tokens, f.decode);
     const double d_full = max_abs_diff(full, as_floats(*ref->find("logits_full")));
     const double d_chunk = max_abs_diff(chunked, as_floats(*ref->find("logits_chunked")));
     const double d_decode = max_abs_diff(stepped, as_floats(*ref->find("logits_decode")));

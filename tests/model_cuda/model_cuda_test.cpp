@@ -42,6 +42,7 @@
 #include "io/safetensors.h"
 #include "model/v41/model.h"
 #include "model/v41/model_cuda.h"
+#include "../model/golden_feeds.h"
 
 namespace deepinfer {
 namespace {
@@ -142,22 +143,13 @@ TEST(CudaModel, FixturesMatchReferenceAndCpuInAllFeedingModes) {
     auto ref = SafetensorsFile::open(dir + "/reference.safetensors");
     const TensorView* tok = ref->find("tokens");
     ASSERT_NE(tok, nullptr);
-    std::vector<int64_t> tokens(tok->numel());
-    std::memcpy(tokens.data(), tok->data, tokens.size() * 8);
-    const size_t t_len = tokens.size();
-    const size_t chunk = std::stoul(ref->metadata().at("chunk"));
-    const size_t prefill = std::stoul(ref->metadata().at("prefill"));
-    std::vector<size_t> chunks, decode{prefill};
-    for (size_t i = 0; i < t_len; i += chunk) chunks.push_back(std::min(chunk, t_len - i));
-    for (size_t i = prefill; i < t_len; ++i) decode.push_back(1);
+    const GoldenFeeds f = golden_feeds(*tok, ref->metadata());
 
     const std::pair<const char*, const std::vector<size_t>*> modes[] = {
-        {"full", nullptr}, {"chunked", &chunks}, {"decode", &decode}};
-    const std::vector<size_t> whole{t_len};
+        {"full", &f.whole}, {"chunked", &f.chunks}, {"decode", &f.decode}};
     for (auto [mode, sizes] : modes) {
-      const std::vector<size_t>& sz = sizes ? *sizes : whole;
-      auto g = feed(*gpu, 1, tokens, sz);
-      auto c = feed_cpu(*cpu, tokens, sz);
+      auto g = feed(*gpu, 1, f.tokens, *sizes);
+      auto c = feed_cpu(*cpu, f.tokens, *sizes);
       const double d_ref = max_abs_diff(g, as_floats(*ref->find(std::string("logits_") + mode)));
       const double d_cpu = max_abs_diff(g, c);
       std::printf("[ metric ] %s %s %s: max|gpu-ref| %.3g  max|gpu-cpu| %.3g\n", name, inv ? "invariant" : "default",
@@ -717,20 +709,12 @@ TEST(EngramTables, HostTablesGiveTheDeviceLogitsBitwise) {
     auto ref = SafetensorsFile::open(dir + "/reference.safetensors");
     const TensorView* tok = ref->find("tokens");
     ASSERT_NE(tok, nullptr);
-    std::vector<int64_t> tokens(tok->numel());
-    std::memcpy(tokens.data(), tok->data, tokens.size() * 8);
-    const size_t t_len = tokens.size();
-    const size_t chunk = std::stoul(ref->metadata().at("chunk"));
-    const size_t prefill = std::stoul(ref->metadata().at("prefill"));
-    std::vector<size_t> chunks, decode{prefill};
-    for (size_t i = 0; i < t_len; i += chunk) chunks.push_back(std::min(chunk, t_len - i));
-    for (size_t i = prefill; i < t_len; ++i) decode.push_back(1);
-    const std::vector<size_t> whole{t_len};
+    const GoldenFeeds f = golden_feeds(*tok, ref->metadata());
     const std::pair<const char*, const std::vector<size_t>*> modes[] = {
-        {"full", &whole}, {"chunked", &chunks}, {"decode", &decode}};
+        {"full", &f.whole}, {"chunked", &f.chunks}, {"decode", &f.decode}};
     for (auto [mode, sizes] : modes) {
       SCOPED_TRACE(mode);
-      const auto h = feed(*host, 1, tokens, *sizes), d = feed(*dev, 1, tokens, *sizes);
+      const auto h = feed(*host, 1, f.tokens, *sizes), d = feed(*dev, 1, f.tokens, *sizes);
       EXPECT_TRUE(bitwise_equal(h, d)) << "max |host - device| " << max_abs_diff(h, d);
       // And the host placement is the model, not only equal to something.
       EXPECT_LE(max_abs_diff(h, as_floats(*ref->find(std::string("logits_") + mode))), inv ? kTolFixture : kTol);

@@ -1,0 +1,38 @@
+// The feeding plans of a golden fixture (tools/make_fixtures.py wrote them into
+// reference.safetensors): its token ids and the three ways the reference fed them —
+// all at once, in chunks of metadata "chunk", and a prefill of metadata "prefill" tokens
+// followed by one token per step. Shared by the CPU golden test and the GPU model test.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace deepinfer {
+
+struct GoldenFeeds {
+  std::vector<int64_t> tokens;
+  std::vector<size_t> whole, chunks, decode;  // step sizes of the three feeding modes
+};
+
+// tokens: the fixture's I64 "tokens" tensor (the caller asserts it exists).
+inline GoldenFeeds golden_feeds(const TensorView& tokens, const std::map<std::string, std::string>& metadata) {
+  GoldenFeeds f;
+  f.tokens.resize(tokens.numel());
+  std::memcpy(f.tokens.data(), tokens.data, f.tokens.size() * sizeof(int64_t));
+  const size_t t_len = f.tokens.size();
+  const size_t chunk = std::stoul(metadata.at("chunk"));
+  const size_t prefill = std::stoul(metadata.at("prefill"));
+  f.whole = {t_len};
+  for (size_t i = 0; i < t_len; i += chunk) f.chunks.push_back(std::min(chunk, t_len - i));
+  f.decode = {prefill};
+  for (size_t i = prefill; i < t_len; ++i) f.decode.push_back(1);
+  return f;
+}
+
+}  // namespace deepinfer
