@@ -154,13 +154,7 @@ std::vector<float> Model::forward_batch(HistoryPool& pool, std::vector<BatchItem
   for (size_t i = 0; i < items.size(); ++i) b.slot(i).num_tokens += b.count(i);
 
   // Only the requested rows go through the final norm and the head.
-  std::vector<int64_t> rows;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].all_logits)
-      for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) rows.push_back(t);
-    else
-      rows.push_back(b.begin[i + 1] - 1);
-  }
+  std::vector<int64_t> rows = logit_rows(items, b.begin);
   const int64_t m = int64_t(rows.size());
   std::vector<float> hs(m * hc * d), pm(m * hc), xs(m * d);
   for (int64_t r = 0; r < m; ++r) {

@@ -816,13 +816,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
 
   // Only the requested rows go through the final norm and the head.
   layer_arena->reset();
-  std::vector<int64_t> rows;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].all_logits)
-      for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) rows.push_back(t);
-    else
-      rows.push_back(b.begin[i + 1] - 1);
-  }
+  std::vector<int64_t> rows = logit_rows(items, b.begin);
   // A graph step's items have one row each: row t is item t, padding rows included.
   for (int64_t t = int64_t(rows.size()); gp != nullptr && t < n; ++t) rows.push_back(t);
   const int64_t m = int64_t(rows.size());

@@ -87,4 +87,19 @@ struct SequenceState {
   int64_t num_tokens() const { return slot.num_tokens; }
 };
 
+// The rows of a ragged batch whose logits a forward returns: every row of an item that
+// asks for all_logits, else its last. Item i's rows are begin[i] .. begin[i + 1] - 1.
+// One rule for the CPU and the CUDA model (their item types differ).
+template <class Item>
+std::vector<int64_t> logit_rows(const std::vector<Item>& items, const std::vector<int64_t>& begin) {
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].all_logits)
+      for (int64_t t = begin[i]; t < begin[i + 1]; ++t) rows.push_back(t);
+    else
+      rows.push_back(begin[i + 1] - 1);
+  }
+  return rows;
+}
+
 }  // namespace deepinfer::v41
