@@ -25,6 +25,32 @@ struct WeightRef {
   bool empty() const { return data == nullptr; }
 };
 
+// What the activations entering a matrix product (a linear layer, an expert's w1 / w3 /
+// w2) are rounded to first (MODEL_V41.md §9.3; --activations on generate / serve).
+//   kF32: nothing: x as the forward computed it (fp32). The exact mode: the CUDA kernels
+//     match the CPU oracle's double sums to ~1e-6 relative (3-term bf16 tensor-core
+//     products where they use tensor cores).
+//   kBF16: x rounded to bf16 (round to nearest even) -- what the reference does in its
+//     bf16 run, where every activation is bf16. Weights dequantize exactly to bf16
+//     (e4m3 / e2m1 times a power-of-two scale), so products are exact in one bf16
+//     tensor-core MMA and only the fp32 summation order differs from the CPU oracle,
+//     which rounds x the same way. This is the fast mode (one MMA per tile, bf16 GEMMs).
+// In the MoE the rounding applies to x before w1 / w3 and to the scaled SwiGLU output
+// before w2. Nothing else (attention, norms, the indexer, hyper-connections) changes.
+enum class Activations : uint8_t { kF32, kBF16 };
+
+// Rounds an fp32 value to the nearest bf16 (ties to even), returned as fp32. NaN stays NaN.
+inline float round_to_bf16(float v) {
+  uint32_t b;
+  __builtin_memcpy(&b, &v, 4);
+  if ((b & 0x7f800000u) == 0x7f800000u) return v;  // inf / NaN unchanged
+  b += 0x7fffu + ((b >> 16) & 1u);
+  b &= 0xffff0000u;
+  float r;
+  __builtin_memcpy(&r, &b, 4);
+  return r;
+}
+
 struct LinearParams {
   const float* x = nullptr;  // [n, w.cols]
   float* y = nullptr;        // [n, num_rows]
@@ -34,6 +60,7 @@ struct LinearParams {
   // rows is how the grouped output projection runs one group's block of wo_a.
   int64_t row0 = 0;
   int64_t num_rows = -1;
+  Activations act = Activations::kF32;  // x is rounded to bf16 first under kBF16
 };
 
 // Dequantizes W[row, col0 : col0 + count] into out (fp32).

@@ -42,6 +42,7 @@ struct SwigluExpertParams {
   const float* route_weight = nullptr;  // [n] or null (shared expert: weight 1)
   float swiglu_limit = 10.0f;
   float* y = nullptr;  // [n, dim], overwritten
+  Activations act = Activations::kF32;  // see ops/linear.h
 };
 
 struct MoeExpertRef {
@@ -60,6 +61,7 @@ struct MoeExpertsParams {
   float swiglu_limit = 10.0f;
   const float* residual = nullptr;  // [n, dim] added last, or null
   float* y = nullptr;               // [n, dim], overwritten
+  Activations act = Activations::kF32;  // see ops/linear.h
 };
 
 namespace cpu {
