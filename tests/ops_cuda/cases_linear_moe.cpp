@@ -134,8 +134,9 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
 OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int64_t k, int64_t inter, int64_t dim,
                         int64_t sets, int64_t used, bool invariant, bool residual, bool bad_id = false,
-                        int64_t cpu_every = 1) {
-  return {name, "moe_experts", [=](Rng& rng) {
+                        int64_t cpu_every = 1, ops::Activations act = ops::Activations::kF32) {
+  const bool bf16 = act == ops::Activations::kBF16;
+  return {name, bf16 ? "moe_experts_bf16" : "moe_experts", [=](Rng& rng) {
             const auto& w = expert_weights(kind, inter, dim, sets);
             std::vector<ops::MoeExpertRef> hexp(E), dexp(E);
             for (int64_t e = 0; e < E; ++e) {
@@ -161,14 +162,14 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
             const int64_t m = int64_t(picked.size());
             std::vector<float> y(m * dim);
             ops::cpu::moe_experts({cx.data(), m, k, cids.data(), cw.data(), hexp.data(), E, 10.0f,
-                                   residual ? cres.data() : nullptr, y.data()});
+                                   residual ? cres.data() : nullptr, y.data(), act});
             const ops::cuda::MoeExpertTable table(dexp);
             const auto mode = invariant ? ops::cuda::LinearMode::kInvariant : ops::cuda::LinearMode::kAuto;
             Dev<float> dx(x), dw(wts), dres(res), dy(n * dim);
             Dev<int64_t> dids(ids);
             auto run = [&](int64_t t0, int64_t cnt, float* out) {
               ops::cuda::moe_experts({dx.get() + t0 * dim, cnt, k, dids.get() + t0 * k, dw.get() + t0 * k, nullptr, E,
-                                      10.0f, residual ? dres.get() + t0 * dim : nullptr, out},
+                                      10.0f, residual ? dres.get() + t0 * dim : nullptr, out, act},
                                      table, mode, nullptr);
             };
             run(0, n, dy.get());
@@ -211,7 +212,7 @@ std::vector<OpCase> linear_cases() {
 }
 
 std::vector<OpCase> moe_cases() {
-  return {
+  std::vector<OpCase> cases = {
       router_case("moe_router_v41_bf16", WKind::kBF16, 7, 384, 5120, 6, true, false, true),
       router_case("moe_router_ties_f32", WKind::kF32, 4, 64, 256, 6, false, true, true),
       router_case("moe_router_top1_nonorm", WKind::kBF16, 5, 16, 64, 1, true, false, false),
@@ -235,6 +236,31 @@ std::vector<OpCase> moe_cases() {
       moe_experts_case("moe_experts_fp8_n40", WKind::kFp8E8m0, 40, 16, 4, 64, 256, 3, 16, false, true),
       moe_experts_case("moe_experts_bf16_n20_invariant", WKind::kBF16, 20, 8, 2, 64, 128, 2, 8, true, false),
   };
+  // The FP4 tensor-core tiles (moe_tc: e2m1, 1x32 ue8m0, K % 128 == 0) at every tile
+  // height: n = 1, 3, 8 (1-, 4-, 8-row small tiles), 9 (an expert can get 9 rows: the big
+  // tiles), 64 and 300 (big tiles of up to 64 rows, ragged), in both activation modes
+  // (kF32: 3 bf16 planes, exact; kBF16: x and h rounded, one MMA per tile, big tiles too).
+  for (auto act : {ops::Activations::kF32, ops::Activations::kBF16}) {
+    const std::string m = act == ops::Activations::kBF16 ? "_bf16" : "_f32";
+    for (int64_t n : {1, 3, 8, 9, 64, 300})
+      cases.push_back(moe_experts_case("moe_experts_fp4tc" + m + "_n" + std::to_string(n), WKind::kFp4E8m0, n, 16, 4,
+                                       128, 256, 3, 16, false, true, false, 1, act));
+    cases.push_back(moe_experts_case("moe_experts_fp4tc" + m + "_n40_invariant", WKind::kFp4E8m0, 40, 16, 4, 128,
+                                     384, 3, 16, true, false, false, 1, act));
+  }
+  // kBF16 at the V4.1 shape (batch 1, 8 and the mixed 256), and on the SIMT paths: FP4
+  // whose inter (96) no tensor-core tile takes, FP8 (3-term mma tiles on rounded x).
+  cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n1", WKind::kFp4E8m0, 1, 384, 6, 2304, 5120, 4, 64, false,
+                                   true, false, 1, ops::Activations::kBF16));
+  cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n8", WKind::kFp4E8m0, 8, 384, 6, 2304, 5120, 4, 64, false,
+                                   true, false, 1, ops::Activations::kBF16));
+  cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n256", WKind::kFp4E8m0, 256, 384, 6, 2304, 5120, 4, 64,
+                                   false, true, false, 16, ops::Activations::kBF16));
+  cases.push_back(moe_experts_case("moe_experts_fp4simt_bf16_n20", WKind::kFp4E8m0, 20, 8, 2, 96, 256, 2, 8, false,
+                                   true, false, 1, ops::Activations::kBF16));
+  cases.push_back(moe_experts_case("moe_experts_fp8_bf16_n40", WKind::kFp8E8m0, 40, 16, 4, 64, 256, 3, 16, false,
+                                   true, false, 1, ops::Activations::kBF16));
+  return cases;
 }
 
 }  // namespace deepinfer::testing_cuda

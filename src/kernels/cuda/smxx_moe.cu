@@ -1,5 +1,7 @@
 #include <algorithm>
 
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_linear_gemv.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
@@ -451,7 +453,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_gemv_kernel(MoeGroupedA
     float gate = 0.0f, up = 0.0f;
     for (int k = 0; k < ks; ++k) gate += red[g * ks + k][j][t];
     for (int k = 0; k < ks; ++k) up += red[g * ks + k][2 + j][t];
-    a.y[p * out_rows + o] = swiglu(gate, up, a.limit, a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
+    const float h = swiglu(gate, up, a.limit, a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
+    a.y[p * out_rows + o] = a.round_h ? __bfloat162float(__float2bfloat16_rn(h)) : h;
   } else {
     float sum = 0.0f;
     for (int k = 0; k < ks; ++k) sum += red[g * ks + k][j][t];
@@ -506,7 +509,8 @@ __global__ void moe_act_kernel(MoeGroupedArgs a) {
   const int64_t inter = a.w13.rows, count = int64_t(tile.rows) * inter;
   for (int64_t idx = int64_t(blockIdx.y) * blockDim.x + threadIdx.x; idx < count; idx += int64_t(gridDim.y) * blockDim.x) {
     const int64_t p = tile.row0 + idx / inter, o = p * inter + idx % inter;
-    a.y[o] = swiglu(a.y[o], a.up[o], a.limit, a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
+    const float h = swiglu(a.y[o], a.up[o], a.limit, a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
+    a.y[o] = a.round_h ? __bfloat162float(__float2bfloat16_rn(h)) : h;
   }
 }
 

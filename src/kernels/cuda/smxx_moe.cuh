@@ -124,7 +124,15 @@ struct MoeGroupedArgs {
   const MoeTile* tiles = nullptr;
   const int32_t* num_tiles = nullptr;  // device count of valid tiles
   int64_t max_tiles = 0;               // host bound: the grid size
-  int tile_rows = kMoeSmallRows;       // gemv: the plan's small_rows
+  int tile_rows = kMoeSmallRows;       // gemv: the plan's small_rows; moe_tc: that or kMoeBigRows
+  bool round_h = false;  // gemv stage 1 / moe_act: h rounded to bf16 (Activations::kBF16)
+  // moe_tc only: the B operand as bf16 planes (terms = 1: bf16 x; 3: hi, mid, lo = x),
+  // plane p at xt + p * xt_plane; stage 1 writes h the same way into ht.
+  const uint16_t* xt = nullptr;
+  int64_t xt_plane = 0;
+  uint16_t* ht = nullptr;
+  int64_t ht_plane = 0;
+  int terms = 3;
 };
 // Whether the grouped kernels take this expert layout (format, vector alignment,
 // power-of-two scale blocks).
@@ -134,6 +142,17 @@ cudaError_t moe_gemv(const MoeGroupedArgs& a, cudaStream_t stream);
 cudaError_t moe_mma(const MoeGroupedArgs& a, cudaStream_t stream);
 // h = route_weight * silu(min(h, L)) * clamp(up, -L, L) on the rows of the big tiles.
 cudaError_t moe_act(const MoeGroupedArgs& a, cudaStream_t stream);
+
+// Tensor-core FP4 tiles (smxx_moe_tc.cu): e2m1 experts with 1x32 ue8m0 scales, K a
+// multiple of 128, inter a multiple of 8 and dim of 16. Stage 1 reads xt (the tokens'
+// planes, rows by row_token) and writes h planes into ht; stage 2 reads xt = those
+// planes and writes y (fp32). tile_rows <= 8: the small-tile list; kMoeBigRows: the big.
+bool moe_tc_eligible(const WeightArgs& w13, const WeightArgs& w2);
+cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
+// x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).
+cudaError_t moe_split_terms(const float* x, uint16_t* out, int64_t count, int terms, cudaStream_t stream);
+// out = bf16-rounded x (fp32 storage), for the SIMT paths under Activations::kBF16.
+cudaError_t moe_round_bf16(const float* x, float* out, int64_t count, cudaStream_t stream);
 
 struct MoeCombineArgs {
   const float* y = nullptr;  // [n k, dim] permuted expert outputs

@@ -36,11 +36,21 @@ void moe_router(const MoeRouterParams& p) {
   }
 }
 
+// Under Activations::kBF16 x is rounded to bf16 before w1 / w3 and the scaled SwiGLU
+// output (route weight included) before w2 (ops/linear.h); kF32 rounds nothing.
 void swiglu_expert(const SwigluExpertParams& p) {
-  const int64_t inter = p.w1.rows;
+  const int64_t inter = p.w1.rows, dim = p.w1.cols;
+  const bool bf16 = p.act == Activations::kBF16;
+  std::vector<float> xr;
+  const float* x = p.x;
+  if (bf16) {
+    xr.resize(size_t(p.n * dim));
+    for (int64_t i = 0; i < p.n * dim; ++i) xr[i] = round_to_bf16(p.x[i]);
+    x = xr.data();
+  }
   std::vector<float> gate(p.n * inter), up(p.n * inter);
-  linear({p.x, gate.data(), p.n, p.w1});
-  linear({p.x, up.data(), p.n, p.w3});
+  linear({x, gate.data(), p.n, p.w1});
+  linear({x, up.data(), p.n, p.w3});
   const float lim = p.swiglu_limit;
   for (int64_t t = 0; t < p.n; ++t) {
     for (int64_t i = 0; i < inter; ++i) {
@@ -52,7 +62,7 @@ void swiglu_expert(const SwigluExpertParams& p) {
       float silu = g / (1.0f + std::exp(-g));
       float v = silu * u;
       if (p.route_weight) v = p.route_weight[t] * v;
-      gate[t * inter + i] = v;
+      gate[t * inter + i] = bf16 ? round_to_bf16(v) : v;
     }
   }
   linear({gate.data(), p.y, p.n, p.w2});
@@ -77,7 +87,7 @@ void moe_experts(const MoeExpertsParams& p) {
     std::vector<float> xin(m_rows * d), yout(m_rows * d);
     for (int64_t i = 0; i < m_rows; ++i) std::copy_n(p.x + rows[i] * d, d, xin.data() + i * d);
     const MoeExpertRef& w = p.experts[e];
-    swiglu_expert({xin.data(), m_rows, w.w1, w.w3, w.w2, rw.data(), p.swiglu_limit, yout.data()});
+    swiglu_expert({xin.data(), m_rows, w.w1, w.w3, w.w2, rw.data(), p.swiglu_limit, yout.data(), p.act});
     for (int64_t i = 0; i < m_rows; ++i)
       for (int64_t j = 0; j < d; ++j) acc[rows[i] * d + j] += yout[i * d + j];
   }

@@ -61,10 +61,12 @@ void swiglu_expert(const SwigluExpertParams& p, LinearMode mode, cudaStream_t st
                 "swiglu_expert: w1/w3 [inter, dim] and w2 [dim, inter] disagree");
   if (p.n == 0) return;
   Scratch gate(p.n * inter, stream), up(p.n * inter, stream);
-  linear({p.x, gate.p, p.n, p.w1}, mode, stream);
-  linear({p.x, up.p, p.n, p.w3}, mode, stream);
+  // Under Activations::kBF16 linear rounds its x to bf16: x before w1 / w3, the scaled
+  // SwiGLU output before w2 (the CPU op's semantics).
+  linear({p.x, gate.p, p.n, p.w1, 0, -1, p.act}, mode, stream);
+  linear({p.x, up.p, p.n, p.w3, 0, -1, p.act}, mode, stream);
   CUDA_CHECK(kernels::swiglu_act({gate.p, up.p, p.route_weight, p.n, inter, p.swiglu_limit}, stream));
-  linear({gate.p, p.y, p.n, p.w2}, mode, stream);
+  linear({gate.p, p.y, p.n, p.w2, 0, -1, p.act}, mode, stream);
 }
 
 // ---------------------------------------------------------------------------
@@ -87,13 +89,19 @@ bool use_big_tiles(int64_t n, const MoeExpertTable& t, LinearMode mode) {
          kernels::moe_mma_eligible(t.w2());
 }
 
-// Workspace layout, in order; every piece 256-byte aligned.
+// The tensor-core FP4 tiles (moe_tc) take every tile of e2m1 experts with 1x32 ue8m0
+// scales (the released format); other formats keep the SIMT gemv + 3-term mma tiles.
+bool use_tc(const MoeExpertTable& t) { return kernels::moe_tc_eligible(t.w13(), t.w2()); }
+
+// Workspace layout, in order; every piece 256-byte aligned. xt / ht: the bf16 planes of
+// x and h for moe_tc (sized for 3 planes, the kF32 split); xr: bf16-rounded x for the
+// SIMT paths under kBF16. Sizes do not depend on the activation mode.
 struct MoeLayout {
   size_t counts, offsets, chunk_base, row_token, row_weight, slot_row, small_tiles, big_tiles, num_tiles, h, up, y,
-      total;
+      xt, ht, xr, total;
   MoeLayout(int64_t n, int64_t k, const MoeExpertTable& t, LinearMode mode) {
     const int64_t nk = n * k, E = t.num_experts(), inter = t.w13().rows, dim = t.w2().rows;
-    const bool big = use_big_tiles(n, t, mode);
+    const bool big = use_big_tiles(n, t, mode), tc = use_tc(t);
     size_t at = 0;
     auto take = [&](size_t bytes) {
       const size_t o = at;
@@ -113,6 +121,9 @@ struct MoeLayout {
     h = take(size_t(nk * inter) * 4);
     up = take(big ? size_t(nk * inter) * 4 : 0);
     y = take(size_t(nk * dim) * 4);
+    xt = take(tc ? size_t(n * dim) * 2 * 3 : 0);
+    ht = take(tc ? size_t(nk * inter) * 2 * 3 : 0);
+    xr = take(tc ? 0 : size_t(n * dim) * 4);
     total = at;
   }
 };
@@ -161,6 +172,22 @@ MoeExpertTable& MoeExpertTable::operator=(MoeExpertTable&& o) noexcept {
   return *this;
 }
 
+namespace {
+void combine(const MoeExpertsParams& p, const MoeExpertTable& t, const kernels::MoePlanArgs& pa, const float* y,
+             cudaStream_t stream) {
+  kernels::MoeCombineArgs ca;
+  ca.y = y;
+  ca.expert_ids = p.expert_ids;
+  ca.slot_row = pa.slot_row;
+  ca.residual = p.residual;
+  ca.out = p.y;
+  ca.n = int32_t(p.n);
+  ca.k = int32_t(p.top_k);
+  ca.dim = int32_t(t.w2().rows);
+  CUDA_CHECK(kernels::moe_combine(ca, stream));
+}
+}  // namespace
+
 size_t moe_experts_workspace_bytes(int64_t n, int64_t top_k, const MoeExpertTable& t, LinearMode mode) {
   return MoeLayout(n, top_k, t, mode).total;
 }
@@ -203,6 +230,8 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
 
   float* h = reinterpret_cast<float*>(at(lay.h));
   float* y = reinterpret_cast<float*>(at(lay.y));
+  const bool bf16 = p.act == Activations::kBF16;
+  const int64_t dim = t.w2().rows, inter = t.w13().rows;
   kernels::MoeGroupedArgs g;
   g.experts = static_cast<const kernels::MoeExpertPtrs*>(t.table());
   g.w13 = t.w13();
@@ -220,10 +249,63 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   large.max_tiles = big ? kernels::moe_big_tile_bound(nk, E) : 0;
   large.up = big ? reinterpret_cast<float*>(at(lay.up)) : nullptr;
 
+  if (use_tc(t)) {
+    // x -> bf16 planes once; every tile of both stages on the tensor cores, except the
+    // big tiles of the exact mode, which keep the 3-term mma block (moe_mma) on fp32 h.
+    const int terms = bf16 ? 1 : 3;
+    uint16_t* xt = reinterpret_cast<uint16_t*>(at(lay.xt));
+    uint16_t* ht = reinterpret_cast<uint16_t*>(at(lay.ht));
+    CUDA_CHECK(kernels::moe_split_terms(p.x, xt, p.n * dim, terms, stream));
+    kernels::MoeGroupedArgs ts = small, tl = large;
+    tl.tile_rows = kernels::kMoeBigRows;
+    for (kernels::MoeGroupedArgs* s : {&ts, &tl}) {
+      s->terms = terms;
+      s->stage = 1;
+      s->xt = xt;
+      s->xt_plane = p.n * dim;
+      s->ht = ht;
+      s->ht_plane = nk * inter;
+    }
+    const bool big_tc = big && bf16;
+    CUDA_CHECK(kernels::moe_tc(ts, stream));
+    if (big_tc) CUDA_CHECK(kernels::moe_tc(tl, stream));
+    if (big && !big_tc) {
+      large.stage = 1;
+      large.x = p.x;
+      large.y = h;
+      CUDA_CHECK(kernels::moe_mma(large, stream));
+      CUDA_CHECK(kernels::moe_act(large, stream));
+    }
+    for (kernels::MoeGroupedArgs* s : {&ts, &tl}) {
+      s->stage = 2;
+      s->xt = ht;
+      s->xt_plane = nk * inter;
+      s->y = y;
+    }
+    CUDA_CHECK(kernels::moe_tc(ts, stream));
+    if (big_tc) CUDA_CHECK(kernels::moe_tc(tl, stream));
+    if (big && !big_tc) {
+      large.stage = 2;
+      large.x = h;
+      large.y = y;
+      CUDA_CHECK(kernels::moe_mma(large, stream));
+    }
+    combine(p, t, pa, y, stream);
+    return;
+  }
+
+  // SIMT gemv / 3-term mma tiles. Under kBF16: x rounded first, h rounded as written.
+  const float* x = p.x;
+  if (bf16) {
+    float* xr = reinterpret_cast<float*>(at(lay.xr));
+    CUDA_CHECK(kernels::moe_round_bf16(p.x, xr, p.n * dim, stream));
+    x = xr;
+    small.round_h = large.round_h = true;
+  }
   // Stage 1: x -> h = route_weight * SwiGLU(w1 x, w3 x), per permuted row.
   for (kernels::MoeGroupedArgs* s : {&small, &large}) {
     s->stage = 1;
-    s->x = p.x;
+    s->x = x;
     s->y = h;
   }
   CUDA_CHECK(kernels::moe_gemv(small, stream));
@@ -239,17 +321,7 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   }
   CUDA_CHECK(kernels::moe_gemv(small, stream));
   if (big) CUDA_CHECK(kernels::moe_mma(large, stream));
-
-  kernels::MoeCombineArgs ca;
-  ca.y = y;
-  ca.expert_ids = p.expert_ids;
-  ca.slot_row = pa.slot_row;
-  ca.residual = p.residual;
-  ca.out = p.y;
-  ca.n = int32_t(p.n);
-  ca.k = int32_t(p.top_k);
-  ca.dim = int32_t(t.w2().rows);
-  CUDA_CHECK(kernels::moe_combine(ca, stream));
+  combine(p, t, pa, y, stream);
 }
 
 }  // namespace deepinfer::ops::cuda

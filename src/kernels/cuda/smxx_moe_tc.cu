@@ -1,0 +1,355 @@
+// Tensor-core FP4 tiles of the grouped MoE (smxx_moe.cuh, moe_tc): e2m1 experts with
+// 1x32 ue8m0 scales, every tile height (1..64 rows), both activation modes.
+//
+// Why (bench/flash/NOTES.md §4 and "MoE FP4 tensor-core tiles"): the SIMT gemv spent ~42 integer ops + 8 conversions
+// per 8 FP4 codes and 32 FMAs per row per token on every 16-byte vector, i.e. ~240
+// issue slots per vector at batch 1 against ~125 available per vector at 4.27 TB/s on
+// 132 SMs: it ran at ~15% of bandwidth, and n rows cost n times the FMAs. Here a warp
+// owns 16 weight rows x (8 .. 64) tokens and the dot products run on mma.sync
+// m16n8k16 (bf16 in, fp32 out), so the per-vector cost is the decode (~19 ops per 8
+// codes: byte-table PRMTs to exact bf16, sign by PRMT sign-replication, one bf16x2
+// multiply by the power-of-two scale) plus 4 MMAs per 1..8 tokens.
+//
+// Layout: in each 128-column chunk thread (g = lane / 4, c = lane % 4) loads 16 bytes =
+// 32 codes = one whole scale block of its two rows (g and g + 8 of the warp's 16), and
+// supplies the MMA's k slots {2c, 2c + 1, 2c + 8, 2c + 9} of step j (0..7) from its
+// codes 4j .. 4j + 3. The MMA sums over k in any order of slots, so B (x) is read at the
+// same columns 32c + 4j .. + 3 of the token row: x is pre-split into bf16 planes (one
+// plane under Activations::kBF16, hi / mid / lo = the fp32 value exactly under kF32), so
+// B fragments are plain 16-byte loads. Products are exact (e2m1 x 2^k and bf16 x bf16
+// in fp32); the MMA accumulator is promoted into fp32 every 32 columns under kF32 (the
+// truncation bias of long MMA chains, NOTES §4) and every 128 under kBF16.
+//
+// Determinism / batch invariance: a token column of an MMA depends only on that column,
+// the K split (ks) is a function of K and the tile kind, the cross-warp sums are added in
+// slice order. So a row's result depends on neither the batch nor the other rows of its
+// tile; kInvariant runs every expert on the 8-row tiles.
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_moe.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kTcWarps = 8;
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(&a), y = *reinterpret_cast<const __nv_bfloat162*>(&b);
+  const __nv_bfloat162 r = __hmul2(x, y);  // exact: e2m1 value x 2^k
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// d = a b + 0: the first MMA of a promotion window (no zeroing moves).
+__device__ __forceinline__ void mma16816_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+#endif
+}
+
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// bf16 bits of the e2m1 magnitudes (code & 7) 0, 0.5, 1, 1.5, 2, 3, 4, 6 = 0000 3F00
+// 3F80 3FC0 4000 4040 4080 40C0, split into a low-byte and a high-byte table of 8 bytes
+// each (two registers): one PRMT looks up four codes.
+constexpr uint32_t kLo0 = 0xC0800000u, kLo1 = 0xC0804000u;
+constexpr uint32_t kHi0 = 0x3F3F3F00u, kHi1 = 0x40404040u;
+
+// Eight codes (nibble i = element i) -> four bf16x2 words (elements (0,1), (2,3),
+// (4,5), (6,7)) times the bf16x2 scale sc.
+__device__ __forceinline__ void decode8(uint32_t u, uint32_t sc, uint32_t (&p)[4]) {
+  const uint32_t m = u & 0x77777777u;  // magnitude indices (bit 3 would select PRMT's sign mode)
+  const uint32_t mh = m >> 16;
+  const uint32_t l0 = prmt(kLo0, kLo1, m), l1 = prmt(kLo0, kLo1, mh);
+  uint32_t h0 = prmt(kHi0, kHi1, m), h1 = prmt(kHi0, kHi1, mh);
+  // Sign of code i: the msb of a byte of u (odd codes) or of u << 4 (even codes); PRMT's
+  // sign mode replicates it over the output byte.
+  const uint32_t u4 = u << 4;
+  h0 |= prmt(u, u4, 0x9D8Cu) & 0x80808080u;
+  h1 |= prmt(u, u4, 0xBFAEu) & 0x80808080u;
+  p[0] = mul_bf16x2(prmt(l0, h0, 0x5140u), sc);
+  p[1] = mul_bf16x2(prmt(l0, h0, 0x7362u), sc);
+  p[2] = mul_bf16x2(prmt(l1, h1, 0x5140u), sc);
+  p[3] = mul_bf16x2(prmt(l1, h1, 0x7362u), sc);
+}
+
+// ue8m0 byte -> the same power of two as bf16 bits, in both halves.
+__device__ __forceinline__ uint32_t scale_bf16x2(uint8_t e) {
+  const uint32_t b = e == 0 ? 0x0040u : e == 0xff ? 0x7fc0u : uint32_t(e) << 7;
+  return b | (b << 16);
+}
+
+__device__ __forceinline__ float swiglu_tc(float g, float u, float lim, float rw, bool has_rw) {
+  if (lim > 0) {
+    u = u < -lim ? -lim : (lim < u ? lim : u);
+    g = g < lim ? g : lim;
+  }
+  float v = __fmul_rn(g / (1.0f + expf(-g)), u);
+  if (has_rw) v = __fmul_rn(rw, v);
+  return v;
+}
+
+// v -> kTerms bf16 values (plane 0 = hi); under kTerms = 1 the bf16 rounding (RNE).
+template <int kTerms>
+__device__ __forceinline__ void store_terms(uint16_t* base, int64_t plane, int64_t idx, float v) {
+  const __nv_bfloat16 hi = __float2bfloat16_rn(v);
+  base[idx] = __bfloat16_as_ushort(hi);
+  if constexpr (kTerms == 3) {
+    const float r = v - __bfloat162float(hi);  // exact in fp32
+    const __nv_bfloat16 mid = __float2bfloat16_rn(r);
+    const __nv_bfloat16 lo = __float2bfloat16_rn(r - __bfloat162float(mid));
+    base[plane + idx] = __bfloat16_as_ushort(mid);
+    base[2 * plane + idx] = __bfloat16_as_ushort(lo);
+  }
+}
+
+// Grid (tile, block of output rows). Block: 8 warps = (8 / ks) row groups x ks slices of
+// K. A warp: 16 weight rows (stage 1: w1 rows o0 .. o0 + 7 then w3 rows o0 .. o0 + 7, so
+// a thread holds gate and up of the same output; stage 2: w2 rows o0 .. o0 + 15) x kNT8
+// token tiles of 8.
+template <int kStage, int kTerms, int kNT8>
+__global__ void __launch_bounds__(kTcWarps * 32, kNT8 == 1 ? 3 : 2) moe_tc_kernel(MoeGroupedArgs a, int ks) {
+  constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
+  constexpr int kWindow = kTerms == 3 ? 1 : 4;  // words (32 columns) per promotion window
+  constexpr int kDepth = kNT8 == 1 ? 2 : 1;     // chunks of weights in flight ahead of the MMAs
+  __shared__ float red[kNT8 == 1 ? kTcWarps : 1][32][4];
+  if (int64_t(blockIdx.x) >= *a.num_tiles) return;
+  const MoeTile tile = a.tiles[blockIdx.x];
+  const MoeExpertPtrs& ex = a.experts[tile.expert];
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int64_t K = L.cols, out_rows = L.rows;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int slice = warp % ks, group = warp / ks, groups = kTcWarps / ks;
+  const int64_t o0 = (int64_t(blockIdx.y) * groups + group) * kOutPerWarp;
+  const bool active = o0 < out_rows;  // warp-uniform; inactive warps still meet the barrier
+  const int64_t ob = active ? o0 : 0;
+  const int64_t row_bytes = K / 2;
+  const int64_t ra = ob + g, rb = kStage == 1 ? ob + g : ob + 8 + g;
+  const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + ra * row_bytes + c * 16;
+  const uint8_t* wb = ex.w[kStage == 1 ? 1 : 2] + rb * row_bytes + c * 16;
+  const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols + c;
+  const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c;
+  const int chunks = int(K / 128);
+  const int per = (chunks + ks - 1) / ks;
+  const int ch0 = slice * per, ch1 = min(chunks, ch0 + per);
+  const int rows = tile.rows;
+  const int ntiles = min(kNT8, (rows + 7) / 8);
+
+  // B rows as element offsets into the planes (n k rows x K < 2^31: checked on the host).
+  const uint16_t* xb = a.xt + c * 32;
+  int32_t bo[kNT8];
+#pragma unroll
+  for (int nt = 0; nt < kNT8; ++nt) {
+    const int64_t p = tile.row0 + min(nt * 8 + g, rows - 1);  // clamped columns: computed, never stored
+    bo[nt] = int32_t((kStage == 1 ? int64_t(a.row_token[p]) : p) * K);
+  }
+  float acc[kNT8][4];
+#pragma unroll
+  for (int nt = 0; nt < kNT8; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+
+  if (active && ch0 < ch1) {
+    uint4 qa[kDepth], qb[kDepth];
+    uint8_t qsa[kDepth], qsb[kDepth];
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const int ch = min(ch0 + d, ch1 - 1);
+      qa[d] = ld_stream(wa + int64_t(ch) * 64);
+      qb[d] = ld_stream(wb + int64_t(ch) * 64);
+      qsa[d] = sa[ch * 4];
+      qsb[d] = sb[ch * 4];
+    }
+    for (int ch = ch0; ch < ch1; ++ch) {
+      const uint4 va = qa[0], vb = qb[0];
+      const uint32_t sca = scale_bf16x2(qsa[0]), scb = scale_bf16x2(qsb[0]);
+#pragma unroll
+      for (int d = 0; d + 1 < kDepth; ++d) {
+        qa[d] = qa[d + 1];
+        qb[d] = qb[d + 1];
+        qsa[d] = qsa[d + 1];
+        qsb[d] = qsb[d + 1];
+      }
+      {  // the chunk kDepth ahead (clamped: a repeated load at the end, never used)
+        const int nx = min(ch + kDepth, ch1 - 1);
+        qa[kDepth - 1] = ld_stream(wa + int64_t(nx) * 64);
+        qb[kDepth - 1] = ld_stream(wb + int64_t(nx) * 64);
+        qsa[kDepth - 1] = sa[nx * 4];
+        qsb[kDepth - 1] = sb[nx * 4];
+      }
+      const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+      const int64_t kof = int64_t(ch) * 128;
+      float tmp[kNT8][4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t pa[4], pb[4];
+        decode8(wa4[q], sca, pa);
+        decode8(wb4[q], scb, pb);
+        const uint32_t a0[4] = {pa[0], pb[0], pa[1], pb[1]};  // step 2q: codes 8q .. 8q + 3
+        const uint32_t a1[4] = {pa[2], pb[2], pa[3], pb[3]};  // step 2q + 1: codes 8q + 4 .. 8q + 7
+#pragma unroll
+        for (int nt = 0; nt < kNT8; ++nt) {
+          if (nt >= ntiles) break;
+#pragma unroll
+          for (int t = kTerms - 1; t >= 0; --t) {  // smallest term first
+            const uint4 b = *reinterpret_cast<const uint4*>(xb + bo[nt] + t * a.xt_plane + kof + q * 8);
+            if (q % kWindow == 0 && t == kTerms - 1) mma16816_zero(tmp[nt], a0, b.x, b.y);
+            else mma16816(tmp[nt], a0, b.x, b.y);
+            mma16816(tmp[nt], a1, b.z, b.w);
+          }
+        }
+        if (q % kWindow == kWindow - 1) {
+#pragma unroll
+          for (int nt = 0; nt < kNT8; ++nt) {
+            if (nt >= ntiles) break;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[nt][i] += tmp[nt][i];
+          }
+        }
+      }
+    }
+  }
+  if (kNT8 == 1 && ks > 1) {
+    // Slices meet in shared memory; slice 0 adds them in slice order.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[kNT8 == 1 ? warp : 0][lane][i] = acc[0][i];
+    __syncthreads();
+    if (slice != 0) return;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float s = red[kNT8 == 1 ? warp : 0][lane][i];
+      for (int k = 1; k < ks; ++k) s += red[kNT8 == 1 ? warp + k : 0][lane][i];
+      acc[0][i] = s;
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int nt = 0; nt < kNT8; ++nt) {
+    if (nt >= ntiles) break;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = nt * 8 + 2 * c + h;
+      if (i >= rows) continue;
+      const int64_t p = tile.row0 + i;
+      if constexpr (kStage == 1) {
+        const float v = swiglu_tc(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
+                                  a.row_weight != nullptr);
+        store_terms<kTerms>(a.ht, a.ht_plane, p * out_rows + o0 + g, v);
+      } else {
+        a.y[p * out_rows + o0 + g] = acc[nt][h];
+        a.y[p * out_rows + o0 + 8 + g] = acc[nt][2 + h];
+      }
+    }
+  }
+}
+
+// fp32 rows -> kTerms bf16 planes (plane stride = count), four values per thread.
+template <int kTerms>
+__global__ void moe_split_kernel(const float* x, uint16_t* out, int64_t count) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (i >= count) return;
+  const float4 v = *reinterpret_cast<const float4*>(x + i);
+  store_terms<kTerms>(out, count, i, v.x);
+  store_terms<kTerms>(out, count, i + 1, v.y);
+  store_terms<kTerms>(out, count, i + 2, v.z);
+  store_terms<kTerms>(out, count, i + 3, v.w);
+}
+
+__global__ void moe_round_kernel(const float* x, float* out, int64_t count) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) out[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+}
+
+template <int kStage, int kTerms, int kNT8>
+cudaError_t launch_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int chunks = int(L.cols / 128);
+  int ks = 1;
+  if (kNT8 == 1)  // short tiles: split K until a warp has ~8-16 chunks (enough blocks at batch 1)
+    while (ks < kTcWarps && chunks / (2 * ks) >= 8) ks *= 2;
+  const int64_t per_block = int64_t(kTcWarps / ks) * (kStage == 1 ? 8 : 16);
+  const int64_t gy = (L.rows + per_block - 1) / per_block;
+  // B offsets are int32 elements: rows of the planes x K must stay below 2^31.
+  if (gy > 65535 || a.max_tiles > INT32_MAX || a.xt_plane > INT32_MAX) return cudaErrorInvalidValue;
+  moe_tc_kernel<kStage, kTerms, kNT8><<<dim3(unsigned(a.max_tiles), unsigned(gy)), kTcWarps * 32, 0, stream>>>(a, ks);
+  return cudaGetLastError();
+}
+
+template <int kStage, int kTerms>
+cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
+  if (a.tile_rows <= 8) return launch_tc<kStage, kTerms, 1>(a, stream);
+  return launch_tc<kStage, kTerms, kMoeBigRows / 8>(a, stream);
+}
+
+}  // namespace
+
+bool moe_tc_eligible(const WeightArgs& w13, const WeightArgs& w2) {
+  auto ok = [](const WeightArgs& w) {
+    return w.format == WFormat::kE2M1 && w.scale_format == SFormat::kE8M0 && w.block_rows == 1 &&
+           w.block_cols == 32 && w.cols % 128 == 0 && w.scale_cols >= w.cols / 32;
+  };
+  return ok(w13) && ok(w2) && w13.rows % 8 == 0 && w2.rows % 16 == 0 && w2.rows == w13.cols && w2.cols == w13.rows;
+}
+
+cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
+  if (a.max_tiles <= 0) return cudaSuccess;
+  if (!moe_tc_eligible(a.w13, a.w2) || !a.experts || !a.xt || !a.tiles || !a.num_tiles ||
+      (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) || (a.terms != 1 && a.terms != 3) ||
+      (a.tile_rows != 1 && a.tile_rows != 2 && a.tile_rows != 4 && a.tile_rows != 8 && a.tile_rows != kMoeBigRows))
+    return cudaErrorInvalidValue;
+  if (a.stage == 1) return a.terms == 1 ? launch_tc_rows<1, 1>(a, stream) : launch_tc_rows<1, 3>(a, stream);
+  if (a.stage != 2) return cudaErrorInvalidValue;
+  return a.terms == 1 ? launch_tc_rows<2, 1>(a, stream) : launch_tc_rows<2, 3>(a, stream);
+}
+
+cudaError_t moe_split_terms(const float* x, uint16_t* out, int64_t count, int terms, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  if (!x || !out || count % 4 != 0 || (terms != 1 && terms != 3) || reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    return cudaErrorInvalidValue;
+  const int64_t blocks = (count / 4 + 255) / 256;
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  if (terms == 1) moe_split_kernel<1><<<unsigned(blocks), 256, 0, stream>>>(x, out, count);
+  else moe_split_kernel<3><<<unsigned(blocks), 256, 0, stream>>>(x, out, count);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_round_bf16(const float* x, float* out, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  if (!x || !out) return cudaErrorInvalidValue;
+  const int64_t blocks = (count + 255) / 256;
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  moe_round_kernel<<<unsigned(blocks), 256, 0, stream>>>(x, out, count);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels
