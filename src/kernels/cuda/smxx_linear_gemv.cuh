@@ -19,8 +19,33 @@ template <> struct Fmt<WFormat::kF32> { static constexpr int kPerWord = 1; stati
 template <> struct Fmt<WFormat::kBF16> { static constexpr int kPerWord = 2; static constexpr float kFactor = 1.0f; };
 template <> struct Fmt<WFormat::kF16> { static constexpr int kPerWord = 2; static constexpr float kFactor = 1.0f; };
 template <> struct Fmt<WFormat::kE4M3> { static constexpr int kPerWord = 4; static constexpr float kFactor = 1.0f; };
-// e2m1 codes decode to value * 2^-14 (see e2m1_to_float); the factor goes into the scale.
-template <> struct Fmt<WFormat::kE2M1> { static constexpr int kPerWord = 8; static constexpr float kFactor = 16384.0f; };
+// e2m1 codes decode to their exact values (decode_e2m1 below).
+template <> struct Fmt<WFormat::kE2M1> { static constexpr int kPerWord = 8; static constexpr float kFactor = 1.0f; };
+
+// Eight e2m1 codes (nibble i = element i) -> fp32. The bf16 bits of the magnitudes (code
+// & 7: 0, .5, 1, 1.5, 2, 3, 4, 6) sit in a low-byte and a high-byte table of two registers
+// each; one PRMT looks up four codes, PRMT's sign mode copies each code's sign bit over
+// a byte, two more PRMTs interleave low / high bytes into bf16 pairs, and a bf16 is the
+// top half of its fp32. ~23 integer ops per 8 codes; the former nibble -> fp16 -> fp32
+// path took ~42 plus 8 quarter-rate conversions (bench/flash/NOTES.md §4).
+__device__ __forceinline__ uint32_t prmt_b32(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+__device__ __forceinline__ void decode_e2m1(uint32_t u, float* out) {
+  const uint32_t m = u & 0x77777777u, mh = m >> 16, u4 = u << 4;
+  const uint32_t l0 = prmt_b32(0xC0800000u, 0xC0804000u, m), l1 = prmt_b32(0xC0800000u, 0xC0804000u, mh);
+  const uint32_t h0 = prmt_b32(0x3F3F3F00u, 0x40404040u, m) | (prmt_b32(u, u4, 0x9D8Cu) & 0x80808080u);
+  const uint32_t h1 = prmt_b32(0x3F3F3F00u, 0x40404040u, mh) | (prmt_b32(u, u4, 0xBFAEu) & 0x80808080u);
+  const uint32_t p[4] = {prmt_b32(l0, h0, 0x5140u), prmt_b32(l0, h0, 0x7362u), prmt_b32(l1, h1, 0x5140u),
+                         prmt_b32(l1, h1, 0x7362u)};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(p[i] << 16);
+    out[2 * i + 1] = __uint_as_float(p[i] & 0xffff0000u);
+  }
+}
 
 template <WFormat F>
 __device__ __forceinline__ void decode_word(uint32_t u, float* out) {
@@ -46,19 +71,7 @@ __device__ __forceinline__ void decode_word(uint32_t u, float* out) {
       out[2 * p + 1] = f.y;
     }
   } else {
-    // Two nibbles of one byte become the two halves of an fp16x2 in one step.
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      const uint32_t byte = (u >> (8 * b)) & 0xffu;
-      const uint32_t pair = (byte & 0xfu) | ((byte >> 4) << 16);
-      const uint32_t bits = ((pair & 0x00070007u) << 9) | ((pair & 0x00080008u) << 12);
-      __half2_raw r;
-      r.x = uint16_t(bits);
-      r.y = uint16_t(bits >> 16);
-      const float2 f = __half22float2(__half2(r));
-      out[2 * b] = f.x;
-      out[2 * b + 1] = f.y;
-    }
+    decode_e2m1(u, out);
   }
 }
 

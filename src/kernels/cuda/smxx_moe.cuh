@@ -66,6 +66,10 @@ cudaError_t swiglu_act(const SwigluActArgs& a, cudaStream_t stream);
 //   moe_mma      the same stages over "big" tiles of <= 64 rows (experts with more
 //                than big_threshold rows; default mode only): linear's 3-term bf16
 //                tensor-core block; stage 1 writes gate and up, moe_act finishes them.
+//   moe_tc       both stages over either tile list for e2m1 experts with 1x32 ue8m0
+//                scales (the released format): mma.sync on bf16 planes of x / h
+//                (smxx_moe_tc.cu); it replaces moe_gemv for them, and moe_mma too
+//                under Activations::kBF16 (the exact mode keeps moe_mma's big tiles).
 //   moe_combine  out[t] = 0 + y[rows of t's slots in ascending expert id] (+ residual).
 //
 // Tile = {expert, first permuted row, rows}. Grids are sized on the host from upper

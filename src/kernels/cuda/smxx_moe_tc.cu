@@ -1,10 +1,11 @@
 // Tensor-core FP4 tiles of the grouped MoE (smxx_moe.cuh, moe_tc): e2m1 experts with
 // 1x32 ue8m0 scales, every tile height (1..64 rows), both activation modes.
 //
-// Why (bench/flash/NOTES.md §4 and "MoE FP4 tensor-core tiles"): the SIMT gemv spent ~42 integer ops + 8 conversions
-// per 8 FP4 codes and 32 FMAs per row per token on every 16-byte vector, i.e. ~240
-// issue slots per vector at batch 1 against ~125 available per vector at 4.27 TB/s on
-// 132 SMs: it ran at ~15% of bandwidth, and n rows cost n times the FMAs. Here a warp
+// Why (bench/flash/NOTES.md §4 and "MoE FP4 tensor-core tiles"): the SIMT gemv spent
+// ~42 integer ops + 8 conversions per 8 FP4 codes and 32 FMAs per row per token on every
+// 16-byte vector, i.e. ~240 issue slots per vector at batch 1 against ~125 available per
+// vector at 4.27 TB/s on 132 SMs: it ran at ~15% of bandwidth, and n rows cost n times
+// the FMAs. Here a warp
 // owns 16 weight rows x (8 .. 64) tokens and the dot products run on mma.sync
 // m16n8k16 (bf16 in, fp32 out), so the per-vector cost is the decode (~19 ops per 8
 // codes: byte-table PRMTs to exact bf16, sign by PRMT sign-replication, one bf16x2
