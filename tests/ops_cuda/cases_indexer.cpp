@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "harness.h"
+#include "kernels/cuda/smxx_indexer.cuh"
+#include "kernels/cuda/smxx_topk.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/indexer.h"
 
@@ -139,24 +141,67 @@ std::vector<int64_t> float_bits(const std::vector<float>& v) {
   return b;
 }
 
+// FP4 fake-quantized values as the model feeds the indexer: e2m1 codes times a power
+// of two per block of 32 (MODEL_V41.md 4.3), exact in bf16.
+void to_fp4_grid(Rng& rng, std::vector<float>& v) {
+  static const float kE2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  float scale = 1.0f;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i % 32 == 0) scale = std::ldexp(1.0f, int(randint(rng, -4, 1)));
+    v[i] = (randint(rng, 0, 1) ? -1.0f : 1.0f) * kE2m1[randint(rng, 0, 7)] * scale;
+  }
+}
+
 // Scores of ragged sequences against their own paged keys vs the CPU op per
 // sequence; and the first sequence alone gives the same bits as inside the batch.
-OpCase paged_score_case(std::string name, std::vector<Seq> seqs, int64_t heads, int64_t hd, int64_t epb) {
+// `path` forces the kernel's SIMT or tensor-core path (kAuto: through the op);
+// `fp4` puts q and the keys on the FP4 grid (the tensor-core path's one-MMA case).
+OpCase paged_score_case(std::string name, std::vector<Seq> seqs, int64_t heads, int64_t hd, int64_t epb,
+                        kernels::IndexerScorePath path = kernels::IndexerScorePath::kAuto, bool fp4 = false) {
   return {name, "indexer_score", [=](Rng& rng) {
-            const PagedKeys pk = make_paged(rng, seqs, hd, epb);
+            PagedKeys pk = make_paged(rng, seqs, hd, epb);
             std::vector<int64_t> info;
             int64_t max_keys = 0;
             const int64_t size = make_rows(seqs, pk.table_begin, 5, info, max_keys);
             const int64_t rows = int64_t(info.size()) / 4;
-            const auto q = randn(rng, size_t(rows * heads * hd));
+            auto q = randn(rng, size_t(rows * heads * hd));
+            if (fp4) {
+              to_fp4_grid(rng, q);
+              to_fp4_grid(rng, pk.pool);
+              for (size_t i = 0; i < seqs.size(); ++i)  // the CPU's contiguous copies of the keys
+                for (int64_t e = 0; e < seqs[i].keys; ++e) {
+                  const int64_t row = pk.tables[pk.table_begin[i] + e / epb] * epb + e % epb;
+                  std::copy_n(pk.pool.data() + row * hd, hd, pk.contiguous[i].data() + e * hd);
+                }
+            }
             const auto w = randn(rng, size_t(rows * heads), 1.0f / std::sqrt(float(heads)));
             const float scale = 1.0f / std::sqrt(float(hd));
             std::vector<float> cpu, gpu;
             Dev<float> dq(q), dw(w), dpool(pk.pool), ds(static_cast<size_t>(size));
             Dev<int64_t> dtab(pk.tables), dinfo(info);
-            ops::cuda::indexer_score_paged({dq.get(), dw.get(), dpool.get(), dtab.get(), dinfo.get(), rows, heads, hd, epb,
-                                            max_keys, scale, ds.get()},
-                                           nullptr);
+            auto score = [&](const int64_t* row_info, int64_t n, int64_t mk, float* out) {
+              if (path == kernels::IndexerScorePath::kAuto) {
+                ops::cuda::indexer_score_paged(
+                    {dq.get(), dw.get(), dpool.get(), dtab.get(), row_info, n, heads, hd, epb, mk, scale, out}, nullptr);
+                return;
+              }
+              kernels::PagedIndexerScoreArgs a;
+              a.q = dq.get();
+              a.w = dw.get();
+              a.keys = dpool.get();
+              a.tables = dtab.get();
+              a.row_info = row_info;
+              a.rows = n;
+              a.heads = heads;
+              a.head_dim = hd;
+              a.entries_per_block = epb;
+              a.max_keys = mk;
+              a.softmax_scale = scale;
+              a.scores = out;
+              a.path = path;
+              check_cuda(kernels::indexer_score_paged(a, nullptr), "indexer_score_paged");
+            };
+            score(dinfo.get(), rows, max_keys, ds.get());
             const auto all = ds.host();
             int64_t row0 = 0;
             for (size_t i = 0; i < seqs.size(); ++i) {
@@ -174,9 +219,7 @@ OpCase paged_score_case(std::string name, std::vector<Seq> seqs, int64_t heads, 
             std::vector<int64_t> info0(info.begin(), info.begin() + s0.n * 4);
             Dev<int64_t> dinfo0(info0);
             Dev<float> ds0(static_cast<size_t>(std::max<int64_t>(1, s0.n * s0.keys)));
-            ops::cuda::indexer_score_paged({dq.get(), dw.get(), dpool.get(), dtab.get(), dinfo0.get(), s0.n, heads, hd,
-                                            epb, s0.keys, scale, ds0.get()},
-                                           nullptr);
+            score(dinfo0.get(), s0.n, s0.keys, ds0.get());
             const auto alone = ds0.host();
             Outputs o{{{"scores", cpu, gpu}}, {}};
             o.ints.push_back({"seq0_alone_vs_batched_bits",
@@ -290,10 +333,121 @@ OpCase batch_select_case(std::string name, Level level, std::vector<Seq> seqs, i
           }};
 }
 
+
+// ---- top-k kernel itself, each path forced ----------------------------------------
+
+enum class Data { kGauss, kGrid, kConst, kSparse, kSpecial };
+
+float draw(Rng& rng, Data d) {
+  switch (d) {
+    case Data::kGauss: return std::normal_distribution<float>(0.0f, 1.0f)(rng);
+    case Data::kGrid: return float(randint(rng, -16, 16)) / 8.0f;  // exact ties everywhere
+    case Data::kConst: return 0.75f;
+    case Data::kSparse: return randint(rng, 0, 9) < 7 ? -INFINITY : float(randint(rng, -16, 16)) / 8.0f;
+    case Data::kSpecial:
+      switch (randint(rng, 0, 9)) {
+        case 0: return std::bit_cast<float>(0x7fc00000u);  // +NaN
+        case 1: return std::bit_cast<float>(0xffc00001u);  // -NaN (a payload, too)
+        case 2: return INFINITY;
+        case 3: return -INFINITY;
+        case 4: return -0.0f;
+        case 5: return 0.0f;
+        default: return float(randint(rng, -16, 16)) / 8.0f;
+      }
+  }
+  return 0.0f;
+}
+
+// The kernel's documented order, written independently: NaN above +inf, -0 == +0,
+// ties to the lower index, -inf never kept, the kept ids ascending.
+std::vector<int64_t> reference_topk(const float* v, int64_t size, int64_t k) {
+  auto rank = [](float f) { return std::isnan(f) ? std::make_pair(1, 0.0f) : std::make_pair(0, f == 0.0f ? 0.0f : f); };
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < size; ++i)
+    if (!(v[i] == -INFINITY)) order.push_back(i);
+  const size_t kk = std::min<size_t>(size_t(k), order.size());
+  std::partial_sort(order.begin(), order.begin() + kk, order.end(), [&](int64_t a, int64_t b) {
+    const auto ra = rank(v[a]), rb = rank(v[b]);
+    return ra > rb || (ra == rb && a < b);
+  });
+  order.resize(kk);
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+// rows x keys scores (ragged: each row its own length <= keys and a start at an odd
+// offset, so vectors straddle row ends), top-k through kernels::topk_rows with `algo`,
+// against the CPU op (NaN-free data) and the reference above. Shapes pick the
+// cluster size (1 block per row .. 8).
+OpCase topk_case(std::string name, kernels::TopkAlgo algo, Data data, int64_t rows, int64_t keys, int64_t k,
+                 bool ragged = false) {
+  return {name, "indexer_select", [=](Rng& rng) {
+            std::vector<int64_t> begin(rows), size(rows);
+            int64_t total = 0;
+            for (int64_t r = 0; r < rows; ++r) {
+              total += ragged ? randint(rng, 0, 3) : 0;
+              begin[r] = total;
+              size[r] = ragged ? (r == 0 ? 0 : r == 1 ? keys : randint(rng, 0, keys)) : keys;
+              total += ragged ? size[r] : keys;
+            }
+            std::vector<float> v(static_cast<size_t>(std::max<int64_t>(1, total)));
+            for (auto& x : v) x = draw(rng, data);
+            Dev<float> dv(v);
+            Dev<int64_t> dids(static_cast<size_t>(rows * k)), dcounts(static_cast<size_t>(rows));
+            Dev<int64_t> dbegin(begin), dsize(size);
+            kernels::TopkArgs a;
+            a.v = dv.get();
+            a.rows = rows;
+            a.size = keys;
+            a.ld = keys;
+            a.k = k;
+            a.ids = dids.get();
+            a.counts = dcounts.get();
+            if (ragged) a.row_begin = dbegin.get(), a.row_size = dsize.get();
+            a.algo = algo;
+            check_cuda(kernels::topk_rows(a, nullptr), "topk_rows");
+            const auto g_ids = dids.host();
+            const auto g_counts = dcounts.host();
+            IntOut ref{"ids_vs_reference", {}, {}}, cpu{"ids_vs_cpu_op", {}, {}}, pad{"padding", {}, {}};
+            for (int64_t r = 0; r < rows; ++r) {
+              const float* row = v.data() + begin[r];
+              const auto want = reference_topk(row, size[r], k);
+              ref.cpu.push_back(int64_t(want.size()));
+              ref.cpu.insert(ref.cpu.end(), want.begin(), want.end());
+              const int64_t c = g_counts[r];
+              ref.gpu.push_back(c);
+              if (c >= 0 && c <= k) {
+                ref.gpu.insert(ref.gpu.end(), g_ids.begin() + r * k, g_ids.begin() + r * k + c);
+                for (int64_t j = c; j < k; ++j) pad.cpu.push_back(-1), pad.gpu.push_back(g_ids[r * k + j]);
+              }
+              if (data != Data::kSpecial && size[r] > 0) {
+                // The oracle itself: every key visible (position size - 1 at ratio 1).
+                std::vector<float> s(row, row + size[r]);
+                const int64_t pos = size[r] - 1;
+                ops::IndexerSelectParams hp;
+                hp.scores = s.data();
+                hp.n = 1;
+                hp.num_keys = size[r];
+                hp.positions = &pos;
+                hp.ratio = 1;
+                hp.top_k = k;
+                const ops::Selection cs = ops::cpu::indexer_select(hp);
+                cpu.cpu.insert(cpu.cpu.end(), cs.ids.begin(), cs.ids.end());
+                if (c >= 0 && c <= k) cpu.gpu.insert(cpu.gpu.end(), g_ids.begin() + r * k, g_ids.begin() + r * k + c);
+              }
+            }
+            Outputs o;
+            o.ints.push_back(std::move(ref));
+            o.ints.push_back(std::move(cpu));
+            o.ints.push_back(std::move(pad));
+            return o;
+          }};
+}
+
 }  // namespace
 
 std::vector<OpCase> indexer_cases() {
-  return {
+  std::vector<OpCase> cases = {
       score_case("indexer_score_v41", 4, 32, 128, 777),
       score_case("indexer_score_heads64", 3, 64, 128, 300),
       score_case("indexer_score_small", 2, 5, 24, 40),
@@ -307,6 +461,16 @@ std::vector<OpCase> indexer_cases() {
       paged_score_case("indexer_score_paged_v41", {{1, 1}, {3, 777}, {1, 4096}, {2, 0}, {5, 130}}, 32, 128, 16),
       paged_score_case("indexer_score_paged_32k", {{1, 32768}, {2, 20000}, {64, 300}, {1, 1}, {3, 0}}, 4, 32, 64),
       paged_score_case("indexer_score_paged_64q", {{64, 200}, {17, 513}, {1, 64}}, 32, 128, 32),
+      // Each path forced at V4.1's shape (the op picks the tensor cores there): random
+      // fp32 (the tensor-core path's six-MMA exact split) and FP4-grid values (one MMA).
+      paged_score_case("indexer_score_paged_simt_v41", {{1, 1}, {3, 777}, {1, 4096}, {2, 0}, {5, 130}}, 32, 128, 16,
+                       kernels::IndexerScorePath::kSimt),
+      paged_score_case("indexer_score_paged_mma_v41", {{1, 1}, {3, 777}, {1, 4096}, {2, 0}, {5, 130}}, 32, 128, 16,
+                       kernels::IndexerScorePath::kMma),
+      paged_score_case("indexer_score_paged_mma_fp4", {{1, 3000}, {4, 777}, {64, 65}, {1, 0}}, 32, 128, 64,
+                       kernels::IndexerScorePath::kMma, true),
+      paged_score_case("indexer_score_paged_simt_fp4", {{1, 3000}, {4, 777}, {64, 65}, {1, 0}}, 32, 128, 64,
+                       kernels::IndexerScorePath::kSimt, true),
       batch_select_case("indexer_select_batch_plain", Level::kPlain,
                         {{1, 32768}, {3, 3000}, {64, 600}, {2, 0}, {1, 1}, {5, 50}}, 4, 512),
       batch_select_case("indexer_select_batch_level1", Level::kCandidateSource,
@@ -317,6 +481,24 @@ std::vector<OpCase> indexer_cases() {
                         {{1, 32768}, {8, 3000}, {2, 500}, {1, 0}, {3, 17}, {64, 40}}, 1, 512),
       batch_select_case("indexer_select_batch_k0", Level::kPlain, {{3, 64}, {1, 5}}, 1, 0),
   };
+  // The model's shapes (rows 1..256, 4K..256K keys, k 512 / 2048) on both paths;
+  // the comment names the radix path's blocks per row (kernels::topk_cluster_size).
+  using kernels::TopkAlgo;
+  for (TopkAlgo algo : {TopkAlgo::kRadix, TopkAlgo::kOneBlock}) {
+    const std::string p = algo == TopkAlgo::kRadix ? "topk_radix_" : "topk_oneblock_";
+    cases.push_back(topk_case(p + "gauss_1x262144_k2048", algo, Data::kGauss, 1, 262144, 2048));  // 8, cache + L2 tail
+    cases.push_back(topk_case(p + "grid_8x131072_k512", algo, Data::kGrid, 8, 131072, 512));       // 8, all cached
+    cases.push_back(topk_case(p + "const_32x65536_k2048", algo, Data::kConst, 32, 65536, 2048));  // 8, one tie class
+    cases.push_back(topk_case(p + "gauss_64x16384_k512", algo, Data::kGauss, 64, 16384, 512));      // 4
+    cases.push_back(topk_case(p + "grid_256x16384_k2048", algo, Data::kGrid, 256, 16384, 2048));   // 2
+    cases.push_back(topk_case(p + "sparse_256x4096_k512", algo, Data::kSparse, 256, 4096, 512));   // 1, some take all
+    cases.push_back(topk_case(p + "special_8x4096_k512", algo, Data::kSpecial, 8, 4096, 512));     // 1, NaN / inf / -0
+    cases.push_back(topk_case(p + "special_2x65536_k2048", algo, Data::kSpecial, 2, 65536, 2048));  // 8
+    cases.push_back(topk_case(p + "take_all_16x1000_k2048", algo, Data::kGauss, 16, 1000, 2048));   // k >= keys
+    cases.push_back(topk_case(p + "ragged_grid_40x40000_k512", algo, Data::kGrid, 40, 40000, 512, true));  // 8
+    cases.push_back(topk_case(p + "ragged_gauss_300x5000_k512", algo, Data::kGauss, 300, 5000, 512, true));  // 1
+  }
+  return cases;
 }
 
 }  // namespace deepinfer::testing_cuda

@@ -1,3 +1,5 @@
+#include <cuda_bf16.h>
+
 #include <algorithm>
 
 #include "kernels/cuda/smxx_common.cuh"
@@ -271,12 +273,173 @@ namespace {
 constexpr int64_t kMaxGridY = 65535;
 }  // namespace
 
+namespace {
+
+// ---- the paged score on the tensor cores (heads 32, head_dim 128: V4.1's indexer) ----
+//
+// Per query row, S[key, head] = keys . q^T as bf16 mma.sync.m16n8k16 (M = 16 keys per warp,
+// N = 8 heads per tile, K = 16 channels per step), fp32 accumulation. Each fp32 operand is
+// split exactly into bf16 hi + mid + lo (x = hi + mid + lo); the dot is the hi.hi product
+// plus, only when some q or key value of the warp's tile is not bf16-exact, the five
+// correction terms down to 2^-16 of it (hi.mid, mid.hi, hi.lo, mid.mid, lo.hi) summed in
+// their own accumulator, so the result stays at fp32 accuracy for any input. The model's
+// q and keys are FP4 fake-quantized (e2m1 x power of two, exact in bf16): one MMA per
+// tile, and each 16-channel step's sum of exact products is itself exact. Keys are read
+// straight from the paged pool into the A fragments (no shared-memory staging); q's three
+// pieces sit in shared memory with rows padded so the B-fragment loads are conflict-free.
+// Epilogue: relu(dot) * scale * w summed over the 8 heads a lane holds, then over the
+// quad by a xor butterfly (each lane ends with the same bits): a fixed order per row.
+constexpr int kMmaHeads = 32, kMmaDim = 128, kMmaWarps = 4;
+constexpr int kMmaKeys = 16 * kMmaWarps;          // keys per block pass
+constexpr int kQWords = kMmaDim / 2 + 4;          // bf16 pairs per head row, padded
+
+__device__ __forceinline__ void split3(float x, __nv_bfloat16& h, __nv_bfloat16& m, __nv_bfloat16& l) {
+  h = __float2bfloat16_rn(x);
+  const float r1 = x - __bfloat162float(h);  // exact: |r1| <= half a bf16 ulp of x
+  m = __float2bfloat16_rn(r1);
+  l = __float2bfloat16_rn(r1 - __bfloat162float(m));  // exact up to fp32 underflow
+}
+
+__device__ __forceinline__ uint32_t pack2(__nv_bfloat16 first, __nv_bfloat16 second) {
+  return uint32_t(__bfloat16_as_ushort(first)) | (uint32_t(__bfloat16_as_ushort(second)) << 16);
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(PagedIndexerScoreArgs a, int64_t row0,
+                                                                            int64_t tile) {
+  const int64_t t = row0 + blockIdx.y;
+  const int64_t* info = a.row_info + t * kRowInfoCols;
+  const int64_t nk = info[kRowKeys];
+  const int64_t tile0 = int64_t(blockIdx.x) * tile;
+  if (tile0 >= nk) return;  // whole block: before any barrier
+  __shared__ uint32_t qs[3][kMmaHeads * kQWords];  // q's hi / mid / lo pieces, [head][channel pair]
+  __shared__ float ws[kMmaHeads];
+  const float2* q2 = reinterpret_cast<const float2*>(a.q + t * kMmaHeads * kMmaDim);
+  bool q_rest = false;
+  for (int i = threadIdx.x; i < kMmaHeads * kMmaDim / 2; i += blockDim.x) {
+    const float2 x = q2[i];
+    __nv_bfloat16 h0, m0, l0, h1, m1, l1;
+    split3(x.x, h0, m0, l0);
+    split3(x.y, h1, m1, l1);
+    const int at = (i / (kMmaDim / 2)) * kQWords + i % (kMmaDim / 2);
+    qs[0][at] = pack2(h0, h1);
+    qs[1][at] = pack2(m0, m1);
+    qs[2][at] = pack2(l0, l1);
+    q_rest |= x.x != __bfloat162float(h0) || x.y != __bfloat162float(h1);
+  }
+  for (int i = threadIdx.x; i < kMmaHeads; i += blockDim.x) ws[i] = a.w[t * kMmaHeads + i];
+  const bool q_inexact = __syncthreads_or(q_rest) != 0;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  const int64_t* table = a.tables + info[kRowTable];
+  const int64_t epb = a.entries_per_block;
+  float* out = a.scores + info[kRowScore];
+  const int64_t tile_end = min(nk, tile0 + tile);
+  const float scale = a.softmax_scale;
+  // No barrier below: each warp scores its own 16 keys per pass.
+  for (int64_t s0 = tile0 + warp * 16; s0 < tile_end; s0 += kMmaKeys) {
+    // This lane's A-fragment rows: keys s0 + g and s0 + g + 8; per 16-channel step kk it
+    // holds channels 16kk + 2tq (+1) and 16kk + 8 + 2tq (+1) of both.
+    const int64_t sa = s0 + g, sb = s0 + g + 8;
+    const float* ka = sa < nk ? a.keys + (table[sa / epb] * epb + sa % epb) * kMmaDim : nullptr;
+    const float* kb = sb < nk ? a.keys + (table[sb / epb] * epb + sb % epb) * kMmaDim : nullptr;
+    float2 ra[16], rb[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int c = 8 * j + 2 * tq;  // j = 2kk + half
+      ra[j] = ka != nullptr ? *reinterpret_cast<const float2*>(ka + c) : make_float2(0.f, 0.f);
+      rb[j] = kb != nullptr ? *reinterpret_cast<const float2*>(kb + c) : make_float2(0.f, 0.f);
+    }
+    bool k_rest = false;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      k_rest |= ra[j].x != __bfloat162float(__float2bfloat16_rn(ra[j].x)) ||
+                ra[j].y != __bfloat162float(__float2bfloat16_rn(ra[j].y)) ||
+                rb[j].x != __bfloat162float(__float2bfloat16_rn(rb[j].x)) ||
+                rb[j].y != __bfloat162float(__float2bfloat16_rn(rb[j].y));
+    }
+    const bool full = q_inexact || __any_sync(0xffffffffu, k_rest);  // warp-uniform
+    float acc[4][4] = {}, fix[4][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      // A fragment (row-major 16 x 16): a0 (key g, ch 2tq..), a1 (key g + 8, ch 2tq..),
+      // a2 (key g, ch 8 + 2tq..), a3 (key g + 8, ch 8 + 2tq..).
+      const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
+      uint32_t ah[4], am[4], al[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        __nv_bfloat16 h0, m0, l0, h1, m1, l1;
+        split3(x[r].x, h0, m0, l0);
+        split3(x[r].y, h1, m1, l1);
+        ah[r] = pack2(h0, h1);
+        am[r] = pack2(m0, m1);
+        al[r] = pack2(l0, l1);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        // B fragment (channels x heads 8j..8j+7): b0 = q[8j + g][16kk + 2tq ..], b1 = + 8.
+        const int at = (8 * j + g) * kQWords + 8 * kk + tq;
+        const uint32_t bh0 = qs[0][at], bh1 = qs[0][at + 4];
+        mma_bf16(acc[j], ah, bh0, bh1);
+        if (full) {
+          const uint32_t bm0 = qs[1][at], bm1 = qs[1][at + 4], bl0 = qs[2][at], bl1 = qs[2][at + 4];
+          mma_bf16(fix[j], ah, bm0, bm1);
+          mma_bf16(fix[j], am, bh0, bh1);
+          mma_bf16(fix[j], ah, bl0, bl1);
+          mma_bf16(fix[j], am, bm0, bm1);
+          mma_bf16(fix[j], al, bh0, bh1);
+        }
+      }
+    }
+    // C fragment of tile j: c0 / c1 = key g, heads 8j + 2tq / + 1; c2 / c3 = key g + 8.
+    float tot_a = 0.0f, tot_b = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float w0 = ws[8 * j + 2 * tq], w1 = ws[8 * j + 2 * tq + 1];
+      tot_a += fmaxf(acc[j][0] + fix[j][0], 0.0f) * scale * w0;
+      tot_a += fmaxf(acc[j][1] + fix[j][1], 0.0f) * scale * w1;
+      tot_b += fmaxf(acc[j][2] + fix[j][2], 0.0f) * scale * w0;
+      tot_b += fmaxf(acc[j][3] + fix[j][3], 0.0f) * scale * w1;
+    }
+    tot_a += __shfl_xor_sync(0xffffffffu, tot_a, 1);
+    tot_a += __shfl_xor_sync(0xffffffffu, tot_a, 2);
+    tot_b += __shfl_xor_sync(0xffffffffu, tot_b, 1);
+    tot_b += __shfl_xor_sync(0xffffffffu, tot_b, 2);
+    if (tq == 0) {
+      if (sa < nk) out[sa] = tot_a;
+      if (sb < nk) out[sb] = tot_b;
+    }
+  }
+}
+
+}  // namespace
+
 cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t stream) {
   if (a.rows < 0 || a.heads <= 0 || a.head_dim <= 0 || a.head_dim % 4 != 0 || a.entries_per_block <= 0 ||
       a.max_keys < 0)
     return cudaErrorInvalidValue;
   if (a.rows == 0 || a.max_keys == 0) return cudaSuccess;
   if (!a.q || !a.w || !a.keys || !a.tables || !a.row_info || !a.scores) return cudaErrorInvalidValue;
+  const bool mma_shape = a.heads == kMmaHeads && a.head_dim == kMmaDim;
+  if (a.path == IndexerScorePath::kMma && !mma_shape) return cudaErrorInvalidValue;
+  if (mma_shape && a.path != IndexerScorePath::kSimt) {
+    // Keys per block: 64 .. 512, as below (the split does not change any score's bits).
+    int64_t tile = kMmaKeys;
+    while (tile < 8 * kMmaKeys && a.rows * ((a.max_keys + 2 * tile - 1) / (2 * tile)) >= 2048) tile *= 2;
+    const unsigned tiles = unsigned((a.max_keys + tile - 1) / tile);
+    for (int64_t r0 = 0; r0 < a.rows; r0 += kMaxGridY) {
+      const dim3 grid(tiles, unsigned(std::min(kMaxGridY, a.rows - r0)));
+      indexer_score_mma_kernel<<<grid, kMmaWarps * 32, 0, stream>>>(a, r0, tile);
+    }
+    return cudaGetLastError();
+  }
   const size_t smem = sizeof(float4) * size_t(a.heads * (a.head_dim / 4 + 1) + (a.heads + 3) / 4 +
                                               kWarps * kPagedKeysPerWarp * (a.head_dim / 4));
   if (smem > 200 * 1024) return cudaErrorInvalidValue;

@@ -6,8 +6,8 @@
 //                   the newest visible entry pinned to +inf
 //   candidate_mask  0/1 mask [n, num_keys] from the kept block ids (topk_rows output)
 // Selection itself is topk_rows (smxx_topk.cuh). fp32 inputs: the queries and keys
-// arrive RoPE-rotated and FP4 fake-quantized; an FP4/FP8 tensor-core score kernel
-// is the later fast path.
+// arrive RoPE-rotated and FP4 fake-quantized; the paged score runs on the tensor cores
+// at V4.1's shape (see PagedIndexerScoreArgs).
 //
 // Batched (paged) variants, one launch for all query rows of all sequences of a step:
 // every row carries its own key count and offsets in row_info [rows, kRowInfoCols]:
@@ -65,6 +65,9 @@ cudaError_t candidate_mask(const CandidateMaskArgs& a, cudaStream_t stream);
 
 constexpr int kRowKeys = 0, kRowScore = 1, kRowTable = 2, kRowCand = 3, kRowInfoCols = 4;
 
+// kAuto: the tensor-core kernel at heads 32 / head_dim 128 (V4.1's indexer), else SIMT.
+enum class IndexerScorePath { kAuto, kSimt, kMma };
+
 struct PagedIndexerScoreArgs {
   const float* q = nullptr;        // [rows, heads, head_dim]
   const float* w = nullptr;        // [rows, heads]
@@ -75,8 +78,12 @@ struct PagedIndexerScoreArgs {
   int64_t max_keys = 0;  // >= every row's key count (sizes the grid)
   float softmax_scale = 1.0f;
   float* scores = nullptr;  // ragged, row t at row_info[t][kRowScore]
+  IndexerScorePath path = IndexerScorePath::kAuto;  // tests and the bench force one
 };
-// head_dim must be a multiple of 4 (rows are read as float4).
+// head_dim must be a multiple of 4 (rows are read as float4). The tensor-core path
+// (bf16 MMAs on an exact hi / mid / lo split of the fp32 operands; one MMA per tile
+// when q and the keys are bf16-exact, as the model's FP4 values are) needs heads 32
+// and head_dim 128.
 cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t stream);
 
 struct RaggedMaskArgs {

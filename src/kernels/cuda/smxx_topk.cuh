@@ -1,13 +1,23 @@
 // Row-wise top-k with exact ties broken toward the lower index, the selection rule
 // of the CPU oracle (indexer_select, moe_router). Entries equal to -inf are never
-// kept, so a row with fewer than k finite values keeps them all. The kept indices
-// are written in ascending index order, which is also the order attention reads
-// them in.
+// kept, so a row with fewer than k other values keeps them all. NaN (either sign)
+// ranks above +inf, as in torch.topk (the oracle's comparator leaves NaN undefined);
+// -0 ties with +0. The kept indices are written in ascending index order, which is
+// also the order attention reads them in. The result is a function of the row alone
+// (no float arithmetic, integer counts only): the same for any batch, any path.
 //
-// One block per row: a 4-pass, 8-bit radix select over order-preserving uint32
-// keys finds the k-th largest key T and how many entries equal to T still fit;
-// an ordered block scan then emits every index with key > T and the first such
-// entries with key == T. The row is read 6 times, from L2 after the first.
+// Two paths, the same selection:
+//  - kRadix (default): radix select over order-preserving uint32 keys in three digits
+//    (12 + 10 + 10 bits). A row is split over a thread-block cluster of 1..8 blocks
+//    (more when there are few rows, so one query does not run on one SM); each block
+//    histograms its slice of the row, the cluster sums the histograms through
+//    distributed shared memory and every block finds the same bin. The first pass
+//    reads the row from global memory and keeps up to 72 KB of each block's keys in
+//    shared memory for the later passes. An ordered emission then writes every index
+//    with key > T and the first still-fitting ones with key == T, at offsets given by
+//    the cluster's per-block counts.
+//  - kOneBlock (the previous kernel, kept to measure against): one block per row,
+//    4 passes of 8 bits over the row plus an ordered emission.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,6 +25,8 @@
 #include <cstdint>
 
 namespace deepinfer::kernels {
+
+enum class TopkAlgo { kAuto, kRadix, kOneBlock };
 
 struct TopkArgs {
   const float* v = nullptr;  // [rows, ld]; entries [0, size) of each row are ranked
@@ -28,7 +40,11 @@ struct TopkArgs {
   const int64_t* row_begin = nullptr;
   const int64_t* row_size = nullptr;
   int64_t row_stride = 1;
+  TopkAlgo algo = TopkAlgo::kAuto;  // tests and the bench force a path
 };
 cudaError_t topk_rows(const TopkArgs& a, cudaStream_t stream);
+
+// Blocks per row the radix path uses for `rows` rows of up to `size` entries (1..8).
+int topk_cluster_size(int64_t rows, int64_t size);
 
 }  // namespace deepinfer::kernels
