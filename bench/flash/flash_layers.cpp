@@ -446,6 +446,13 @@ void run_index_score() {
         a.softmax_scale = 1.0f / std::sqrt(float(HD));
         a.scores = scores;
         a.path = p == 0 ? kernels::IndexerScorePath::kSimt : kernels::IndexerScorePath::kMma;
+        const cudaError_t e = kernels::indexer_score_paged(a, st);
+        if (e != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) {
+          std::printf("op index_score_error rows=%lld keys=%lld path=%d error=%s\n", (long long)rows, (long long)keys, p,
+                      cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
+          ms[p] = -1;
+          continue;
+        }
         ms[p] = tm.time_ms([&](int) { CK(kernels::indexer_score_paged(a, st)); }, 5, 3);
       }
       // Bytes: the keys once (fp32 here; 68 B packed in the released format) + q + scores.
@@ -497,10 +504,39 @@ void run_topk() {
           t.ids = ids;
           t.counts = counts;
           t.algo = p == 0 ? kernels::TopkAlgo::kRadix : kernels::TopkAlgo::kOneBlock;
+          // A path that fails to launch is reported (ms = -1), not fatal: the other still runs.
+          const cudaError_t e = kernels::topk_rows(t, st);
+          if (e != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) {
+            std::printf("op topk_kernel_error K=%lld n=%lld k=%lld path=%d error=%s\n", (long long)K, (long long)n,
+                        (long long)k, p, cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
+            kms[p] = -1;
+            continue;
+          }
           kms[p] = tm.time_ms([&](int) { CK(kernels::topk_rows(t, st)); }, 7, 10);
         }
         std::printf("op topk_kernel K=%lld n=%lld k=%lld radix_ms=%.5f oneblock_ms=%.5f blocks_per_row=%d\n",
                     (long long)K, (long long)n, (long long)k, kms[0], kms[1], kernels::topk_cluster_size(n, K));
+        if (k == 512) {  // the radix path at each cluster size (the choice above is a rule; this checks it)
+          float cms[4];
+          for (int ci = 0; ci < 4; ++ci) {
+            kernels::TopkArgs t;
+            t.v = x;
+            t.rows = n;
+            t.size = K;
+            t.ld = K;
+            t.k = k;
+            t.ids = ids;
+            t.counts = counts;
+            t.algo = kernels::TopkAlgo::kRadix;
+            t.cluster = 1 << ci;
+            const cudaError_t e = kernels::topk_rows(t, st);
+            cms[ci] = e == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess
+                          ? tm.time_ms([&](int) { CK(kernels::topk_rows(t, st)); }, 5, 4)
+                          : -1.0f;
+          }
+          std::printf("op topk_cluster K=%lld n=%lld k=%lld c1_ms=%.5f c2_ms=%.5f c4_ms=%.5f c8_ms=%.5f\n", (long long)K,
+                      (long long)n, (long long)k, cms[0], cms[1], cms[2], cms[3]);
+        }
         std::vector<int64_t> hp_pos(size_t(n), K);  // ratio 1, position K: all K keys visible
         CK(cudaMemcpy(pos, hp_pos.data(), size_t(n) * 8, cudaMemcpyHostToDevice));
         // indexer_select masks the scores in place (invisible keys): restore each call.

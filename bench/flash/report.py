@@ -276,6 +276,15 @@ def main():
                 to = f"{t / one:.2f}" if t else "-"
                 print(f"| {r['K']} | {r['n']} | {r['k']} | {r['blocks_per_row']} | {rad:.4f} | {one:.4f} | "
                       f"{t if t is not None else '-'} | {tr} | {to} |")
+        if ours.get("topk_cluster"):
+            auto = {(r["K"], r["n"]): r["blocks_per_row"] for r in ours.get("topk_kernel", [])}
+            print("\nRadix top-k (k = 512) at each forced cluster size, ms (* = the size topk_cluster_size picks):\n")
+            print("| keys | rows | 1 block | 2 | 4 | 8 |")
+            print("|---|---|---|---|---|---|")
+            for r in ours["topk_cluster"]:
+                a = auto.get((r["K"], r["n"]))
+                cells = [f"{float(r[f'c{c}_ms']):.4f}{'*' if str(c) == a else ''}" for c in (1, 2, 4, 8)]
+                print(f"| {r['K']} | {r['n']} | " + " | ".join(cells) + " |")
         if ours.get("index_score"):
             print("\nIndexer score, paged (rows queries x 32 heads x 128, each against its own keys; FP4-grid q and "
                   "keys in fp32; floor = fp32 keys + q + scores once at 4.27 TB/s):\n")

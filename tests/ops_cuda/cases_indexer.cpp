@@ -222,6 +222,9 @@ OpCase paged_score_case(std::string name, std::vector<Seq> seqs, int64_t heads, 
             score(dinfo0.get(), s0.n, s0.keys, ds0.get());
             const auto alone = ds0.host();
             Outputs o{{{"scores", cpu, gpu}}, {}};
+            // FP4-grid operands make every dot exact, and the tensor-core path sums the
+            // heads in the CPU's order without contraction: the CPU's bits.
+            if (fp4 && path == kernels::IndexerScorePath::kMma) o.ints.push_back({"bits_vs_cpu", float_bits(cpu), float_bits(gpu)});
             o.ints.push_back({"seq0_alone_vs_batched_bits",
                               float_bits(std::vector<float>(gpu.begin(), gpu.begin() + s0.n * s0.keys)),
                               float_bits(std::vector<float>(alone.begin(), alone.begin() + s0.n * s0.keys))});
@@ -380,7 +383,7 @@ std::vector<int64_t> reference_topk(const float* v, int64_t size, int64_t k) {
 // against the CPU op (NaN-free data) and the reference above. Shapes pick the
 // cluster size (1 block per row .. 8).
 OpCase topk_case(std::string name, kernels::TopkAlgo algo, Data data, int64_t rows, int64_t keys, int64_t k,
-                 bool ragged = false) {
+                 bool ragged = false, int cluster = 0) {
   return {name, "indexer_select", [=](Rng& rng) {
             std::vector<int64_t> begin(rows), size(rows);
             int64_t total = 0;
@@ -405,6 +408,7 @@ OpCase topk_case(std::string name, kernels::TopkAlgo algo, Data data, int64_t ro
             a.counts = dcounts.get();
             if (ragged) a.row_begin = dbegin.get(), a.row_size = dsize.get();
             a.algo = algo;
+            a.cluster = cluster;
             check_cuda(kernels::topk_rows(a, nullptr), "topk_rows");
             const auto g_ids = dids.host();
             const auto g_counts = dcounts.host();
@@ -498,6 +502,11 @@ std::vector<OpCase> indexer_cases() {
     cases.push_back(topk_case(p + "ragged_grid_40x40000_k512", algo, Data::kGrid, 40, 40000, 512, true));  // 8
     cases.push_back(topk_case(p + "ragged_gauss_300x5000_k512", algo, Data::kGauss, 300, 5000, 512, true));  // 1
   }
+  // Cluster sizes forced where the rule would not pick them (tiny slices, one row on one SM).
+  cases.push_back(topk_case("topk_radix_c8_grid_3x700_k64", TopkAlgo::kRadix, Data::kGrid, 3, 700, 64, true, 8));
+  cases.push_back(topk_case("topk_radix_c1_gauss_2x131072_k2048", TopkAlgo::kRadix, Data::kGauss, 2, 131072, 2048,
+                            false, 1));
+  cases.push_back(topk_case("topk_radix_c2_special_5x9000_k512", TopkAlgo::kRadix, Data::kSpecial, 5, 9000, 512, true, 2));
   return cases;
 }
 

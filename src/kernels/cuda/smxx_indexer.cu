@@ -287,8 +287,9 @@ namespace {
 // tile, and each 16-channel step's sum of exact products is itself exact. Keys are read
 // straight from the paged pool into the A fragments (no shared-memory staging); q's three
 // pieces sit in shared memory with rows padded so the B-fragment loads are conflict-free.
-// Epilogue: relu(dot) * scale * w summed over the 8 heads a lane holds, then over the
-// quad by a xor butterfly (each lane ends with the same bits): a fixed order per row.
+// Epilogue: relu(dot) * scale * w summed over heads 0..31 in order, without contraction,
+// as the CPU op sums them: with exact dots (the model's FP4 values) the scores are the
+// CPU's bits; otherwise they differ only by the dot's fp32 accumulation.
 constexpr int kMmaHeads = 32, kMmaDim = 128, kMmaWarps = 4;
 constexpr int kMmaKeys = 16 * kMmaWarps;          // keys per block pass
 constexpr int kQWords = kMmaDim / 2 + 4;          // bf16 pairs per head row, padded
@@ -399,19 +400,22 @@ __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(Paged
       }
     }
     // C fragment of tile j: c0 / c1 = key g, heads 8j + 2tq / + 1; c2 / c3 = key g + 8.
+    // Each lane forms its 16 head terms relu(dot) * scale * w as the CPU op does (no
+    // contraction); the quad then adds the 32 terms of a key in head order 0..31, each
+    // fetched from the lane holding it: the CPU's own sum, so exact dots give its bits.
+    float v[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        v[j][c] = __fmul_rn(__fmul_rn(fmaxf(acc[j][c] + fix[j][c], 0.0f), scale), ws[8 * j + 2 * tq + (c & 1)]);
     float tot_a = 0.0f, tot_b = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float w0 = ws[8 * j + 2 * tq], w1 = ws[8 * j + 2 * tq + 1];
-      tot_a += fmaxf(acc[j][0] + fix[j][0], 0.0f) * scale * w0;
-      tot_a += fmaxf(acc[j][1] + fix[j][1], 0.0f) * scale * w1;
-      tot_b += fmaxf(acc[j][2] + fix[j][2], 0.0f) * scale * w0;
-      tot_b += fmaxf(acc[j][3] + fix[j][3], 0.0f) * scale * w1;
+    for (int h = 0; h < kMmaHeads; ++h) {
+      const int src = (lane & ~3) | ((h & 7) >> 1);
+      tot_a = __fadd_rn(tot_a, __shfl_sync(0xffffffffu, v[h >> 3][h & 1], src));
+      tot_b = __fadd_rn(tot_b, __shfl_sync(0xffffffffu, v[h >> 3][2 + (h & 1)], src));
     }
-    tot_a += __shfl_xor_sync(0xffffffffu, tot_a, 1);
-    tot_a += __shfl_xor_sync(0xffffffffu, tot_a, 2);
-    tot_b += __shfl_xor_sync(0xffffffffu, tot_b, 1);
-    tot_b += __shfl_xor_sync(0xffffffffu, tot_b, 2);
     if (tq == 0) {
       if (sa < nk) out[sa] = tot_a;
       if (sb < nk) out[sb] = tot_b;

@@ -439,7 +439,9 @@ cudaError_t topk_rows(const TopkArgs& a, cudaStream_t stream) {
     topk_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a);
     return cudaGetLastError();
   }
-  const int c = topk_cluster_size(a.rows, a.size);
+  if (a.cluster != 0 && a.cluster != 1 && a.cluster != 2 && a.cluster != 4 && a.cluster != kMaxCluster)
+    return cudaErrorInvalidValue;
+  const int c = a.cluster != 0 ? a.cluster : topk_cluster_size(a.rows, a.size);
   if (a.rows * c > INT32_MAX) return cudaErrorInvalidValue;
   const int64_t per = ((a.size + 3) / 4 + 1 + c - 1) / c;  // + 1: a misaligned row spans one more vector
   const int capv = int(std::min<int64_t>(kCacheVecs, per));

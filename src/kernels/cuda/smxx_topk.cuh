@@ -41,6 +41,7 @@ struct TopkArgs {
   const int64_t* row_size = nullptr;
   int64_t row_stride = 1;
   TopkAlgo algo = TopkAlgo::kAuto;  // tests and the bench force a path
+  int cluster = 0;  // kRadix blocks per row: 1, 2, 4 or 8; 0 = topk_cluster_size (tests / bench)
 };
 cudaError_t topk_rows(const TopkArgs& a, cudaStream_t stream);
 
