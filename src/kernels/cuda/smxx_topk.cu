@@ -151,7 +151,7 @@ constexpr int kMaxCluster = 8;  // the portable cluster size
 // with the 32 KB of histograms two blocks fit on an SM. A slice longer than that
 // reads its tail from global memory (L2) in the later passes.
 constexpr int kCacheVecs = 4608;
-constexpr int kMinSlice = 4096;  // split a row only while each block keeps >= this many
+constexpr int kMinSlice = 4096;  // split a row only while each block keeps >= this many keys
 
 // Inclusive scan of x over the block in thread order; *total = the block's sum.
 // scratch: kRWarps ints. Begins and ends with a barrier-protected use of scratch.
@@ -420,11 +420,16 @@ int sm_count() {
 }  // namespace
 
 int topk_cluster_size(int64_t rows, int64_t size) {
-  // Split a row while each block keeps >= kMinSlice keys and either the grid has
-  // fewer than two blocks per SM or a block's slice does not fit its key cache.
+  // Split a row while each block keeps >= kMinSlice keys and the doubled grid still
+  // fits one wave (one block per SM), or two when a block's slice overflows its key
+  // cache. Measured on the H200 at every forced size (bench/results/2026-11-30-topk.md):
+  // past one wave the cluster's syncs and DSMEM sums cost more than the split gains
+  // (256 rows x 128K keys: 0.246 ms on 1 block per row, 0.290 on 8), while few rows
+  // want all 8 (1 row x 128K: 0.147 ms on 1, 0.026 on 8).
   const int64_t sms = sm_count();
   int64_t c = 1;
-  while (c < kMaxCluster && size / (2 * c) >= kMinSlice && (rows * c < 2 * sms || size / c > int64_t(kCacheVecs) * 4))
+  while (c < kMaxCluster && size / (2 * c) >= kMinSlice &&
+         (rows * 2 * c <= sms || (size / c > int64_t(kCacheVecs) * 4 && rows * 2 * c <= 2 * sms)))
     c *= 2;
   return int(c);
 }

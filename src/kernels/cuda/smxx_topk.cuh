@@ -9,7 +9,7 @@
 // Two paths, the same selection:
 //  - kRadix (default): radix select over order-preserving uint32 keys in three digits
 //    (12 + 10 + 10 bits). A row is split over a thread-block cluster of 1..8 blocks
-//    (more when there are few rows, so one query does not run on one SM); each block
+//    (8 for a few long rows, so one query does not run on one SM; 1 at 256 rows); each block
 //    histograms its slice of the row, the cluster sums the histograms through
 //    distributed shared memory and every block finds the same bin. The first pass
 //    reads the row from global memory and keeps up to 72 KB of each block's keys in
