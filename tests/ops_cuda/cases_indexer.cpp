@@ -492,14 +492,14 @@ std::vector<OpCase> indexer_cases() {
     const std::string p = algo == TopkAlgo::kRadix ? "topk_radix_" : "topk_oneblock_";
     cases.push_back(topk_case(p + "gauss_1x262144_k2048", algo, Data::kGauss, 1, 262144, 2048));  // 8, cache + L2 tail
     cases.push_back(topk_case(p + "grid_8x131072_k512", algo, Data::kGrid, 8, 131072, 512));       // 8, all cached
-    cases.push_back(topk_case(p + "const_32x65536_k2048", algo, Data::kConst, 32, 65536, 2048));  // 8, one tie class
-    cases.push_back(topk_case(p + "gauss_64x16384_k512", algo, Data::kGauss, 64, 16384, 512));      // 4
-    cases.push_back(topk_case(p + "grid_256x16384_k2048", algo, Data::kGrid, 256, 16384, 2048));   // 2
+    cases.push_back(topk_case(p + "const_32x65536_k2048", algo, Data::kConst, 32, 65536, 2048));  // 4, one tie class
+    cases.push_back(topk_case(p + "gauss_64x16384_k512", algo, Data::kGauss, 64, 16384, 512));      // 2
+    cases.push_back(topk_case(p + "grid_256x16384_k2048", algo, Data::kGrid, 256, 16384, 2048));   // 1
     cases.push_back(topk_case(p + "sparse_256x4096_k512", algo, Data::kSparse, 256, 4096, 512));   // 1, some take all
     cases.push_back(topk_case(p + "special_8x4096_k512", algo, Data::kSpecial, 8, 4096, 512));     // 1, NaN / inf / -0
     cases.push_back(topk_case(p + "special_2x65536_k2048", algo, Data::kSpecial, 2, 65536, 2048));  // 8
-    cases.push_back(topk_case(p + "take_all_16x1000_k2048", algo, Data::kGauss, 16, 1000, 2048));   // k >= keys
-    cases.push_back(topk_case(p + "ragged_grid_40x40000_k512", algo, Data::kGrid, 40, 40000, 512, true));  // 8
+    cases.push_back(topk_case(p + "take_all_16x1000_k2048", algo, Data::kGauss, 16, 1000, 2048));   // 1, k >= keys
+    cases.push_back(topk_case(p + "ragged_grid_40x40000_k512", algo, Data::kGrid, 40, 40000, 512, true));  // 4
     cases.push_back(topk_case(p + "ragged_gauss_300x5000_k512", algo, Data::kGauss, 300, 5000, 512, true));  // 1
   }
   // Cluster sizes forced where the rule would not pick them (tiny slices, one row on one SM).
