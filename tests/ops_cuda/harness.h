@@ -136,5 +136,6 @@ std::vector<OpCase> linear_cases();
 std::vector<OpCase> linear_path_cases();
 std::vector<OpCase> moe_cases();
 std::vector<OpCase> indexer_cases();
+std::vector<OpCase> fused_cases();
 
 }  // namespace deepinfer::testing_cuda

@@ -48,6 +48,7 @@ const std::map<std::string, double> kTolerance = {
     {"moe_experts_bf16", 2e-4},
     {"indexer_score", 1e-5},
     {"indexer_select", 0.0},  // masked scores pass through untouched
+    {"fused", 0.0},  // a fused kernel vs the ops it replaces (same arithmetic, same order)
 };
 
 struct Compared {
@@ -125,7 +126,7 @@ TEST_P(CudaVsCpu, MatchesOracle) {
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
   for (auto* f : {elementwise_cases, hyper_connection_cases, attention_cases, linear_cases, linear_path_cases, moe_cases,
-                  indexer_cases})
+                  indexer_cases, fused_cases})
     for (OpCase& c : f()) all.push_back(std::move(c));
   return all;
 }

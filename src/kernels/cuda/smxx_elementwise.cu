@@ -12,41 +12,70 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
   const float* x = a.x + t * a.dim;
   float* y = a.y + t * a.dim;
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) ss += x[i] * x[i];
+  // Explicit FMA / products (what the compiler contracted `ss += x * x` to): the fused
+  // kernels (norm_rope_quant, hc_collapse_norm) repeat exactly this arithmetic.
+  for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) ss = __fmaf_rn(x[i], x[i], ss);
   ss = block_sum(ss, scratch);
   // As the reference: rsqrt of the fp32 mean plus eps, in fp32 (IEEE division and sqrt).
   const float r = 1.0f / sqrtf(ss / float(a.dim) + a.eps);
   for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) {
-    const float v = x[i] * r;
-    y[i] = a.weight ? a.weight[i] * v : v;
+    const float v = __fmul_rn(x[i], r);
+    y[i] = a.weight ? __fmul_rn(a.weight[i], v) : v;
   }
 }
 
-// One thread per (token, pair): cos/sin of the fp32 angle are evaluated in double
-// and rounded, exactly as the CPU does, then applied to every head.
+// cos / sin of pair i at a position: the fp32 angle evaluated in double and rounded,
+// exactly as the CPU does.
+__device__ __forceinline__ void rope_cs(int64_t pos, const float* inv_freq, int64_t i, float factor, bool inverse,
+                                        float& c, float& s) {
+  const float angle = float(pos) * inv_freq[i];
+  double sd, cd;
+  sincos(double(angle), &sd, &cd);
+  c = float(cd) * factor;
+  s = float(sd) * factor;
+  if (inverse) s = -s;
+}
+// __fmul_rn keeps the two products unfused, as the CPU computes them.
+__device__ __forceinline__ void rope_pair(float* v, float c, float s) {
+  const float x0 = v[0], x1 = v[1];
+  v[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  v[1] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
+// One thread per (token, pair), applied to every head.
 __global__ void rope_kernel(RopeArgs a) {
   const int64_t half = a.rope_dim / 2;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= a.n * half) return;
   const int64_t t = idx / half, i = idx % half;
-  const float angle = float(a.positions[t]) * a.inv_freq[i];
-  double sd, cd;
-  sincos(double(angle), &sd, &cd);
-  const float c = float(cd) * a.attention_factor;
-  float s = float(sd) * a.attention_factor;
-  if (a.inverse) s = -s;
+  float c, s;
+  rope_cs(a.positions[t], a.inv_freq, i, a.attention_factor, a.inverse, c, s);
   const int64_t d0 = a.dim - a.rope_dim + 2 * i;
-  for (int64_t h = 0; h < a.heads; ++h) {
-    float* v = a.x + (t * a.heads + h) * a.dim + d0;
-    const float x0 = v[0], x1 = v[1];
-    // __fmul_rn keeps the two products unfused, as the CPU computes them.
-    v[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-    v[1] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-  }
+  for (int64_t h = 0; h < a.heads; ++h) rope_pair(a.x + (t * a.heads + h) * a.dim + d0, c, s);
 }
 
 __device__ __forceinline__ float clamp_like_std(float v, float lo, float hi) {
   return v < lo ? lo : (hi < v ? hi : v);  // std::clamp: NaN passes through
+}
+
+// The fake-quantized value of v in a block of absolute maximum amax.
+__device__ __forceinline__ float quant_value(float v, float amax, QuantKind kind) {
+  if (kind == QuantKind::kFp8E4m3) {
+    const float s = pow2_ceil(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
+    return round_e4m3(clamp_like_std(v / s, -448.0f, 448.0f)) * s;
+  }
+  float s;
+  if (kind == QuantKind::kFp4E4m3)
+    s = round_e4m3(fmaxf(amax, 6.0f * 0.001953125f) / 6.0f);
+  else
+    s = pow2_ceil(fmaxf(amax, 6.0f * 1.1754943508222875e-38f) * (1.0f / 6.0f));
+  return round_e2m1(clamp_like_std(v / s, -6.0f, 6.0f)) * s;
+}
+// The block's amax: `block` consecutive lanes of one warp (every lane must call).
+__device__ __forceinline__ float block_amax(float v, int block) {
+  float amax = fabsf(v);
+  for (int o = block >> 1; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  return amax;
 }
 
 // One thread per element; a quantization block is `block` consecutive lanes of one
@@ -56,22 +85,59 @@ __global__ void fake_quant_kernel(FakeQuantArgs a) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool live = i < total;
   const float v = live ? a.x[i] : 0.0f;
-  float amax = fabsf(v);
-  for (int o = a.block >> 1; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float amax = block_amax(v, a.block);
   if (!live) return;
-  float out;
-  if (a.kind == QuantKind::kFp8E4m3) {
-    const float s = pow2_ceil(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
-    out = round_e4m3(clamp_like_std(v / s, -448.0f, 448.0f)) * s;
+  a.x[i] = quant_value(v, amax, a.kind);
+}
+
+// One block per row (kNrqThreads): norm into shared memory, RoPE pairs there, then the
+// quantization in 256-element sweeps whose 32-lane warps hold whole blocks (block
+// divides 32), the row written once.
+constexpr int kNrqThreads = 256;
+__global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_kernel(NormRopeQuantArgs a) {
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  const float* x = a.x + t * a.dim;
+  if (a.norm) {
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) {
+      const float v = x[i];
+      row[i] = v;
+      ss = __fmaf_rn(v, v, ss);
+    }
+    ss = block_sum(ss, scratch);
+    const float r = 1.0f / sqrtf(ss / float(a.dim) + a.eps);
+    for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) {
+      const float v = __fmul_rn(row[i], r);
+      row[i] = a.weight ? __fmul_rn(a.weight[i], v) : v;
+    }
   } else {
-    float s;
-    if (a.kind == QuantKind::kFp4E4m3)
-      s = round_e4m3(fmaxf(amax, 6.0f * 0.001953125f) / 6.0f);
-    else
-      s = pow2_ceil(fmaxf(amax, 6.0f * 1.1754943508222875e-38f) * (1.0f / 6.0f));
-    out = round_e2m1(clamp_like_std(v / s, -6.0f, 6.0f)) * s;
+    for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) row[i] = x[i];
   }
-  a.x[i] = out;
+  __syncthreads();
+  if (a.rope_dim > 0) {
+    const int64_t half = a.rope_dim / 2, pos = a.positions[t];
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+      float c, s;
+      rope_cs(pos, a.inv_freq, i, a.attention_factor, false, c, s);
+      rope_pair(row + a.dim - a.rope_dim + 2 * i, c, s);
+    }
+    __syncthreads();
+  }
+  float* y = a.y + t * a.dim;
+  const bool quant = a.quant_block > 0 && a.dim % a.quant_block == 0;  // as fake_quant
+  for (int64_t base = 0; base < a.dim; base += blockDim.x) {
+    const int64_t i = base + threadIdx.x;
+    const bool live = i < a.dim;
+    const float v = live ? row[i] : 0.0f;
+    if (quant) {
+      const float amax = block_amax(v, a.quant_block);
+      if (live) y[i] = quant_value(v, amax, a.kind);
+    } else if (live) {
+      y[i] = v;
+    }
+  }
 }
 
 }  // namespace
@@ -91,6 +157,19 @@ cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
   if (a.x == nullptr || a.positions == nullptr || a.inv_freq == nullptr) return cudaErrorInvalidValue;
   const int64_t work = a.n * (a.rope_dim / 2);
   rope_kernel<<<grid_1d(work, 128), 128, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t norm_rope_quant(const NormRopeQuantArgs& a, cudaStream_t stream) {
+  const bool qb_ok = a.quant_block == 0 || (a.quant_block > 0 && a.quant_block <= 32 &&
+                                            (a.quant_block & (a.quant_block - 1)) == 0);
+  if (a.n < 0 || a.dim <= 0 || a.dim > kMaxNormRopeQuantDim || a.n > INT32_MAX || !qb_ok || a.rope_dim < 0 ||
+      a.rope_dim % 2 != 0 || a.rope_dim > a.dim)
+    return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (a.x == nullptr || a.y == nullptr || (a.rope_dim > 0 && (a.positions == nullptr || a.inv_freq == nullptr)))
+    return cudaErrorInvalidValue;
+  norm_rope_quant_kernel<<<unsigned(a.n), kNrqThreads, size_t(a.dim) * sizeof(float), stream>>>(a);
   return cudaGetLastError();
 }
 

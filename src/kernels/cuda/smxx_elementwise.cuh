@@ -39,4 +39,28 @@ struct FakeQuantArgs {
 };
 cudaError_t fake_quant(const FakeQuantArgs& a, cudaStream_t stream);
 
+// rms_norm, rope and fake_quant of one row in one launch (one block per row, the row
+// in shared memory between the steps): the KV path of attention (kv norm + RoPE +
+// FP8 fake quantization), the compressed entry (RoPE + FP4) and the index key (norm +
+// RoPE + FP4) each wrote and re-read their rows in HBM once per step. Every step runs
+// the arithmetic of its own kernel in its order (the norm's 256-thread sum and tree,
+// RoPE's double sincos, the quantization block inside one warp), so the result is
+// bitwise the sequence's. Single-head rows, forward RoPE.
+struct NormRopeQuantArgs {
+  const float* x = nullptr;  // [n, dim]
+  float* y = nullptr;        // [n, dim]; may alias x
+  int64_t n = 0, dim = 0;    // dim <= kMaxNormRopeQuantDim
+  bool norm = true;          // rms_norm first (weight may be null)
+  const float* weight = nullptr;
+  float eps = 1e-6f;
+  const int64_t* positions = nullptr;  // [n]; RoPE of the last rope_dim channels, 0: none
+  const float* inv_freq = nullptr;     // [rope_dim / 2]
+  int64_t rope_dim = 0;
+  float attention_factor = 1.0f;
+  int quant_block = 0;  // 0: no fake quantization; else as FakeQuantArgs::block
+  QuantKind kind = QuantKind::kFp8E4m3;
+};
+constexpr int64_t kMaxNormRopeQuantDim = 8192;
+cudaError_t norm_rope_quant(const NormRopeQuantArgs& a, cudaStream_t stream);
+
 }  // namespace deepinfer::kernels

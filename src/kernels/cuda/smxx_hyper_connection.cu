@@ -136,6 +136,32 @@ __global__ void hc_collapse_kernel(HcCollapseArgs a) {
   a.x[idx] = acc;
 }
 
+// One block of kCollapseNormThreads per token. Element d: the collapse's sum over the
+// streams (hc_collapse_kernel's order); the sum of squares: thread i adds elements i,
+// i + 256, .. with an FMA, then block_sum (rms_norm_kernel's order and arithmetic).
+constexpr int kCollapseNormThreads = 256;
+__global__ void __launch_bounds__(kCollapseNormThreads) hc_collapse_norm_kernel(HcCollapseNormArgs a) {
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  const float* h = a.h + t * a.hc * a.dim;
+  const float* pre = a.pre + t * a.hc;
+  float ss = 0.0f;
+  for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < a.hc; ++k) acc = __fadd_rn(acc, __fmul_rn(pre[k], h[k * a.dim + d]));
+    row[d] = acc;
+    ss = __fmaf_rn(acc, acc, ss);
+  }
+  ss = block_sum(ss, scratch);
+  const float r = 1.0f / sqrtf(ss / float(a.dim) + a.eps);
+  float* x = a.x + t * a.dim;
+  for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
+    const float v = __fmul_rn(row[d], r);
+    x[d] = a.weight ? __fmul_rn(a.weight[d], v) : v;
+  }
+}
+
 __global__ void hc_expand_kernel(HcExpandArgs a) {
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= a.n * a.dim) return;
@@ -179,6 +205,15 @@ cudaError_t hc_collapse(const HcCollapseArgs& a, cudaStream_t stream) {
   if (a.n == 0) return cudaSuccess;
   if (!a.h || !a.pre || !a.x) return cudaErrorInvalidValue;
   hc_collapse_kernel<<<grid_1d(a.n * a.dim, 256), 256, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t hc_collapse_norm(const HcCollapseNormArgs& a, cudaStream_t stream) {
+  if (a.n < 0 || a.hc < 1 || a.dim <= 0 || a.dim > kMaxCollapseNormDim || a.n > INT32_MAX)
+    return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (!a.h || !a.pre || !a.x) return cudaErrorInvalidValue;
+  hc_collapse_norm_kernel<<<unsigned(a.n), kCollapseNormThreads, size_t(a.dim) * sizeof(float), stream>>>(a);
   return cudaGetLastError();
 }
 

@@ -26,8 +26,12 @@ bool linear_gemv_eligible(const LinearArgs& a) {
   const int per_vec = w.format == WFormat::kF32 ? 4 : (w.format == WFormat::kBF16 || w.format == WFormat::kF16) ? 8
                       : w.format == WFormat::kE4M3 ? 16 : 32;
   const int64_t row_bytes = w.format == WFormat::kE2M1 ? w.cols / 2 : w.cols * (per_vec == 4 ? 4 : per_vec == 8 ? 2 : 1);
+  const bool strided_ok = a.x_stride == 0 || (a.x_stride >= w.cols && a.x_stride % 4 == 0);
+  const bool groups_ok = a.x_group_rows == 0 || (a.x_group_rows > 0 && a.x_group_rows % 4 == 0 &&
+                                                 a.x_group_step >= 0 && a.x_group_step % 4 == 0);
   return a.n <= 8 && w.cols % per_vec == 0 && row_bytes % 16 == 0 && w.cols % 4 == 0 && aligned16(w.data) &&
-         aligned16(a.x) && (w.scale_format == SFormat::kNone || (pow2(w.block_cols) && w.block_cols >= per_vec));
+         aligned16(a.x) && strided_ok && groups_ok &&
+         (w.scale_format == SFormat::kNone || (pow2(w.block_cols) && w.block_cols >= per_vec));
 }
 
 bool linear_mma_eligible(const LinearArgs& a) {
@@ -46,6 +50,10 @@ cudaError_t linear(const LinearArgs& a, cudaStream_t stream) {
   if (a.n == 0 || a.num_rows == 0) return cudaSuccess;
   if (a.x == nullptr || a.y == nullptr) return cudaErrorInvalidValue;
   LinearPath path = a.path;
+  if (a.x_stride != 0 || a.x_group_rows != 0) {  // strided / grouped x: the gemv path only
+    if (path != LinearPath::kAuto && path != LinearPath::kGemv) return cudaErrorInvalidValue;
+    path = LinearPath::kGemv;
+  }
   if (path == LinearPath::kAuto)
     path = linear_gemv_eligible(a) ? LinearPath::kGemv : linear_mma_eligible(a) ? LinearPath::kMma : LinearPath::kTiled;
   switch (path) {

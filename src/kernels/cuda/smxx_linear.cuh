@@ -33,6 +33,12 @@ struct LinearArgs {
   WeightArgs w;
   int64_t row0 = 0, num_rows = 0;  // 0 <= row0, row0 + num_rows <= w.rows
   LinearPath path = LinearPath::kAuto;
+  // Gemv path only: x rows x_stride floats apart (0: w.cols), and grouped inputs:
+  // output rows [g * x_group_rows, (g + 1) * x_group_rows) read x + g * x_group_step
+  // (0: one group). One launch then runs a block-diagonal projection such as V4.1's
+  // grouped wo_a (8 groups of heads, each through its own rows) without copying
+  // each group's slice of x out first. x_group_rows a multiple of 4 (a warp's rows).
+  int64_t x_stride = 0, x_group_rows = 0, x_group_step = 0;
 };
 cudaError_t linear(const LinearArgs& a, cudaStream_t stream);
 

@@ -131,6 +131,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int
   const int v_end = min(nvec, (slice + 1) * per);
   const bool scaled = w.scale_format != SFormat::kNone;
 
+  // x of this warp's rows (a warp's 4 rows lie in one input group).
+  const int64_t x_stride = a.x_stride > 0 ? a.x_stride : w.cols;
+  const float* xg = a.x + (a.x_group_rows > 0 ? (min(lr0, a.num_rows - 1) / a.x_group_rows) * a.x_group_step : 0);
   const uint8_t* wrow[kGemvRows];
   const uint8_t* srow[kGemvRows];  // this row's scale entries (bytes; fp32 scales index x4)
 #pragma unroll
@@ -179,7 +182,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int
       for (int t = 0; t < NT; ++t) {
         if (t >= a.n) break;
         float xf[kPerWord];
-        load_x<kPerWord>(a.x + t * w.cols + c0 + q * kPerWord, xf);
+        load_x<kPerWord>(xg + t * x_stride + c0 + q * kPerWord, xf);
 #pragma unroll
         for (int r = 0; r < kGemvRows; ++r)
 #pragma unroll
@@ -219,6 +222,15 @@ cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
   // rows then still put enough loads in flight per block.
   int ks = 1;
   while (ks < kGemvWarps && nvec / (2 * ks) >= 64) ks *= 2;
+  // FP8 weights with few rows (V4.1: wq_a 1280 x 5120, wkv 512 x 5120, indexer wq_b
+  // 4096 x 1280): fewer than ~2 blocks per SM left most SMs idle or one wave ragged
+  // (wq_a: 160 blocks, ~7 us for 6.5 MB). Split K further, down to one 16-byte vector
+  // per lane, until ~256 blocks. The split follows the weight's shape only (rows and
+  // columns), never n: a row's sum order is the same at every batch size.
+  if constexpr (F == WFormat::kE4M3) {
+    auto blocks_at = [&](int k) { return (a.num_rows + int64_t(kGemvWarps / k) * kGemvRows - 1) / (int64_t(kGemvWarps / k) * kGemvRows); };
+    while (ks < kGemvWarps && blocks_at(ks) < 256 && nvec / (2 * ks) >= 32) ks *= 2;
+  }
   int vec_shift = 0;
   if (a.w.scale_format != SFormat::kNone)
     while ((int64_t(kPerVec) << vec_shift) < a.w.block_cols) ++vec_shift;

@@ -14,7 +14,10 @@
 #include "common/check.h"
 #include "common/parallel.h"
 #include "io/safetensors.h"
+#include "kernels/cuda/smxx_elementwise.cuh"
+#include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "kernels/cuda/smxx_indexer.cuh"
+#include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_model.cuh"
 #include "kernels/cuda/smxx_selection.cuh"
 #include "model/v41/engram.h"
@@ -188,17 +191,44 @@ struct CudaModel::Impl {
   std::unique_ptr<HostStage> stage;
 
   // Benchmark hook (set_layer_timing): one event per layer start plus one at the end.
+  // In a capture pass the records become event nodes of the graph (external events),
+  // so a replay times its layers like an eager step; a plan pass records nothing.
   bool layer_timing = false;
   std::vector<cudaEvent_t> layer_events;
   std::vector<float> layer_ms;
   void mark_layer(int64_t l) {
-    if (!layer_timing) return;
+    if (gp != nullptr && gp->launch) node_marks.push_back(count_nodes());
+    if (!layer_timing || !launching()) return;
     while (int64_t(layer_events.size()) <= l) {
       cudaEvent_t e;
       CUDA_CHECK(cudaEventCreate(&e));
       layer_events.push_back(e);
     }
-    CUDA_CHECK(cudaEventRecord(layer_events[l], stream));
+    if (gp != nullptr) CUDA_CHECK(cudaEventRecordWithFlags(layer_events[l], stream, cudaEventRecordExternal));
+    else CUDA_CHECK(cudaEventRecord(layer_events[l], stream));
+  }
+  // Launch count of a decode step (benchmark): the capture's node count at each layer
+  // boundary, as {nodes less event records, kernel nodes}.
+  std::vector<std::pair<int64_t, int64_t>> node_marks;
+  CudaModel::GraphNodes last_nodes;
+  std::pair<int64_t, int64_t> count_nodes() const {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaGraph_t graph = nullptr;
+    CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &st, nullptr, &graph));
+    if (st != cudaStreamCaptureStatusActive || graph == nullptr) return {0, 0};
+    size_t num = 0;
+    CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &num));
+    std::vector<cudaGraphNode_t> nodes(num);
+    if (num > 0) CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &num));
+    int64_t all = 0, kern = 0;
+    for (cudaGraphNode_t nd : nodes) {
+      cudaGraphNodeType t;
+      CUDA_CHECK(cudaGraphNodeGetType(nd, &t));
+      if (t == cudaGraphNodeTypeEventRecord) continue;
+      ++all;
+      if (t == cudaGraphNodeTypeKernel) ++kern;
+    }
+    return {all, kern};
   }
 
   ~Impl() {
@@ -239,6 +269,7 @@ struct CudaModel::Impl {
     size_t bytes = 0;
     uint64_t sig = 0;
     bool failed = false;  // capture unsupported: this bucket always runs eagerly
+    bool timed = false;   // captured with the layer-timing event records
   };
   std::map<int64_t, DecodeGraph> graphs;
   CudaModel::GraphStats graph_stats;
@@ -298,6 +329,27 @@ struct CudaModel::Impl {
   }
   void linear(const float* x, float* y, int64_t n, const WeightRef& w, int64_t row0 = 0, int64_t rows = -1) {
     if (launching()) gpu::linear({x, y, n, w, row0, rows}, mode, stream);
+  }
+  // kernels::norm_rope_quant on `rows` single-head rows (see smxx_elementwise.cuh).
+  void norm_rope_quant(const float* x, float* y, int64_t rows, int64_t dim, bool norm, const float* weight,
+                       const int64_t* positions, const float* inv_freq, int64_t rope_dim, float factor, int block,
+                       kernels::QuantKind kind) {
+    if (!launching() || rows == 0) return;
+    kernels::NormRopeQuantArgs a;
+    a.x = x;
+    a.y = y;
+    a.n = rows;
+    a.dim = dim;
+    a.norm = norm;
+    a.weight = weight;
+    a.eps = float(cfg.rms_norm_eps);
+    a.positions = positions;
+    a.inv_freq = inv_freq;
+    a.rope_dim = rope_dim;
+    a.attention_factor = factor;
+    a.quant_block = block;
+    a.kind = kind;
+    CUDA_CHECK(kernels::norm_rope_quant(a, stream));
   }
   float* window(int64_t slot, int64_t layer) const {
     return windows + (slot * cfg.num_hidden_layers + layer) * cfg.sliding_window * cfg.head_dim;
@@ -415,6 +467,8 @@ void CudaModel::copy_block(int64_t from, int64_t to) {
 std::vector<float> CudaModel::forward_batch(std::vector<CudaBatchItem>& items) { return impl_->forward(items); }
 
 void CudaModel::set_layer_timing(bool on) { impl_->layer_timing = on; }
+void CudaModel::set_cuda_graphs(bool on) { impl_->opts.cuda_graphs = on; }
+CudaModel::GraphNodes CudaModel::last_graph_nodes() const { return impl_->last_nodes; }
 std::vector<float> CudaModel::last_layer_ms() const { return impl_->layer_ms; }
 std::pair<void*, size_t> CudaModel::slot_memory() const { return {impl_->slot_buf.data(), impl_->plan.slots}; }
 std::pair<void*, size_t> CudaModel::history_memory() const {
@@ -778,10 +832,33 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   float* y = step_arena->alloc<float>(n * d);
   const float eps = float(c.rms_norm_eps);
   const bool go = launching();
+  // The mixes' split-K partial sums: step arena scratch (a cudaMallocAsync / free pair
+  // per call was two more graph nodes and an allocator round per call).
+  DI_CHECK(hc >= 1 && hc <= kernels::kMaxHc && d <= kernels::kMaxCollapseNormDim, "hc ", hc, " x ", d,
+           " is outside the CUDA kernels' range");
+  float* mix_ws = step_arena->alloc<float>(n * kernels::hc_mixes_splits(hc, d) * (kernels::kMaxMixes + 1));
   auto mixes = [&](const DHc& s, float* pre_out) {
-    if (go)
-      gpu::hc_mixes(
-          {h, n, hc, d, s.fn, s.base, s.scale, eps, float(c.hc_eps), c.hc_sinkhorn_iters, pre_out, post, comb}, stream);
+    if (!go) return;
+    kernels::HcMixesArgs a;
+    a.h = h;
+    a.fn = s.fn;
+    a.base = s.base;
+    a.scale = s.scale;
+    a.n = n;
+    a.hc = hc;
+    a.dim = d;
+    a.norm_eps = eps;
+    a.hc_eps = float(c.hc_eps);
+    a.sinkhorn_iters = c.hc_sinkhorn_iters;
+    a.pre = pre_out;
+    a.post = post;
+    a.comb = comb;
+    a.workspace = mix_ws;
+    CUDA_CHECK(kernels::hc_mixes(a, stream));
+  };
+  // hc_collapse + rms_norm, one launch (bitwise the two kernels).
+  auto collapse_norm = [&](const float* hh, const float* pre, float* out, int64_t rows, const float* w) {
+    if (go) CUDA_CHECK(kernels::hc_collapse_norm({hh, pre, w, out, rows, hc, d, eps}, stream));
   };
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     mark_layer(l);
@@ -799,14 +876,12 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
       if (go) CUDA_CHECK(kernels::engram_gate({h, kv, lw.engram.gate_weight, n, hc, d, eps}, stream));
     }
     mixes(lw.hc_attn, a_pre);
-    if (go) gpu::hc_collapse({h, pre_mix, x, n, hc, d}, stream);
-    if (go) gpu::rms_norm({x, x, n, d, lw.attn_norm, eps}, stream);
+    collapse_norm(h, pre_mix, x, n, lw.attn_norm);
     attention(b, l, x, y);
     if (go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
 
     mixes(lw.hc_ffn, pre_mix);  // f_pre becomes the next site's collapse weights
-    if (go) gpu::hc_collapse({h, a_pre, x, n, hc, d}, stream);
-    if (go) gpu::rms_norm({x, x, n, d, lw.ffn_norm, eps}, stream);
+    collapse_norm(h, a_pre, x, n, lw.ffn_norm);
     moe(l, x, n, y);
     if (go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
     sign(*layer_arena);
@@ -845,8 +920,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     copy_rows(src_p, dst_p, hc);
   }
   float* xs = layer_arena->alloc<float>(m * d);
-  if (go) gpu::hc_collapse({hs, pm, xs, m, hc, d}, stream);
-  if (go) gpu::rms_norm({xs, xs, m, d, norm, eps}, stream);
+  collapse_norm(hs, pm, xs, m, norm);
   float* d_logits = layer_arena->alloc<float>(m * c.vocab_size);
   linear(xs, d_logits, m, head);
   sign(*layer_arena);
@@ -866,10 +940,13 @@ std::vector<float> CudaModel::Impl::finish(const Batch& b, const float* d_logits
     CUDA_CHECK(cudaMemcpy(&bad, b.d_bad_selection, sizeof(int), cudaMemcpyDeviceToHost));
     DI_CHECK(bad == 0, "an indexer selection names an entry outside the compressed history");
   }
-  if (layer_timing) {  // the download above synchronized the stream
+  if (layer_timing && int64_t(layer_events.size()) > c.num_hidden_layers) {  // the download synchronized
     layer_ms.assign(size_t(c.num_hidden_layers), 0.0f);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-      CUDA_CHECK(cudaEventElapsedTime(&layer_ms[l], layer_events[l], layer_events[l + 1]));
+      if (cudaEventElapsedTime(&layer_ms[l], layer_events[l], layer_events[l + 1]) != cudaSuccess) {
+        cudaGetLastError();  // a benchmark hook: report -1 rather than fail the step
+        layer_ms[l] = -1.0f;
+      }
   }
   return logits;
 }
@@ -894,7 +971,7 @@ std::vector<float> CudaModel::Impl::finish(const Batch& b, const float* d_logits
 // ---------------------------------------------------------------------------
 
 int64_t CudaModel::Impl::graph_bucket(const std::vector<CudaBatchItem>& items) const {
-  if (!opts.cuda_graphs || layer_timing) return 0;
+  if (!opts.cuda_graphs) return 0;
   const int64_t count = int64_t(items.size());
   if (count > 256) return 0;
   for (const CudaBatchItem& it : items) {
@@ -917,6 +994,11 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
     for (size_t i = 0; i < items.size(); ++i) slots[items[i].slot] = saved[i];
   };
   DecodeGraph& g = graphs[bucket];
+  if (g.exec != nullptr && g.timed != layer_timing) {  // the event nodes come with the capture
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaGraphExecDestroy(g.exec);
+    g.exec = nullptr;
+  }
   float* d_logits = nullptr;
   int* d_bad_row = nullptr;
   Batch b;
@@ -946,8 +1028,10 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
       CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
       gp = &pass;
       b = make_batch(items, bucket);
+      node_marks.assign(1, {0, 0});
       try {
         d_logits = run(b, all_tokens, d_bad_row);
+        node_marks.push_back(count_nodes());
       } catch (...) {
         gp = nullptr;
         cudaStreamEndCapture(stream, &graph);
@@ -965,7 +1049,20 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
       cudaGraphDestroy(graph);
       CUDA_CHECK(inst);
       g.sig = pass.sig;
+      g.timed = layer_timing;
       ++graph_stats.captures;
+      // Per layer: the nodes between its marks (embedding first, head last).
+      last_nodes = {};
+      const size_t marks = node_marks.size();  // start, layers + 1 boundaries, end
+      if (marks == size_t(cfg.num_hidden_layers) + 3) {
+        auto add = [&](size_t a, size_t z) {
+          last_nodes.nodes.push_back(node_marks[z].first - node_marks[a].first);
+          last_nodes.kernels.push_back(node_marks[z].second - node_marks[a].second);
+        };
+        for (size_t l = 1; l + 2 < marks; ++l) add(l, l + 1);
+        add(0, 1);
+        add(marks - 2, marks - 1);
+      }
     } else {
       pass.host = g.host;
       pass.dev = g.params.data();
@@ -1029,9 +1126,9 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   linear(qr, q, n, a.wq_b);
   if (go) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
   linear(x, kv, n, a.wkv);
-  if (go) gpu::rms_norm({kv, kv, n, hd, a.kv_norm, eps}, stream);
-  if (go) gpu::rope({kv, n, 1, hd, rd, b.d_positions, inv_freq, false, af}, stream);
-  if (go) gpu::fake_quant_fp8({kv, n, hd, 32}, stream);
+  // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
+  norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32,
+                  kernels::QuantKind::kFp8E4m3);
 
   // Pass 1: every item's compressor, then one batched write of all items' new
   // compressed entries (and, at index sources, their index keys), then the batched
@@ -1069,18 +1166,17 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
       // the unrotated latent, rotated to the group's first position.
       const int64_t* d_gpos = upload(gpos, *layer_arena, groups, 0);
       float* rotated = layer_arena->alloc<float>(groups * hd);
-      d2d(rotated, lat, groups * hd);
-      if (go) gpu::rope({rotated, groups, 1, hd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
-      if (go) gpu::fake_quant_fp4({rotated, groups, hd, 16}, ops::Fp4Scale::kE4m3, stream);
+      // copy + RoPE + FP4 (e4m3 scales) in one launch, lat read once.
+      norm_rope_quant(lat, rotated, groups, hd, false, nullptr, d_gpos, compress_inv_freq, rd, caf, 16,
+                      kernels::QuantKind::kFp4E4m3);
       std::vector<const float*> src(static_cast<size_t>(real_groups));
       for (int64_t g = 0; g < real_groups; ++g) src[g] = rotated + g * hd;
       copy_rows(src, entry_dst, hd, groups);
       if (index_source) {
         float* k = layer_arena->alloc<float>(groups * ihd);
         linear(lat, k, groups, a.indexer_wk);
-        if (go) gpu::rms_norm({k, k, groups, ihd, a.indexer_k_norm, eps}, stream);
-        if (go) gpu::rope({k, groups, 1, ihd, rd, d_gpos, compress_inv_freq, false, caf}, stream);
-        if (go) gpu::fake_quant_fp4({k, groups, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
+        norm_rope_quant(k, k, groups, ihd, true, a.indexer_k_norm, d_gpos, compress_inv_freq, rd, caf, 32,
+                        kernels::QuantKind::kFp4Ue8m0);
         for (int64_t g = 0; g < real_groups; ++g) src[g] = k + g * ihd;
         copy_rows(src, key_dst, ihd, groups);
       }
@@ -1273,7 +1369,28 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   float* z = layer_arena->alloc<float>(n * groups * rank);
   float* xg = layer_arena->alloc<float>(n * group_in);
   float* zg = layer_arena->alloc<float>(n * rank);
-  for (int64_t g = 0; g < groups; ++g) {
+  // One gemv launch over all groups (each block of wo_a rows reads its group's slice of
+  // o in place) where the gemv takes the weight: at n <= 8, and at every n in the
+  // batch-invariant mode (8-token chunks, as linear's invariant mode), so a row's sums
+  // never depend on the batch. Otherwise (n > 8, default mode) one linear per group.
+  kernels::LinearArgs ga;
+  ga.x = o;
+  ga.n = std::min<int64_t>(n, 8);
+  ga.w = gpu::to_weight_args(a.wo_a);
+  ga.num_rows = groups * rank;
+  ga.x_stride = heads * hd;
+  ga.x_group_rows = rank;
+  ga.x_group_step = group_in;
+  ga.path = kernels::LinearPath::kGemv;
+  const bool grouped = groups * rank <= a.wo_a.rows && kernels::linear_gemv_eligible(ga) &&
+                       (n <= 8 || mode == gpu::LinearMode::kInvariant);
+  for (int64_t t0 = 0; grouped && t0 < n; t0 += 8) {
+    ga.x = o + t0 * heads * hd;
+    ga.y = z + t0 * groups * rank;
+    ga.n = std::min<int64_t>(8, n - t0);
+    if (go) CUDA_CHECK(kernels::linear(ga, stream));
+  }
+  for (int64_t g = 0; !grouped && g < groups; ++g) {
     if (go)
       CUDA_CHECK(cudaMemcpy2DAsync(xg, group_in * sizeof(float), o + g * group_in, heads * hd * sizeof(float),
                                    group_in * sizeof(float), n, cudaMemcpyDeviceToDevice, stream));

@@ -119,9 +119,24 @@ class CudaModel {
 
   // Benchmark hooks. With layer timing on, each forward records a device event at
   // the start of every layer and after the last one; last_layer_ms() gives the
-  // time between them (the GPU timeline, host gaps inside a layer included).
+  // time between them (the GPU timeline, host gaps inside a layer included). A
+  // decode step replayed from a graph records them too: the graph is captured with
+  // the event records as nodes (a bucket's graph is recaptured when timing is
+  // toggled), so the same numbers come from a replay, as the engine runs decode.
   void set_layer_timing(bool on);
   std::vector<float> last_layer_ms() const;
+  // Turns decode graphs on or off after load (CudaModelOptions::cuda_graphs at load),
+  // so a benchmark can time one model, with its caches, eagerly and replayed.
+  void set_cuda_graphs(bool on);
+  // Nodes of the last captured graph per layer (kernels, copies, memsets, memory
+  // nodes: what an eager step launches), then one entry for the embedding before
+  // layer 0 and one for the norm / head after the last layer; event records of the
+  // layer timing are not counted. `kernels` counts kernel nodes only. Empty before
+  // any capture.
+  struct GraphNodes {
+    std::vector<int64_t> nodes, kernels;
+  };
+  GraphNodes last_graph_nodes() const;
   // The device memory of the state slots (window rings, pending rows) and of the
   // paged history pool, so a benchmark can fill caches with synthetic history.
   std::pair<void*, size_t> slot_memory() const;

@@ -1,0 +1,261 @@
+// Fused decode kernels against what they replace: kernels::norm_rope_quant (rms_norm +
+// rope + fake_quant of a row), kernels::hc_collapse_norm (hc_collapse + rms_norm) and
+// the grouped gemv (LinearArgs::x_group_rows: V4.1's wo_a in one launch).
+//   - family "fused" (bitwise): the fused kernel vs the same CUDA ops run one after
+//     the other, and, where every step is exact against the CPU (rope, fake_quant,
+//     hc_collapse), vs the CPU composition too;
+//   - family "rms_norm" / "linear": vs the CPU composition where a step sums in
+//     another order than the oracle (the norm's fp32 sum, the gemv's dots).
+#include <algorithm>
+#include <cmath>
+
+#include "harness.h"
+#include "kernels/cuda/smxx_elementwise.cuh"
+#include "kernels/cuda/smxx_hyper_connection.cuh"
+#include "kernels/cuda/smxx_linear.cuh"
+#include "model/config.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/weight_args.h"
+#include "ops/hyper_connection.h"
+#include "ops/linear.h"
+#include "ops/norm.h"
+#include "ops/quant.h"
+#include "ops/rope.h"
+
+namespace deepinfer::testing_cuda {
+
+namespace {
+
+struct NrqShape {
+  int64_t n = 1, dim = 512, rope_dim = 64;
+  bool norm = true, weight = true, yarn = false, in_place = true;
+  float factor = 1.0f;
+  int block = 32;  // 0: no quantization
+  kernels::QuantKind kind = kernels::QuantKind::kFp8E4m3;
+};
+
+struct NrqInputs {
+  std::vector<float> x, w, inv;
+  std::vector<int64_t> pos;
+};
+
+NrqInputs nrq_inputs(Rng& rng, const NrqShape& s) {
+  NrqInputs in;
+  RopeParams rp;
+  rp.theta = s.yarn ? 160000 : 10000;
+  rp.yarn = s.yarn;
+  rp.factor = 16;
+  rp.original_max_position_embeddings = 65536;
+  in.inv = ops::rope_inv_freq(rp, s.rope_dim > 0 ? s.rope_dim : 2);
+  in.pos.resize(size_t(s.n));
+  for (auto& p : in.pos) p = randint(rng, 0, 1 << 20);
+  in.pos[0] = 0;
+  in.x = randn(rng, size_t(s.n * s.dim), 3.0f);
+  // Spread the magnitudes per 32 channels so quantization blocks see many binades.
+  for (int64_t i = 0; i < s.n * s.dim; i += 32) {
+    const float mag = std::ldexp(1.0f, int(randint(rng, -6, 6)));
+    for (int64_t j = i; j < std::min(i + 32, s.n * s.dim); ++j) in.x[size_t(j)] *= mag;
+  }
+  in.w = uniform(rng, size_t(s.dim), 0.5f, 1.5f);
+  return in;
+}
+
+// The fused kernel's output for inputs `in` (device, out of place or in place).
+std::vector<float> nrq_fused(const NrqShape& s, const NrqInputs& in, float eps) {
+  Dev<float> dx(in.x), dw(in.w), dinv(in.inv), dy(size_t(s.n * s.dim));
+  Dev<int64_t> dpos(in.pos);
+  kernels::NormRopeQuantArgs a;
+  a.x = dx.get();
+  a.y = s.in_place ? dx.get() : dy.get();
+  a.n = s.n;
+  a.dim = s.dim;
+  a.norm = s.norm;
+  a.weight = s.weight ? dw.get() : nullptr;
+  a.eps = eps;
+  a.positions = dpos.get();
+  a.inv_freq = dinv.get();
+  a.rope_dim = s.rope_dim;
+  a.attention_factor = s.factor;
+  a.quant_block = s.block;
+  a.kind = s.kind;
+  check_cuda(kernels::norm_rope_quant(a, nullptr), "norm_rope_quant");
+  return s.in_place ? dx.host() : dy.host();
+}
+
+ops::Fp4Scale fp4_scale(kernels::QuantKind k) {
+  return k == kernels::QuantKind::kFp4E4m3 ? ops::Fp4Scale::kE4m3 : ops::Fp4Scale::kUe8m0;
+}
+
+// The sequence the model ran before: rms_norm, rope, fake_quant as separate CUDA ops.
+std::vector<float> nrq_sequence_cuda(const NrqShape& s, const NrqInputs& in, float eps) {
+  Dev<float> dx(in.x), dw(in.w), dinv(in.inv);
+  Dev<int64_t> dpos(in.pos);
+  if (s.norm) ops::cuda::rms_norm({dx.get(), dx.get(), s.n, s.dim, s.weight ? dw.get() : nullptr, eps}, nullptr);
+  if (s.rope_dim > 0)
+    ops::cuda::rope({dx.get(), s.n, 1, s.dim, s.rope_dim, dpos.get(), dinv.get(), false, s.factor}, nullptr);
+  if (s.block > 0) {
+    const ops::FakeQuantParams p{dx.get(), s.n, s.dim, s.block};
+    if (s.kind == kernels::QuantKind::kFp8E4m3) ops::cuda::fake_quant_fp8(p, nullptr);
+    else ops::cuda::fake_quant_fp4(p, fp4_scale(s.kind), nullptr);
+  }
+  return dx.host();
+}
+
+// The CPU composition (the oracle).
+std::vector<float> nrq_cpu(const NrqShape& s, const NrqInputs& in, float eps) {
+  std::vector<float> x = in.x;
+  if (s.norm) ops::cpu::rms_norm({x.data(), x.data(), s.n, s.dim, s.weight ? in.w.data() : nullptr, eps});
+  if (s.rope_dim > 0)
+    ops::cpu::rope({x.data(), s.n, 1, s.dim, s.rope_dim, in.pos.data(), in.inv.data(), false, s.factor});
+  if (s.block > 0) {
+    const ops::FakeQuantParams p{x.data(), s.n, s.dim, s.block};
+    if (s.kind == kernels::QuantKind::kFp8E4m3) ops::cpu::fake_quant_fp8(p);
+    else ops::cpu::fake_quant_fp4(p, fp4_scale(s.kind));
+  }
+  return x;
+}
+
+// Bitwise: fused vs the CUDA sequence; without the norm every step is exact, so also
+// fused vs the CPU composition.
+OpCase nrq_exact_case(std::string name, NrqShape s) {
+  return {name, "fused", [=](Rng& rng) {
+            const float eps = 1e-6f;
+            const NrqInputs in = nrq_inputs(rng, s);
+            const auto fused = nrq_fused(s, in, eps);
+            Outputs o{{{"vs_cuda_sequence", nrq_sequence_cuda(s, in, eps), fused}}, {}};
+            if (!s.norm) o.floats.push_back({"vs_cpu", nrq_cpu(s, in, eps), fused});
+            return o;
+          }};
+}
+
+// With the norm and no quantization: fused vs the CPU composition (the norm's fp32 sum).
+OpCase nrq_norm_case(std::string name, NrqShape s) {
+  s.block = 0;
+  return {name, "rms_norm", [=](Rng& rng) {
+            const float eps = 1e-6f;
+            const NrqInputs in = nrq_inputs(rng, s);
+            return Outputs{{{"vs_cpu", nrq_cpu(s, in, eps), nrq_fused(s, in, eps)}}, {}};
+          }};
+}
+
+// hc_collapse + rms_norm: vs the two CUDA ops (bitwise) or vs the CPU composition.
+OpCase collapse_norm_case(std::string name, bool vs_cpu, int64_t n, int64_t hc, int64_t dim, bool weight,
+                          float eps) {
+  return {name, vs_cpu ? "rms_norm" : "fused", [=](Rng& rng) {
+            const auto h = randn(rng, size_t(n * hc * dim), 2.0f);
+            const auto pre = uniform(rng, size_t(n * hc), 0.0f, 1.0f);
+            const auto w = uniform(rng, size_t(dim), 0.5f, 1.5f);
+            Dev<float> dh(h), dpre(pre), dw(w), dx(size_t(n * dim));
+            check_cuda(kernels::hc_collapse_norm({dh.get(), dpre.get(), weight ? dw.get() : nullptr, dx.get(), n, hc,
+                                                  dim, eps},
+                                                 nullptr),
+                       "hc_collapse_norm");
+            const auto fused = dx.host();
+            std::vector<float> ref(size_t(n * dim));
+            if (vs_cpu) {
+              ops::cpu::hc_collapse({h.data(), pre.data(), ref.data(), n, hc, dim});
+              ops::cpu::rms_norm({ref.data(), ref.data(), n, dim, weight ? w.data() : nullptr, eps});
+            } else {
+              Dev<float> dy(size_t(n * dim));
+              ops::cuda::hc_collapse({dh.get(), dpre.get(), dy.get(), n, hc, dim}, nullptr);
+              ops::cuda::rms_norm({dy.get(), dy.get(), n, dim, weight ? dw.get() : nullptr, eps}, nullptr);
+              ref = dy.host();
+            }
+            return Outputs{{{vs_cpu ? "vs_cpu" : "vs_cuda_sequence", ref, fused}}, {}};
+          }};
+}
+
+// Grouped gemv: y[:, g * rank + r] = x[:, g * group_in : (g + 1) * group_in] . W[g * rank + r, :]
+// for `groups` groups in one launch (x rows x_stride apart), vs one CPU linear per group.
+OpCase grouped_gemv_case(std::string name, WKind kind, int64_t n, int64_t groups, int64_t rank, int64_t group_in,
+                         int64_t pad) {
+  return {name, "linear", [=](Rng& rng) {
+            const int64_t rows = groups * rank, stride = groups * group_in + pad;
+            const auto w = random_weight(rng, kind, rows, group_in, 0.05f);
+            const auto x = randn(rng, size_t(n * stride));
+            std::vector<float> y(size_t(n * rows));
+            std::vector<float> xg(size_t(n * group_in)), yg(size_t(n * rank));
+            for (int64_t g = 0; g < groups; ++g) {
+              for (int64_t t = 0; t < n; ++t)
+                std::copy_n(x.begin() + t * stride + g * group_in, group_in, xg.begin() + t * group_in);
+              ops::cpu::linear({xg.data(), yg.data(), n, w->ref(false), g * rank, rank});
+              for (int64_t t = 0; t < n; ++t) std::copy_n(yg.begin() + t * rank, rank, y.begin() + t * rows + g * rank);
+            }
+            Dev<float> dx(x), dy(size_t(n * rows));
+            kernels::LinearArgs a;
+            a.x = dx.get();
+            a.y = dy.get();
+            a.n = n;
+            a.w = ops::cuda::to_weight_args(w->ref(true));
+            a.num_rows = rows;
+            a.x_stride = stride;
+            a.x_group_rows = rank;
+            a.x_group_step = group_in;
+            check_cuda(kernels::linear(a, nullptr), name.c_str());
+            return Outputs{{{"y", y, dy.host()}}, {}};
+          }};
+}
+
+}  // namespace
+
+std::vector<OpCase> fused_cases() {
+  using QK = kernels::QuantKind;
+  std::vector<OpCase> c;
+  // The attention KV row: norm (weight) + RoPE 64 + FP8 blocks of 32, in place.
+  NrqShape kv;
+  kv.n = 7;
+  c.push_back(nrq_exact_case("fused_kv_norm_rope_fp8", kv));
+  c.push_back(nrq_norm_case("fused_kv_norm_rope_vs_cpu", kv));
+  NrqShape kv1 = kv;
+  kv1.n = 1;
+  kv1.factor = 1.25f;
+  kv1.yarn = true;
+  c.push_back(nrq_exact_case("fused_kv_norm_rope_fp8_n1_yarn", kv1));
+  // The compressed entry: RoPE + FP4 (e4m3 scales, blocks of 16), out of place, no norm.
+  NrqShape ce;
+  ce.n = 9;
+  ce.norm = false;
+  ce.yarn = true;
+  ce.factor = 1.3f;
+  ce.block = 16;
+  ce.kind = QK::kFp4E4m3;
+  ce.in_place = false;
+  c.push_back(nrq_exact_case("fused_entry_rope_fp4e4m3", ce));
+  // The index key: norm + RoPE + FP4 (ue8m0 scales, blocks of 32), dim 128.
+  NrqShape ik;
+  ik.n = 5;
+  ik.dim = 128;
+  ik.yarn = true;
+  ik.kind = QK::kFp4Ue8m0;
+  c.push_back(nrq_exact_case("fused_key_norm_rope_fp4ue8m0", ik));
+  c.push_back(nrq_norm_case("fused_key_norm_rope_vs_cpu", ik));
+  // Odd width: quantization skipped (dim % block != 0, as fake_quant), no weight.
+  NrqShape odd;
+  odd.n = 3;
+  odd.dim = 333;
+  odd.rope_dim = 30;
+  odd.weight = false;
+  c.push_back(nrq_exact_case("fused_norm_rope_odd333_untouched", odd));
+  // A row wider than the block (8192): several 256-element sweeps.
+  NrqShape wide;
+  wide.n = 2;
+  wide.dim = 8192;
+  c.push_back(nrq_exact_case("fused_norm_rope_fp8_8192", wide));
+
+  c.push_back(collapse_norm_case("fused_hc_collapse_norm_v41", false, 5, 4, 5120, true, 1e-20f));
+  c.push_back(collapse_norm_case("fused_hc_collapse_norm_v41_vs_cpu", true, 5, 4, 5120, true, 1e-20f));
+  c.push_back(collapse_norm_case("fused_hc_collapse_norm_odd", false, 3, 3, 333, false, 1e-6f));
+  c.push_back(collapse_norm_case("fused_hc_collapse_norm_odd_vs_cpu", true, 3, 3, 333, false, 1e-6f));
+
+  // wo_a's shape (8 groups of 1024 rows over 4096 inputs, x rows 32768 wide) and
+  // small ones with padding between x rows, at several batch widths.
+  c.push_back(grouped_gemv_case("fused_grouped_gemv_fp8_v41_n1", WKind::kFp8E8m0, 1, 8, 1024, 4096, 0));
+  c.push_back(grouped_gemv_case("fused_grouped_gemv_fp8_v41_n5", WKind::kFp8E8m0, 5, 8, 1024, 4096, 0));
+  for (int64_t n : {1, 3, 8})
+    c.push_back(grouped_gemv_case("fused_grouped_gemv_fp8_small_n" + std::to_string(n), WKind::kFp8E8m0, n, 4, 64,
+                                  256, 32));
+  c.push_back(grouped_gemv_case("fused_grouped_gemv_bf16_n2", WKind::kBF16, 2, 3, 36, 128, 4));
+  return c;
+}
+
+}  // namespace deepinfer::testing_cuda
