@@ -117,6 +117,54 @@ def engram_table(flash):
     print()
 
 
+def graph_tables(graph, untimed, nodes, dec):
+    """Decode as the engine runs it (CUDA graph replay) next to the eager numbers, the
+    launches (graph nodes) per layer kind, and the 40-layer extrapolation of the replay."""
+    if not graph:
+        return
+    print("### Decode step per layer kind, eager vs CUDA-graph replay (the engine's decode path)\n")
+    print("Per layer: device time between the layer events (graph: event-record nodes inside the graph). "
+          "Fraction = roofline / measured. Nodes: graph nodes of the layer (kernels, copies, memsets; "
+          "event records not counted), kernels in brackets.\n")
+    for ctx in sorted({c for c, _ in graph}):
+        bs = sorted(b for c, b in graph if c == ctx)
+        print(f"Context {ctx}:\n")
+        print("| layer kind | " + " | ".join(f"batch {b}: eager ms / graph ms / roofline ms / graph fraction"
+                                           for b in bs) + " | nodes (kernels) |")
+        print("|---|" + "---|" * len(bs) + "---|")
+        for k in range(7):
+            cells = []
+            for b in bs:
+                by, fl = step_cost(k, b, ctx)
+                r = roof(by, fl)
+                g = graph[(ctx, b)][2][k] * 1e-3
+                e = dec.get((ctx, b), (0, [float("nan")] * 7))[1][k]
+                cells.append(f"{e:.3f} / {g*1e3:.3f} / {r*1e3:.3f} / {r/g*100:.1f}%")
+            nd = nodes.get((ctx, bs[0]))
+            ncell = f"{nd[0][k]} ({nd[1][k]})" if nd else "-"
+            print(f"| {KINDS[k]} | " + " | ".join(cells) + f" | {ncell} |")
+        print()
+        print("| batch | eager wall ms | graph wall ms (events) | graph wall ms (no events) | graph device ms "
+              "(7 layers) | embed + head nodes |")
+        print("|---|---|---|---|---|---|")
+        for b in bs:
+            w, dv, _ = graph[(ctx, b)]
+            nd = nodes.get((ctx, b))
+            print(f"| {b} | {dec.get((ctx, b), (float('nan'),))[0]:.3f} | {w:.3f} | {untimed.get((ctx, b), float('nan')):.3f} | "
+                  f"{dv:.3f} | {(str(nd[2]) + ' + ' + str(nd[3])) if nd else '-'} |")
+        print()
+    print("40 layers from the graph replay (step = Σ kind time × layers of that kind + (graph wall − Σ its layers)):\n")
+    print("| context | batch | step ms | tokens/s | roofline step ms | fraction |")
+    print("|---|---|---|---|---|---|")
+    for (ctx, b), (wall, _, lm) in sorted(graph.items()):
+        step = sum(c * t for c, t in zip(COUNT, lm)) + ENGRAM_EXTRA * (lm[1] - lm[0]) + (wall - sum(lm))
+        rsteps = sum(COUNT[k] * roof(*step_cost(k, b, ctx)) for k in range(7))
+        rsteps += ENGRAM_EXTRA * (roof(*step_cost(1, b, ctx)) - roof(*step_cost(0, b, ctx)))
+        rsteps += 129280 * D * 2 / BW
+        print(f"| {ctx} | {b} | {step:.2f} | {b/step*1e3:.1f} | {rsteps*1e3:.2f} | {rsteps*1e3/step*100:.1f}% |")
+    print()
+
+
 def main():
     args = sys.argv[1:]
     torch_log = []
@@ -126,11 +174,23 @@ def main():
         del args[i:i + 2]
     flash = [x for a in args for x in parse(a)]
     dec = {}
+    graph = {}     # (ctx, batch) -> (wall_ms, device_ms, layers_ms) of graph replays, layer events as nodes
+    untimed = {}   # (ctx, batch) -> wall_ms of graph replays without the event nodes
+    nodes = {}     # (ctx, batch) -> (nodes per layer, kernel nodes per layer, embed, head)
     pres = []
     for tag, _, kv, _ in flash:
         if tag == "decode":
             lm = [float(x) for x in kv["layers_ms"].strip(",").split(",")]
             dec[(int(kv["ctx"]), int(kv["batch"]))] = (float(kv["wall_ms"]), lm)
+        elif tag == "decode_graph":
+            lm = [float(x) for x in kv["layers_ms"].strip(",").split(",")]
+            graph[(int(kv["ctx"]), int(kv["batch"]))] = (float(kv["wall_ms"]), float(kv["device_ms"]), lm)
+        elif tag == "decode_graph_untimed":
+            untimed[(int(kv["ctx"]), int(kv["batch"]))] = float(kv["wall_ms"])
+        elif tag == "graph_nodes":
+            nodes[(int(kv["ctx"]), int(kv["batch"]))] = (
+                [int(x) for x in kv["layers_nodes"].strip(",").split(",")],
+                [int(x) for x in kv["layers_kernels"].strip(",").split(",")], int(kv["embed"]), int(kv["head"]))
         elif tag == "prefill":
             pres.append((int(kv["tokens"]), float(kv["wall_ms"]),
                          [float(x) for x in kv["layers_ms"].strip(",").split(",")]))
@@ -158,6 +218,7 @@ def main():
             print(f"| {b} | {by/1e9:.3f} | {fl/1e9:.1f} |")
         print()
 
+    graph_tables(graph, untimed, nodes, dec)
     print("### The 40-layer model, extrapolated (per GPU-equivalent)\n")
     print("Step = Σ kind time × layers of that kind + (7-layer wall − Σ its layers: embed, head, logits copy).\n")
     print("| context | batch | step ms | tokens/s | roofline step ms | roofline tokens/s | fraction | "
