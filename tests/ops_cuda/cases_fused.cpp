@@ -27,7 +27,7 @@ namespace deepinfer::testing_cuda {
 namespace {
 
 struct NrqShape {
-  int64_t n = 1, dim = 512, rope_dim = 64;
+  int64_t n = 1, dim = 512, rope_dim = 64, heads = 1;  // n rows = n / heads tokens of `heads` heads
   bool norm = true, weight = true, yarn = false, in_place = true;
   float factor = 1.0f;
   int block = 32;  // 0: no quantization
@@ -47,7 +47,7 @@ NrqInputs nrq_inputs(Rng& rng, const NrqShape& s) {
   rp.factor = 16;
   rp.original_max_position_embeddings = 65536;
   in.inv = ops::rope_inv_freq(rp, s.rope_dim > 0 ? s.rope_dim : 2);
-  in.pos.resize(size_t(s.n));
+  in.pos.resize(size_t(s.n / s.heads));
   for (auto& p : in.pos) p = randint(rng, 0, 1 << 20);
   in.pos[0] = 0;
   in.x = randn(rng, size_t(s.n * s.dim), 3.0f);
@@ -73,6 +73,7 @@ std::vector<float> nrq_fused(const NrqShape& s, const NrqInputs& in, float eps) 
   a.weight = s.weight ? dw.get() : nullptr;
   a.eps = eps;
   a.positions = dpos.get();
+  a.heads = s.heads;
   a.inv_freq = dinv.get();
   a.rope_dim = s.rope_dim;
   a.attention_factor = s.factor;
@@ -92,7 +93,8 @@ std::vector<float> nrq_sequence_cuda(const NrqShape& s, const NrqInputs& in, flo
   Dev<int64_t> dpos(in.pos);
   if (s.norm) ops::cuda::rms_norm({dx.get(), dx.get(), s.n, s.dim, s.weight ? dw.get() : nullptr, eps}, nullptr);
   if (s.rope_dim > 0)
-    ops::cuda::rope({dx.get(), s.n, 1, s.dim, s.rope_dim, dpos.get(), dinv.get(), false, s.factor}, nullptr);
+    ops::cuda::rope({dx.get(), s.n / s.heads, s.heads, s.dim, s.rope_dim, dpos.get(), dinv.get(), false, s.factor},
+                    nullptr);
   if (s.block > 0) {
     const ops::FakeQuantParams p{dx.get(), s.n, s.dim, s.block};
     if (s.kind == kernels::QuantKind::kFp8E4m3) ops::cuda::fake_quant_fp8(p, nullptr);
@@ -106,7 +108,7 @@ std::vector<float> nrq_cpu(const NrqShape& s, const NrqInputs& in, float eps) {
   std::vector<float> x = in.x;
   if (s.norm) ops::cpu::rms_norm({x.data(), x.data(), s.n, s.dim, s.weight ? in.w.data() : nullptr, eps});
   if (s.rope_dim > 0)
-    ops::cpu::rope({x.data(), s.n, 1, s.dim, s.rope_dim, in.pos.data(), in.inv.data(), false, s.factor});
+    ops::cpu::rope({x.data(), s.n / s.heads, s.heads, s.dim, s.rope_dim, in.pos.data(), in.inv.data(), false, s.factor});
   if (s.block > 0) {
     const ops::FakeQuantParams p{x.data(), s.n, s.dim, s.block};
     if (s.kind == kernels::QuantKind::kFp8E4m3) ops::cpu::fake_quant_fp8(p);
@@ -229,6 +231,15 @@ std::vector<OpCase> fused_cases() {
   ik.kind = QK::kFp4Ue8m0;
   c.push_back(nrq_exact_case("fused_key_norm_rope_fp4ue8m0", ik));
   c.push_back(nrq_norm_case("fused_key_norm_rope_vs_cpu", ik));
+  // The indexer query: 32 heads of 128 per token, RoPE + FP4 (ue8m0), no norm.
+  NrqShape iq;
+  iq.n = 3 * 32;
+  iq.heads = 32;
+  iq.dim = 128;
+  iq.norm = false;
+  iq.yarn = true;
+  iq.kind = QK::kFp4Ue8m0;
+  c.push_back(nrq_exact_case("fused_index_query_rope_fp4ue8m0", iq));
   // Odd width: quantization skipped (dim % block != 0, as fake_quant), no weight.
   NrqShape odd;
   odd.n = 3;

@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_kernel(NormRopeQu
   }
   __syncthreads();
   if (a.rope_dim > 0) {
-    const int64_t half = a.rope_dim / 2, pos = a.positions[t];
+    const int64_t half = a.rope_dim / 2, pos = a.positions[t / a.heads];
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
       float c, s;
       rope_cs(pos, a.inv_freq, i, a.attention_factor, false, c, s);
@@ -163,7 +163,7 @@ cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
 cudaError_t norm_rope_quant(const NormRopeQuantArgs& a, cudaStream_t stream) {
   const bool qb_ok = a.quant_block == 0 || (a.quant_block > 0 && a.quant_block <= 32 &&
                                             (a.quant_block & (a.quant_block - 1)) == 0);
-  if (a.n < 0 || a.dim <= 0 || a.dim > kMaxNormRopeQuantDim || a.n > INT32_MAX || !qb_ok || a.rope_dim < 0 ||
+  if (a.n < 0 || a.dim <= 0 || a.dim > kMaxNormRopeQuantDim || a.n > INT32_MAX || !qb_ok || a.heads < 1 || a.rope_dim < 0 ||
       a.rope_dim % 2 != 0 || a.rope_dim > a.dim)
     return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;

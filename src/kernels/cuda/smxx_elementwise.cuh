@@ -45,7 +45,7 @@ cudaError_t fake_quant(const FakeQuantArgs& a, cudaStream_t stream);
 // RoPE + FP4) each wrote and re-read their rows in HBM once per step. Every step runs
 // the arithmetic of its own kernel in its order (the norm's 256-thread sum and tree,
 // RoPE's double sincos, the quantization block inside one warp), so the result is
-// bitwise the sequence's. Single-head rows, forward RoPE.
+// bitwise the sequence's. Forward RoPE; `heads` consecutive rows share a position.
 struct NormRopeQuantArgs {
   const float* x = nullptr;  // [n, dim]
   float* y = nullptr;        // [n, dim]; may alias x
@@ -53,7 +53,8 @@ struct NormRopeQuantArgs {
   bool norm = true;          // rms_norm first (weight may be null)
   const float* weight = nullptr;
   float eps = 1e-6f;
-  const int64_t* positions = nullptr;  // [n]; RoPE of the last rope_dim channels, 0: none
+  const int64_t* positions = nullptr;  // [n / heads]; RoPE of the last rope_dim channels, 0: none
+  int64_t heads = 1;                   // rows per position (heads of one token: rows t * heads ..)
   const float* inv_freq = nullptr;     // [rope_dim / 2]
   int64_t rope_dim = 0;
   float attention_factor = 1.0f;

@@ -333,7 +333,7 @@ struct CudaModel::Impl {
   // kernels::norm_rope_quant on `rows` single-head rows (see smxx_elementwise.cuh).
   void norm_rope_quant(const float* x, float* y, int64_t rows, int64_t dim, bool norm, const float* weight,
                        const int64_t* positions, const float* inv_freq, int64_t rope_dim, float factor, int block,
-                       kernels::QuantKind kind) {
+                       kernels::QuantKind kind, int64_t heads = 1) {
     if (!launching() || rows == 0) return;
     kernels::NormRopeQuantArgs a;
     a.x = x;
@@ -344,6 +344,7 @@ struct CudaModel::Impl {
     a.weight = weight;
     a.eps = float(cfg.rms_norm_eps);
     a.positions = positions;
+    a.heads = heads;
     a.inv_freq = inv_freq;
     a.rope_dim = rope_dim;
     a.attention_factor = factor;
@@ -1592,8 +1593,9 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
   float* w = layer_arena->alloc<float>(n * ih);
   float* scores = layer_arena->alloc<float>(total);
   linear(qr, qi, n, a.indexer_wq_b);
-  if (go) gpu::rope({qi, n, ih, ihd, c.qk_rope_head_dim, b.d_positions, compress_inv_freq, false, caf}, stream);
-  if (go) gpu::fake_quant_fp4({qi, n * ih, ihd, 32}, ops::Fp4Scale::kUe8m0, stream);
+  // RoPE + FP4 (ue8m0 scales) of every head's query in one launch (bitwise the two kernels).
+  norm_rope_quant(qi, qi, n * ih, ihd, false, nullptr, b.d_positions, compress_inv_freq, c.qk_rope_head_dim, caf, 32,
+                  kernels::QuantKind::kFp4Ue8m0, ih);
   linear(x, w, n, a.indexer_weights_proj);
   if (go) CUDA_CHECK(kernels::scale(w, 1.0f / std::sqrt(float(ih)), n * ih, stream));
   if (go)
