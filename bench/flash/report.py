@@ -130,7 +130,7 @@ def graph_tables(graph, untimed, nodes, dec):
         bs = sorted(b for c, b in graph if c == ctx)
         print(f"Context {ctx}:\n")
         print("| layer kind | " + " | ".join(f"batch {b}: eager ms / graph ms / roofline ms / graph fraction"
-                                           for b in bs) + " | nodes (kernels) |")
+                                           for b in bs) + " | nodes (kernels), " + " / ".join(f"b{b}" for b in bs) + " |")
         print("|---|" + "---|" * len(bs) + "---|")
         for k in range(7):
             cells = []
@@ -140,8 +140,8 @@ def graph_tables(graph, untimed, nodes, dec):
                 g = graph[(ctx, b)][2][k] * 1e-3
                 e = dec.get((ctx, b), (0, [float("nan")] * 7))[1][k]
                 cells.append(f"{e:.3f} / {g*1e3:.3f} / {r*1e3:.3f} / {r/g*100:.1f}%")
-            nd = nodes.get((ctx, bs[0]))
-            ncell = f"{nd[0][k]} ({nd[1][k]})" if nd else "-"
+            ncell = " / ".join(f"{nodes[(ctx, b)][0][k]} ({nodes[(ctx, b)][1][k]})" if (ctx, b) in nodes else "-"
+                               for b in bs)
             print(f"| {KINDS[k]} | " + " | ".join(cells) + f" | {ncell} |")
         print()
         print("| batch | eager wall ms | graph wall ms (events) | graph wall ms (no events) | graph device ms "
