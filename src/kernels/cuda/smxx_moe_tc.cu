@@ -274,6 +274,137 @@ __global__ void __launch_bounds__(kTcWarps * 32, kNT8 == 1 ? 3 : 2) moe_tc_kerne
   }
 }
 
+// Big tiles under kBF16 with the B tile in shared memory (candidate, NOTES "MoE FP4
+// tensor-core tiles": the register-fragment version above reads every B fragment from
+// L1 / L2 per warp, 109 GB per call at T = 4096). Per 128-column chunk the block stages
+// the tile's 64 token rows once (16 KB, cp.async, two buffers) and its 8 warps read their
+// fragments from it. Smem unit (token, q, c) = columns c * 32 + q * 8 .. + 8 of the chunk,
+// at token * kBRow + (q * 4 + c) * 16 bytes: a quarter-warp's LDS.128 (two tokens x four c)
+// then covers 32 distinct banks (token stride 320 B = 16 banks apart). Same MMAs, same
+// order, same promotion as moe_tc_kernel<kStage, 1, 8>: bitwise the same results.
+constexpr int kBRow = 320;  // bytes per token row of a staged chunk (256 + 64 of padding)
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem));
+}
+
+template <int kStage>
+__global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGroupedArgs a) {
+  constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
+  constexpr int kNT8 = kMoeBigRows / 8;
+  __shared__ __align__(16) uint8_t bs[2][kMoeBigRows * kBRow];
+  if (int64_t(blockIdx.x) >= *a.num_tiles) return;
+  const MoeTile tile = a.tiles[blockIdx.x];
+  const MoeExpertPtrs& ex = a.experts[tile.expert];
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int64_t K = L.cols, out_rows = L.rows;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int64_t o0 = (int64_t(blockIdx.y) * kTcWarps + warp) * kOutPerWarp;
+  const bool active = o0 < out_rows;
+  const int64_t ob = active ? o0 : 0;
+  const int64_t row_bytes = K / 2;
+  const int64_t ra = ob + g, rb = kStage == 1 ? ob + g : ob + 8 + g;
+  const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + ra * row_bytes + c * 16;
+  const uint8_t* wb = ex.w[kStage == 1 ? 1 : 2] + rb * row_bytes + c * 16;
+  const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols + c;
+  const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c;
+  const int chunks = int(K / 128);
+  const int rows = tile.rows;
+  const int ntiles = min(kNT8, (rows + 7) / 8);
+
+  // Staging: thread i copies units i, i + 256, i + 512, i + 768 of the chunk's 64 x 16;
+  // unit u: token u >> 4, q = (u >> 2) & 3, c = u & 3.
+  const uint16_t* src[4];
+  uint32_t dst[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int u = threadIdx.x + j * 256, tok = u >> 4, uq = (u >> 2) & 3, uc = u & 3;
+    const int64_t p = tile.row0 + min(tok, rows - 1);
+    const int64_t xrow = kStage == 1 ? int64_t(a.row_token[p]) : p;
+    src[j] = a.xt + xrow * K + uc * 32 + uq * 8;
+    dst[j] = uint32_t(tok * kBRow + (uq * 4 + uc) * 16);
+  }
+  auto stage = [&](int ch, int buf) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) cp_async16(bs[buf] + dst[j], src[j] + int64_t(ch) * 128);
+    asm volatile("cp.async.commit_group;");
+  };
+
+  float acc[kNT8][4];
+#pragma unroll
+  for (int nt = 0; nt < kNT8; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+
+  stage(0, 0);
+  uint4 na = ld_stream(wa), nb = ld_stream(wb);
+  uint8_t nsa = sa[0], nsb = sb[0];
+  for (int ch = 0; ch < chunks; ++ch) {
+    if (ch + 1 < chunks) {
+      stage(ch + 1, (ch + 1) & 1);
+      asm volatile("cp.async.wait_group 1;");
+    } else {
+      asm volatile("cp.async.wait_group 0;");
+    }
+    __syncthreads();  // chunk ch staged by every thread
+    const uint4 va = na, vb = nb;
+    const uint32_t sca = scale_bf16x2(nsa), scb = scale_bf16x2(nsb);
+    if (ch + 1 < chunks) {
+      na = ld_stream(wa + int64_t(ch + 1) * 64);
+      nb = ld_stream(wb + int64_t(ch + 1) * 64);
+      nsa = sa[(ch + 1) * 4];
+      nsb = sb[(ch + 1) * 4];
+    }
+    if (active) {
+      const uint8_t* bb = bs[ch & 1] + g * kBRow + c * 16;
+      const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+      float tmp[kNT8][4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t pa[4], pb[4];
+        decode8(wa4[q], sca, pa);
+        decode8(wb4[q], scb, pb);
+        const uint32_t a0[4] = {pa[0], pb[0], pa[1], pb[1]};
+        const uint32_t a1[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+        for (int nt = 0; nt < kNT8; ++nt) {
+          if (nt >= ntiles) break;
+          const uint4 b = *reinterpret_cast<const uint4*>(bb + nt * 8 * kBRow + q * 64);
+          if (q == 0) mma16816_zero(tmp[nt], a0, b.x, b.y);
+          else mma16816(tmp[nt], a0, b.x, b.y);
+          mma16816(tmp[nt], a1, b.z, b.w);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNT8; ++nt) {
+        if (nt >= ntiles) break;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] += tmp[nt][i];
+      }
+    }
+    __syncthreads();  // buffer ch & 1 is restaged at ch + 2
+  }
+  if (!active) return;
+#pragma unroll
+  for (int nt = 0; nt < kNT8; ++nt) {
+    if (nt >= ntiles) break;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = nt * 8 + 2 * c + h;
+      if (i >= rows) continue;
+      const int64_t p = tile.row0 + i;
+      if constexpr (kStage == 1) {
+        const float v = swiglu_tc(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
+                                  a.row_weight != nullptr);
+        store_terms<1>(a.ht, a.ht_plane, p * out_rows + o0 + g, v);
+      } else {
+        a.y[p * out_rows + o0 + g] = acc[nt][h];
+        a.y[p * out_rows + o0 + 8 + g] = acc[nt][2 + h];
+      }
+    }
+  }
+}
+
 // fp32 rows -> kTerms bf16 planes (plane stride = count), four values per thread.
 template <int kTerms>
 __global__ void moe_split_kernel(const float* x, uint16_t* out, int64_t count) {
@@ -309,6 +440,14 @@ cudaError_t launch_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
 template <int kStage, int kTerms>
 cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.tile_rows <= 8) return launch_tc<kStage, kTerms, 1>(a, stream);
+  if constexpr (kTerms == 1) {  // big tiles, bf16: B staged in shared memory
+    const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+    const int64_t per_block = int64_t(kTcWarps) * (kStage == 1 ? 8 : 16);
+    const int64_t gy = (L.rows + per_block - 1) / per_block;
+    if (gy > 65535 || a.max_tiles > INT32_MAX) return cudaErrorInvalidValue;
+    moe_tc_big_kernel<kStage><<<dim3(unsigned(a.max_tiles), unsigned(gy)), kTcWarps * 32, 0, stream>>>(a);
+    return cudaGetLastError();
+  }
   return launch_tc<kStage, kTerms, kMoeBigRows / 8>(a, stream);
 }
 
