@@ -57,6 +57,7 @@
 #include "model/v41/weights.h"
 #include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_model.cuh"
+#include "kernels/cuda/smxx_moe.cuh"
 #include "kernels/cuda/smxx_topk.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/weight_args.h"
@@ -637,19 +638,24 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
     std::vector<std::array<WeightRef, 3>> ex;  // w1, w3, w2: distinct device copies
     for (int64_t e = 0; e < E; ++e)
       ex.push_back({dev_copy(fp4(hp, I, D)), dev_copy(fp4(hp, I, D)), dev_copy(fp4(hp, D, I))});
+    // Prefill sizes up to 8192 tokens (x / y above hold 8192 x 5120 floats); T = 8192
+    // runs kAuto only (no invariant mode, no former loop: minutes of device time).
+    const int64_t moe_maxn = 8192;
+    std::vector<int64_t> moe_ns = ns;
+    moe_ns.push_back(moe_maxn);
     float* rw;
-    CK(cudaMalloc(&rw, size_t(maxn) * 8 * 4));
-    fill_random(rw, size_t(maxn) * 8 * 4, 5);
+    CK(cudaMalloc(&rw, size_t(moe_maxn) * 8 * 4));
+    fill_random(rw, size_t(moe_maxn) * 8 * 4, 5);
     // The grouped, device-routed op the runner now calls (moe_experts): same picks,
     // ids and weights on the device, one plan + grouped launches per call.
     std::vector<ops::MoeExpertRef> refs;
     for (auto& p : ex) refs.push_back({p[0], p[1], p[2]});
     const ops::cuda::MoeExpertTable table(refs);
     int64_t* d_ids;
-    CK(cudaMalloc(&d_ids, size_t(maxn * k) * 8));
+    CK(cudaMalloc(&d_ids, size_t(moe_maxn * k) * 8));
     void* ws;
-    CK(cudaMalloc(&ws, ops::cuda::moe_experts_workspace_bytes(maxn, k, table, ops::cuda::LinearMode::kAuto)));
-    for (int64_t T : ns) {
+    CK(cudaMalloc(&ws, ops::cuda::moe_experts_workspace_bytes(moe_maxn, k, table, ops::cuda::LinearMode::kAuto)));
+    for (int64_t T : moe_ns) {
       std::vector<int64_t> count(size_t(E), 0), ids;
       uint64_t s = 99 + uint64_t(T);
       for (int64_t t = 0; t < T; ++t) {
@@ -663,21 +669,29 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       }
       CK(cudaMemcpy(d_ids, ids.data(), ids.size() * 8, cudaMemcpyHostToDevice));
       for (auto mode : {ops::cuda::LinearMode::kAuto, ops::cuda::LinearMode::kInvariant})
-        for (auto av : {ops::Activations::kF32, ops::Activations::kBF16}) {
-          const float gms = tm.time_ms(
-              [&](int) {
-                ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y, av}, table, mode, st, ws);
-              },
-              5, 3);
-          int64_t act = 0;
-          for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
-          // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
-          const double bytes = double(act) * 3 * I * D * (0.5 + 1.0 / 32), flops = 2.0 * 3 * T * k * I * D;
-          std::printf("op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f\n", (long long)T,
-                      (long long)act, mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant",
-                      av == ops::Activations::kBF16 ? "bf16" : "f32", gms, bytes / gms / 1e6, flops / gms / 1e9);
-        }
+        for (auto av : {ops::Activations::kF32, ops::Activations::kBF16})
+          // kAuto + kBF16: the wide big-tile kernel (default) and the 64-row one (A/B).
+          for (bool wide : {true, false}) {
+            const bool ab = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kBF16;
+            if ((!ab && !wide) || (T > maxn && mode != ops::cuda::LinearMode::kAuto)) continue;
+            kernels::moe_tc_set_wide(wide);
+            const float gms = tm.time_ms(
+                [&](int) {
+                  ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y, av}, table, mode, st, ws);
+                },
+                5, 3);
+            kernels::moe_tc_set_wide(true);
+            int64_t act = 0;
+            for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
+            // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
+            const double bytes = double(act) * 3 * I * D * (0.5 + 1.0 / 32), flops = 2.0 * 3 * T * k * I * D;
+            std::printf("op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f%s\n",
+                        (long long)T, (long long)act, mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant",
+                        av == ops::Activations::kBF16 ? "bf16" : "f32", gms, bytes / gms / 1e6, flops / gms / 1e9,
+                        ab ? (wide ? " big=wide80" : " big=rows64") : "");
+          }
       std::fflush(stdout);
+      if (T > maxn) continue;
       int64_t active = 0;
       for (int64_t e = 0; e < E; ++e) active += count[size_t(e)] > 0;
       const float ms = tm.time_ms(

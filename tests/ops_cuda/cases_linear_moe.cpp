@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "harness.h"
+#include "kernels/cuda/smxx_moe.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
@@ -132,9 +133,12 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // token's output depends on its own row alone; the GPU still runs the whole ragged
 // batch); 1 = every token. invariant: kInvariant mode, and the rows of two sub-batches
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
+// both_big: the batch runs again with the 64-row big-tile kernel (moe_tc_set_wide(false))
+// and must equal the default wide kernel's output bit for bit (same MMAs, same order).
 OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int64_t k, int64_t inter, int64_t dim,
                         int64_t sets, int64_t used, bool invariant, bool residual, bool bad_id = false,
-                        int64_t cpu_every = 1, ops::Activations act = ops::Activations::kF32) {
+                        int64_t cpu_every = 1, ops::Activations act = ops::Activations::kF32,
+                        bool both_big = false) {
   const bool bf16 = act == ops::Activations::kBF16;
   return {name, bf16 ? "moe_experts_bf16" : "moe_experts", [=](Rng& rng) {
             const auto& w = expert_weights(kind, inter, dim, sets);
@@ -178,6 +182,15 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
             for (int64_t i = 0; i < m; ++i)
               std::copy_n(full.begin() + picked[size_t(i)] * dim, dim, got.begin() + i * dim);
             Outputs o{{{"y", y, got}}, {}};
+            if (both_big) {
+              Dev<float> alt(n * dim);
+              kernels::moe_tc_set_wide(false);
+              run(0, n, alt.get());
+              kernels::moe_tc_set_wide(true);
+              const std::vector<float> other = alt.host();
+              o.ints.push_back(
+                  {"wide_vs_64row_tiles_differ", {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
+            }
             if (invariant) {
               int64_t diff = 0;
               for (auto [t0, cnt] : {std::pair<int64_t, int64_t>{0, 1}, {n / 2, n - n / 2}}) {
@@ -248,6 +261,17 @@ std::vector<OpCase> moe_cases() {
     cases.push_back(moe_experts_case("moe_experts_fp4tc" + m + "_n40_invariant", WKind::kFp4E8m0, 40, 16, 4, 128,
                                      384, 3, 16, true, false, false, 1, act));
   }
+  // The wide big-tile kernel (kBF16, tiles of up to 80 rows, 256 weight rows per block)
+  // against the 64-row one, bitwise: ragged loads over 12 experts (~67 rows each, so some
+  // experts take two tiles), K = 384 (3 chunks: the whole cp.async ring), dim 384 (the
+  // second stage-2 block has inactive warps); and at the V4.1 shape at prefill size
+  // (T = 4096: ~48 rows per cold expert, ~1500 per hot one), the oracle on 8 tokens.
+  cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n200_i384", WKind::kFp4E8m0, 200, 16, 4, 384, 384, 3, 12,
+                                   false, true, false, 1, ops::Activations::kBF16, true));
+  cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n300_both", WKind::kFp4E8m0, 300, 16, 4, 128, 256, 3, 16,
+                                   false, true, false, 1, ops::Activations::kBF16, true));
+  cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n4096", WKind::kFp4E8m0, 4096, 384, 6, 2304, 5120, 4, 384,
+                                   false, true, false, 512, ops::Activations::kBF16, true));
   // kBF16 at the V4.1 shape (batch 1, 8 and the mixed 256), and on the SIMT paths: FP4
   // whose inter (96) no tensor-core tile takes, FP8 (3-term mma tiles on rounded x).
   cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n1", WKind::kFp4E8m0, 1, 384, 6, 2304, 5120, 4, 64, false,

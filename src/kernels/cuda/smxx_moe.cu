@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kScanThreads) moe_scan_kernel(MoePlanArgs a, i
     a.counts[e] = run;
     const bool big = run > a.big_threshold;
     nsmall[e] = big ? 0 : (run + a.small_rows - 1) / a.small_rows;
-    nbig[e] = big ? (run + kMoeBigRows - 1) / kMoeBigRows : 0;
+    nbig[e] = big ? (run + a.big_rows - 1) / a.big_rows : 0;
   }
   __syncthreads();
   const int32_t total = block_exclusive_scan(cnt, E, part);
@@ -286,8 +286,8 @@ __global__ void __launch_bounds__(kScanThreads) moe_scan_kernel(MoePlanArgs a, i
     const int32_t c = a.counts[e], off = cnt[e];
     a.offsets[e] = off;
     if (c > a.big_threshold) {
-      for (int32_t r = 0; r < c; r += kMoeBigRows)
-        a.big_tiles[nbig[e] + r / kMoeBigRows] = {e, off + r, min(kMoeBigRows, c - r), 0};
+      for (int32_t r = 0; r < c; r += a.big_rows)
+        a.big_tiles[nbig[e] + r / a.big_rows] = {e, off + r, min(a.big_rows, c - r), 0};
     } else {
       for (int32_t r = 0; r < c; r += a.small_rows)
         a.small_tiles[nsmall[e] + r / a.small_rows] = {e, off + r, min(a.small_rows, c - r), 0};
@@ -557,13 +557,15 @@ int64_t moe_small_tile_bound(int64_t assignments, int64_t num_experts, int64_t t
   return assignments / tile_rows + std::min(num_experts, assignments) + 1;
 }
 int64_t moe_big_tile_bound(int64_t assignments, int64_t num_experts) {
+  // Counted at kMoeBigRows, the smallest big-tile height: also a bound for kMoeTcWideRows.
   return assignments / kMoeBigRows + std::min(num_experts, assignments / (kMoeSmallRows + 1)) + 1;
 }
 
 cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
   const int64_t total = int64_t(a.n) * a.k;
   if (a.n < 0 || a.k < 1 || a.num_experts < 1 || a.num_experts > 4 * kScanThreads || total > INT32_MAX ||
-      (a.small_rows != 1 && a.small_rows != 2 && a.small_rows != 4 && a.small_rows != kMoeSmallRows))
+      (a.small_rows != 1 && a.small_rows != 2 && a.small_rows != 4 && a.small_rows != kMoeSmallRows) ||
+      (a.big_rows != kMoeBigRows && a.big_rows != kMoeTcWideRows))
     return cudaErrorInvalidValue;
   if (total == 0) return cudaSuccess;
   if (!a.expert_ids || !a.expert_weights || !a.counts || !a.offsets || !a.chunk_base || !a.row_token ||

@@ -88,6 +88,11 @@ struct MoeExpertPtrs {
 
 constexpr int kMoeSmallRows = 8;  // rows per gemv tile (the gemv kernel's token count)
 constexpr int kMoeBigRows = 64;   // rows per mma tile (its token tile)
+// Rows per big tile of the wide moe_tc kernel (kBF16): at T = 4096 x top-6 over 384
+// experts an expert gets 64 +- 8 rows, so 64-row tiles split half the experts into a
+// full tile + a few-row tail that streams and decodes the whole expert again; 80 rows
+// leave ~2% of them split (NOTES "MoE wide tiles").
+constexpr int kMoeTcWideRows = 80;
 
 struct MoePlanArgs {
   const int64_t* expert_ids = nullptr;    // [n, k]
@@ -95,6 +100,7 @@ struct MoePlanArgs {
   int32_t n = 0, k = 0, num_experts = 0;
   int32_t big_threshold = INT32_MAX;  // experts with more rows than this use big tiles
   int32_t small_rows = kMoeSmallRows;  // small-tile height: 1, 2, 4 or 8 (moe_small_tile_rows)
+  int32_t big_rows = kMoeBigRows;      // big-tile height: kMoeBigRows or kMoeTcWideRows
   // Outputs / scratch (device):
   int32_t* counts = nullptr;      // [E]
   int32_t* offsets = nullptr;     // [E + 1]
@@ -153,6 +159,13 @@ cudaError_t moe_act(const MoeGroupedArgs& a, cudaStream_t stream);
 // planes and writes y (fp32). tile_rows <= 8: the small-tile list; kMoeBigRows: the big.
 bool moe_tc_eligible(const WeightArgs& w13, const WeightArgs& w2);
 cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
+// Which kernel takes the big tiles under kBF16 (terms = 1): true (default) the wide one
+// (tiles of kMoeTcWideRows, 16 warps x 16 weight rows per block, activations and
+// weights staged through a 3-deep cp.async ring), false the 8-warp one on tiles of
+// kMoeBigRows. Results are bitwise the same (same MMAs, same order); a process-wide
+// switch for benchmarks and tests, read by the op when it plans the tiles.
+void moe_tc_set_wide(bool on);
+bool moe_tc_wide();
 // x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).
 cudaError_t moe_split_terms(const float* x, uint16_t* out, int64_t count, int terms, cudaStream_t stream);
 // out = bf16-rounded x (fp32 storage), for the SIMT paths under Activations::kBF16.

@@ -405,6 +405,156 @@ __global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGrouped
   }
 }
 
+// Big tiles under kBF16, wide form (NOTES "MoE wide tiles"): the tile height is
+// kMoeTcWideRows (80: one tile per expert at T = 4096 but for ~2% of them, where 64-row
+// tiles split half the experts and the tail tile streams and decodes the expert again),
+// and a block is 16 warps x 16 weight rows = 256 rows, so each staged activation chunk
+// serves twice the rows of moe_tc_big_kernel (L2 -> shared traffic of the activations
+// 13.6 -> 6.8 GB per call at T = 4096). Per 128-column chunk the block copies, with
+// cp.async into a 3-deep ring (two chunks in flight while one is computed, one barrier
+// per chunk): the tile's token rows (layout as moe_tc_big_kernel, kBRow per row) and its
+// 256 weight rows' 64 FP4 bytes each. A warp decodes its 16 rows x 128 columns into
+// registers once (32 A registers), then runs the n-tiles, each as the chain of 8 MMAs
+// from zero over the chunk, added into acc (4 warps per scheduler interleave their chains): per (row, token) the same MMAs in the
+// same order as moe_tc_big_kernel and moe_tc_kernel<kStage, 1, 8> (bitwise the same).
+constexpr int kWideWarps = 16;
+constexpr int kWideStages = 3;
+constexpr int kWideNT8 = kMoeTcWideRows / 8;
+constexpr int kWideBBytes = kMoeTcWideRows * kBRow;            // activations of a stage
+constexpr int kWideWBytes = kWideWarps * 16 * 64;              // weights of a stage
+constexpr int kWideStageBytes = kWideBBytes + kWideWBytes;     // 41984
+constexpr int kWideSmem = kWideStages * kWideStageBytes;       // 125952
+constexpr int kWideBUnits = (kMoeTcWideRows * 16 + kWideWarps * 32 - 1) / (kWideWarps * 32);  // per thread
+
+template <int kStage>
+__global__ void __launch_bounds__(kWideWarps * 32, 1) moe_tc_wide_kernel(MoeGroupedArgs a) {
+  constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
+  extern __shared__ __align__(16) uint8_t wsm[];
+  if (int64_t(blockIdx.x) >= *a.num_tiles) return;
+  const MoeTile tile = a.tiles[blockIdx.x];
+  const MoeExpertPtrs& ex = a.experts[tile.expert];
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int64_t K = L.cols, out_rows = L.rows;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int64_t o0 = (int64_t(blockIdx.y) * kWideWarps + warp) * kOutPerWarp;
+  const bool active = o0 < out_rows;
+  const int64_t row_bytes = K / 2;
+  const int chunks = int(K / 128);
+  const int rows = tile.rows;
+  const int ntiles = min(kWideNT8, (rows + 7) / 8);
+
+  // The thread's two weight rows (a: g, b: 8 + g of the warp's 16, as moe_tc_big_kernel):
+  // each warp copies its own rows into the ring (the thread re-reads exactly the 16 bytes
+  // it copied: cp.async as a prefetch two chunks deep without registers), scales read
+  // one chunk ahead.
+  const int64_t ob = active ? o0 : 0;
+  const int64_t ra = ob + g, rb = kStage == 1 ? ob + g : ob + 8 + g;
+  const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + ra * row_bytes + c * 16;
+  const uint8_t* wb = ex.w[kStage == 1 ? 1 : 2] + rb * row_bytes + c * 16;
+  const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols + c;
+  const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c;
+  const int wofs = kWideBBytes + ((warp * 16 + g) * 4 + c) * 16;  // row b: + 8 * 64
+  // Activation copies: units tid + j * 512 < ntiles * 128 of the tile's token rows x 16
+  // (unit u: token u >> 4, q = (u >> 2) & 3, c = u & 3; as moe_tc_big_kernel), as int32
+  // element offsets into the planes (rows x K < 2^31: checked on the host).
+  int32_t xo[kWideBUnits];
+#pragma unroll
+  for (int j = 0; j < kWideBUnits; ++j) {
+    const int u = tid + j * kWideWarps * 32, tok = u >> 4, uq = (u >> 2) & 3, uc = u & 3;
+    xo[j] = -1;
+    if (u < ntiles * 128) {
+      const int64_t p = tile.row0 + min(tok, rows - 1);
+      const int64_t xrow = kStage == 1 ? int64_t(a.row_token[p]) : p;
+      xo[j] = int32_t(xrow * K + uc * 32 + uq * 8);
+    }
+  }
+  auto stage = [&](int ch) {
+    if (ch < chunks) {
+      uint8_t* st = wsm + (ch % kWideStages) * kWideStageBytes;
+#pragma unroll
+      for (int j = 0; j < kWideBUnits; ++j) {
+        const int u = tid + j * kWideWarps * 32;  // smem unit (token, q, c) at token * kBRow + (q * 4 + c) * 16
+        if (xo[j] >= 0) cp_async16(st + (u >> 4) * kBRow + (u & 15) * 16, a.xt + xo[j] + int64_t(ch) * 128);
+      }
+      if (active) {
+        cp_async16(st + wofs, wa + int64_t(ch) * 64);
+        cp_async16(st + wofs + 8 * 64, wb + int64_t(ch) * 64);
+      }
+    }
+    asm volatile("cp.async.commit_group;");  // empty groups past the end keep the count uniform
+  };
+
+  float acc[kWideNT8][4];
+#pragma unroll
+  for (int nt = 0; nt < kWideNT8; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < kWideStages - 1; ++s) stage(s);
+  uint8_t nsa = sa[0], nsb = sb[0];
+  for (int ch = 0; ch < chunks; ++ch) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(kWideStages - 2));
+    __syncthreads();  // chunk ch landed for every thread; every warp is past chunk ch - 1
+    stage(ch + kWideStages - 1);  // into the buffer chunk ch - 1 used
+    const uint32_t sca = scale_bf16x2(nsa), scb = scale_bf16x2(nsb);
+    if (ch + 1 < chunks) {
+      nsa = sa[(ch + 1) * 4];
+      nsb = sb[(ch + 1) * 4];
+    }
+    if (!active) continue;
+    const uint8_t* st = wsm + (ch % kWideStages) * kWideStageBytes;
+    // Raw weights of rows g and 8 + g of this warp (its own copies).
+    const uint4 va = *reinterpret_cast<const uint4*>(st + wofs);
+    const uint4 vb = *reinterpret_cast<const uint4*>(st + wofs + 8 * 64);
+    const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+    uint32_t A[4][2][4];  // [q][step 2q / 2q + 1][fragment register]
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint32_t pa[4], pb[4];
+      decode8(wa4[q], sca, pa);
+      decode8(wb4[q], scb, pb);
+      A[q][0][0] = pa[0], A[q][0][1] = pb[0], A[q][0][2] = pa[1], A[q][0][3] = pb[1];
+      A[q][1][0] = pa[2], A[q][1][1] = pb[2], A[q][1][2] = pa[3], A[q][1][3] = pb[3];
+    }
+    const uint8_t* bb = st + g * kBRow + c * 16;
+#pragma unroll
+    for (int nt = 0; nt < kWideNT8; ++nt) {
+      if (nt >= ntiles) break;
+      float t[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint4 b = *reinterpret_cast<const uint4*>(bb + nt * 8 * kBRow + q * 64);
+        if (q == 0) mma16816_zero(t, A[0][0], b.x, b.y);
+        else mma16816(t, A[q][0], b.x, b.y);
+        mma16816(t, A[q][1], b.z, b.w);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[nt][i] += t[i];
+    }
+  }
+  asm volatile("cp.async.wait_group 0;");  // no copy outlives the block
+  if (!active) return;
+#pragma unroll
+  for (int nt = 0; nt < kWideNT8; ++nt) {
+    if (nt >= ntiles) break;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = nt * 8 + 2 * c + h;
+      if (i >= rows) continue;
+      const int64_t p = tile.row0 + i;
+      if constexpr (kStage == 1) {
+        const float v = swiglu_tc(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
+                                  a.row_weight != nullptr);
+        store_terms<1>(a.ht, a.ht_plane, p * out_rows + o0 + g, v);
+      } else {
+        a.y[p * out_rows + o0 + g] = acc[nt][h];
+        a.y[p * out_rows + o0 + 8 + g] = acc[nt][2 + h];
+      }
+    }
+  }
+}
+
 // fp32 rows -> kTerms bf16 planes (plane stride = count), four values per thread.
 template <int kTerms>
 __global__ void moe_split_kernel(const float* x, uint16_t* out, int64_t count) {
@@ -442,6 +592,17 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.tile_rows <= 8) return launch_tc<kStage, kTerms, 1>(a, stream);
   if constexpr (kTerms == 1) {  // big tiles, bf16: B staged in shared memory
     const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+    if (a.tile_rows == kMoeTcWideRows) {
+      const int64_t rows_per_block = int64_t(kWideWarps) * (kStage == 1 ? 8 : 16);
+      const int64_t gw = (L.rows + rows_per_block - 1) / rows_per_block;
+      if (gw > 65535 || a.max_tiles > INT32_MAX || a.xt_plane > INT32_MAX) return cudaErrorInvalidValue;
+      static const cudaError_t attr =
+          cudaFuncSetAttribute(moe_tc_wide_kernel<kStage>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem);
+      if (attr != cudaSuccess) return attr;
+      moe_tc_wide_kernel<kStage>
+          <<<dim3(unsigned(a.max_tiles), unsigned(gw)), kWideWarps * 32, kWideSmem, stream>>>(a);
+      return cudaGetLastError();
+    }
     const int64_t per_block = int64_t(kTcWarps) * (kStage == 1 ? 8 : 16);
     const int64_t gy = (L.rows + per_block - 1) / per_block;
     if (gy > 65535 || a.max_tiles > INT32_MAX) return cudaErrorInvalidValue;
@@ -452,6 +613,12 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+namespace {
+bool g_moe_tc_wide = true;  // moe_tc_set_wide: read by the op when it plans
+}  // namespace
+void moe_tc_set_wide(bool on) { g_moe_tc_wide = on; }
+bool moe_tc_wide() { return g_moe_tc_wide; }
 
 bool moe_tc_eligible(const WeightArgs& w13, const WeightArgs& w2) {
   auto ok = [](const WeightArgs& w) {
@@ -465,7 +632,8 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.max_tiles <= 0) return cudaSuccess;
   if (!moe_tc_eligible(a.w13, a.w2) || !a.experts || !a.xt || !a.tiles || !a.num_tiles ||
       (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) || (a.terms != 1 && a.terms != 3) ||
-      (a.tile_rows != 1 && a.tile_rows != 2 && a.tile_rows != 4 && a.tile_rows != 8 && a.tile_rows != kMoeBigRows))
+      (a.tile_rows != 1 && a.tile_rows != 2 && a.tile_rows != 4 && a.tile_rows != 8 && a.tile_rows != kMoeBigRows &&
+       !(a.tile_rows == kMoeTcWideRows && a.terms == 1)))
     return cudaErrorInvalidValue;
   if (a.stage == 1) return a.terms == 1 ? launch_tc_rows<1, 1>(a, stream) : launch_tc_rows<1, 3>(a, stream);
   if (a.stage != 2) return cudaErrorInvalidValue;

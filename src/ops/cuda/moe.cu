@@ -217,6 +217,10 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   pa.num_experts = int32_t(E);
   pa.big_threshold = big ? kernels::kMoeSmallRows : INT32_MAX;
   pa.small_rows = int32_t(kernels::moe_small_tile_rows(p.n));
+  // The big tiles of e2m1 experts under kBF16 go to moe_tc; its wide kernel takes taller
+  // tiles (kMoeTcWideRows: one tile per expert at prefill sizes, smxx_moe.cuh).
+  const bool wide = big && use_tc(t) && p.act == Activations::kBF16 && kernels::moe_tc_wide();
+  pa.big_rows = wide ? kernels::kMoeTcWideRows : kernels::kMoeBigRows;
   pa.counts = reinterpret_cast<int32_t*>(at(lay.counts));
   pa.offsets = reinterpret_cast<int32_t*>(at(lay.offsets));
   pa.chunk_base = reinterpret_cast<int32_t*>(at(lay.chunk_base));
@@ -257,7 +261,7 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
     uint16_t* ht = reinterpret_cast<uint16_t*>(at(lay.ht));
     CUDA_CHECK(kernels::moe_split_terms(p.x, xt, p.n * dim, terms, stream));
     kernels::MoeGroupedArgs ts = small, tl = large;
-    tl.tile_rows = kernels::kMoeBigRows;
+    tl.tile_rows = pa.big_rows;
     for (kernels::MoeGroupedArgs* s : {&ts, &tl}) {
       s->terms = terms;
       s->stage = 1;
