@@ -133,8 +133,9 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // token's output depends on its own row alone; the GPU still runs the whole ragged
 // batch); 1 = every token. invariant: kInvariant mode, and the rows of two sub-batches
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
-// both_big: the batch runs again with the 64-row big-tile kernel (moe_tc_set_wide(false))
-// and must equal the default wide kernel's output bit for bit (same MMAs, same order).
+// both_big: the batch runs again with the other big-tile kernels (moe_tc_set_big: 64-row
+// tiles, the 32-rows-per-warp wide kernel) and must equal the default's output bit for bit
+// (same MMAs, same order).
 OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int64_t k, int64_t inter, int64_t dim,
                         int64_t sets, int64_t used, bool invariant, bool residual, bool bad_id = false,
                         int64_t cpu_every = 1, ops::Activations act = ops::Activations::kF32,
@@ -183,13 +184,15 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               std::copy_n(full.begin() + picked[size_t(i)] * dim, dim, got.begin() + i * dim);
             Outputs o{{{"y", y, got}}, {}};
             if (both_big) {
-              Dev<float> alt(n * dim);
-              kernels::moe_tc_set_wide(false);
-              run(0, n, alt.get());
-              kernels::moe_tc_set_wide(true);
-              const std::vector<float> other = alt.host();
-              o.ints.push_back(
-                  {"wide_vs_64row_tiles_differ", {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
+              for (auto [kern, label] : {std::pair{kernels::MoeTcBig::kRows64, "rows64_vs_wide_differ"},
+                                         std::pair{kernels::MoeTcBig::kWide2, "wide2_vs_wide_differ"}}) {
+                Dev<float> alt(n * dim);
+                kernels::moe_tc_set_big(kern);
+                run(0, n, alt.get());
+                kernels::moe_tc_set_big(kernels::MoeTcBig::kWide);
+                const std::vector<float> other = alt.host();
+                o.ints.push_back({label, {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
+              }
             }
             if (invariant) {
               int64_t diff = 0;
@@ -261,8 +264,8 @@ std::vector<OpCase> moe_cases() {
     cases.push_back(moe_experts_case("moe_experts_fp4tc" + m + "_n40_invariant", WKind::kFp4E8m0, 40, 16, 4, 128,
                                      384, 3, 16, true, false, false, 1, act));
   }
-  // The wide big-tile kernel (kBF16, tiles of up to 80 rows, 256 weight rows per block)
-  // against the 64-row one, bitwise: ragged loads over 12 experts (~67 rows each, so some
+  // The wide big-tile kernels (kBF16, tiles of up to 80 rows, 256 weight rows per block)
+  // against each other and the 64-row one, bitwise: ragged loads over 12 experts (~67 rows each, so some
   // experts take two tiles), K = 384 (3 chunks: the whole cp.async ring), dim 384 (the
   // second stage-2 block has inactive warps); and at the V4.1 shape at prefill size
   // (T = 4096: ~48 rows per cold expert, ~1500 per hot one), the oracle on 8 tokens.

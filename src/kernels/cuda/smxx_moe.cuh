@@ -159,13 +159,15 @@ cudaError_t moe_act(const MoeGroupedArgs& a, cudaStream_t stream);
 // planes and writes y (fp32). tile_rows <= 8: the small-tile list; kMoeBigRows: the big.
 bool moe_tc_eligible(const WeightArgs& w13, const WeightArgs& w2);
 cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
-// Which kernel takes the big tiles under kBF16 (terms = 1): true (default) the wide one
-// (tiles of kMoeTcWideRows, 16 warps x 16 weight rows per block, activations and
-// weights staged through a 3-deep cp.async ring), false the 8-warp one on tiles of
-// kMoeBigRows. Results are bitwise the same (same MMAs, same order); a process-wide
+// Which kernel takes the big tiles under kBF16 (terms = 1): kWide (default) and kWide2
+// take tiles of kMoeTcWideRows with 256 weight rows per block, activations and weights
+// staged through a 3-deep cp.async ring (kWide: 16 warps x 16 rows; kWide2: 8 warps x
+// 32 rows, each B fragment shared by two m-tiles); kRows64 the 8-warp kernel on tiles of
+// kMoeBigRows. Results are bitwise the same (same MMAs, same order). A process-wide
 // switch for benchmarks and tests, read by the op when it plans the tiles.
-void moe_tc_set_wide(bool on);
-bool moe_tc_wide();
+enum class MoeTcBig { kRows64, kWide, kWide2 };
+void moe_tc_set_big(MoeTcBig k);
+MoeTcBig moe_tc_big();
 // x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).
 cudaError_t moe_split_terms(const float* x, uint16_t* out, int64_t count, int terms, cudaStream_t stream);
 // out = bf16-rounded x (fp32 storage), for the SIMT paths under Activations::kBF16.

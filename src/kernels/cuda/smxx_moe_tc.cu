@@ -405,30 +405,36 @@ __global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGrouped
   }
 }
 
-// Big tiles under kBF16, wide form (NOTES "MoE wide tiles"): the tile height is
+// Big tiles under kBF16, wide forms (NOTES "MoE wide tiles"): the tile height is
 // kMoeTcWideRows (80: one tile per expert at T = 4096 but for ~2% of them, where 64-row
 // tiles split half the experts and the tail tile streams and decodes the expert again),
-// and a block is 16 warps x 16 weight rows = 256 rows, so each staged activation chunk
-// serves twice the rows of moe_tc_big_kernel (L2 -> shared traffic of the activations
-// 13.6 -> 6.8 GB per call at T = 4096). Per 128-column chunk the block copies, with
-// cp.async into a 3-deep ring (two chunks in flight while one is computed, one barrier
-// per chunk): the tile's token rows (layout as moe_tc_big_kernel, kBRow per row) and its
-// 256 weight rows' 64 FP4 bytes each. A warp decodes its 16 rows x 128 columns into
-// registers once (32 A registers), then runs the n-tiles, each as the chain of 8 MMAs
-// from zero over the chunk, added into acc (4 warps per scheduler interleave their chains): per (row, token) the same MMAs in the
-// same order as moe_tc_big_kernel and moe_tc_kernel<kStage, 1, 8> (bitwise the same).
-constexpr int kWideWarps = 16;
+// and a block holds 256 weight rows, so each staged activation chunk serves twice the
+// rows of moe_tc_big_kernel (L2 -> shared traffic of the activations 13.6 -> 6.8 GB per
+// call at T = 4096). Per 128-column chunk the block copies, with cp.async into a 3-deep
+// ring (two chunks in flight while one is computed, one barrier per chunk): the tile's
+// token rows (layout as moe_tc_big_kernel, kBRow per row) and each warp its own weight
+// rows' 64 FP4 bytes (a thread re-reads exactly the bytes it copied: a prefetch two
+// chunks deep without registers). A warp holds kMT m-tiles of 16 weight rows (kMT = 1:
+// 16 warps, 128 registers; kMT = 2: 8 warps, up to 255 registers, each B fragment feeds
+// two m-tiles: 128 instead of 256 bytes of shared memory per MMA), decodes its rows x
+// 128 columns into registers once per chunk (32 A registers per m-tile), then runs the
+// n-tiles, each (row, token) as the chain of 8 MMAs from zero over the chunk added into
+// acc: the same MMAs in the same order as moe_tc_big_kernel and moe_tc_kernel<kStage, 1,
+// 8>, so all three big-tile kernels give bitwise the same output (tested).
+constexpr int kWideRowsPerBlock = 256;
 constexpr int kWideStages = 3;
 constexpr int kWideNT8 = kMoeTcWideRows / 8;
-constexpr int kWideBBytes = kMoeTcWideRows * kBRow;            // activations of a stage
-constexpr int kWideWBytes = kWideWarps * 16 * 64;              // weights of a stage
-constexpr int kWideStageBytes = kWideBBytes + kWideWBytes;     // 41984
-constexpr int kWideSmem = kWideStages * kWideStageBytes;       // 125952
-constexpr int kWideBUnits = (kMoeTcWideRows * 16 + kWideWarps * 32 - 1) / (kWideWarps * 32);  // per thread
+constexpr int kWideBBytes = kMoeTcWideRows * kBRow;                // activations of a stage
+constexpr int kWideWBytes = kWideRowsPerBlock * 64;                // weights of a stage
+constexpr int kWideStageBytes = kWideBBytes + kWideWBytes;         // 41984
+constexpr int kWideSmem = kWideStages * kWideStageBytes;           // 125952
 
-template <int kStage>
-__global__ void __launch_bounds__(kWideWarps * 32, 1) moe_tc_wide_kernel(MoeGroupedArgs a) {
-  constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
+template <int kStage, int kMT>
+__global__ void __launch_bounds__(kWideRowsPerBlock / (16 * kMT) * 32, 1) moe_tc_wide_kernel(MoeGroupedArgs a) {
+  constexpr int kWarps = kWideRowsPerBlock / (16 * kMT), kThreads = kWarps * 32;
+  constexpr int kBUnits = (kMoeTcWideRows * 16 + kThreads - 1) / kThreads;  // activation copies per thread
+  constexpr int kMtOut = kStage == 1 ? 8 : 16;                              // outputs per m-tile
+  constexpr int kNP = kMT == 1 ? 1 : 2;  // n-tiles per step (kMT = 2: 4 MMA chains per warp in flight)
   extern __shared__ __align__(16) uint8_t wsm[];
   if (int64_t(blockIdx.x) >= *a.num_tiles) return;
   const MoeTile tile = a.tiles[blockIdx.x];
@@ -436,31 +442,31 @@ __global__ void __launch_bounds__(kWideWarps * 32, 1) moe_tc_wide_kernel(MoeGrou
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
   const int64_t K = L.cols, out_rows = L.rows;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-  const int64_t o0 = (int64_t(blockIdx.y) * kWideWarps + warp) * kOutPerWarp;
+  // A warp's kMT m-tiles are all in range or all out: out_rows (inter or dim) is a
+  // multiple of 128 (moe_tc_eligible: both matrices' K % 128 == 0).
+  const int64_t o0 = (int64_t(blockIdx.y) * kWarps + warp) * kMtOut * kMT;
   const bool active = o0 < out_rows;
   const int64_t row_bytes = K / 2;
   const int chunks = int(K / 128);
   const int rows = tile.rows;
   const int ntiles = min(kWideNT8, (rows + 7) / 8);
 
-  // The thread's two weight rows (a: g, b: 8 + g of the warp's 16, as moe_tc_big_kernel):
-  // each warp copies its own rows into the ring (the thread re-reads exactly the 16 bytes
-  // it copied: cp.async as a prefetch two chunks deep without registers), scales read
-  // one chunk ahead.
+  // m-tile mt of the warp: rows a (g) and b (8 + g) as in moe_tc_big_kernel, from output
+  // o0 + mt * kMtOut; smem slot of row a: warp * 16 kMT + mt * 16 + g (b: + 8).
   const int64_t ob = active ? o0 : 0;
-  const int64_t ra = ob + g, rb = kStage == 1 ? ob + g : ob + 8 + g;
-  const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + ra * row_bytes + c * 16;
-  const uint8_t* wb = ex.w[kStage == 1 ? 1 : 2] + rb * row_bytes + c * 16;
-  const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols + c;
-  const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c;
-  const int wofs = kWideBBytes + ((warp * 16 + g) * 4 + c) * 16;  // row b: + 8 * 64
-  // Activation copies: units tid + j * 512 < ntiles * 128 of the tile's token rows x 16
+  const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + (ob + g) * row_bytes + c * 16;
+  const uint8_t* wb = ex.w[kStage == 1 ? 1 : 2] + (ob + (kStage == 1 ? 0 : 8) + g) * row_bytes + c * 16;
+  const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + (ob + g) * L.scale_cols + c;
+  const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + (ob + (kStage == 1 ? 0 : 8) + g) * L.scale_cols + c;
+  const int64_t mt_w = int64_t(kMtOut) * row_bytes, mt_s = int64_t(kMtOut) * L.scale_cols;  // per m-tile
+  const int wofs = kWideBBytes + ((warp * 16 * kMT + g) * 4 + c) * 16;  // m-tile mt: + mt * 1024; row b: + 512
+  // Activation copies: units tid + j * kThreads < ntiles * 128 of the tile's token rows x 16
   // (unit u: token u >> 4, q = (u >> 2) & 3, c = u & 3; as moe_tc_big_kernel), as int32
   // element offsets into the planes (rows x K < 2^31: checked on the host).
-  int32_t xo[kWideBUnits];
+  int32_t xo[kBUnits];
 #pragma unroll
-  for (int j = 0; j < kWideBUnits; ++j) {
-    const int u = tid + j * kWideWarps * 32, tok = u >> 4, uq = (u >> 2) & 3, uc = u & 3;
+  for (int j = 0; j < kBUnits; ++j) {
+    const int u = tid + j * kThreads, tok = u >> 4, uq = (u >> 2) & 3, uc = u & 3;
     xo[j] = -1;
     if (u < ntiles * 128) {
       const int64_t p = tile.row0 + min(tok, rows - 1);
@@ -472,87 +478,133 @@ __global__ void __launch_bounds__(kWideWarps * 32, 1) moe_tc_wide_kernel(MoeGrou
     if (ch < chunks) {
       uint8_t* st = wsm + (ch % kWideStages) * kWideStageBytes;
 #pragma unroll
-      for (int j = 0; j < kWideBUnits; ++j) {
-        const int u = tid + j * kWideWarps * 32;  // smem unit (token, q, c) at token * kBRow + (q * 4 + c) * 16
+      for (int j = 0; j < kBUnits; ++j) {
+        const int u = tid + j * kThreads;  // smem unit (token, q, c) at token * kBRow + (q * 4 + c) * 16
         if (xo[j] >= 0) cp_async16(st + (u >> 4) * kBRow + (u & 15) * 16, a.xt + xo[j] + int64_t(ch) * 128);
       }
       if (active) {
-        cp_async16(st + wofs, wa + int64_t(ch) * 64);
-        cp_async16(st + wofs + 8 * 64, wb + int64_t(ch) * 64);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          cp_async16(st + wofs + mt * 1024, wa + mt * mt_w + int64_t(ch) * 64);
+          cp_async16(st + wofs + mt * 1024 + 512, wb + mt * mt_w + int64_t(ch) * 64);
+        }
       }
     }
     asm volatile("cp.async.commit_group;");  // empty groups past the end keep the count uniform
   };
 
-  float acc[kWideNT8][4];
+  float acc[kMT][kWideNT8][4];
 #pragma unroll
-  for (int nt = 0; nt < kWideNT8; ++nt)
+  for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+    for (int nt = 0; nt < kWideNT8; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
 
 #pragma unroll
   for (int s = 0; s < kWideStages - 1; ++s) stage(s);
-  uint8_t nsa = sa[0], nsb = sb[0];
+  uint8_t nsa[kMT], nsb[kMT];  // scale bytes, one chunk ahead
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) nsa[mt] = sa[mt * mt_s], nsb[mt] = sb[mt * mt_s];
   for (int ch = 0; ch < chunks; ++ch) {
     asm volatile("cp.async.wait_group %0;" ::"n"(kWideStages - 2));
     __syncthreads();  // chunk ch landed for every thread; every warp is past chunk ch - 1
     stage(ch + kWideStages - 1);  // into the buffer chunk ch - 1 used
-    const uint32_t sca = scale_bf16x2(nsa), scb = scale_bf16x2(nsb);
-    if (ch + 1 < chunks) {
-      nsa = sa[(ch + 1) * 4];
-      nsb = sb[(ch + 1) * 4];
+    uint32_t sca[kMT], scb[kMT];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      sca[mt] = scale_bf16x2(nsa[mt]);
+      scb[mt] = scale_bf16x2(nsb[mt]);
+      if (ch + 1 < chunks) {
+        nsa[mt] = sa[mt * mt_s + (ch + 1) * 4];
+        nsb[mt] = sb[mt * mt_s + (ch + 1) * 4];
+      }
     }
     if (!active) continue;
     const uint8_t* st = wsm + (ch % kWideStages) * kWideStageBytes;
-    // Raw weights of rows g and 8 + g of this warp (its own copies).
-    const uint4 va = *reinterpret_cast<const uint4*>(st + wofs);
-    const uint4 vb = *reinterpret_cast<const uint4*>(st + wofs + 8 * 64);
-    const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
-    uint32_t A[4][2][4];  // [q][step 2q / 2q + 1][fragment register]
+    uint32_t A[kMT][4][2][4];  // [m-tile][q][step 2q / 2q + 1][fragment register]
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t pa[4], pb[4];
-      decode8(wa4[q], sca, pa);
-      decode8(wb4[q], scb, pb);
-      A[q][0][0] = pa[0], A[q][0][1] = pb[0], A[q][0][2] = pa[1], A[q][0][3] = pb[1];
-      A[q][1][0] = pa[2], A[q][1][1] = pb[2], A[q][1][2] = pa[3], A[q][1][3] = pb[3];
+    for (int mt = 0; mt < kMT; ++mt) {
+      const uint4 va = *reinterpret_cast<const uint4*>(st + wofs + mt * 1024);
+      const uint4 vb = *reinterpret_cast<const uint4*>(st + wofs + mt * 1024 + 512);
+      const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t pa[4], pb[4];
+        decode8(wa4[q], sca[mt], pa);
+        decode8(wb4[q], scb[mt], pb);
+        A[mt][q][0][0] = pa[0], A[mt][q][0][1] = pb[0], A[mt][q][0][2] = pa[1], A[mt][q][0][3] = pb[1];
+        A[mt][q][1][0] = pa[2], A[mt][q][1][1] = pb[2], A[mt][q][1][2] = pa[3], A[mt][q][1][3] = pb[3];
+      }
     }
     const uint8_t* bb = st + g * kBRow + c * 16;
 #pragma unroll
-    for (int nt = 0; nt < kWideNT8; ++nt) {
-      if (nt >= ntiles) break;
-      float t[4];
+    for (int n0 = 0; n0 < kWideNT8; n0 += kNP) {
+      if (n0 >= ntiles) break;
+      float t[kNP][kMT][4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const uint4 b = *reinterpret_cast<const uint4*>(bb + nt * 8 * kBRow + q * 64);
-        if (q == 0) mma16816_zero(t, A[0][0], b.x, b.y);
-        else mma16816(t, A[q][0], b.x, b.y);
-        mma16816(t, A[q][1], b.z, b.w);
+#pragma unroll
+        for (int j = 0; j < kNP; ++j) {
+          if (n0 + j >= ntiles) break;  // warp-uniform
+          const uint4 b = *reinterpret_cast<const uint4*>(bb + (n0 + j) * 8 * kBRow + q * 64);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            if (q == 0) mma16816_zero(t[j][mt], A[mt][0][0], b.x, b.y);
+            else mma16816(t[j][mt], A[mt][q][0], b.x, b.y);
+            mma16816(t[j][mt], A[mt][q][1], b.z, b.w);
+          }
+        }
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][i] += t[i];
+      for (int j = 0; j < kNP; ++j) {
+        if (n0 + j >= ntiles) break;
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[mt][n0 + j][i] += t[j][mt][i];
+      }
     }
   }
   asm volatile("cp.async.wait_group 0;");  // no copy outlives the block
   if (!active) return;
 #pragma unroll
-  for (int nt = 0; nt < kWideNT8; ++nt) {
-    if (nt >= ntiles) break;
+  for (int mt = 0; mt < kMT; ++mt) {
+    const int64_t om = o0 + mt * kMtOut;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = nt * 8 + 2 * c + h;
-      if (i >= rows) continue;
-      const int64_t p = tile.row0 + i;
-      if constexpr (kStage == 1) {
-        const float v = swiglu_tc(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
-                                  a.row_weight != nullptr);
-        store_terms<1>(a.ht, a.ht_plane, p * out_rows + o0 + g, v);
-      } else {
-        a.y[p * out_rows + o0 + g] = acc[nt][h];
-        a.y[p * out_rows + o0 + 8 + g] = acc[nt][2 + h];
+    for (int nt = 0; nt < kWideNT8; ++nt) {
+      if (nt >= ntiles) break;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = nt * 8 + 2 * c + h;
+        if (i >= rows) continue;
+        const int64_t p = tile.row0 + i;
+        if constexpr (kStage == 1) {
+          const float v = swiglu_tc(acc[mt][nt][h], acc[mt][nt][2 + h], a.limit,
+                                    a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
+          store_terms<1>(a.ht, a.ht_plane, p * out_rows + om + g, v);
+        } else {
+          a.y[p * out_rows + om + g] = acc[mt][nt][h];
+          a.y[p * out_rows + om + 8 + g] = acc[mt][nt][2 + h];
+        }
       }
     }
   }
+}
+
+template <int kStage, int kMT>
+cudaError_t launch_wide(const MoeGroupedArgs& a, cudaStream_t stream) {
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  // Stage 1 holds w1 and w3 rows of the same outputs: 128 outputs per block.
+  const int64_t outs_per_block = kStage == 1 ? kWideRowsPerBlock / 2 : kWideRowsPerBlock;
+  const int64_t gw = (L.rows + outs_per_block - 1) / outs_per_block;
+  if (gw > 65535 || a.max_tiles > INT32_MAX || a.xt_plane > INT32_MAX) return cudaErrorInvalidValue;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(moe_tc_wide_kernel<kStage, kMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem);
+  if (attr != cudaSuccess) return attr;
+  moe_tc_wide_kernel<kStage, kMT><<<dim3(unsigned(a.max_tiles), unsigned(gw)), kWideRowsPerBlock / (16 * kMT) * 32,
+                                    kWideSmem, stream>>>(a);
+  return cudaGetLastError();
 }
 
 // fp32 rows -> kTerms bf16 planes (plane stride = count), four values per thread.
@@ -592,17 +644,8 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.tile_rows <= 8) return launch_tc<kStage, kTerms, 1>(a, stream);
   if constexpr (kTerms == 1) {  // big tiles, bf16: B staged in shared memory
     const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
-    if (a.tile_rows == kMoeTcWideRows) {
-      const int64_t rows_per_block = int64_t(kWideWarps) * (kStage == 1 ? 8 : 16);
-      const int64_t gw = (L.rows + rows_per_block - 1) / rows_per_block;
-      if (gw > 65535 || a.max_tiles > INT32_MAX || a.xt_plane > INT32_MAX) return cudaErrorInvalidValue;
-      static const cudaError_t attr =
-          cudaFuncSetAttribute(moe_tc_wide_kernel<kStage>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem);
-      if (attr != cudaSuccess) return attr;
-      moe_tc_wide_kernel<kStage>
-          <<<dim3(unsigned(a.max_tiles), unsigned(gw)), kWideWarps * 32, kWideSmem, stream>>>(a);
-      return cudaGetLastError();
-    }
+    if (a.tile_rows == kMoeTcWideRows)
+      return moe_tc_big() == MoeTcBig::kWide2 ? launch_wide<kStage, 2>(a, stream) : launch_wide<kStage, 1>(a, stream);
     const int64_t per_block = int64_t(kTcWarps) * (kStage == 1 ? 8 : 16);
     const int64_t gy = (L.rows + per_block - 1) / per_block;
     if (gy > 65535 || a.max_tiles > INT32_MAX) return cudaErrorInvalidValue;
@@ -615,10 +658,10 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
 }  // namespace
 
 namespace {
-bool g_moe_tc_wide = true;  // moe_tc_set_wide: read by the op when it plans
+MoeTcBig g_moe_tc_big = MoeTcBig::kWide;  // moe_tc_set_big: read by the op (plan) and the launcher
 }  // namespace
-void moe_tc_set_wide(bool on) { g_moe_tc_wide = on; }
-bool moe_tc_wide() { return g_moe_tc_wide; }
+void moe_tc_set_big(MoeTcBig k) { g_moe_tc_big = k; }
+MoeTcBig moe_tc_big() { return g_moe_tc_big; }
 
 bool moe_tc_eligible(const WeightArgs& w13, const WeightArgs& w2) {
   auto ok = [](const WeightArgs& w) {

@@ -219,7 +219,8 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   pa.small_rows = int32_t(kernels::moe_small_tile_rows(p.n));
   // The big tiles of e2m1 experts under kBF16 go to moe_tc; its wide kernel takes taller
   // tiles (kMoeTcWideRows: one tile per expert at prefill sizes, smxx_moe.cuh).
-  const bool wide = big && use_tc(t) && p.act == Activations::kBF16 && kernels::moe_tc_wide();
+  const bool wide = big && use_tc(t) && p.act == Activations::kBF16 &&
+                    kernels::moe_tc_big() != kernels::MoeTcBig::kRows64;
   pa.big_rows = wide ? kernels::kMoeTcWideRows : kernels::kMoeBigRows;
   pa.counts = reinterpret_cast<int32_t*>(at(lay.counts));
   pa.offsets = reinterpret_cast<int32_t*>(at(lay.offsets));
