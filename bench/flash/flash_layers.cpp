@@ -671,7 +671,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       for (auto mode : {ops::cuda::LinearMode::kAuto, ops::cuda::LinearMode::kInvariant})
         for (auto av : {ops::Activations::kF32, ops::Activations::kBF16})
           // kAuto + kBF16: each big-tile kernel (moe_tc_set_big; default kWide first).
-          for (auto big : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kRows64}) {
+          for (auto big : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128,
+                           kernels::MoeTcBig::kRows64}) {
             const bool ab = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kBF16;
             if ((!ab && big != kernels::MoeTcBig::kWide) || (T > maxn && mode != ops::cuda::LinearMode::kAuto)) continue;
             kernels::moe_tc_set_big(big);
@@ -685,8 +686,10 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
             for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
             // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
             const double bytes = double(act) * 3 * I * D * (0.5 + 1.0 / 32), flops = 2.0 * 3 * T * k * I * D;
-            const char* bn = big == kernels::MoeTcBig::kWide ? " big=wide" : big == kernels::MoeTcBig::kWide2 ? " big=wide2"
-                                                                                                              : " big=rows64";
+            const char* bn = big == kernels::MoeTcBig::kWide     ? " big=wide"
+                             : big == kernels::MoeTcBig::kWide2  ? " big=wide2"
+                             : big == kernels::MoeTcBig::kWide128 ? " big=wide128"
+                                                                  : " big=rows64";
             std::printf("op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f%s\n",
                         (long long)T, (long long)act, mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant",
                         av == ops::Activations::kBF16 ? "bf16" : "f32", gms, bytes / gms / 1e6, flops / gms / 1e9,

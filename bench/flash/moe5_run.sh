@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine (helper moe5's one run): unpacks .gpubin-moe5/moe5.tar.xz and runs,
+# On the GPU machine (helper moe5's one run): unpacks $PACK/moe5.tar.xz (PACK defaults to
+# .gpubin-moe5; .gpubin-moe5-next holds the build with the kWide128 candidate) and runs,
 # each part under its own timeout (capped by what is left of a 145 s budget) and
 # continuing on failure, logs to $1:
 #   flash_layers --ops-moe (grouped MoE both activation modes, the three kBF16 big-tile
@@ -10,7 +11,8 @@ LOG="${1:?log dir}"
 mkdir -p "$LOG"
 T0=$(date +%s)
 BIN=/tmp/moe5bin
-rm -rf "$BIN" && mkdir -p "$BIN" && tar -C "$BIN" -xJf .gpubin-moe5/moe5.tar.xz || exit 1
+PACK="${PACK:-.gpubin-moe5}"
+rm -rf "$BIN" && mkdir -p "$BIN" && tar -C "$BIN" -xJf "$PACK/moe5.tar.xz" || exit 1
 export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DEEPINFER_FIXTURES_DIR="$PWD/tests/fixtures"
 stamp() { echo "== $(date +%T) $*" | tee -a "$LOG/steps.log"; }

@@ -134,7 +134,7 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // batch); 1 = every token. invariant: kInvariant mode, and the rows of two sub-batches
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
 // both_big: the batch runs again with the other big-tile kernels (moe_tc_set_big: 64-row
-// tiles, the 32-rows-per-warp wide kernel) and must equal the default's output bit for bit
+// tiles, 32 rows per warp, 128 rows per block) and must equal the default's output bit for bit
 // (same MMAs, same order).
 OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int64_t k, int64_t inter, int64_t dim,
                         int64_t sets, int64_t used, bool invariant, bool residual, bool bad_id = false,
@@ -185,7 +185,8 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
             Outputs o{{{"y", y, got}}, {}};
             if (both_big) {
               for (auto [kern, label] : {std::pair{kernels::MoeTcBig::kRows64, "rows64_vs_wide_differ"},
-                                         std::pair{kernels::MoeTcBig::kWide2, "wide2_vs_wide_differ"}}) {
+                                         std::pair{kernels::MoeTcBig::kWide2, "wide2_vs_wide_differ"},
+                                         std::pair{kernels::MoeTcBig::kWide128, "wide128_vs_wide_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());

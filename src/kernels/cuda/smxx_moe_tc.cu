@@ -421,17 +421,22 @@ __global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGrouped
 // n-tiles, each (row, token) as the chain of 8 MMAs from zero over the chunk added into
 // acc: the same MMAs in the same order as moe_tc_big_kernel and moe_tc_kernel<kStage, 1,
 // 8>, so all three big-tile kernels give bitwise the same output (tested).
-constexpr int kWideRowsPerBlock = 256;
+//
+// kRows = 128 (kWide128, UNTESTED candidate): 8 warps x 16 rows, 101 KB of ring, two
+// blocks per SM. The run of kWide / kWide2 (NOTES "MoE wide tiles") put the time on the
+// decode: with one block per SM and a barrier per chunk, every warp decodes and then
+// every warp multiplies, so the ALU and tensor pipes take turns; two independent blocks
+// per SM drift apart and overlap the phases (at twice the activation staging traffic).
 constexpr int kWideStages = 3;
 constexpr int kWideNT8 = kMoeTcWideRows / 8;
-constexpr int kWideBBytes = kMoeTcWideRows * kBRow;                // activations of a stage
-constexpr int kWideWBytes = kWideRowsPerBlock * 64;                // weights of a stage
-constexpr int kWideStageBytes = kWideBBytes + kWideWBytes;         // 41984
-constexpr int kWideSmem = kWideStages * kWideStageBytes;           // 125952
+constexpr int kWideBBytes = kMoeTcWideRows * kBRow;  // activations of a stage
+__host__ __device__ constexpr int wide_stage_bytes(int rows) { return kWideBBytes + rows * 64; }  // + weights
+__host__ __device__ constexpr int wide_smem(int rows) { return kWideStages * wide_stage_bytes(rows); }  // 125952 / 101376
 
-template <int kStage, int kMT>
-__global__ void __launch_bounds__(kWideRowsPerBlock / (16 * kMT) * 32, 1) moe_tc_wide_kernel(MoeGroupedArgs a) {
-  constexpr int kWarps = kWideRowsPerBlock / (16 * kMT), kThreads = kWarps * 32;
+template <int kStage, int kMT, int kRows>
+__global__ void __launch_bounds__(kRows / (16 * kMT) * 32, kRows == 256 ? 1 : 2) moe_tc_wide_kernel(MoeGroupedArgs a) {
+  constexpr int kWarps = kRows / (16 * kMT), kThreads = kWarps * 32;
+  constexpr int kWideStageBytes = wide_stage_bytes(kRows);
   constexpr int kBUnits = (kMoeTcWideRows * 16 + kThreads - 1) / kThreads;  // activation copies per thread
   constexpr int kMtOut = kStage == 1 ? 8 : 16;                              // outputs per m-tile
   constexpr int kNP = kMT == 1 ? 1 : 2;  // n-tiles per step (kMT = 2: 4 MMA chains per warp in flight)
@@ -592,18 +597,18 @@ __global__ void __launch_bounds__(kWideRowsPerBlock / (16 * kMT) * 32, 1) moe_tc
   }
 }
 
-template <int kStage, int kMT>
+template <int kStage, int kMT, int kRows>
 cudaError_t launch_wide(const MoeGroupedArgs& a, cudaStream_t stream) {
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
-  // Stage 1 holds w1 and w3 rows of the same outputs: 128 outputs per block.
-  const int64_t outs_per_block = kStage == 1 ? kWideRowsPerBlock / 2 : kWideRowsPerBlock;
+  // Stage 1 holds w1 and w3 rows of the same outputs: kRows / 2 outputs per block.
+  const int64_t outs_per_block = kStage == 1 ? kRows / 2 : kRows;
   const int64_t gw = (L.rows + outs_per_block - 1) / outs_per_block;
   if (gw > 65535 || a.max_tiles > INT32_MAX || a.xt_plane > INT32_MAX) return cudaErrorInvalidValue;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(moe_tc_wide_kernel<kStage, kMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmem);
+  static const cudaError_t attr = cudaFuncSetAttribute(moe_tc_wide_kernel<kStage, kMT, kRows>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, wide_smem(kRows));
   if (attr != cudaSuccess) return attr;
-  moe_tc_wide_kernel<kStage, kMT><<<dim3(unsigned(a.max_tiles), unsigned(gw)), kWideRowsPerBlock / (16 * kMT) * 32,
-                                    kWideSmem, stream>>>(a);
+  moe_tc_wide_kernel<kStage, kMT, kRows>
+      <<<dim3(unsigned(a.max_tiles), unsigned(gw)), kRows / (16 * kMT) * 32, wide_smem(kRows), stream>>>(a);
   return cudaGetLastError();
 }
 
@@ -645,7 +650,11 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
   if constexpr (kTerms == 1) {  // big tiles, bf16: B staged in shared memory
     const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
     if (a.tile_rows == kMoeTcWideRows)
-      return moe_tc_big() == MoeTcBig::kWide2 ? launch_wide<kStage, 2>(a, stream) : launch_wide<kStage, 1>(a, stream);
+      switch (moe_tc_big()) {
+        case MoeTcBig::kWide2: return launch_wide<kStage, 2, 256>(a, stream);
+        case MoeTcBig::kWide128: return launch_wide<kStage, 1, 128>(a, stream);
+        default: return launch_wide<kStage, 1, 256>(a, stream);
+      }
     const int64_t per_block = int64_t(kTcWarps) * (kStage == 1 ? 8 : 16);
     const int64_t gy = (L.rows + per_block - 1) / per_block;
     if (gy > 65535 || a.max_tiles > INT32_MAX) return cudaErrorInvalidValue;
