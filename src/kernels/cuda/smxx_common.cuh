@@ -21,6 +21,14 @@ namespace deepinfer::kernels {
 
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 
+// fp32 -> the nearest bf16 (ties to even), as fp32; inf / NaN unchanged (ops::round_to_bf16).
+__device__ __forceinline__ float round_bf16(float v) {
+  uint32_t b = __float_as_uint(v);
+  if ((b & 0x7f800000u) == 0x7f800000u) return v;
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return __uint_as_float(b & 0xffff0000u);
+}
+
 __device__ __forceinline__ float f16_bits_to_float(uint16_t h) {
   __half_raw r;
   r.x = h;

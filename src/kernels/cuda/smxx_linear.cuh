@@ -13,7 +13,8 @@
 //         bf16 terms, so the result keeps fp32 accuracy (smxx_linear_mma.cuh).
 //   tiled (everything else): a shared-memory SIMT GEMM with fp32 FMAs, weights
 //         dequantized while staged. Correct for every format and shape.
-// wgmma / TMA pipelines (sm90a) and bf16 / fp8 activations are the next steps.
+// Under bf16_x every path rounds x to bf16 first; the large-n bf16 GEMM through
+// cuBLASLt (ops/cuda/linear.cu) uses the two helpers at the end of this file.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,11 +40,19 @@ struct LinearArgs {
   // grouped wo_a (8 groups of heads, each through its own rows) without copying
   // each group's slice of x out first. x_group_rows a multiple of 4 (a warp's rows).
   int64_t x_stride = 0, x_group_rows = 0, x_group_step = 0;
+  // Activations::kBF16 (ops/linear.h): x rounded to bf16 (RNE) as it is read. gemv and
+  // tiled round on load; mma then needs one bf16 MMA per tile instead of three.
+  bool bf16_x = false;
 };
 cudaError_t linear(const LinearArgs& a, cudaStream_t stream);
 
 // Whether the gemv / mma paths can take these arguments (format, alignment, block layout).
 bool linear_gemv_eligible(const LinearArgs& a);
 bool linear_mma_eligible(const LinearArgs& a);
+
+// For the cuBLASLt path: x [n, cols] fp32 -> bf16 (RNE), and rows row0 .. row0 + rows
+// of an e4m3 / e2m1 weight (e8m0 or no scales) dequantized exactly into bf16 [rows, cols].
+cudaError_t round_rows_bf16(const float* x, uint16_t* out, int64_t count, cudaStream_t stream);
+cudaError_t dequant_weight_bf16(const WeightArgs& w, int64_t row0, int64_t rows, uint16_t* out, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels

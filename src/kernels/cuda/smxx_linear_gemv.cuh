@@ -183,6 +183,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int
         if (t >= a.n) break;
         float xf[kPerWord];
         load_x<kPerWord>(xg + t * x_stride + c0 + q * kPerWord, xf);
+        if (a.bf16_x) {
+#pragma unroll
+          for (int e = 0; e < kPerWord; ++e) xf[e] = round_bf16(xf[e]);
+        }
 #pragma unroll
         for (int r = 0; r < kGemvRows; ++r)
 #pragma unroll

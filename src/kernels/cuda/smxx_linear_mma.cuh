@@ -7,8 +7,10 @@
 //     as fp32), and each term goes through mma.sync m16n8k16 with fp32
 //     accumulation, smallest term first.
 // So the products are exact and only the accumulation order differs from an fp32
-// GEMM. Three MMAs per tile instead of one: the cost of matching the fp32 oracle;
-// bf16 activations will drop two of them.
+// GEMM. Three MMAs per tile instead of one: the cost of matching the fp32 oracle.
+// Under bf16 activations (LinearArgs::bf16_x, kTerms = 1) only hi is kept: hi is x
+// rounded to nearest-even bf16, exactly what Activations::kBF16 asks for, so one
+// MMA per tile gives the exact products of the rounded x.
 //
 // Block: 64 weight rows x 64 tokens, 4 warps (one m16 row tile each, all eight
 // n8 token tiles), K in steps of 32, double-buffered shared memory with the next
@@ -91,8 +93,9 @@ __device__ __forceinline__ void load_stage(Stage<F>& s, const LinearArgs& a, con
     s.x[i] = xrow != nullptr ? *reinterpret_cast<const float4*>(xrow + k + 4 * i) : make_float4(0, 0, 0, 0);
 }
 
-// Dequantize to bf16 (exact, see above) and split x into three bf16 terms.
-template <WFormat F>
+// Dequantize to bf16 (exact, see above) and split x into kTerms bf16 terms (3: hi, mid,
+// lo; 1: hi alone = x rounded to bf16).
+template <WFormat F, int kTerms = 3>
 __device__ __forceinline__ void store_stage(const Stage<F>& s, __nv_bfloat16* ws, __nv_bfloat16* xs0, int xs_part) {
   float f[16];
   if constexpr (F == WFormat::kE4M3) {
@@ -134,28 +137,31 @@ __device__ __forceinline__ void store_stage(const Stage<F>& s, __nv_bfloat16* ws
     reinterpret_cast<uint4*>(ws)[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     reinterpret_cast<uint4*>(ws)[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
   }
-  uint32_t parts[3][8];
+  uint32_t parts[kTerms][8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const float4 q = s.x[i / 2];
     const float v0 = (i & 1) ? q.z : q.x, v1 = (i & 1) ? q.w : q.y;
     const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-    const float r0 = v0 - __low2float(h), r1 = v1 - __high2float(h);  // exact in fp32
-    const __nv_bfloat162 m = __floats2bfloat162_rn(r0, r1);
-    const __nv_bfloat162 l = __floats2bfloat162_rn(r0 - __low2float(m), r1 - __high2float(m));
     parts[0][i] = *reinterpret_cast<const uint32_t*>(&h);
-    parts[1][i] = *reinterpret_cast<const uint32_t*>(&m);
-    parts[2][i] = *reinterpret_cast<const uint32_t*>(&l);
+    if constexpr (kTerms == 3) {
+      const float r0 = v0 - __low2float(h), r1 = v1 - __high2float(h);  // exact in fp32
+      const __nv_bfloat162 m = __floats2bfloat162_rn(r0, r1);
+      const __nv_bfloat162 l = __floats2bfloat162_rn(r0 - __low2float(m), r1 - __high2float(m));
+      parts[1][i] = *reinterpret_cast<const uint32_t*>(&m);
+      parts[2][i] = *reinterpret_cast<const uint32_t*>(&l);
+    }
   }
 #pragma unroll
-  for (int p = 0; p < 3; ++p) {
+  for (int p = 0; p < kTerms; ++p) {
     uint4* dst = reinterpret_cast<uint4*>(xs0 + p * xs_part);
     dst[0] = make_uint4(parts[p][0], parts[p][1], parts[p][2], parts[p][3]);
     dst[1] = make_uint4(parts[p][4], parts[p][5], parts[p][6], parts[p][7]);
   }
 }
 
-// The MMAs of one K step (two k16 halves x three x terms x the live token pairs) into d.
+// The MMAs of one K step (two k16 halves x kTerms x terms x the live token pairs) into d.
+template <int kTerms = 3>
 __device__ __forceinline__ void mma_kstep(float (&d)[8][4], const __nv_bfloat16* ws, const __nv_bfloat16 (*xs)[kBN * kLd],
                                           int a_row, int a_k, int b_tok, int b_k, int64_t live) {
 #pragma unroll
@@ -163,7 +169,7 @@ __device__ __forceinline__ void mma_kstep(float (&d)[8][4], const __nv_bfloat16*
     uint32_t af[4];
     ldmatrix_x4(af, &ws[a_row * kLd + kk + a_k]);
 #pragma unroll
-    for (int p = 2; p >= 0; --p) {  // lo, mid, hi: small terms first
+    for (int p = kTerms - 1; p >= 0; --p) {  // lo, mid, hi: small terms first
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np * 16 >= live) break;
@@ -185,11 +191,11 @@ __device__ __forceinline__ void mma_kstep(float (&d)[8][4], const __nv_bfloat16*
 // it the tensor-core accumulator's truncation biases long sums toward zero (6.4e-5 of
 // the output RMS at K = 5120). Linear and the grouped MoE both promote: the bias was
 // enough to flip one FP8 rounding of the quant fixture's full prefill (4e-3 vs the CPU).
-template <WFormat F, bool kPromote = false>
+template <WFormat F, bool kPromote = false, int kTerms = 3>
 __device__ __forceinline__ void mma_block(const LinearArgs& a, const int32_t* x_rows, int64_t r0, int64_t t0,
                                           int scale_shift) {
   __shared__ __align__(16) __nv_bfloat16 ws[2][kBM * kLd];
-  __shared__ __align__(16) __nv_bfloat16 xs[2][3][kBN * kLd];
+  __shared__ __align__(16) __nv_bfloat16 xs[2][kTerms][kBN * kLd];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const WeightArgs& w = a.w;
   const int64_t K = w.cols;
@@ -206,7 +212,7 @@ __device__ __forceinline__ void mma_block(const LinearArgs& a, const int32_t* x_
   // (pointer arithmetic, not a two-entry array: a run-time index would spill it).
   __nv_bfloat16* const ws_dst = &ws[0][srow_i * kLd + seg];
   __nv_bfloat16* const xs_dst = &xs[0][0][srow_i * kLd + seg];
-  constexpr int kWsBuf = kBM * kLd, kXsBuf = 3 * kBN * kLd;
+  constexpr int kWsBuf = kBM * kLd, kXsBuf = kTerms * kBN * kLd;
 
   float acc[8][4];
 #pragma unroll
@@ -216,7 +222,7 @@ __device__ __forceinline__ void mma_block(const LinearArgs& a, const int32_t* x_
 
   Stage<F> st;
   load_stage<F>(st, a, wrow, srow, xrow, seg, scale_shift);
-  store_stage<F>(st, ws_dst, xs_dst, kBN * kLd);
+  store_stage<F, kTerms>(st, ws_dst, xs_dst, kBN * kLd);
   __syncthreads();
 
   // ldmatrix roles: A (weights, 16 x 16) rows lane % 16, k half lane / 16;
@@ -235,15 +241,15 @@ __device__ __forceinline__ void mma_block(const LinearArgs& a, const int32_t* x_
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int c = 0; c < 4; ++c) step[j][c] = 0.0f;
-      mma_kstep(step, ws[buf], xs[buf], a_row, a_k, b_tok, b_k, live);
+      mma_kstep<kTerms>(step, ws[buf], xs[buf], a_row, a_k, b_tok, b_k, live);
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int c = 0; c < 4; ++c) acc[j][c] += step[j][c];
     } else {
-      mma_kstep(acc, ws[buf], xs[buf], a_row, a_k, b_tok, b_k, live);
+      mma_kstep<kTerms>(acc, ws[buf], xs[buf], a_row, a_k, b_tok, b_k, live);
     }
-    if (more) store_stage<F>(st, ws_dst + (buf ^ 1) * kWsBuf, xs_dst + (buf ^ 1) * kXsBuf, kBN * kLd);
+    if (more) store_stage<F, kTerms>(st, ws_dst + (buf ^ 1) * kWsBuf, xs_dst + (buf ^ 1) * kXsBuf, kBN * kLd);
     __syncthreads();
   }
 
@@ -259,9 +265,10 @@ __device__ __forceinline__ void mma_block(const LinearArgs& a, const int32_t* x_
     }
 }
 
-template <WFormat F>
+template <WFormat F, int kTerms>
 __global__ void __launch_bounds__(kThreads) mma_kernel(LinearArgs a, int scale_shift) {
-  mma_block<F, /*kPromote=*/true>(a, nullptr, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * kBN, scale_shift);
+  mma_block<F, /*kPromote=*/true, kTerms>(a, nullptr, int64_t(blockIdx.x) * kBM, int64_t(blockIdx.y) * kBN,
+                                          scale_shift);
 }
 
 template <WFormat F>
@@ -271,7 +278,10 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
     while ((int64_t(1) << scale_shift) < a.w.block_cols) ++scale_shift;
   const int64_t gx = (a.num_rows + kBM - 1) / kBM, gy = (a.n + kBN - 1) / kBN;
   if (gx > INT32_MAX || gy > 65535 || a.w.cols / kBK > INT32_MAX) return cudaErrorInvalidValue;
-  mma_kernel<F><<<dim3(unsigned(gx), unsigned(gy)), kThreads, 0, stream>>>(a, scale_shift);
+  if (a.bf16_x)
+    mma_kernel<F, 1><<<dim3(unsigned(gx), unsigned(gy)), kThreads, 0, stream>>>(a, scale_shift);
+  else
+    mma_kernel<F, 3><<<dim3(unsigned(gx), unsigned(gy)), kThreads, 0, stream>>>(a, scale_shift);
   return cudaGetLastError();
 }
 

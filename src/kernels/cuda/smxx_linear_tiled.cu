@@ -50,7 +50,8 @@ __global__ void __launch_bounds__(256) tiled_kernel(LinearArgs a) {
     for (int i = 0; i < kBM * kBK / 256; ++i) {
       const int idx = tid + 256 * i, m = idx / kBK, k = idx % kBK;
       const int64_t gm = m0 + m, gk = k0 + k;
-      xs[k][m] = (gm < a.n && gk < K) ? a.x[gm * K + gk] : 0.0f;
+      const float xv = (gm < a.n && gk < K) ? a.x[gm * K + gk] : 0.0f;
+      xs[k][m] = a.bf16_x ? round_bf16(xv) : xv;
     }
     const int64_t gk = k0 + kcol;
     const int64_t scol = scaled ? gk / w.block_cols : 0;

@@ -64,12 +64,21 @@ namespace cpu {
 
 // Each output row is dequantized once and dotted with every input row. Sums are
 // kept in double: the CPU backend is the oracle, so it aims at the exact value
-// rather than at any particular fp32 summation order.
+// rather than at any particular fp32 summation order. Under Activations::kBF16 x is
+// rounded to bf16 first (once, into a copy), so the products are those of the bf16
+// tensor-core paths and only their summation order differs.
 void linear(const LinearParams& p) {
   const WeightRef& w = p.w;
   const int64_t k = w.cols;
   const int64_t rows = p.num_rows < 0 ? w.rows - p.row0 : p.num_rows;
   DI_CHECK(p.row0 >= 0 && p.row0 + rows <= w.rows, "linear: row slice out of range");
+  std::vector<float> rounded;
+  const float* xs = p.x;
+  if (p.act == Activations::kBF16 && p.n > 0) {
+    rounded.resize(size_t(p.n * k));
+    for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = round_to_bf16(p.x[i]);
+    xs = rounded.data();
+  }
   parallel_for(
       rows,
       [&](int64_t r0, int64_t r1) {
@@ -77,7 +86,7 @@ void linear(const LinearParams& p) {
         for (int64_t r = r0; r < r1; ++r) {
           dequant_row(w, p.row0 + r, row.data());
           for (int64_t t = 0; t < p.n; ++t) {
-            const float* x = p.x + t * k;
+            const float* x = xs + t * k;
             double acc = 0.0;
             for (int64_t i = 0; i < k; ++i) acc += double(x[i]) * double(row[i]);
             p.y[t * rows + r] = float(acc);

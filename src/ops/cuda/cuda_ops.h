@@ -57,6 +57,37 @@ void linear(const LinearParams& p, cudaStream_t stream);
 enum class LinearMode { kAuto, kInvariant };
 void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream);
 
+// Under Activations::kBF16 (LinearParams::act) every kernel rounds x to bf16 first:
+// gemv and tiled on load, mma with one bf16 MMA per tile instead of three; and in
+// kAuto mode a batch of n >= kLinearGemmMinN tokens runs a bf16 GEMM through cuBLASLt
+// (fp32 accumulation and output) when a workspace is given: x -> bf16 into the
+// workspace, an FP8 / FP4 weight dequantized exactly into bf16 there (BF16 weights are
+// read in place), then cublasLtMatmul. The algorithm is the heuristic's first choice
+// for the shape, cached (same shape, same algorithm, same bits on every call), split-K
+// only with a separate reduction step; nothing is allocated, so the call can be
+// captured in a CUDA graph. A workspace too small for the weight, or a shape without
+// an algorithm, falls back to the kernels above; x larger than the workspace runs in
+// token pieces. kInvariant never takes it (cuBLASLt's result depends on n).
+//
+// Workspace layout: cuBLASLt's own kLinearGemmLtBytes, the dequantized weight (rows x
+// cols bf16 of the call's rows), then bf16 x. linear_gemm_workspace_bytes(largest
+// rows * cols to dequantize, largest n * cols to convert at once) sizes it.
+constexpr int64_t kLinearGemmMinN = 128;                  // by measurement (bench/results/2026-11-30-bf16-gemm.md)
+constexpr size_t kLinearGemmLtBytes = size_t(32) << 20;  // cuBLASLt's workspace (NVIDIA's advice for sm_90)
+struct LinearWorkspace {
+  void* data = nullptr;  // device memory, 256-byte aligned
+  size_t bytes = 0;
+  int64_t min_n = 0;     // > 0: the GEMM path from this n on instead of kLinearGemmMinN (tests)
+};
+size_t linear_gemm_workspace_bytes(int64_t max_weight_elems, int64_t max_x_elems);
+// Creates the current device's cuBLASLt handle (before any graph capture).
+void linear_gemm_init();
+// Which kernel runs: kAuto as above; the others force one (tests, benchmarks) and throw
+// when it cannot take the arguments. kGemm needs Activations::kBF16 and a workspace.
+enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm };
+void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws,
+            LinearKernel kernel = LinearKernel::kAuto);
+
 void moe_router(const MoeRouterParams& p, cudaStream_t stream);
 void swiglu_expert(const SwigluExpertParams& p, cudaStream_t stream);
 void swiglu_expert(const SwigluExpertParams& p, LinearMode mode, cudaStream_t stream);

@@ -1,21 +1,203 @@
-// linear on the GPU (kernels/cuda/smxx_linear): weights dequantized in the kernel.
+// linear on the GPU: the hand-written kernels of kernels/cuda/smxx_linear (weights
+// dequantized in the kernel) and, for large batches under Activations::kBF16, a bf16
+// GEMM through cuBLASLt on a dequantized copy of the weight.
+#include <cublasLt.h>
+
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
 
 #include "kernels/cuda/smxx_linear.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/weight_args.h"
 
+// Checks a cublasStatus_t-returning call; failures throw like CUDA_CHECK.
+#define CUBLAS_CHECK(expr)                                                                              \
+  do {                                                                                                  \
+    const cublasStatus_t cublas_check_st_ = (expr);                                                     \
+    if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                                      \
+      ::deepinfer::ops::cuda::cuda_fail(__FILE__, __LINE__,                                             \
+                                        std::string(#expr) + " failed: " + cublasLtGetStatusName(cublas_check_st_)); \
+  } while (0)
+
 namespace deepinfer::ops::cuda {
 
 constexpr int64_t kInvariantChunk = 8;  // the gemv kernel's largest token count
 
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// Weights the GEMM path takes: those whose bf16 image is exact (BF16 as stored; e4m3 /
+// e2m1 with no or power-of-two scales, dequantized into the workspace).
+bool gemm_format(const kernels::WeightArgs& w) {
+  if (w.format == kernels::WFormat::kBF16) return w.scale_format == kernels::SFormat::kNone;
+  return (w.format == kernels::WFormat::kE4M3 || w.format == kernels::WFormat::kE2M1) &&
+         w.scale_format != kernels::SFormat::kF32;
+}
+
+int pointer_alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 16;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
+
+// One cuBLASLt handle per device, created on first use and kept for the process (a
+// handle destroyed at exit can outlive the driver's teardown).
+cublasLtHandle_t lt_handle(int device) {
+  static std::mutex mu;
+  static std::map<int, cublasLtHandle_t> handles;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = handles.find(device);
+  if (it != handles.end()) return it->second;
+  cublasLtHandle_t h = nullptr;
+  CUBLAS_CHECK(cublasLtCreate(&h));
+  handles[device] = h;
+  return h;
+}
+
+// A GEMM shape's descriptors and the algorithm the heuristic picked for it, cached:
+// the same shape runs the same algorithm on every call (deterministic results, and no
+// heuristic query in a hot or captured path after the first call).
+struct GemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool ok = false;  // false: no algorithm for this shape (the caller falls back)
+};
+// (device, rows, tokens, cols, A / B / D alignment, workspace bytes)
+using GemmKey = std::tuple<int, int64_t, int64_t, int64_t, int, int, int, size_t>;
+
+const GemmPlan& gemm_plan(const GemmKey& key) {
+  static std::mutex mu;
+  static std::map<GemmKey, GemmPlan> plans;  // never freed: bounded by the shapes a process runs
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = plans.find(key);
+  if (it != plans.end()) return it->second;
+  const auto [device, m, n, k, align_a, align_b, align_d, lt_bytes] = key;
+  GemmPlan p;
+  // Row-major y [n, m] = x [n, k] . W [m, k]^T is, column-major, y^T [m, n] = W^T' . x^T:
+  // A = W stored k x m (ld k) transposed, B = x stored k x n (ld k), D = y^T m x n (ld m).
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, uint64_t(k), uint64_t(m), k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, uint64_t(k), uint64_t(n), k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, uint64_t(m), uint64_t(n), m));
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = lt_bytes;
+  // Split-K only with a separate reduction step (fixed order); no in-place reduction
+  // through the output buffer.
+  const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                           CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  const uint32_t aa = uint32_t(align_a), ab = uint32_t(align_b), ad = uint32_t(align_d);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                    sizeof(schemes)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof(ab)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof(ad)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof(ad)));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt_handle(device), p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+    p.algo = res.algo;
+    p.ok = true;
+  } else if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_SUCCESS) {
+    CUBLAS_CHECK(st);
+  }
+  return plans.emplace(key, p).first->second;
+}
+
+// The cuBLASLt path; false when it cannot take the call (workspace too small for one
+// token, no algorithm for the shape): the caller runs the hand-written kernels.
+bool linear_gemm(const LinearParams& p, const kernels::WeightArgs& w, int64_t rows, const LinearWorkspace& ws,
+                 cudaStream_t stream) {
+  if (!gemm_format(w) || ws.data == nullptr || reinterpret_cast<uintptr_t>(ws.data) % kAlign != 0) return false;
+  const int64_t k = w.cols;
+  const bool dequant = w.format != kernels::WFormat::kBF16;
+  const size_t lt_bytes = kLinearGemmLtBytes;
+  const size_t w_bytes = dequant ? align_up(size_t(rows) * size_t(k) * 2) : 0;
+  if (ws.bytes < lt_bytes + w_bytes) return false;
+  const int64_t cap = int64_t((ws.bytes - lt_bytes - w_bytes) / (size_t(k) * 2));  // tokens per piece
+  if (cap < 1) return false;
+  uint8_t* base = static_cast<uint8_t*>(ws.data);
+  void* lt_ws = base;
+  auto* wb = reinterpret_cast<uint16_t*>(base + lt_bytes);
+  auto* xb = reinterpret_cast<uint16_t*>(base + lt_bytes + w_bytes);
+  const void* a_ptr = dequant ? static_cast<const void*>(wb) : static_cast<const void*>(w.data + p.row0 * k * 2);
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  // Plan every piece first: a shape without an algorithm falls back before anything runs.
+  const int64_t piece = std::min(p.n, cap);
+  std::vector<const GemmPlan*> plans;
+  for (int64_t t0 = 0; t0 < p.n; t0 += piece) {
+    const int64_t nt = std::min(piece, p.n - t0);
+    const GemmKey key{device, rows, nt, k, pointer_alignment(a_ptr), pointer_alignment(xb),
+                      pointer_alignment(p.y + t0 * rows), lt_bytes};
+    const GemmPlan& plan = gemm_plan(key);
+    if (!plan.ok) return false;
+    plans.push_back(&plan);
+  }
+  if (dequant) CUDA_CHECK(kernels::dequant_weight_bf16(w, p.row0, rows, wb, stream));
+  const float one = 1.0f, zero = 0.0f;
+  const cublasLtHandle_t h = lt_handle(device);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const int64_t t0 = int64_t(i) * piece, nt = std::min(piece, p.n - t0);
+    CUDA_CHECK(kernels::round_rows_bf16(p.x + t0 * k, xb, nt * k, stream));
+    float* y = p.y + t0 * rows;
+    const GemmPlan& g = *plans[i];
+    CUBLAS_CHECK(cublasLtMatmul(h, g.op, &one, a_ptr, g.a, xb, g.b, &zero, y, g.c, y, g.c, &g.algo, lt_ws, lt_bytes,
+                                stream));
+  }
+  return true;
+}
+
+kernels::LinearPath kernel_path(LinearKernel k) {
+  switch (k) {
+    case LinearKernel::kGemv: return kernels::LinearPath::kGemv;
+    case LinearKernel::kMma: return kernels::LinearPath::kMma;
+    case LinearKernel::kTiled: return kernels::LinearPath::kTiled;
+    default: return kernels::LinearPath::kAuto;
+  }
+}
+
+}  // namespace
+
+size_t linear_gemm_workspace_bytes(int64_t max_weight_elems, int64_t max_x_elems) {
+  return kLinearGemmLtBytes + align_up(size_t(std::max<int64_t>(max_weight_elems, 0)) * 2) +
+         align_up(size_t(std::max<int64_t>(max_x_elems, 0)) * 2);
+}
+
+void linear_gemm_init() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  lt_handle(device);
+}
+
 void linear(const LinearParams& p, cudaStream_t stream) { linear(p, LinearMode::kAuto, stream); }
 
 void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream) {
+  linear(p, mode, stream, LinearWorkspace{}, LinearKernel::kAuto);
+}
+
+void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws,
+            LinearKernel kernel) {
   const int64_t rows = p.num_rows < 0 ? p.w.rows - p.row0 : p.num_rows;
   CUDA_OP_CHECK(p.row0 >= 0 && rows >= 0 && p.row0 + rows <= p.w.rows, "linear: row slice out of range");
   CUDA_OP_CHECK(p.n >= 0, "linear: negative batch");
+  CUDA_OP_CHECK(mode == LinearMode::kAuto || kernel == LinearKernel::kAuto,
+                "linear: a forced kernel needs LinearMode::kAuto");
   kernels::LinearArgs a;
   a.x = p.x;
   a.y = p.y;
@@ -23,6 +205,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream) {
   a.w = to_weight_args(p.w);
   a.row0 = p.row0;
   a.num_rows = rows;
+  a.bf16_x = p.act == Activations::kBF16;
   if (mode == LinearMode::kInvariant) {
     // The gemv kernel's per-row arithmetic does not depend on n (its K split comes from
     // the weight's width; each token's sums run in the same order for any token count),
@@ -42,7 +225,19 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream) {
       return;
     }
     a.path = kernels::LinearPath::kTiled;
+    CUDA_CHECK(kernels::linear(a, stream));
+    return;
   }
+  if (p.n == 0 || rows == 0) return;
+  if (kernel == LinearKernel::kGemm) {
+    CUDA_OP_CHECK(p.act == Activations::kBF16, "linear: the cuBLASLt path is for Activations::kBF16");
+    CUDA_OP_CHECK(linear_gemm(p, a.w, rows, ws, stream),
+                  "linear: the cuBLASLt path cannot take this call (weight format, workspace or shape)");
+    return;
+  }
+  const int64_t min_n = ws.min_n > 0 ? ws.min_n : kLinearGemmMinN;
+  if (kernel == LinearKernel::kAuto && a.bf16_x && p.n >= min_n && linear_gemm(p, a.w, rows, ws, stream)) return;
+  a.path = kernel_path(kernel);
   CUDA_CHECK(kernels::linear(a, stream));
 }
 
