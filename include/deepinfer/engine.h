@@ -46,6 +46,10 @@ struct EngineOptions {
   // over the bus by the gather kernel) or "auto" (device when the history pool still gets
   // every block it asks for, else host). One line on stderr at load says which and why.
   std::string engram_tables = "auto";
+  // What enters every matrix product (the dense linears, the MoE experts): "f32" (the
+  // exact mode, the default) or "bf16" (x rounded to bf16 first, as the reference's bf16
+  // run; on cuda the fast mode: one bf16 MMA per tile, cuBLASLt GEMMs for large batches).
+  std::string activations = "f32";
   // Plan step t+1 while step t runs (the forward on a worker thread; the engine thread
   // plans, detokenizes and returns outputs meanwhile). Outputs are identical either way.
   bool async_scheduling = true;

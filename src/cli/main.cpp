@@ -22,7 +22,7 @@ const char* kUsage =
     "usage: deepinfer <command> [flags]\n"
     "commands:\n"
     "  logits    --model DIR --tokens 1,2,3 [--chunk N | --prefill P] --out FILE [--device cpu|cuda]\n"
-    "            [--engram-tables auto|device|host]\n"
+    "            [--engram-tables auto|device|host] [--activations f32|bf16]\n"
     "            every position's logits as a safetensors file (F32 tensor 'logits' [T, vocab]);\n"
     "            --chunk N feeds N tokens per call, --prefill P feeds P at once then one at a time\n"
     "  generate  [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3 | --input IN.jsonl [--output OUT.jsonl])\n"
@@ -30,7 +30,8 @@ const char* kUsage =
     "             --ignore-eos true --json true] [engine flags: --max-num-seqs --max-num-batched-tokens\n"
     "             --cache-blocks --block-size --swa-replay N --prefix-cache on|off --seed N\n"
     "             --device cpu|cuda --batch-invariant on|off --cuda-graphs on|off\n"
-    "             --complete-within-max-tokens on|off --engram-tables auto|device|host]\n"
+    "             --complete-within-max-tokens on|off --engram-tables auto|device|host\n"
+    "             --activations f32|bf16]\n"
     "            offline batch generation through the scheduler; without --model, the embedded default\n"
     "  chat      [--model DIR] [--thinking on|off] [--system TEXT] [--max-tokens N] [--temperature T]\n"
     "            interactive multi-turn chat with the V4.1 prompt encoding\n"
@@ -67,7 +68,7 @@ std::vector<float> run_feeding(runtime::ModelRunner& model, const std::vector<in
 }
 
 int cmd_logits(int argc, char** argv) {
-  Args a(argc, argv, 2, {"model", "tokens", "chunk", "prefill", "out", "device", "engram-tables"});
+  Args a(argc, argv, 2, {"model", "tokens", "chunk", "prefill", "out", "device", "engram-tables", "activations"});
   DI_CHECK_INPUT(!(a.has("chunk") && a.has("prefill")), "--chunk and --prefill are mutually exclusive");
   auto tokens = parse_id_list(a.require("tokens"), "--tokens");
   const int64_t chunk = a.get_int("chunk", 0, 1, 1 << 30);
@@ -78,6 +79,8 @@ int cmd_logits(int argc, char** argv) {
   ro.device = a.get("device", "cpu");
   ro.engram_tables = a.get("engram-tables", "auto");
   runtime::check_engram_tables(ro.engram_tables, "--engram-tables");
+  ro.activations = a.get("activations", "f32");
+  runtime::parse_activations(ro.activations, "--activations");
   ro.max_num_seqs = 1;
   ro.max_num_batched_tokens = int64_t(tokens.size());
   ro.block_size = 64;

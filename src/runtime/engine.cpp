@@ -93,6 +93,8 @@ class CpuEngine final : public Engine {
     ro.cuda_graphs = o.cuda_graphs;
     runtime::check_engram_tables(o.engram_tables, "engram_tables");
     ro.engram_tables = o.engram_tables;
+    runtime::parse_activations(o.activations, "activations");
+    ro.activations = o.activations;
     {
       const ModelConfig probe = load_model_config((fs::path(o.model_dir) / "config.json").string());
       const int64_t len = o.max_model_len > 0 ? std::min(o.max_model_len, probe.max_position_embeddings)

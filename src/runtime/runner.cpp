@@ -14,7 +14,8 @@ namespace {
 // The CPU oracle: every slot and the whole history pool exist from the start.
 class CpuRunner final : public ModelRunner {
  public:
-  CpuRunner(const std::string& dir, const RunnerOptions& o) : model_(v41::Model::load(dir)) {
+  CpuRunner(const std::string& dir, const RunnerOptions& o)
+      : model_(v41::Model::load(dir, {parse_activations(o.activations, "activations")})) {
     const ModelConfig& c = model_->config();
     num_blocks_ = o.num_blocks > 0 ? o.num_blocks : o.default_blocks;
     DI_CHECK_INPUT(num_blocks_ >= 1, "cache_blocks must be >= 1");
@@ -56,6 +57,11 @@ void check_engram_tables(const std::string& value, const std::string& what) {
                  value, "'");
 }
 
+ops::Activations parse_activations(const std::string& value, const std::string& what) {
+  DI_CHECK_INPUT(value == "f32" || value == "bf16", what, " must be f32 or bf16, got '", value, "'");
+  return value == "bf16" ? ops::Activations::kBF16 : ops::Activations::kF32;
+}
+
 std::vector<std::string> available_devices() {
 #ifdef DEEPINFER_HAVE_CUDA
   return {"cpu", "cuda"};
@@ -67,6 +73,7 @@ std::vector<std::string> available_devices() {
 std::unique_ptr<ModelRunner> create_runner(const std::string& model_dir, const RunnerOptions& o) {
   DI_CHECK_INPUT(o.max_num_seqs >= 1, "max_num_seqs must be >= 1");
   check_engram_tables(o.engram_tables, "engram_tables");
+  parse_activations(o.activations, "activations");
   if (o.device == "cpu") return std::make_unique<CpuRunner>(model_dir, o);
 #ifdef DEEPINFER_HAVE_CUDA
   if (o.device == "cuda") return create_cuda_runner(model_dir, o);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "ops/linear.h"
 
 namespace deepinfer::runtime {
 
@@ -35,6 +36,7 @@ struct RunnerOptions {
   bool cuda_graphs = true;       // CUDA: decode steps as graphs per batch-size bucket
   int64_t max_model_len = 0;     // the longest sequence (sizes the graphs' lists); 0: the model's
   std::string engram_tables = "auto";  // CUDA: "auto", "device" or "host" (v41::EngramTables)
+  std::string activations = "f32";     // "f32" or "bf16" (ops::Activations), both devices
 };
 
 class ModelRunner {
@@ -63,6 +65,10 @@ std::unique_ptr<ModelRunner> create_runner(const std::string& model_dir, const R
 // Checked on every device (the CPU backend reads its tables from the mapped file and
 // ignores the choice), so a typo fails the same way everywhere.
 void check_engram_tables(const std::string& value, const std::string& what);
+
+// Activations as the engine and the CLI spell them: "f32" or "bf16" (ops/linear.h);
+// otherwise InputError "<what> must be f32 or bf16, got '<value>'".
+ops::Activations parse_activations(const std::string& value, const std::string& what);
 
 // The devices this build can run on ("cpu", and "cuda" with DEEPINFER_CUDA).
 std::vector<std::string> available_devices();

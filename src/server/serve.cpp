@@ -33,6 +33,8 @@ const char* const kServeUsage =
     "  --cuda-graphs on|off        cuda: decode steps replay a CUDA graph per batch-size bucket (default on)\n"
     "  --engram-tables auto|device|host  cuda: Engram tables on the GPU or in pinned host memory\n"
     "                              (default auto: on the GPU when the KV pool still gets its blocks)\n"
+    "  --activations f32|bf16      what enters the matrix products: fp32 (default, exact) or bf16\n"
+    "                              (x rounded to bf16 as the reference's bf16 run; the fast GPU mode)\n"
     "  --max-num-seqs N            running sequences per step (default 64)\n"
     "  --max-num-batched-tokens N  token budget of one step (default 2048)\n"
     "  --max-model-len N           context length (default: from the model config)\n"
@@ -114,6 +116,10 @@ ServeOptions parse_serve_flags(int argc, char** argv, int first) {
     else if (name == "engram-tables") {
       runtime::check_engram_tables(value, "--engram-tables");
       o.engine.engram_tables = value;
+    }
+    else if (name == "activations") {
+      runtime::parse_activations(value, "--activations");
+      o.engine.activations = value;
     }
     else if (name == "async-scheduling") {
       DI_CHECK_INPUT(value == "on" || value == "off", "--async-scheduling must be on or off");

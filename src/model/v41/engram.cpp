@@ -66,7 +66,7 @@ std::vector<int64_t> EngramHasher::hash(const std::vector<int64_t>& tokens, int6
 }
 
 void apply_engram(const ModelConfig& cfg, const EngramWeights& w, const int64_t* rows, int64_t row_stride, int64_t n,
-                  float* h) {
+                  float* h, ops::Activations act) {
   const int64_t d = cfg.hidden_size, hc = cfg.hc_mult, hd = cfg.engram_head_dim;
   const int64_t cols = (cfg.engram_max_ngram_size - 1) * cfg.engram_n_heads;
   std::vector<float> e(n * cols * hd);
@@ -77,7 +77,7 @@ void apply_engram(const ModelConfig& cfg, const EngramWeights& w, const int64_t*
       ops::dequant_row(w.table, r, e.data() + (t * cols + c) * hd);
     }
   std::vector<float> kv(n * (hc + 1) * d);
-  ops::cpu::linear({e.data(), kv.data(), n, w.wkv});
+  ops::cpu::linear({e.data(), kv.data(), n, w.wkv, 0, -1, act});
   const float eps = float(cfg.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) {
     const float* key = kv.data() + t * (hc + 1) * d;

@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/v41/engram_layout.h"
 #include "model/v41/weights.h"
+#include "ops/linear.h"
 
 namespace deepinfer::v41 {
 
@@ -33,8 +34,9 @@ class EngramHasher {
   int64_t pad_id_ = 0;
 };
 
-// h [n, hc, dim] += gate * value, from the looked-up rows of one engram layer.
+// h [n, hc, dim] += gate * value, from the looked-up rows of one engram layer. act: the
+// wkv linear's activations (the rows are exact in bf16 already, so only the path changes).
 void apply_engram(const ModelConfig& cfg, const EngramWeights& w, const int64_t* rows /* [n, cols] stride */,
-                  int64_t row_stride, int64_t n, float* h);
+                  int64_t row_stride, int64_t n, float* h, ops::Activations act = ops::Activations::kF32);
 
 }  // namespace deepinfer::v41

@@ -20,6 +20,7 @@
 #include "model/v41/engram.h"
 #include "model/v41/state.h"
 #include "model/v41/weights.h"
+#include "ops/linear.h"
 
 namespace deepinfer::v41 {
 
@@ -30,10 +31,16 @@ struct BatchItem {
   bool all_logits = false;  // true: logits of every position; false: the last only
 };
 
+struct ModelOptions {
+  // What enters every linear and expert matrix product (ops/linear.h): fp32 as
+  // computed, or rounded to bf16 (the reference's bf16 run; --activations bf16).
+  ops::Activations activations = ops::Activations::kF32;
+};
+
 class Model {
  public:
   // Throws InputError on a missing or malformed config, checkpoint or tokenizer.
-  static std::unique_ptr<Model> load(const std::string& dir);
+  static std::unique_ptr<Model> load(const std::string& dir, const ModelOptions& options = {});
 
   const ModelConfig& config() const { return cfg_; }
   // A single-sequence state with a private history pool (oracle API).
@@ -67,6 +74,7 @@ class Model {
   ModelWeights w_;
   std::vector<float> main_inv_freq_, compress_inv_freq_;
   std::unique_ptr<EngramHasher> engram_;  // null without Engram layers
+  ops::Activations act_ = ops::Activations::kF32;
 };
 
 }  // namespace deepinfer::v41

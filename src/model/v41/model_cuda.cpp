@@ -154,6 +154,30 @@ class Uploader {
   size_t total_ = 0;
 };
 
+// The cuBLASLt workspace of --activations bf16 (ops/cuda/cuda_ops.h): room to dequantize
+// the largest FP8 / FP4 weight that goes through linear (experts excluded) and bf16 x for
+// the token budget at the widest input; 0 when no weight can take that path (F32 / F16
+// weights, fp32 scales).
+size_t gemm_workspace_bytes(const ModelWeights& w, int64_t max_tokens) {
+  int64_t wmax = 0, cmax = 0;
+  auto see = [&](const WeightRef& r) {
+    const bool quant = (r.dtype == DType::F8_E4M3 || r.dtype == DType::I8) &&
+                       (r.scale == nullptr || r.scale_dtype == DType::F8_E8M0);
+    if (r.empty() || !(quant || (r.dtype == DType::BF16 && r.scale == nullptr))) return;
+    if (quant) wmax = std::max(wmax, r.rows * r.cols);
+    cmax = std::max(cmax, r.cols);
+  };
+  see(w.head);
+  for (const LayerWeights& h : w.layers) {
+    const AttentionWeights& a = h.attn;
+    for (const WeightRef* r : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b, &a.compressor_wkv, &a.compressor_wgate,
+                               &a.indexer_wk, &a.indexer_wq_b, &a.indexer_weights_proj})
+      see(*r);
+    if (h.has_engram) see(h.engram.wkv);
+  }
+  return cmax == 0 ? 0 : gpu::linear_gemm_workspace_bytes(wmax, max_tokens * cmax);
+}
+
 }  // namespace
 
 struct CudaModel::Impl {
@@ -162,6 +186,9 @@ struct CudaModel::Impl {
   CudaMemoryPlan plan;
   cudaStream_t stream = nullptr;
   gpu::LinearMode mode = gpu::LinearMode::kAuto;
+  ops::Activations act = ops::Activations::kF32;
+  DeviceBuffer gemm_buf;        // bf16 mode: the cuBLASLt path's workspace (plan.gemm)
+  gpu::LinearWorkspace gemm_ws;
 
   DeviceBuffer weights_buf, slot_buf, history_buf, freq_buf;
   // The Engram tables: on the device (engram_dev) or in mapped pinned host memory.
@@ -328,7 +355,7 @@ struct CudaModel::Impl {
       CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * size_t(count), cudaMemcpyDeviceToDevice, stream));
   }
   void linear(const float* x, float* y, int64_t n, const WeightRef& w, int64_t row0 = 0, int64_t rows = -1) {
-    if (launching()) gpu::linear({x, y, n, w, row0, rows}, mode, stream);
+    if (launching()) gpu::linear({x, y, n, w, row0, rows, act}, mode, stream, gemm_ws);
   }
   // kernels::norm_rope_quant on `rows` single-head rows (see smxx_elementwise.cuh).
   void norm_rope_quant(const float* x, float* y, int64_t rows, int64_t dim, bool norm, const float* weight,
@@ -485,6 +512,7 @@ void check_options(const CudaModelOptions& o) {
   DI_CHECK_INPUT(o.num_blocks >= 0 && o.max_blocks >= 1, "num_blocks must be >= 0 and max_blocks >= 1");
   DI_CHECK_INPUT(o.memory_fraction > 0 && o.memory_fraction <= 1, "memory_fraction must be in (0, 1]");
   DI_CHECK_INPUT(o.max_context >= 0, "max_context must be >= 0");
+  DI_CHECK_INPUT(o.gemm_min_tokens >= 0, "gemm_min_tokens must be >= 0");
   int devices = 0;
   const cudaError_t count_err = cudaGetDeviceCount(&devices);
   DI_CHECK_INPUT(count_err == cudaSuccess && devices > 0, "no CUDA device is available (",
@@ -521,6 +549,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   Impl& d = *m->impl_;
   d.opts = o;
   d.mode = o.batch_invariant ? gpu::LinearMode::kInvariant : gpu::LinearMode::kAuto;
+  d.act = o.activations;
   d.cfg = cfg;
   const ModelConfig& c = d.cfg;
   if (!c.engram_layer_ids.empty()) d.engram = EngramHasher::create(c, tokenizer_path);
@@ -562,6 +591,8 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   for (const auto& s : d.sources) min_ratio = min_ratio == 0 ? s.ratio : std::min(min_ratio, s.ratio);
   if (min_ratio > 0) layer_bytes += size_t(n) * size_t(c.max_position_embeddings / min_ratio) * 5;
   d.plan.arena = step_bytes + layer_bytes;
+  // bf16 mode: the large-batch GEMM's workspace (batch-invariant runs never take that path).
+  if (o.activations == ops::Activations::kBF16 && !o.batch_invariant) d.plan.gemm = gemm_workspace_bytes(w, n);
   size_t per_block = 0;
   for (const auto& s : d.sources) per_block += size_t(s.epb * (hd + c.index_head_dim)) * sizeof(float);
 
@@ -625,7 +656,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     // The history pool the tables would leave on the device: step 4's arithmetic on
     // the free memory less the weights, slots and arenas (their chunks' rounding and
     // the small buffers aside).
-    const size_t before_pool = dense + table_bytes + d.plan.slots + d.plan.arena;
+    const size_t before_pool = dense + table_bytes + d.plan.slots + d.plan.arena + d.plan.gemm;
     const size_t left = free_mem > before_pool ? free_mem - before_pool : 0;
     const int64_t wanted = o.num_blocks > 0 ? o.num_blocks : o.max_blocks;
     const int64_t fit_dev = per_block == 0 ? (left > 0 ? wanted : 0)
@@ -701,6 +732,11 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   d.step_arena = std::make_unique<DeviceArena>(step_bytes);
   d.layer_arena = std::make_unique<DeviceArena>(layer_bytes);
   d.stage = std::make_unique<HostStage>(size_t(8) << 20, d.stream);
+  if (d.plan.gemm > 0) {
+    d.gemm_buf = DeviceBuffer(d.plan.gemm);
+    d.gemm_ws = {d.gemm_buf.data(), d.plan.gemm, o.gemm_min_tokens};
+    gpu::linear_gemm_init();  // the cuBLASLt handle exists before any graph capture
+  }
   // Decode graphs: the context they cover, and the rows their padded copy lists use.
   d.max_context = o.max_context > 0 ? o.max_context : c.max_position_embeddings;
   d.table_width = (d.max_context + o.block_size - 1) / o.block_size;
@@ -1652,11 +1688,11 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
                     stream);
   float* shared_out = layer_arena->alloc<float>(n * d);
   if (go)
-    gpu::swiglu_expert({x, n, m.shared.w1, m.shared.w3, m.shared.w2, nullptr, float(c.swiglu_limit), shared_out}, mode,
-                       stream);
+    gpu::swiglu_expert({x, n, m.shared.w1, m.shared.w3, m.shared.w2, nullptr, float(c.swiglu_limit), shared_out, act},
+                       mode, stream);
   void* ws = layer_arena->alloc<uint8_t>(int64_t(gpu::moe_experts_workspace_bytes(n, k, m.table, mode)));
   if (go)
-    gpu::moe_experts({x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out, out},
+    gpu::moe_experts({x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out, out, act},
                      m.table, mode, stream, ws);
 }
 

@@ -1,8 +1,10 @@
 // The DeepSeek-V4.1 text model on the CUDA backend: the CUDA twin of model.cpp. It
 // mirrors the CPU forward op by op with the ops of src/ops/cuda, on device-resident
-// weights and state. Activations are fp32 between ops, as the CPU oracle's (bf16
-// activations come with the speed work); linears accumulate in fp32 on the GPU where
-// the CPU uses double, so logits agree to a tolerance, not bitwise (tests/model_cuda).
+// weights and state. Activations are fp32 between ops, as the CPU oracle's; with
+// CudaModelOptions::activations = kBF16 what enters each matrix product is rounded to
+// bf16 first, as in the CPU model with the same option (ops/linear.h). Linears
+// accumulate in fp32 on the GPU where the CPU uses double, so logits agree to a
+// tolerance, not bitwise (tests/model_cuda).
 //
 // Memory is planned at load (memory_plan()): the weights (uploaded once), the state
 // slots (window rings and compressor pending rows of `max_slots` sequences), an
@@ -63,6 +65,10 @@ struct CudaModelOptions {
   bool cuda_graphs = true;
   int64_t max_context = 0;      // positions a graph step covers (sizes its lists); 0: max_position_embeddings
   EngramTables engram_tables = EngramTables::kAuto;
+  // What enters the matrix products (ops/linear.h; --activations): kBF16 is the fast
+  // mode (one bf16 MMA per tile; cuBLASLt GEMMs for large batches, workspace plan.gemm).
+  ops::Activations activations = ops::Activations::kF32;
+  int64_t gemm_min_tokens = 0;  // > 0: cuBLASLt from this many rows on (tests; 0: the op's threshold)
   int device = 0;
 };
 
@@ -75,6 +81,7 @@ struct CudaBatchItem {
 
 struct CudaMemoryPlan {
   size_t weights = 0, slots = 0, history = 0, arena = 0;  // device bytes
+  size_t gemm = 0;  // the bf16 mode's GEMM workspace (largest dense weight in bf16 + bf16 x); 0 in f32 mode
   int64_t num_blocks = 0;
   size_t free_before = 0, free_after = 0;  // device memory free before weights, after everything
   // The Engram tables (data + scales): inside `weights` when on the device; else in

@@ -17,6 +17,7 @@ class CudaRunner final : public ModelRunner {
     m.num_blocks = o.num_blocks;
     m.max_blocks = std::max<int64_t>(1, o.default_blocks);
     m.batch_invariant = o.batch_invariant;
+    m.activations = parse_activations(o.activations, "activations");
     m.cuda_graphs = o.cuda_graphs;
     m.max_context = o.max_model_len;
     check_engram_tables(o.engram_tables, "engram_tables");
