@@ -837,5 +837,144 @@ TEST(EngramTables, EngineOptionReachesTheModel) {
   EXPECT_THROW(Engine::create(bad), InputError);
 }
 
+
+// ---------------------------------------------------------------------------
+// Activations::kBF16 (CudaModelOptions::activations, --activations bf16): what enters
+// each matrix product is rounded to bf16, on the GPU as in the CPU model with the
+// same option. Products are exact in both; sums differ in order only (fp32 on the GPU,
+// double on the CPU), so the two agree as closely as in the f32 mode, up to the FP8 /
+// FP4 rounding flips described at the top.
+// ---------------------------------------------------------------------------
+
+v41::CudaModelOptions bf16_options(int64_t slots, bool invariant, int64_t gemm_min_tokens) {
+  v41::CudaModelOptions o = options(slots, invariant);
+  o.activations = ops::Activations::kBF16;
+  o.gemm_min_tokens = gemm_min_tokens;
+  return o;
+}
+
+// Three kernel mixes: the default (gemv <= 8 rows, one-MMA tensor-core tiles above; the
+// fixtures' calls stay under the cuBLASLt threshold), cuBLASLt for every linear with
+// more than one row (gemm_min_tokens 2), and the batch-invariant gemv / tiled kernels.
+TEST(CudaModelBf16, FixturesMatchTheCpuInBf16Mode) {
+  for (const char* name : kFixtures) {
+    SCOPED_TRACE(name);
+    const std::string dir = fixture(name);
+    auto cpu = v41::Model::load(dir, {ops::Activations::kBF16});
+    auto cpu_f32 = v41::Model::load(dir);
+    auto ref = SafetensorsFile::open(dir + "/reference.safetensors");
+    const GoldenFeeds f = golden_feeds(*ref->find("tokens"), ref->metadata());
+    const std::pair<const char*, const std::vector<size_t>*> modes[] = {
+        {"full", &f.whole}, {"chunked", &f.chunks}, {"decode", &f.decode}};
+    // The option reaches the CPU model: its bf16 logits differ from its f32 ones.
+    const double cpu_shift = max_abs_diff(feed_cpu(*cpu, f.tokens, f.whole), feed_cpu(*cpu_f32, f.tokens, f.whole));
+    std::printf("[ metric ] %s bf16: max|cpu_bf16 - cpu_f32| %.3g (full)\n", name, cpu_shift);
+    EXPECT_GT(cpu_shift, 0.0);
+    const struct {
+      const char* label;
+      bool inv;
+      int64_t gemm_min;
+    } kinds[] = {{"default", false, 0}, {"gemm", false, 2}, {"invariant", true, 0}};
+    for (const auto& k : kinds) {
+      SCOPED_TRACE(k.label);
+      auto gpu = v41::CudaModel::load(dir, bf16_options(2, k.inv, k.gemm_min));
+      std::printf("[ metric ] %s bf16 %s memory: gemm workspace %zu B\n", name, k.label, gpu->memory_plan().gemm);
+      // Planned when a weight can take the GEMM (the quant fixture: FP8 dense, BF16 head).
+      if (!k.inv) EXPECT_EQ(gpu->memory_plan().gemm > 0, std::string(name) == "v41_tiny_quant");
+      else EXPECT_EQ(gpu->memory_plan().gemm, 0u);
+      for (auto [mode, sizes] : modes) {
+        const auto g = feed(*gpu, 1, f.tokens, *sizes);
+        const auto c = feed_cpu(*cpu, f.tokens, *sizes);
+        const double d_cpu = max_abs_diff(g, c);
+        std::printf("[ metric ] %s bf16 %s %s: max|gpu-cpu| %.3g (cpu f32 vs bf16 %.3g)\n", name, k.label, mode, d_cpu,
+                    cpu_shift);
+        EXPECT_LE(d_cpu, k.inv ? kTolFixture : kTol) << mode;
+      }
+    }
+  }
+}
+
+// Batch invariance holds in bf16 mode (gemv chunks round x on load); the default bf16
+// mode with cuBLASLt for every multi-row linear agrees with the CPU per request.
+TEST(CudaModelBf16, RaggedBatchesInBf16Mode) {
+  for (const char* name : kFixtures) {
+    SCOPED_TRACE(name);
+    auto cpu = v41::Model::load(fixture(name), {ops::Activations::kBF16});
+    for (bool inv : {true, false}) {
+      SCOPED_TRACE(inv ? "invariant" : "gemm");
+      auto gpu = v41::CudaModel::load(fixture(name), bf16_options(12, inv, inv ? 0 : 2));
+      auto reqs = make_reqs(12, gpu->config().vocab_size, 13);
+      auto together = run_together(*gpu, reqs);
+      bool bitwise = false;
+      const auto alone = diffs_vs_alone(*gpu, reqs, together, &bitwise);
+      const auto vs_cpu = diffs_vs_cpu(*cpu, reqs, together);
+      std::printf("[ metric ] %s bf16 %s ragged batch of 12: max|batched-alone| [%s] bitwise %s; max|batched-cpu| [%s]\n",
+                  name, inv ? "invariant" : "gemm", join(alone).c_str(), bitwise ? "yes" : "no", join(vs_cpu).c_str());
+      if (inv) EXPECT_TRUE(bitwise);
+      else expect_mostly_within_noise(alone, "batched vs alone");
+      expect_mostly_within_noise(vs_cpu, "vs cpu");
+    }
+  }
+}
+
+// Decode graphs with cuBLASLt captured in them (every multi-row linear through it):
+// 2 items (bucket 2 = the eager shape; every fifth step 1 item, gemv both ways) replay
+// bitwise; 13 items (bucket 16 vs 13 or 12 eager rows: other GEMM shapes) stay bounded.
+TEST(CudaModelBf16, DecodeGraphsWithCublasLt) {
+  for (const char* name : kFixtures) {
+    SCOPED_TRACE(name);
+    v41::CudaModelOptions o = bf16_options(16, false, 2);
+    o.cuda_graphs = true;
+    auto on = v41::CudaModel::load(fixture(name), o);
+    o.cuda_graphs = false;
+    auto off = v41::CudaModel::load(fixture(name), o);
+    std::vector<std::vector<int64_t>> tables;
+    for (int64_t s = 0; s < 16; ++s) tables.push_back(table_for(s));
+    const int64_t vocab = on->config().vocab_size;
+    for (int64_t count : {2, 13}) {
+      SCOPED_TRACE(count);
+      for (int64_t s = 0; s < 16; ++s) on->reset_slot(s), off->reset_slot(s);
+      const auto before = on->graph_stats();
+      const Compare c = step_both(*on, *off, decode_workload(2, count, 20, vocab, uint32_t(count + 40)), tables);
+      const auto after = on->graph_stats();
+      std::printf("[ metric ] %s bf16 graphs (cuBLASLt), %lld items: %lld steps, %lld replayed, worst |diff| vs eager %.3g\n",
+                  name, (long long)count, (long long)c.steps, (long long)(after.replays - before.replays), c.worst);
+      EXPECT_GE(after.replays - before.replays, 20);
+      EXPECT_EQ(after.fallbacks, 0);
+      if (count == 2) EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+      else EXPECT_LE(c.worst, 2.0);
+    }
+  }
+}
+
+TEST(CudaModelBf16, EngineOptionReachesTheModel) {
+  // Greedy tokens of the cuda engine in bf16 mode (batch-invariant: gemv, rounding on
+  // load) are the cpu engine's in bf16 mode; a bad value is an InputError.
+  std::vector<int64_t> toks[2];
+  for (int d = 0; d < 2; ++d) {
+    EngineOptions o;
+    o.model_dir = fixture("v41_tiny_quant");
+    o.device = d ? "cuda" : "cpu";
+    o.max_num_seqs = 2;
+    o.batch_invariant = true;
+    o.activations = "bf16";
+    auto e = Engine::create(o);
+    GenerateRequest r;
+    r.request_id = "r";
+    r.prompt_ids = {5, 6, 7, 8, 9};
+    r.params.temperature = 0;
+    r.params.max_tokens = 6;
+    r.params.ignore_eos = true;
+    toks[d] = run_all(*e, {r})["r"];
+  }
+  EXPECT_EQ(toks[0].size(), 6u);
+  EXPECT_EQ(toks[0], toks[1]);
+  EngineOptions bad;
+  bad.model_dir = fixture("v41_tiny_quant");
+  bad.device = "cuda";
+  bad.activations = "fp16";
+  EXPECT_THROW(Engine::create(bad), InputError);
+}
+
 }  // namespace
 }  // namespace deepinfer

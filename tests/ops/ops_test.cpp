@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <utility>
 #include <vector>
 
+#include "common/numeric.h"
 #include "ops/attention.h"
 #include "ops/hyper_connection.h"
 #include "ops/indexer.h"
+#include "ops/linear.h"
 #include "ops/moe.h"
 #include "ops/rope.h"
 
@@ -189,6 +192,64 @@ TEST(MoeExperts, Bf16ActivationsRoundXAndScaledSwiglu) {
   const double g = 1.0 + 1.0 / 1024.0, h = 0.5 * g / (1.0 + std::exp(-g)) * g;
   EXPECT_NEAR(y[0], h, 1e-6);
   EXPECT_NE(y[0], 0.365234375f);
+}
+
+// Activations::kBF16 (ops/linear.h): x is rounded to bf16 (nearest even) before the
+// products; the CPU oracle then sums exactly as in f32 mode. Reference: a double sum
+// over round_to_bf16(x) and the dequantized weight, in the oracle's order (bitwise).
+TEST(Linear, Bf16ActivationsRoundXFirst) {
+  // round_to_bf16: ties to even, carries into the exponent, inf / NaN unchanged.
+  EXPECT_EQ(ops::round_to_bf16(1.0f + 1.0f / 256), 1.0f);                  // tie, even below
+  EXPECT_EQ(ops::round_to_bf16(1.0f + 3.0f / 256), 1.0f + 4.0f / 256);     // tie, even above
+  EXPECT_EQ(ops::round_to_bf16(1.0f + 1.5f / 256), 1.0f + 2.0f / 256);     // above the tie
+  EXPECT_EQ(ops::round_to_bf16(-(1.0f + 1.0f / 256)), -1.0f);
+  EXPECT_EQ(ops::round_to_bf16(2.0f - 1.0f / 512), 2.0f);                  // carry into the exponent
+  EXPECT_TRUE(std::isinf(ops::round_to_bf16(INFINITY)));
+  EXPECT_TRUE(std::isnan(ops::round_to_bf16(NAN)));
+  EXPECT_TRUE(std::isinf(ops::round_to_bf16(3.4028235e38f)));              // above bf16's largest finite
+  for (float v : {0.1f, -3.3f, 1e-30f, 7.0e5f}) EXPECT_EQ(ops::round_to_bf16(v), round_bf16(v)) << v;
+
+  // FP8 e4m3 with 32x32 e8m0 blocks (the released dense format), 40 x 96, n = 5.
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const int64_t rows = 40, cols = 96, n = 5;
+  std::vector<uint8_t> w(rows * cols), sc(2 * 3);
+  for (auto& b : w) {
+    do b = uint8_t(byte(rng));
+    while ((b & 0x7f) == 0x7f);  // no NaN codes
+  }
+  for (auto& b : sc) b = uint8_t(120 + byte(rng) % 8);
+  ops::WeightRef ref;
+  ref.dtype = DType::F8_E4M3;
+  ref.data = w.data();
+  ref.rows = rows;
+  ref.cols = cols;
+  ref.scale = sc.data();
+  ref.scale_cols = 3;
+  ref.block_rows = ref.block_cols = 32;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n * cols);
+  for (auto& v : x) v = nd(rng);
+  std::vector<float> y_bf16(n * rows), y_f32(n * rows);
+  ops::cpu::linear({x.data(), y_bf16.data(), n, ref, 0, -1, ops::Activations::kBF16});
+  ops::cpu::linear({x.data(), y_f32.data(), n, ref, 0, -1, ops::Activations::kF32});
+  std::vector<float> wr(cols);
+  double max_shift = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    ops::dequant_row(ref, r, wr.data());
+    for (int64_t t = 0; t < n; ++t) {
+      double acc = 0;
+      for (int64_t i = 0; i < cols; ++i) acc += double(ops::round_to_bf16(x[t * cols + i])) * double(wr[i]);
+      EXPECT_EQ(y_bf16[t * rows + r], float(acc)) << r << "," << t;
+      max_shift = std::max(max_shift, std::fabs(double(y_bf16[t * rows + r]) - double(y_f32[t * rows + r])));
+    }
+  }
+  EXPECT_GT(max_shift, 0.0);  // the rounding happened
+  // x is not modified, and a row slice rounds the same way.
+  std::vector<float> y_slice(n * 8);
+  ops::cpu::linear({x.data(), y_slice.data(), n, ref, 16, 8, ops::Activations::kBF16});
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t r = 0; r < 8; ++r) EXPECT_EQ(y_slice[t * 8 + r], y_bf16[t * rows + 16 + r]);
 }
 
 }  // namespace

@@ -1,0 +1,117 @@
+// --activations f32|bf16 (generate, serve, logits; EngineOptions::activations): a bad
+// value is one error line naming the flag on every command; bf16 reaches the CPU model
+// (its logits move by bf16-rounding amounts and stay close to the f32 ones).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/check.h"
+#include "deepinfer/engine.h"
+#include "io/safetensors.h"
+#include "runtime/runner.h"
+
+namespace deepinfer {
+namespace {
+
+const std::string kModel = std::string(DEEPINFER_FIXTURES) + "/v41_tiny_quant";
+
+struct RunResult {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+RunResult run(const std::string& args) {
+  const std::string cmd = std::string(DEEPINFER_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST(ActivationsFlag, ParseAcceptsF32AndBf16Only) {
+  EXPECT_EQ(runtime::parse_activations("f32", "--activations"), ops::Activations::kF32);
+  EXPECT_EQ(runtime::parse_activations("bf16", "--activations"), ops::Activations::kBF16);
+  for (const char* v : {"", "BF16", "fp32", "fp16", "bf16 "}) {
+    SCOPED_TRACE(v);
+    try {
+      runtime::parse_activations(v, "--activations");
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("--activations must be f32 or bf16, got '") + v + "'");
+    }
+  }
+}
+
+TEST(ActivationsFlag, BadValuesFailWithOneLine) {
+  const std::string out = ::testing::TempDir() + "/act_flag.safetensors";
+  for (const std::string& args :
+       {"logits --model " + kModel + " --tokens 1,2 --activations fp16 --out " + out,
+        "generate --model " + kModel + " --prompt-ids 5,6 --max-tokens 1 --activations fp16",
+        "serve --model " + kModel + " --port 0 --activations fp16"}) {
+    SCOPED_TRACE(args);
+    const RunResult r = run(args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.output.find("deepinfer: error: --activations must be f32 or bf16, got 'fp16'"), std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "one line: " << r.output;
+  }
+}
+
+std::vector<float> logits_of(const std::string& path) {
+  auto f = SafetensorsFile::open(path);
+  const TensorView* t = f->find("logits");
+  EXPECT_NE(t, nullptr);
+  std::vector<float> v(t ? t->numel() : 0);
+  if (t) std::memcpy(v.data(), t->data, v.size() * 4);
+  return v;
+}
+
+// logits --activations bf16 on the CPU: different bits from f32 (x was rounded), within
+// bf16-rounding distance; generate and the default (f32) run.
+TEST(ActivationsFlag, Bf16ReachesTheCpuModel) {
+  const std::string a = ::testing::TempDir() + "/act_f32.safetensors",
+                    b = ::testing::TempDir() + "/act_bf16.safetensors";
+  const std::string common = "logits --model " + kModel + " --tokens 5,6,7,8,9,10 --device cpu";
+  RunResult r = run(common + " --out " + a);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(common + " --activations bf16 --out " + b);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto f = logits_of(a), g = logits_of(b);
+  ASSERT_EQ(f.size(), g.size());
+  ASSERT_FALSE(f.empty());
+  double diff = 0, sum = 0, ss = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    const double d = std::fabs(double(f[i]) - double(g[i]));
+    diff = std::max(diff, d), sum += d, ss += double(f[i]) * f[i];
+  }
+  const double rms = std::sqrt(ss / double(f.size())), mean = sum / double(f.size());
+  std::printf("[ metric ] logits bf16 vs f32 (cpu): max|diff| %.3g mean|diff| %.3g rms %.3g\n", diff, mean, rms);
+  EXPECT_GT(diff, 0.0);
+  EXPECT_LT(mean, 0.05 * rms);  // a perturbation, not another model
+  r = run("generate --model " + kModel + " --prompt-ids 5,6 --max-tokens 2 --activations bf16");
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST(ActivationsFlag, EngineOptionsAreChecked) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  o.activations = "half";
+  try {
+    Engine::create(o);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("activations must be f32 or bf16, got 'half'"), std::string::npos) << e.what();
+  }
+  o.activations = "bf16";
+  EXPECT_NO_THROW(Engine::create(o));
+}
+
+}  // namespace
+}  // namespace deepinfer

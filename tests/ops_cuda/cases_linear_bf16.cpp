@@ -1,0 +1,229 @@
+// linear under Activations::kBF16 (x rounded to bf16 first, ops/linear.h) on every
+// kernel path against the CPU oracle with the same rounding: gemv and tiled (round on
+// load), mma (one bf16 MMA per tile), and the cuBLASLt GEMM (x -> bf16 scratch, the
+// weight dequantized into the workspace, bf16 x bf16 -> fp32), the latter at several
+// shapes with odd sizes (n not a multiple of 8, rows / cols off the tiles), in token
+// pieces (a workspace smaller than x), on a row slice, twice in a row (bitwise: the
+// cached algorithm is deterministic), and inside a captured CUDA graph.
+//
+// Products are exact in every path (bf16 x times a weight exact in bf16), so only the
+// fp32 summation order differs from the oracle's double sums: the "linear" tolerance
+// (3e-5 of the output RMS) for the hand-written kernels, which promote their tensor-core
+// sums per K step; "linear_gemm" for cuBLASLt, whose tensor-core accumulator is not
+// promoted (linear's mma path measured 6.4e-5 at K = 5120 before it promoted).
+#include <gtest/gtest.h>
+
+#include "harness.h"
+#include "kernels/cuda/smxx_linear.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/weight_args.h"
+#include "ops/linear.h"
+
+namespace deepinfer::testing_cuda {
+
+namespace {
+
+namespace gpu = ops::cuda;
+
+const char* path_name(kernels::LinearPath p) {
+  switch (p) {
+    case kernels::LinearPath::kGemv: return "gemv";
+    case kernels::LinearPath::kMma: return "mma";
+    case kernels::LinearPath::kTiled: return "tiled";
+    default: return "auto";
+  }
+}
+
+// x with values that bf16 rounding changes (and a few exact ties), so a path that
+// skipped the rounding would differ from the oracle by ~1e-3 of the RMS.
+std::vector<float> rough_x(Rng& rng, int64_t count) {
+  std::vector<float> x = randn(rng, size_t(count));
+  for (size_t i = 0; i < x.size(); i += 97) x[i] = 1.0f + 1.0f / 256.0f;  // a tie: rounds to even (1.0)
+  return x;
+}
+
+std::vector<float> cpu_bf16(const std::vector<float>& x, const TestWeight& w, int64_t n, int64_t row0, int64_t num_rows) {
+  const int64_t out_rows = num_rows < 0 ? w.rows - row0 : num_rows;
+  std::vector<float> y(size_t(n * out_rows));
+  ops::cpu::linear({x.data(), y.data(), n, w.ref(false), row0, num_rows, ops::Activations::kBF16});
+  return y;
+}
+
+// A kernel path forced through kernels::linear with bf16_x.
+OpCase path_case(kernels::LinearPath path, WKind kind, int64_t n, int64_t rows, int64_t cols) {
+  const std::string name = std::string("linear_bf16_") + path_name(path) + "_" + wkind_name(kind) + "_n" +
+                           std::to_string(n) + "_" + std::to_string(rows) + "x" + std::to_string(cols);
+  return {name, "linear", [=](Rng& rng) {
+            const auto w = random_weight(rng, kind, rows, cols, 0.05f);
+            const auto x = rough_x(rng, n * cols);
+            const auto y = cpu_bf16(x, *w, n, 0, -1);
+            Dev<float> dx(x), dy(size_t(n * rows));
+            kernels::LinearArgs a;
+            a.x = dx.get();
+            a.y = dy.get();
+            a.n = n;
+            a.w = ops::cuda::to_weight_args(w->ref(true));
+            a.num_rows = rows;
+            a.path = path;
+            a.bf16_x = true;
+            check_cuda(kernels::linear(a, nullptr), name.c_str());
+            return Outputs{{{"y", y, dy.host()}}, {}};
+          }};
+}
+
+// Through the op (ops::cuda::linear) with a workspace: kAuto (whatever it picks for n)
+// or forced onto the cuBLASLt GEMM. ws_tokens > 0: a workspace with room for the
+// weight and only that many tokens of x (the GEMM runs in pieces).
+OpCase op_case(gpu::LinearKernel kernel, WKind kind, int64_t n, int64_t rows, int64_t cols, int64_t row0 = 0,
+               int64_t num_rows = -1, int64_t ws_tokens = 0) {
+  const bool gemm = kernel == gpu::LinearKernel::kGemm;
+  std::string name = std::string("linear_bf16_") + (gemm ? "gemm_" : "auto_") + wkind_name(kind) + "_n" +
+                     std::to_string(n) + "_" + std::to_string(rows) + "x" + std::to_string(cols);
+  if (row0 > 0) name += "_slice";
+  if (ws_tokens > 0) name += "_pieces" + std::to_string(ws_tokens);
+  // kAuto takes cuBLASLt from kLinearGemmMinN rows for the weights it can take.
+  const bool via_lt = gemm || (n >= gpu::kLinearGemmMinN && kind != WKind::kFp8F32Scale);
+  return {name, via_lt ? "linear_gemm" : "linear", [=](Rng& rng) {
+            const auto w = random_weight(rng, kind, rows, cols, 0.05f);
+            const auto x = rough_x(rng, n * cols);
+            const int64_t out_rows = num_rows < 0 ? rows - row0 : num_rows;
+            const auto y = cpu_bf16(x, *w, n, row0, num_rows);
+            const size_t bytes = gpu::linear_gemm_workspace_bytes(out_rows * cols, (ws_tokens > 0 ? ws_tokens : n) * cols);
+            Dev<uint8_t> ws(bytes);
+            Dev<float> dx(x), dy(size_t(n * out_rows));
+            gpu::linear({dx.get(), dy.get(), n, w->ref(true), row0, num_rows, ops::Activations::kBF16},
+                        gpu::LinearMode::kAuto, nullptr, {ws.get(), bytes}, kernel);
+            return Outputs{{{"y", y, dy.host()}}, {}};
+          }};
+}
+
+// The GEMM twice on the same inputs: bitwise the same (one cached algorithm per shape,
+// no in-place split-K reduction). cpu = first call, gpu = second.
+OpCase repeat_case(WKind kind, int64_t n, int64_t rows, int64_t cols) {
+  const std::string name = std::string("linear_bf16_gemm_repeat_") + wkind_name(kind) + "_n" + std::to_string(n) + "_" +
+                           std::to_string(rows) + "x" + std::to_string(cols);
+  return {name, "linear_repeat", [=](Rng& rng) {
+            const auto w = random_weight(rng, kind, rows, cols, 0.05f);
+            const auto x = rough_x(rng, n * cols);
+            const size_t bytes = gpu::linear_gemm_workspace_bytes(rows * cols, n * cols);
+            Dev<uint8_t> ws(bytes);
+            Dev<float> dx(x), dy1(size_t(n * rows)), dy2(size_t(n * rows));
+            for (float* y : {dy1.get(), dy2.get()})
+              gpu::linear({dx.get(), y, n, w->ref(true), 0, -1, ops::Activations::kBF16}, gpu::LinearMode::kAuto,
+                          nullptr, {ws.get(), bytes}, gpu::LinearKernel::kGemm);
+            return Outputs{{{"y", dy1.host(), dy2.host()}}, {}};
+          }};
+}
+
+// The op captured into a CUDA graph on a shape no other case uses (the heuristic is
+// queried during the capture), replayed twice, against the CPU.
+OpCase graph_case(gpu::LinearKernel kernel, WKind kind, int64_t n, int64_t rows, int64_t cols) {
+  const std::string name = std::string("linear_bf16_graph_") +
+                           (kernel == gpu::LinearKernel::kGemm ? "gemm_" : "auto_") + wkind_name(kind) + "_n" +
+                           std::to_string(n) + "_" + std::to_string(rows) + "x" + std::to_string(cols);
+  return {name, kernel == gpu::LinearKernel::kGemm ? "linear_gemm" : "linear", [=](Rng& rng) {
+            const auto w = random_weight(rng, kind, rows, cols, 0.05f);
+            const auto x = rough_x(rng, n * cols);
+            const auto y = cpu_bf16(x, *w, n, 0, -1);
+            const size_t bytes = gpu::linear_gemm_workspace_bytes(rows * cols, n * cols);
+            Dev<uint8_t> ws(bytes);
+            Dev<float> dx(x), dy(size_t(n * rows));
+            cudaStream_t s = nullptr;
+            check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+            cudaGraph_t g = nullptr;
+            cudaGraphExec_t e = nullptr;
+            check_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+            try {
+              gpu::linear({dx.get(), dy.get(), n, w->ref(true), 0, -1, ops::Activations::kBF16}, gpu::LinearMode::kAuto,
+                          s, {ws.get(), bytes}, kernel);
+            } catch (...) {
+              cudaStreamEndCapture(s, &g);
+              if (g) cudaGraphDestroy(g);
+              cudaStreamDestroy(s);
+              throw;
+            }
+            check_cuda(cudaStreamEndCapture(s, &g), "end capture");
+            check_cuda(cudaGraphInstantiate(&e, g, 0), "instantiate");
+            check_cuda(cudaMemsetAsync(dy.get(), 0xff, size_t(n * rows) * 4, s), "poison");
+            check_cuda(cudaGraphLaunch(e, s), "launch");
+            check_cuda(cudaGraphLaunch(e, s), "launch");
+            check_cuda(cudaStreamSynchronize(s), "sync");
+            cudaGraphExecDestroy(e);
+            cudaGraphDestroy(g);
+            cudaStreamDestroy(s);
+            return Outputs{{{"y", y, dy.host()}}, {}};
+          }};
+}
+
+}  // namespace
+
+std::vector<OpCase> linear_bf16_cases() {
+  using P = kernels::LinearPath;
+  using K = gpu::LinearKernel;
+  std::vector<OpCase> c;
+  // Hand-written kernels, each format they take.
+  for (int64_t n : {1, 5, 8}) c.push_back(path_case(P::kGemv, WKind::kFp8E8m0, n, 200, 1280));
+  c.push_back(path_case(P::kGemv, WKind::kFp4E8m0, 3, 200, 1280));
+  c.push_back(path_case(P::kGemv, WKind::kBF16, 2, 200, 1280));
+  c.push_back(path_case(P::kGemv, WKind::kFp8F32Scale, 4, 200, 1280));
+  for (int64_t n : {9, 64, 100}) c.push_back(path_case(P::kMma, WKind::kFp8E8m0, n, 200, 1280));
+  c.push_back(path_case(P::kMma, WKind::kFp4E8m0, 37, 200, 1280));
+  c.push_back(path_case(P::kMma, WKind::kBF16, 70, 200, 1280));
+  c.push_back(path_case(P::kTiled, WKind::kFp8E8m0, 3, 200, 1280));
+  c.push_back(path_case(P::kTiled, WKind::kF32, 70, 33, 7));
+  c.push_back(path_case(P::kTiled, WKind::kF16, 20, 70, 100));
+  // The op's own choice: gemv, mma, then (n >= kLinearGemmMinN) cuBLASLt.
+  for (int64_t n : {1, 8, 64, 130, 300}) c.push_back(op_case(K::kAuto, WKind::kFp8E8m0, n, 256, 1280));
+  c.push_back(op_case(K::kAuto, WKind::kFp8F32Scale, 200, 256, 1280));  // fp32 scales: not the GEMM's
+  // cuBLASLt: FP8 (32x32 blocks), FP4 (1x32), BF16 in place; odd n, rows, cols.
+  for (int64_t n : {8, 37, 129, 256}) c.push_back(op_case(K::kGemm, WKind::kFp8E8m0, n, 256, 1280));
+  c.push_back(op_case(K::kGemm, WKind::kFp8E8m0, 61, 200, 1280));
+  c.push_back(op_case(K::kGemm, WKind::kFp8E8m0, 19, 1280, 5120));
+  c.push_back(op_case(K::kGemm, WKind::kFp8E8m0, 45, 100, 99));  // odd cols: the scalar dequant, lda 99
+  c.push_back(op_case(K::kGemm, WKind::kFp4E8m0, 129, 300, 512));
+  c.push_back(op_case(K::kGemm, WKind::kFp4E8m0, 33, 70, 104));
+  c.push_back(op_case(K::kGemm, WKind::kBF16, 77, 200, 1280));
+  c.push_back(op_case(K::kGemm, WKind::kBF16, 13, 70, 100));
+  c.push_back(op_case(K::kGemm, WKind::kFp8E8m0, 150, 256, 512, 96, 64));    // a row slice (wo_a's groups)
+  c.push_back(op_case(K::kGemm, WKind::kFp8E8m0, 130, 256, 512, 0, -1, 50));  // x in pieces of 50 tokens
+  c.push_back(op_case(K::kGemm, WKind::kFp4E8m0, 100, 130, 256, 0, -1, 33));
+  c.push_back(repeat_case(WKind::kFp8E8m0, 300, 512, 2048));
+  c.push_back(repeat_case(WKind::kBF16, 64, 1000, 512));
+  c.push_back(graph_case(K::kGemm, WKind::kFp8E8m0, 140, 320, 768));
+  c.push_back(graph_case(K::kGemm, WKind::kFp4E8m0, 21, 96, 640));
+  c.push_back(graph_case(K::kAuto, WKind::kFp8E8m0, 40, 320, 768));  // mma, one MMA per tile
+  return c;
+}
+
+// The forced GEMM refuses what it cannot take, with an error (not a silent fallback).
+TEST(LinearBf16, ForcedGemmRejectsWhatItCannotTake) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  Rng rng(5);
+  const int64_t n = 16, rows = 64, cols = 256;
+  const auto fp8 = random_weight(rng, WKind::kFp8E8m0, rows, cols, 0.05f);
+  const auto fp8_f32s = random_weight(rng, WKind::kFp8F32Scale, rows, cols, 0.05f);
+  Dev<float> dx(randn(rng, size_t(n * cols))), dy(size_t(n * rows));
+  const size_t bytes = gpu::linear_gemm_workspace_bytes(rows * cols, n * cols);
+  Dev<uint8_t> ws(bytes);
+  auto run = [&](const TestWeight& w, ops::Activations act, gpu::LinearWorkspace lw) {
+    gpu::linear({dx.get(), dy.get(), n, w.ref(true), 0, -1, act}, gpu::LinearMode::kAuto, nullptr, lw,
+                gpu::LinearKernel::kGemm);
+  };
+  EXPECT_THROW(run(*fp8, ops::Activations::kF32, {ws.get(), bytes}), std::runtime_error);       // f32 activations
+  EXPECT_THROW(run(*fp8_f32s, ops::Activations::kBF16, {ws.get(), bytes}), std::runtime_error);  // fp32 scales
+  EXPECT_THROW(run(*fp8, ops::Activations::kBF16, {}), std::runtime_error);                      // no workspace
+  EXPECT_THROW(run(*fp8, ops::Activations::kBF16, {ws.get(), size_t(1) << 20}), std::runtime_error);  // too small
+  EXPECT_NO_THROW(run(*fp8, ops::Activations::kBF16, {ws.get(), bytes}));
+  // kInvariant with a forced kernel is a contradiction.
+  EXPECT_THROW(gpu::linear({dx.get(), dy.get(), n, fp8->ref(true), 0, -1, ops::Activations::kBF16},
+                           gpu::LinearMode::kInvariant, nullptr, {ws.get(), bytes}, gpu::LinearKernel::kMma),
+               std::runtime_error);
+  // Without a workspace kAuto falls back to the hand-written kernels at any n.
+  Dev<float> dx2(randn(rng, size_t(300 * cols))), dy2(size_t(300 * rows));
+  EXPECT_NO_THROW(gpu::linear({dx2.get(), dy2.get(), 300, fp8->ref(true), 0, -1, ops::Activations::kBF16},
+                              gpu::LinearMode::kAuto, nullptr, {}, gpu::LinearKernel::kAuto));
+  check_cuda(cudaDeviceSynchronize(), "sync");
+}
+
+}  // namespace deepinfer::testing_cuda
