@@ -3,7 +3,9 @@
 # project's dependencies) and packs them for the GPU machine, whose image has the
 # CUDA driver and toolkit but not the engine's other dependencies:
 #   - static cudart, libstdc++ and libgcc, so only glibc and the driver are needed;
-#   - libutf8proc / libpcre2-8 copied next to the binaries.
+#   - libutf8proc / libpcre2-8 copied next to the binaries;
+#   - cuBLASLt NOT packed (541 MB, over the 64 MiB carry limit): scripts/gpu_run.sh puts
+#     the GPU machine's own copy on LD_LIBRARY_PATH (scripts/cublaslt_dir.sh).
 # Output: .gpubin/gpubin.tar.xz (ignore .gpubin via .git/info/exclude), run there by
 # scripts/gpu_run.sh.   Env: BUILD (default build-gpu), JOBS (default 2).
 set -euo pipefail

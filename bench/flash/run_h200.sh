@@ -9,6 +9,9 @@ cd "$(dirname "$0")/../.."
 LOG="${1:-/tmp/flash_logs}"; shift || true
 mkdir -p "$LOG"
 export LD_LIBRARY_PATH="$PWD/.gpubin-flash/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuBLASLt is linked dynamically and not packed (bench/flash/pack.sh): the device image's copy.
+LT_DIR="$(scripts/cublaslt_dir.sh)"
+[ -n "$LT_DIR" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$LT_DIR"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv;
   cat .gpubin-flash/commit.txt; } 2>&1 | tee "$LOG/machine.txt"
 echo "== layers $(date +%T)"

@@ -10,6 +10,8 @@ parsed by bench/flash/report.py.
   gate+up as one [E, 5120, 4608] grouped GEMM, down as [E, 2304, 5120].
 - top-k: torch.topk(scores [n, K], k), k = 512 and 2048 (--topk-only: these alone).
 - copy bandwidth and the bf16 / fp8 GEMM peaks, measured once.
+- linear modes (`--linear-only` runs just these and the ceilings): bf16 torch.mm on
+  dequantized weights and _scaled_mm at flash_layers --ops-linear's shapes and n.
 Timing: CUDA events, median over repeats after warm-up; weights rotated over copies
 larger than L2 where they are smaller than it.
 """
@@ -67,7 +69,63 @@ def splitmix_picks(T, E, k, seed):
     return counts
 
 
+LINEAR_SHAPES = [("wq_a", 1280, 5120, "fp8"), ("wq_b", 32768, 1280, "fp8"), ("wo_b", 5120, 8192, "fp8"),
+                 ("shared_w1", 2304, 5120, "fp8"), ("head", 129280, 5120, "bf16")]
+LINEAR_NS = [1, 8, 64, 256, 1024, 4096, 8192]
+
+
+def linear_modes():
+    """The baselines of flash_layers' linear modes (--ops-linear), same shapes and n:
+    bf16 torch.mm on the weight already dequantized to bf16 (bf16 x, bf16 out: what the
+    reference's bf16 run does), and torch._scaled_mm (fp8 x fp8, per-tensor scales,
+    bf16 out) for the FP8 weights. Lines "torch linear_mm|linear_scaled_mm ..."."""
+    one = torch.ones((), device=dev)
+    for name, rows, cols, fmt in LINEAR_SHAPES:
+        copies = max(2, int(256e6 // (rows * cols * 2)) + 1)
+        ws = [torch.randn(rows, cols, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        w8 = [w.to(torch.float8_e4m3fn) for w in ws] if fmt == "fp8" else None
+        for n in LINEAR_NS:
+            flop = 2 * n * rows * cols
+            inner = 20 if flop < 2e11 else 3
+            x = torch.randn(n, cols, device=dev, dtype=torch.bfloat16)
+            ms = bench(lambda i: torch.mm(x, ws[i % copies].t()), inner=inner)
+            print(f"torch linear_mm name={name} n={n} rows={rows} cols={cols} ms={ms:.5f} "
+                  f"tflops={flop / ms / 1e9:.2f}")
+            if w8 is not None:
+                m = max(n, 16)
+                x8 = torch.randn(m, cols, device=dev).to(torch.float8_e4m3fn)
+                ms = bench(lambda i: torch._scaled_mm(x8, w8[i % copies].t(), one, one, out_dtype=torch.bfloat16),
+                           inner=inner)
+                print(f"torch linear_scaled_mm name={name} n={n} rows={rows} cols={cols} ms={ms:.5f} "
+                      f"tflops={flop / ms / 1e9:.2f}")
+            sys.stdout.flush()
+        del ws, w8
+        torch.cuda.empty_cache()
+
+
+def ceilings():
+    buf = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(buf)
+    ms = bench(lambda i: dst.copy_(buf), inner=3)
+    print(f"torch copy_GBps={2 * buf.numel() / ms / 1e6:.1f}")
+    del buf, dst
+    a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+    ms = bench(lambda i: a @ b, inner=3)
+    print(f"torch bf16_gemm_TFLOPs={2 * 8192**3 / ms / 1e9:.1f}")
+    a8 = a.to(torch.float8_e4m3fn)
+    b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()
+    one = torch.ones((), device=dev)
+    ms = bench(lambda i: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16), inner=3)
+    print(f"torch fp8_gemm_TFLOPs={2 * 8192**3 / ms / 1e9:.1f}")
+    sys.stdout.flush()
+
+
 def main():
+    if "--linear-only" in sys.argv:  # ceilings + linear_modes (flash_layers --ops-linear's baselines)
+        ceilings()
+        linear_modes()
+        return
     batches = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "1,8,32,128,256").split(",")]
     ns = batches + [4096]
     moe_only = len(sys.argv) > 2 and sys.argv[2] == "moe"  # just the grouped_mm lines
@@ -114,6 +172,7 @@ def ceilings_linears():
         del ws
         sys.stdout.flush()
 
+    linear_modes()
 
 
 def grouped(ns):
