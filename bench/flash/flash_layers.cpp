@@ -606,7 +606,7 @@ float time_adaptive(EvTimer& tm, F&& f) {
 
 // The dense linears in both activation modes (ops/linear.h), issue 8's "FP8 GEMM vs
 // torch._scaled_mm" and the bf16 fast mode: per shape and n, the f32 mode (kAuto), the
-// bf16 mode (kAuto: gemv <= 8, mma below kLinearGemmMinN, cuBLASLt from it), and the bf16
+// bf16 mode (kAuto: gemv, one-MMA tiles, cuBLASLt from linear_gemm_min_n), and the bf16
 // mode forced onto mma (one MMA per tile) and onto the cuBLASLt GEMM (dequant + cast +
 // matmul), for the threshold; gemm_bf16w: the cuBLASLt matmul alone on a weight already
 // in bf16 (what torch.mm on a dequantized weight does). Lines "op linear act=... path=...".
@@ -632,7 +632,7 @@ void run_linear_modes(HostPool& hp) {
   void* wsp;
   CK(cudaMalloc(&wsp, ws_bytes));
   const gpu::LinearWorkspace ws{wsp, ws_bytes};
-  std::printf("op linear_setup gemm_min_n=%lld workspace_MB=%.0f\n", (long long)gpu::kLinearGemmMinN, ws_bytes / 1e6);
+  std::printf("op linear_setup workspace_MB=%.0f\n", ws_bytes / 1e6);
   for (const Shape& s : shapes) {
     const size_t wbytes = size_t(s.rows * s.cols) * (s.is_bf16 ? 2 : 1);
     const int copies = int(std::max<int64_t>(2, int64_t((int64_t(256) << 20) / int64_t(wbytes)) + 1));
@@ -671,9 +671,10 @@ void run_linear_modes(HostPool& hp) {
           gpu::linear({x, y, n, w, 0, -1, r.a}, gpu::LinearMode::kAuto, st, ws, r.k);
         });
         const double tflops = 2.0 * double(n) * double(s.rows) * double(s.cols) / (ms * 1e-3) / 1e12;
-        std::printf("op linear act=%s path=%s name=%s fmt=%s n=%lld rows=%lld cols=%lld ms=%.5f tflops=%.2f\n", r.act,
-                    r.path, s.name, s.is_bf16 ? "bf16" : "fp8", (long long)n, (long long)s.rows, (long long)s.cols, ms,
-                    tflops);
+        std::printf("op linear act=%s path=%s name=%s fmt=%s n=%lld rows=%lld cols=%lld ms=%.5f tflops=%.2f "
+                    "gemm_min_n=%lld\n",
+                    r.act, r.path, s.name, s.is_bf16 ? "bf16" : "fp8", (long long)n, (long long)s.rows,
+                    (long long)s.cols, ms, tflops, (long long)gpu::linear_gemm_min_n(wts[0], s.rows));
       }
       std::fflush(stdout);
     }

@@ -37,9 +37,9 @@ const std::map<std::string, double> kTolerance = {
     // each K step's MMAs into an fp32 register sum (promotion): without it the tensor-core
     // accumulator's truncation biased long sums, 6.4e-5 at K = 5120; with it <= 6.9e-6.
     {"linear", 3e-5},
-    // Activations::kBF16 through cuBLASLt: exact products, the library's fp32 tensor-core
-    // sums without per-step promotion (cases_linear_bf16.cpp).
-    {"linear_gemm", 2e-4},
+    // Activations::kBF16 through cuBLASLt: exact products, the library's fp32 sums
+    // (cases_linear_bf16.cpp; seen <= 7.5e-6 at K <= 5120).
+    {"linear_gemm", 3e-5},
     {"linear_repeat", 0.0},   // the same GEMM twice: bitwise
     {"moe_router", 1e-6},     // double logits: should be (nearly) exact
     {"swiglu_expert", 5e-5},  // three chained linears

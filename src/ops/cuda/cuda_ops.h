@@ -59,7 +59,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream);
 
 // Under Activations::kBF16 (LinearParams::act) every kernel rounds x to bf16 first:
 // gemv and tiled on load, mma with one bf16 MMA per tile instead of three; and in
-// kAuto mode a batch of n >= kLinearGemmMinN tokens runs a bf16 GEMM through cuBLASLt
+// kAuto mode a batch of n >= linear_gemm_min_n() tokens runs a bf16 GEMM through cuBLASLt
 // (fp32 accumulation and output) when a workspace is given: x -> bf16 into the
 // workspace, an FP8 / FP4 weight dequantized exactly into bf16 there (BF16 weights are
 // read in place), then cublasLtMatmul. The algorithm is the heuristic's first choice
@@ -72,13 +72,21 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream);
 // Workspace layout: cuBLASLt's own kLinearGemmLtBytes, the dequantized weight (rows x
 // cols bf16 of the call's rows), then bf16 x. linear_gemm_workspace_bytes(largest
 // rows * cols to dequantize, largest n * cols to convert at once) sizes it.
-constexpr int64_t kLinearGemmMinN = 128;                  // by measurement (bench/results/2026-11-30-bf16-gemm.md)
 constexpr size_t kLinearGemmLtBytes = size_t(32) << 20;  // cuBLASLt's workspace (NVIDIA's advice for sm_90)
 struct LinearWorkspace {
   void* data = nullptr;  // device memory, 256-byte aligned
   size_t bytes = 0;
-  int64_t min_n = 0;     // > 0: the GEMM path from this n on instead of kLinearGemmMinN (tests)
+  int64_t min_n = 0;     // > 0: the GEMM path from this n on instead of linear_gemm_min_n() (tests)
 };
+// The n from which kAuto takes the GEMM for this weight (rows: the call's output rows);
+// INT64_MAX for weights it cannot take. Measured on the H200 at the Flash shapes
+// (bench/results/2026-11-30-bf16-gemm.md): BF16 weights, read in place, from n = 8 (the
+// head at n = 8: gemv 1.48 ms, GEMM 0.31 ms; n = 1 stays on the bandwidth-bound gemv);
+// FP8 / FP4 weights, dequantized per call (~5 bytes of traffic per element), from n = 64
+// (there 2-5x faster than the one-MMA tiles on wq_a, wo_b, shared_w1), but from 128 for
+// >= 16384 rows, which fill the GPU with mma tiles (wq_b n = 64: tiles 0.064 ms, GEMM
+// 0.108; n = 256: 0.244 vs 0.120).
+int64_t linear_gemm_min_n(const WeightRef& w, int64_t rows);
 size_t linear_gemm_workspace_bytes(int64_t max_weight_elems, int64_t max_x_elems);
 // Creates the current device's cuBLASLt handle (before any graph capture).
 void linear_gemm_init();

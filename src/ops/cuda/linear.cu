@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -179,6 +180,14 @@ size_t linear_gemm_workspace_bytes(int64_t max_weight_elems, int64_t max_x_elems
          align_up(size_t(std::max<int64_t>(max_x_elems, 0)) * 2);
 }
 
+int64_t linear_gemm_min_n(const WeightRef& w, int64_t rows) {
+  const bool quant = (w.dtype == DType::F8_E4M3 || w.dtype == DType::I8) &&
+                     (w.scale == nullptr || w.scale_dtype == DType::F8_E8M0);
+  if (w.dtype == DType::BF16 && w.scale == nullptr) return 8;
+  if (quant) return rows >= 16384 ? 128 : 64;
+  return INT64_MAX;
+}
+
 void linear_gemm_init() {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
@@ -235,7 +244,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
                   "linear: the cuBLASLt path cannot take this call (weight format, workspace or shape)");
     return;
   }
-  const int64_t min_n = ws.min_n > 0 ? ws.min_n : kLinearGemmMinN;
+  const int64_t min_n = ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
   if (kernel == LinearKernel::kAuto && a.bf16_x && p.n >= min_n && linear_gemm(p, a.w, rows, ws, stream)) return;
   a.path = kernel_path(kernel);
   CUDA_CHECK(kernels::linear(a, stream));
