@@ -42,6 +42,7 @@
 #include "io/safetensors.h"
 #include "model/v41/model.h"
 #include "model/v41/model_cuda.h"
+#include "ops/cuda/cuda_ops.h"
 #include "../model/golden_feeds.h"
 
 namespace deepinfer {
@@ -883,12 +884,21 @@ TEST(CudaModelBf16, FixturesMatchTheCpuInBf16Mode) {
       if (!k.inv) EXPECT_EQ(gpu->memory_plan().gemm > 0, std::string(name) == "v41_tiny_quant");
       else EXPECT_EQ(gpu->memory_plan().gemm, 0u);
       for (auto [mode, sizes] : modes) {
+        const auto before = ops::cuda::linear_gemm_stats();
         const auto g = feed(*gpu, 1, f.tokens, *sizes);
+        const auto after = ops::cuda::linear_gemm_stats();
         const auto c = feed_cpu(*cpu, f.tokens, *sizes);
         const double d_cpu = max_abs_diff(g, c);
-        std::printf("[ metric ] %s bf16 %s %s: max|gpu-cpu| %.3g (cpu f32 vs bf16 %.3g)\n", name, k.label, mode, d_cpu,
-                    cpu_shift);
+        std::printf("[ metric ] %s bf16 %s %s: max|gpu-cpu| %.3g (cpu f32 vs bf16 %.3g); cuBLASLt calls %lld, declined "
+                    "(no algorithm) %lld\n",
+                    name, k.label, mode, d_cpu, cpu_shift, (long long)(after.calls - before.calls),
+                    (long long)(after.no_algorithm - before.no_algorithm));
         EXPECT_LE(d_cpu, k.inv ? kTolFixture : kTol) << mode;
+        // The quant fixture's FP8 / BF16 linears of a multi-token call take cuBLASLt in the
+        // "gemm" kind; the invariant kind never does.
+        if (k.inv) EXPECT_EQ(after.calls, before.calls) << mode;
+        if (k.gemm_min == 2 && std::string(name) == "v41_tiny_quant" && std::string(mode) != "decode")
+          EXPECT_GT(after.calls, before.calls) << mode;
       }
     }
   }

@@ -90,6 +90,12 @@ int64_t linear_gemm_min_n(const WeightRef& w, int64_t rows);
 size_t linear_gemm_workspace_bytes(int64_t max_weight_elems, int64_t max_x_elems);
 // Creates the current device's cuBLASLt handle (before any graph capture).
 void linear_gemm_init();
+// Process-wide counts of the GEMM path (diagnostics, tests): calls that ran it, and calls
+// it declined for want of an algorithm for the shape (those ran the kernels above).
+struct LinearGemmStats {
+  int64_t calls = 0, no_algorithm = 0;
+};
+LinearGemmStats linear_gemm_stats();
 // Which kernel runs: kAuto as above; the others force one (tests, benchmarks) and throw
 // when it cannot take the arguments. kGemm needs Activations::kBF16 and a workspace.
 enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm };

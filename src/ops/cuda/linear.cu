@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -47,6 +48,8 @@ int pointer_alignment(const void* p) {
   while (a > 1 && v % a != 0) a /= 2;
   return a;
 }
+
+std::atomic<int64_t> g_gemm_calls{0}, g_gemm_no_algo{0};  // linear_gemm_stats()
 
 // One cuBLASLt handle per device, created on first use and kept for the process (a
 // handle destroyed at exit can outlive the driver's teardown).
@@ -147,9 +150,13 @@ bool linear_gemm(const LinearParams& p, const kernels::WeightArgs& w, int64_t ro
     const GemmKey key{device, rows, nt, k, pointer_alignment(a_ptr), pointer_alignment(xb),
                       pointer_alignment(p.y + t0 * rows), lt_bytes};
     const GemmPlan& plan = gemm_plan(key);
-    if (!plan.ok) return false;
+    if (!plan.ok) {
+      ++g_gemm_no_algo;
+      return false;
+    }
     plans.push_back(&plan);
   }
+  ++g_gemm_calls;
   if (dequant) CUDA_CHECK(kernels::dequant_weight_bf16(w, p.row0, rows, wb, stream));
   const float one = 1.0f, zero = 0.0f;
   const cublasLtHandle_t h = lt_handle(device);
@@ -187,6 +194,8 @@ int64_t linear_gemm_min_n(const WeightRef& w, int64_t rows) {
   if (quant) return rows >= 16384 ? 128 : 64;
   return INT64_MAX;
 }
+
+LinearGemmStats linear_gemm_stats() { return {g_gemm_calls.load(), g_gemm_no_algo.load()}; }
 
 void linear_gemm_init() {
   int device = 0;
