@@ -1419,6 +1419,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   ga.x_group_rows = rank;
   ga.x_group_step = group_in;
   ga.path = kernels::LinearPath::kGemv;
+  ga.bf16_x = act == ops::Activations::kBF16;  // the rounding linear() applies on its paths
   const bool grouped = groups * rank <= a.wo_a.rows && kernels::linear_gemv_eligible(ga) &&
                        (n <= 8 || mode == gpu::LinearMode::kInvariant);
   for (int64_t t0 = 0; grouped && t0 < n; t0 += 8) {
