@@ -5,6 +5,7 @@
 
 #include "common/numeric.h"
 #include "harness.h"
+#include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "ops/attention.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/hyper_connection.h"
@@ -28,6 +29,68 @@ OpCase mixes_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t 
                                  dpre.get(), dpost.get(), dcomb.get()},
                                 nullptr);
             return Outputs{{{"pre", pre, dpre.host()}, {"post", post, dpost.host()}, {"comb", comb, dcomb.host()}}, {}};
+          }};
+}
+
+// kernels::hc_mixes_collapse_norm (the decode layer's mixes + collapse + norm in two
+// launches) against hc_mixes then hc_collapse_norm, bitwise: pre / post / comb of the
+// mixes and the normalized collapse, which uses the other site's weights (pre_prev).
+OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t iters, bool weight) {
+  return {name, "fused", [=](Rng& rng) {
+            const int64_t width = hc * dim, num_mix = (2 + hc) * hc;
+            const auto h = randn(rng, n * width, 2.0f);
+            const auto fn = randn(rng, num_mix * width, 1.0f / std::sqrt(float(width)));
+            const auto base = randn(rng, num_mix, 0.5f);
+            const auto scale = uniform(rng, 3, 0.5f, 2.0f);
+            const auto pre_prev = uniform(rng, n * hc, 0.0f, 1.0f);
+            const auto w = uniform(rng, dim, 0.5f, 1.5f);
+            Dev<float> dh(h), dfn(fn), dbase(base), dscale(scale), dprev(pre_prev), dw(w);
+            Dev<float> ws(n * kernels::hc_mixes_splits(hc, dim) * (kernels::kMaxMixes + 1));
+            struct Out {
+              std::vector<float> pre, post, comb, x;
+            };
+            auto run = [&](bool fused) {
+              Dev<float> dpre(n * hc), dpost(n * hc), dcomb(n * hc * hc), dx(n * dim);
+              kernels::HcMixesArgs m;
+              m.h = dh.get();
+              m.fn = dfn.get();
+              m.base = dbase.get();
+              m.scale = dscale.get();
+              m.n = n;
+              m.hc = hc;
+              m.dim = dim;
+              m.norm_eps = 1e-20f;
+              m.hc_eps = 1e-6f;
+              m.sinkhorn_iters = iters;
+              m.pre = dpre.get();
+              m.post = dpost.get();
+              m.comb = dcomb.get();
+              m.workspace = ws.get();
+              const kernels::HcCollapseNormArgs cn{dh.get(), dprev.get(), weight ? dw.get() : nullptr, dx.get(), n, hc,
+                                                   dim, 1e-6f};
+              if (fused) {
+                check_cuda(kernels::hc_mixes_collapse_norm(m, cn, nullptr), "hc_mixes_collapse_norm");
+              } else {
+                check_cuda(kernels::hc_mixes(m, nullptr), "hc_mixes");
+                check_cuda(kernels::hc_collapse_norm(cn, nullptr), "hc_collapse_norm");
+              }
+              return Out{dpre.host(), dpost.host(), dcomb.host(), dx.host()};
+            };
+            const Out seq = run(false), fused = run(true);
+            // The collapse weights may not be one of the mixes' outputs (the sequence
+            // would collapse with the new weights): rejected before any launch.
+            kernels::HcMixesArgs bad;
+            bad.h = dh.get(), bad.fn = dfn.get(), bad.base = dbase.get(), bad.scale = dscale.get();
+            bad.n = n, bad.hc = hc, bad.dim = dim, bad.pre = dprev.get(), bad.workspace = ws.get();
+            Dev<float> dpost(n * hc), dcomb(n * hc * hc), dx(n * dim);
+            bad.post = dpost.get(), bad.comb = dcomb.get();
+            const cudaError_t rejected = kernels::hc_mixes_collapse_norm(
+                bad, {dh.get(), dprev.get(), nullptr, dx.get(), n, hc, dim, 1e-6f}, nullptr);
+            return Outputs{{{"pre", seq.pre, fused.pre},
+                            {"post", seq.post, fused.post},
+                            {"comb", seq.comb, fused.comb},
+                            {"x", seq.x, fused.x}},
+                           {{"aliased_pre_rejected", {1}, {rejected == cudaErrorInvalidValue ? 1 : 0}}}};
           }};
 }
 
@@ -155,6 +218,8 @@ std::vector<OpCase> hyper_connection_cases() {
   return {
       mixes_case("hc_mixes_v41", 5, 4, 5120, 20),
       mixes_case("hc_mixes_small_hc2", 3, 2, 96, 3),
+      mixes_collapse_norm_case("fused_hc_mixes_collapse_norm_v41", 5, 4, 5120, 20, true),
+      mixes_collapse_norm_case("fused_hc_mixes_collapse_norm_odd", 3, 3, 333, 3, false),
       collapse_case("hc_collapse_v41", 5, 4, 5120),
       expand_case("hc_expand_v41", 5, 4, 5120),
       expand_case("hc_expand_odd", 3, 3, 77),

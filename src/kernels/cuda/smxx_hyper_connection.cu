@@ -50,20 +50,14 @@ __global__ void __launch_bounds__(kMixThreads) hc_mixes_partial_kernel(HcMixesAr
   }
 }
 
-// One block per token: sums the splits in a fixed order, normalizes (r Σ h·fn is the
-// projection of the RMS-normalized state), then the gates and the tiny Sinkhorn
-// problem on one thread.
-__global__ void hc_mixes_finish_kernel(HcMixesArgs a, const float* ws, int splits) {
-  __shared__ float mix[kMaxMix + 1];
+// Token t's mixes from the split sums mix[0 .. kMaxMix] (one thread): normalizes (r Σ
+// h·fn is the projection of the RMS-normalized state), then the gates and the tiny
+// Sinkhorn problem. Not inlined, so hc_mixes_finish_kernel and the fused
+// hc_mixes_finish_collapse_norm_kernel run the very same instructions (bitwise equal
+// results whatever the compiler would contract in each caller).
+__device__ __noinline__ void mixes_finish_token(const HcMixesArgs a, float* mix, int64_t t) {
   const int hc = int(a.hc), num_mix = (2 + hc) * hc;
-  const int64_t width = a.hc * a.dim, t = blockIdx.x;
-  if (threadIdx.x <= kMaxMix) {
-    float v = 0.0f;
-    for (int s = 0; s < splits; ++s) v += ws[(t * splits + s) * (kMaxMix + 1) + threadIdx.x];
-    mix[threadIdx.x] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x != 0) return;
+  const int64_t width = a.hc * a.dim;
   const float r = 1.0f / sqrtf(mix[kMaxMix] / float(width) + a.norm_eps);
   for (int m = 0; m < num_mix; ++m) mix[m] *= r;
 
@@ -125,6 +119,24 @@ __global__ void hc_mixes_finish_kernel(HcMixesArgs a, const float* ws, int split
       if (j < hc && k < hc) out[j * hc + k] = c[j][k];
 }
 
+// Threads 0..kMaxMix of the block sum token t's splits in split order into mix.
+__device__ __forceinline__ void mixes_sum_splits(const float* ws, int splits, int64_t t, float* mix) {
+  if (threadIdx.x <= kMaxMix) {
+    float v = 0.0f;
+    for (int s = 0; s < splits; ++s) v += ws[(t * splits + s) * (kMaxMix + 1) + threadIdx.x];
+    mix[threadIdx.x] = v;
+  }
+}
+
+// One block per token: the splits' sums, then the serial rest on thread 0.
+__global__ void hc_mixes_finish_kernel(HcMixesArgs a, const float* ws, int splits) {
+  __shared__ float mix[kMaxMix + 1];
+  const int64_t t = blockIdx.x;
+  mixes_sum_splits(ws, splits, t, mix);
+  __syncthreads();
+  if (threadIdx.x == 0) mixes_finish_token(a, mix, t);
+}
+
 // Thread per (token, channel). Explicit _rn operations keep the CPU's unfused
 // multiply-then-add order, so the results agree bit for bit.
 __global__ void hc_collapse_kernel(HcCollapseArgs a) {
@@ -140,10 +152,8 @@ __global__ void hc_collapse_kernel(HcCollapseArgs a) {
 // streams (hc_collapse_kernel's order); the sum of squares: thread i adds elements i,
 // i + 256, .. with an FMA, then block_sum (rms_norm_kernel's order and arithmetic).
 constexpr int kCollapseNormThreads = 256;
-__global__ void __launch_bounds__(kCollapseNormThreads) hc_collapse_norm_kernel(HcCollapseNormArgs a) {
-  extern __shared__ float row[];
-  __shared__ float scratch[32];
-  const int64_t t = blockIdx.x;
+__device__ __forceinline__ void collapse_norm_token(const HcCollapseNormArgs& a, int64_t t, float* row,
+                                                    float* scratch) {
   const float* h = a.h + t * a.hc * a.dim;
   const float* pre = a.pre + t * a.hc;
   float ss = 0.0f;
@@ -160,6 +170,28 @@ __global__ void __launch_bounds__(kCollapseNormThreads) hc_collapse_norm_kernel(
     const float v = __fmul_rn(row[d], r);
     x[d] = a.weight ? __fmul_rn(a.weight[d], v) : v;
   }
+}
+
+__global__ void __launch_bounds__(kCollapseNormThreads) hc_collapse_norm_kernel(HcCollapseNormArgs a) {
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  collapse_norm_token(a, blockIdx.x, row, scratch);
+}
+
+// The mixes' finish fused into the collapse + norm that follows it in a decode layer
+// (one node fewer per hyper-connection site): block t first collapses and normalizes
+// token t with cn.pre (the previous site's weights, never m.pre), then sums the splits
+// and runs the finish of m for token t. Both halves are the separate kernels' code.
+__global__ void __launch_bounds__(kCollapseNormThreads)
+    hc_mixes_finish_collapse_norm_kernel(HcMixesArgs m, const float* ws, int splits, HcCollapseNormArgs cn) {
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  __shared__ float mix[kMaxMix + 1];
+  const int64_t t = blockIdx.x;
+  collapse_norm_token(cn, t, row, scratch);
+  mixes_sum_splits(ws, splits, t, mix);
+  __syncthreads();
+  if (threadIdx.x == 0) mixes_finish_token(m, mix, t);
 }
 
 __global__ void hc_expand_kernel(HcExpandArgs a) {
@@ -197,6 +229,25 @@ cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
   hc_mixes_partial_kernel<<<dim3(unsigned(splits), unsigned(a.n)), kMixThreads, 0, stream>>>(a, a.workspace, chunk);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   hc_mixes_finish_kernel<<<unsigned(a.n), 32, 0, stream>>>(a, a.workspace, int(splits));
+  return cudaGetLastError();
+}
+
+cudaError_t hc_mixes_collapse_norm(const HcMixesArgs& m, const HcCollapseNormArgs& cn, cudaStream_t stream) {
+  if (m.n < 0 || m.hc < 1 || m.hc > kMaxHc || m.dim <= 0 || m.sinkhorn_iters < 1 || m.n > INT32_MAX)
+    return cudaErrorInvalidValue;
+  if (cn.n != m.n || cn.hc < 1 || cn.dim <= 0 || cn.dim > kMaxCollapseNormDim) return cudaErrorInvalidValue;
+  if (m.n == 0) return cudaSuccess;
+  if (!m.h || !m.fn || !m.base || !m.scale || !m.pre || !m.post || !m.comb || !m.workspace) return cudaErrorInvalidValue;
+  if (!cn.h || !cn.pre || !cn.x) return cudaErrorInvalidValue;
+  // The collapse reads cn.pre while the finish writes m's outputs: the sequence this
+  // replaces would collapse with the new weights, so they must be other buffers.
+  if (cn.pre == m.pre || cn.pre == m.post || cn.pre == m.comb) return cudaErrorInvalidValue;
+  const int64_t width = m.hc * m.dim, splits = hc_mixes_splits(m.hc, m.dim);
+  const int64_t chunk = (width + splits - 1) / splits;
+  hc_mixes_partial_kernel<<<dim3(unsigned(splits), unsigned(m.n)), kMixThreads, 0, stream>>>(m, m.workspace, chunk);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  hc_mixes_finish_collapse_norm_kernel<<<unsigned(m.n), kCollapseNormThreads, size_t(cn.dim) * sizeof(float),
+                                         stream>>>(m, m.workspace, int(splits), cn);
   return cudaGetLastError();
 }
 

@@ -874,8 +874,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   DI_CHECK(hc >= 1 && hc <= kernels::kMaxHc && d <= kernels::kMaxCollapseNormDim, "hc ", hc, " x ", d,
            " is outside the CUDA kernels' range");
   float* mix_ws = step_arena->alloc<float>(n * kernels::hc_mixes_splits(hc, d) * (kernels::kMaxMixes + 1));
-  auto mixes = [&](const DHc& s, float* pre_out) {
-    if (!go) return;
+  auto mixes_args = [&](const DHc& s, float* pre_out) {
     kernels::HcMixesArgs a;
     a.h = h;
     a.fn = s.fn;
@@ -891,11 +890,18 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     a.post = post;
     a.comb = comb;
     a.workspace = mix_ws;
-    CUDA_CHECK(kernels::hc_mixes(a, stream));
+    return a;
   };
   // hc_collapse + rms_norm, one launch (bitwise the two kernels).
   auto collapse_norm = [&](const float* hh, const float* pre, float* out, int64_t rows, const float* w) {
     if (go) CUDA_CHECK(kernels::hc_collapse_norm({hh, pre, w, out, rows, hc, d, eps}, stream));
+  };
+  // A site's mixes (into pre_out, post, comb) and the collapse + norm of h with the
+  // previous site's weights: the mixes' finish rides in the collapse kernel (one node
+  // fewer per site; bitwise the separate kernels).
+  auto mixes_collapse_norm = [&](const DHc& s, float* pre_out, const float* collapse_pre, const float* w) {
+    if (go)
+      CUDA_CHECK(kernels::hc_mixes_collapse_norm(mixes_args(s, pre_out), {h, collapse_pre, w, x, n, hc, d, eps}, stream));
   };
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     mark_layer(l);
@@ -912,13 +918,11 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
       linear(e, kv, n, lw.engram.wkv);
       if (go) CUDA_CHECK(kernels::engram_gate({h, kv, lw.engram.gate_weight, n, hc, d, eps}, stream));
     }
-    mixes(lw.hc_attn, a_pre);
-    collapse_norm(h, pre_mix, x, n, lw.attn_norm);
+    mixes_collapse_norm(lw.hc_attn, a_pre, pre_mix, lw.attn_norm);
     attention(b, l, x, y);
     if (go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
 
-    mixes(lw.hc_ffn, pre_mix);  // f_pre becomes the next site's collapse weights
-    collapse_norm(h, a_pre, x, n, lw.ffn_norm);
+    mixes_collapse_norm(lw.hc_ffn, pre_mix, a_pre, lw.ffn_norm);  // f_pre: the next site's collapse weights
     moe(l, x, n, y);
     if (go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
     sign(*layer_arena);
