@@ -37,7 +37,10 @@ OpCase mixes_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t 
 // kernels::hc_mixes_collapse_norm (the decode layer's mixes + collapse + norm in two
 // launches) against hc_mixes then hc_collapse_norm, bitwise: pre / post / comb of the
 // mixes and the normalized collapse, which uses the other site's weights (pre_prev).
-OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t iters, bool weight) {
+// With `expand`, kernels::hc_expand_mixes_collapse_norm against hc_expand first (its
+// post / comb are the buffers the mixes then overwrite, as in the layer), h compared too.
+OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t iters, bool weight,
+                                bool expand = false) {
   return {name, "fused", [=](Rng& rng) {
             const int64_t width = hc * dim, num_mix = (2 + hc) * hc;
             const auto h = randn(rng, n * width, 2.0f);
@@ -46,13 +49,17 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
             const auto scale = uniform(rng, 3, 0.5f, 2.0f);
             const auto pre_prev = uniform(rng, n * hc, 0.0f, 1.0f);
             const auto w = uniform(rng, dim, 0.5f, 1.5f);
-            Dev<float> dh(h), dfn(fn), dbase(base), dscale(scale), dprev(pre_prev), dw(w);
+            const auto y = randn(rng, n * dim);
+            const auto post0 = uniform(rng, n * hc, 0.0f, 2.0f);
+            const auto comb0 = uniform(rng, n * hc * hc, 0.0f, 0.5f);
+            Dev<float> dfn(fn), dbase(base), dscale(scale), dprev(pre_prev), dw(w), dy(y);
             Dev<float> ws(n * kernels::hc_mixes_splits(hc, dim) * (kernels::kMaxMixes + 1));
             struct Out {
-              std::vector<float> pre, post, comb, x;
+              std::vector<float> pre, post, comb, x, h;
             };
             auto run = [&](bool fused) {
-              Dev<float> dpre(n * hc), dpost(n * hc), dcomb(n * hc * hc), dx(n * dim);
+              Dev<float> dh(h), dpre(n * hc), dpost(post0), dcomb(comb0), dx(n * dim);
+              const kernels::HcExpandArgs e{dh.get(), dy.get(), dpost.get(), dcomb.get(), n, hc, dim};
               kernels::HcMixesArgs m;
               m.h = dh.get();
               m.fn = dfn.get();
@@ -70,17 +77,21 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
               m.workspace = ws.get();
               const kernels::HcCollapseNormArgs cn{dh.get(), dprev.get(), weight ? dw.get() : nullptr, dx.get(), n, hc,
                                                    dim, 1e-6f};
-              if (fused) {
+              if (fused && expand) {
+                check_cuda(kernels::hc_expand_mixes_collapse_norm(e, m, cn, nullptr), "hc_expand_mixes_collapse_norm");
+              } else if (fused) {
                 check_cuda(kernels::hc_mixes_collapse_norm(m, cn, nullptr), "hc_mixes_collapse_norm");
               } else {
+                if (expand) check_cuda(kernels::hc_expand(e, nullptr), "hc_expand");
                 check_cuda(kernels::hc_mixes(m, nullptr), "hc_mixes");
                 check_cuda(kernels::hc_collapse_norm(cn, nullptr), "hc_collapse_norm");
               }
-              return Out{dpre.host(), dpost.host(), dcomb.host(), dx.host()};
+              return Out{dpre.host(), dpost.host(), dcomb.host(), dx.host(), dh.host()};
             };
             const Out seq = run(false), fused = run(true);
             // The collapse weights may not be one of the mixes' outputs (the sequence
             // would collapse with the new weights): rejected before any launch.
+            Dev<float> dh(h);
             kernels::HcMixesArgs bad;
             bad.h = dh.get(), bad.fn = dfn.get(), bad.base = dbase.get(), bad.scale = dscale.get();
             bad.n = n, bad.hc = hc, bad.dim = dim, bad.pre = dprev.get(), bad.workspace = ws.get();
@@ -91,7 +102,8 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
             return Outputs{{{"pre", seq.pre, fused.pre},
                             {"post", seq.post, fused.post},
                             {"comb", seq.comb, fused.comb},
-                            {"x", seq.x, fused.x}},
+                            {"x", seq.x, fused.x},
+                            {"h", seq.h, fused.h}},
                            {{"aliased_pre_rejected", {1}, {rejected == cudaErrorInvalidValue ? 1 : 0}}}};
           }};
 }
@@ -274,6 +286,8 @@ std::vector<OpCase> hyper_connection_cases() {
       mixes_case("hc_mixes_small_hc2", 3, 2, 96, 3),
       mixes_collapse_norm_case("fused_hc_mixes_collapse_norm_v41", 5, 4, 5120, 20, true),
       mixes_collapse_norm_case("fused_hc_mixes_collapse_norm_odd", 3, 3, 333, 3, false),
+      mixes_collapse_norm_case("fused_hc_expand_mixes_collapse_norm_v41", 5, 4, 5120, 20, true, true),
+      mixes_collapse_norm_case("fused_hc_expand_mixes_collapse_norm_odd", 3, 3, 333, 3, false, true),
       collapse_case("hc_collapse_v41", 5, 4, 5120),
       expand_case("hc_expand_v41", 5, 4, 5120),
       expand_case("hc_expand_odd", 3, 3, 77),

@@ -5,31 +5,77 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kMaxMix = kMaxMixes;  // the short name used below
-constexpr int kMixThreads = 256;
+constexpr int kMixThreads = 128;  // one column (all streams) per thread: 128 columns per split at V4.1
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// Split-K over the flattened state (hc * dim = 20480 at V4.1 size): block (s, t)
-// reads a fixed chunk of token t's state and of the (2 + hc) * hc rows of fn, and
-// writes its unnormalized partial sums Σ h·fn[m] and Σ h² to ws[t][s]. One block per
-// token (the previous design) read fn's 2 MB through a single SM: ~400 us per call at
-// batch 1, a third of a decode layer. The chunking depends only on the width, never on
-// n, so a token's result is the same in any batch (batch invariance).
-__global__ void __launch_bounds__(kMixThreads) hc_mixes_partial_kernel(HcMixesArgs a, float* ws, int64_t chunk) {
+// Column d of token t's hc streams after the expand: new h[k][d] = post[k] y[d] +
+// Σ_j comb[j][k] h[j][d], stored and returned in f. Explicit _rn operations keep the
+// CPU's unfused multiply-then-add order, so the results agree bit for bit; shared by
+// hc_expand_kernel and the expand fused into the mixes' partial sums.
+__device__ __forceinline__ void expand_column(const HcExpandArgs& a, int64_t t, int64_t d, float (&f)[kMaxHc]) {
+  const int hc = int(a.hc);
+  float* h = a.h + t * a.hc * a.dim + d;
+  const float* c = a.comb + t * hc * hc;
+  const float y = a.y[t * a.dim + d];
+  float old[kMaxHc];
+#pragma unroll
+  for (int j = 0; j < kMaxHc; ++j) old[j] = j < hc ? h[j * a.dim] : 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxHc; ++k) {
+    f[k] = 0.0f;
+    if (k >= hc) continue;
+    float mixed = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxHc; ++j)
+      if (j < hc) mixed = __fadd_rn(mixed, __fmul_rn(c[j * hc + k], old[j]));
+    f[k] = __fadd_rn(__fmul_rn(a.post[t * hc + k], y), mixed);
+    h[k * a.dim] = f[k];
+  }
+}
+
+// Split-K over token t's state (hc * dim = 20480 at V4.1 size): block (s, t) takes the
+// columns [s * dchunk, (s + 1) * dchunk) of all hc streams (512 values at V4.1) and the
+// matching entries of the (2 + hc) * hc rows of fn, and writes its unnormalized partial
+// sums Σ h·fn[m] and Σ h² to ws[t][s]. One block per token (an earlier design) read
+// fn's 2 MB through a single SM: ~400 us per call at batch 1. The chunking depends only
+// on the shape, never on n, so a token's result is the same in any batch (batch
+// invariance). Whole columns per block, so kExpand can first apply the preceding
+// hc_expand to them (each column's update reads only that column): the expanded state
+// is written once and summed from registers, one launch fewer. Both instantiations run
+// the same sums in the same order (explicit FMAs), so the fused result is bitwise the
+// expand followed by the plain partial sums.
+template <bool kExpand>
+__global__ void __launch_bounds__(kMixThreads) hc_mixes_partial_kernel(HcMixesArgs a, HcExpandArgs e, float* ws,
+                                                                        int64_t dchunk) {
   __shared__ float part[kMixThreads / 32][kMaxMix + 1];
   const int hc = int(a.hc), num_mix = (2 + hc) * hc;
   const int64_t width = a.hc * a.dim, t = blockIdx.y, split = blockIdx.x;
-  const int64_t lo = split * chunk, hi = lo + chunk < width ? lo + chunk : width;
+  const int64_t lo = split * dchunk, hi = lo + dchunk < a.dim ? lo + dchunk : a.dim;
   const float* h = a.h + t * width;
   float ss = 0.0f, acc[kMaxMix];
 #pragma unroll
   for (int m = 0; m < kMaxMix; ++m) acc[m] = 0.0f;
-  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    const float f = h[i];
-    ss += f * f;
+  for (int64_t d = lo + threadIdx.x; d < hi; d += blockDim.x) {
+    float f[kMaxHc];
+    if constexpr (kExpand) {
+      expand_column(e, t, d, f);
+    } else {
 #pragma unroll
-    for (int m = 0; m < kMaxMix; ++m)
-      if (m < num_mix) acc[m] += f * a.fn[m * width + i];
+      for (int k = 0; k < kMaxHc; ++k) f[k] = k < hc ? h[k * a.dim + d] : 0.0f;
+    }
+    static_assert(kMaxHc == 4, "the stream pick below names four streams");
+    // Two streams at a time (48 loads in flight per thread; all four at once spill);
+    // the pick keeps f in registers.
+#pragma unroll 2
+    for (int k = 0; k < hc; ++k) {
+      const float fk = k == 0 ? f[0] : k == 1 ? f[1] : k == 2 ? f[2] : f[3];
+      const float* fn = a.fn + k * a.dim + d;
+      ss = __fmaf_rn(fk, fk, ss);
+#pragma unroll
+      for (int m = 0; m < kMaxMix; ++m)
+        if (m < num_mix) acc[m] = __fmaf_rn(fk, fn[m * width], acc[m]);
+    }
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
@@ -45,7 +91,7 @@ __global__ void __launch_bounds__(kMixThreads) hc_mixes_partial_kernel(HcMixesAr
   float* out = ws + (t * gridDim.x + split) * (kMaxMix + 1);
   if (threadIdx.x <= kMaxMix) {
     float v = 0.0f;
-    for (int w = 0; w < kMixThreads / 32; ++w) v += part[w][threadIdx.x];
+    for (int w = 0; w < kMixThreads / 32; ++w) v = __fadd_rn(v, part[w][threadIdx.x]);
     out[threadIdx.x] = v;
   }
 }
@@ -197,23 +243,8 @@ __global__ void __launch_bounds__(kCollapseNormThreads)
 __global__ void hc_expand_kernel(HcExpandArgs a) {
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= a.n * a.dim) return;
-  const int64_t t = idx / a.dim, d = idx % a.dim;
-  const int hc = int(a.hc);
-  float* h = a.h + t * a.hc * a.dim + d;
-  const float* c = a.comb + t * hc * hc;
-  const float y = a.y[idx];
-  float old[kMaxHc];
-#pragma unroll
-  for (int j = 0; j < kMaxHc; ++j) old[j] = j < hc ? h[j * a.dim] : 0.0f;
-#pragma unroll
-  for (int k = 0; k < kMaxHc; ++k) {
-    if (k >= hc) break;
-    float mixed = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxHc; ++j)
-      if (j < hc) mixed = __fadd_rn(mixed, __fmul_rn(c[j * hc + k], old[j]));
-    h[k * a.dim] = __fadd_rn(__fmul_rn(a.post[t * hc + k], y), mixed);
-  }
+  float f[kMaxHc];
+  expand_column(a, idx / a.dim, idx % a.dim, f);
 }
 
 }  // namespace
@@ -224,31 +255,47 @@ cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
   if (a.n == 0) return cudaSuccess;
   if (!a.h || !a.fn || !a.base || !a.scale || !a.pre || !a.post || !a.comb) return cudaErrorInvalidValue;
   if (!a.workspace) return cudaErrorInvalidValue;
-  const int64_t width = a.hc * a.dim, splits = hc_mixes_splits(a.hc, a.dim);
-  const int64_t chunk = (width + splits - 1) / splits;
-  hc_mixes_partial_kernel<<<dim3(unsigned(splits), unsigned(a.n)), kMixThreads, 0, stream>>>(a, a.workspace, chunk);
+  const int64_t splits = hc_mixes_splits(a.hc, a.dim), dchunk = (a.dim + splits - 1) / splits;
+  hc_mixes_partial_kernel<false>
+      <<<dim3(unsigned(splits), unsigned(a.n)), kMixThreads, 0, stream>>>(a, HcExpandArgs{}, a.workspace, dchunk);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   hc_mixes_finish_kernel<<<unsigned(a.n), 32, 0, stream>>>(a, a.workspace, int(splits));
   return cudaGetLastError();
 }
 
-cudaError_t hc_mixes_collapse_norm(const HcMixesArgs& m, const HcCollapseNormArgs& cn, cudaStream_t stream) {
+namespace {
+// hc_mixes_collapse_norm with an optional expand (e != null) fused into the partial sums.
+cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& m, const HcCollapseNormArgs& cn,
+                                cudaStream_t stream) {
   if (m.n < 0 || m.hc < 1 || m.hc > kMaxHc || m.dim <= 0 || m.sinkhorn_iters < 1 || m.n > INT32_MAX)
     return cudaErrorInvalidValue;
   if (cn.n != m.n || cn.hc < 1 || cn.dim <= 0 || cn.dim > kMaxCollapseNormDim) return cudaErrorInvalidValue;
+  if (e && (e->h != m.h || e->n != m.n || e->hc != m.hc || e->dim != m.dim)) return cudaErrorInvalidValue;
   if (m.n == 0) return cudaSuccess;
   if (!m.h || !m.fn || !m.base || !m.scale || !m.pre || !m.post || !m.comb || !m.workspace) return cudaErrorInvalidValue;
   if (!cn.h || !cn.pre || !cn.x) return cudaErrorInvalidValue;
+  if (e && (!e->y || !e->post || !e->comb)) return cudaErrorInvalidValue;
   // The collapse reads cn.pre while the finish writes m's outputs: the sequence this
   // replaces would collapse with the new weights, so they must be other buffers.
   if (cn.pre == m.pre || cn.pre == m.post || cn.pre == m.comb) return cudaErrorInvalidValue;
-  const int64_t width = m.hc * m.dim, splits = hc_mixes_splits(m.hc, m.dim);
-  const int64_t chunk = (width + splits - 1) / splits;
-  hc_mixes_partial_kernel<<<dim3(unsigned(splits), unsigned(m.n)), kMixThreads, 0, stream>>>(m, m.workspace, chunk);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  const int64_t splits = hc_mixes_splits(m.hc, m.dim), dchunk = (m.dim + splits - 1) / splits;
+  const dim3 grid(unsigned(splits), unsigned(m.n));
+  if (e) hc_mixes_partial_kernel<true><<<grid, kMixThreads, 0, stream>>>(m, *e, m.workspace, dchunk);
+  else hc_mixes_partial_kernel<false><<<grid, kMixThreads, 0, stream>>>(m, HcExpandArgs{}, m.workspace, dchunk);
+  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
   hc_mixes_finish_collapse_norm_kernel<<<unsigned(m.n), kCollapseNormThreads, size_t(cn.dim) * sizeof(float),
                                          stream>>>(m, m.workspace, int(splits), cn);
   return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t hc_mixes_collapse_norm(const HcMixesArgs& m, const HcCollapseNormArgs& cn, cudaStream_t stream) {
+  return mixes_collapse_norm(nullptr, m, cn, stream);
+}
+
+cudaError_t hc_expand_mixes_collapse_norm(const HcExpandArgs& e, const HcMixesArgs& m, const HcCollapseNormArgs& cn,
+                                          cudaStream_t stream) {
+  return mixes_collapse_norm(&e, m, cn, stream);
 }
 
 cudaError_t hc_collapse(const HcCollapseArgs& a, cudaStream_t stream) {

@@ -73,4 +73,11 @@ struct HcExpandArgs {
 };
 cudaError_t hc_expand(const HcExpandArgs& a, cudaStream_t stream);
 
+// hc_expand(e) then hc_mixes_collapse_norm(m, cn), still two launches: the expand runs
+// inside the mixes' partial sums (whole columns per block), bitwise the three calls.
+// e must update m's input (e.h == m.h, same n / hc / dim); e.post / e.comb may be
+// m.post / m.comb (read by the first launch, written by the second).
+cudaError_t hc_expand_mixes_collapse_norm(const HcExpandArgs& e, const HcMixesArgs& m, const HcCollapseNormArgs& cn,
+                                          cudaStream_t stream);
+
 }  // namespace deepinfer::kernels

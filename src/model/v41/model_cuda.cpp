@@ -900,15 +900,28 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   // A site's mixes (into pre_out, post, comb) and the collapse + norm of h with the
   // previous site's weights: the mixes' finish rides in the collapse kernel (one node
   // fewer per site; bitwise the separate kernels).
-  auto mixes_collapse_norm = [&](const DHc& s, float* pre_out, const float* collapse_pre, const float* w) {
-    if (go)
-      CUDA_CHECK(kernels::hc_mixes_collapse_norm(mixes_args(s, pre_out), {h, collapse_pre, w, x, n, hc, d, eps}, stream));
+  // With expand_y, the hc_expand of the previous sublayer's output (with the current
+  // post / comb) runs first, inside the mixes' partial sums: still two launches.
+  auto mixes_collapse_norm = [&](const DHc& s, float* pre_out, const float* collapse_pre, const float* w,
+                                 const float* expand_y) {
+    if (!go) return;
+    const kernels::HcCollapseNormArgs cn{h, collapse_pre, w, x, n, hc, d, eps};
+    if (expand_y != nullptr)
+      CUDA_CHECK(kernels::hc_expand_mixes_collapse_norm({h, expand_y, post, comb, n, hc, d}, mixes_args(s, pre_out), cn,
+                                                        stream));
+    else
+      CUDA_CHECK(kernels::hc_mixes_collapse_norm(mixes_args(s, pre_out), cn, stream));
   };
+  // The MoE output y of the previous layer, not yet expanded into h: the next layer's
+  // first mixes take it (unless an Engram gate reads h before them).
+  bool expand_pending = false;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     mark_layer(l);
     layer_arena->reset();
     const DLayer& lw = layers[l];
     if (lw.has_engram) {
+      if (expand_pending && go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
+      expand_pending = false;
       const int64_t cols = engram->num_columns(), ehd = c.engram_head_dim;
       float* e = layer_arena->alloc<float>(n * cols * ehd);
       if (go)
@@ -919,15 +932,17 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
       linear(e, kv, n, lw.engram.wkv);
       if (go) CUDA_CHECK(kernels::engram_gate({h, kv, lw.engram.gate_weight, n, hc, d, eps}, stream));
     }
-    mixes_collapse_norm(lw.hc_attn, a_pre, pre_mix, lw.attn_norm);
+    mixes_collapse_norm(lw.hc_attn, a_pre, pre_mix, lw.attn_norm, expand_pending ? y : nullptr);
+    expand_pending = false;
     attention(b, l, x, y);
-    if (go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
 
-    mixes_collapse_norm(lw.hc_ffn, pre_mix, a_pre, lw.ffn_norm);  // f_pre: the next site's collapse weights
+    // The attention output expanded into h, then f_pre (the next site's collapse weights).
+    mixes_collapse_norm(lw.hc_ffn, pre_mix, a_pre, lw.ffn_norm, y);
     moe(l, x, n, y);
-    if (go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
+    expand_pending = true;
     sign(*layer_arena);
   }
+  if (expand_pending && go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
   mark_layer(c.num_hidden_layers);
   for (size_t i = 0; i < items.size(); ++i) slot_of(b, i).num_tokens += b.count(i);
 
