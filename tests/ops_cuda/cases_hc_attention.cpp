@@ -5,8 +5,6 @@
 
 #include "common/numeric.h"
 #include "harness.h"
-#include "kernels/cuda/smxx_attention.cuh"
-#include "kernels/cuda/smxx_elementwise.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "ops/attention.h"
 #include "ops/cuda/cuda_ops.h"
@@ -180,58 +178,6 @@ OpCase attention_counts_case(std::string name, int64_t n, int64_t heads, int64_t
           }};
 }
 
-// RoPE folded into the attention (SinkAttentionArgs::rope_dim): q rotated on load and
-// the output rotated back on store must be bitwise rope -> sink_attention -> inverse
-// rope, the sequence the decode layer ran before; q must stay unrotated.
-OpCase attention_rope_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t rope_dim, int64_t pool,
-                           int64_t max_entries, int kv_exact) {
-  return {name, "fused", [=](Rng& rng) {
-            const AttnInputs in = attention_inputs(
-                rng, n, heads, dim, pool, [max_entries](Rng& r, int64_t t) { return t == 1 ? int64_t(0) : randint(r, 1, max_entries); },
-                kv_exact);
-            std::vector<int64_t> pos(n);
-            for (auto& p : pos) p = randint(rng, 0, 200000);
-            const auto inv = uniform(rng, rope_dim / 2, 1e-4f, 1.0f);
-            const float scale = 1.0f / std::sqrt(float(dim)), factor = 1.25f;
-            Dev<float> dq(in.q), dq_rot(in.q), dkv(in.kv), dsink(in.sink), dinv(inv), dseq(n * heads * dim),
-                dfused(n * heads * dim);
-            Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids), dpos(pos);
-            kernels::RopeArgs r;
-            r.positions = dpos.get();
-            r.inv_freq = dinv.get();
-            r.n = n;
-            r.heads = heads;
-            r.dim = dim;
-            r.rope_dim = rope_dim;
-            r.attention_factor = factor;
-            r.x = dq_rot.get();
-            check_cuda(kernels::rope(r, nullptr), "rope");
-            ops::cuda::sink_attention({dq_rot.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dseq.get(), n,
-                                       heads, dim},
-                                      nullptr);
-            r.x = dseq.get();
-            r.inverse = true;
-            check_cuda(kernels::rope(r, nullptr), "inverse rope");
-            kernels::SinkAttentionArgs a;
-            a.q = dq.get();
-            a.kv = dkv.get();
-            a.offsets = doff.get();
-            a.ids = dids.get();
-            a.sink = dsink.get();
-            a.scale = scale;
-            a.out = dfused.get();
-            a.n = n;
-            a.heads = heads;
-            a.dim = dim;
-            a.positions = dpos.get();
-            a.inv_freq = dinv.get();
-            a.rope_dim = rope_dim;
-            a.rope_factor = factor;
-            check_cuda(kernels::sink_attention(a, nullptr), "sink_attention with rope");
-            return Outputs{{{"vs_cuda_sequence", dseq.host(), dfused.host()}, {"q_untouched", in.q, dq.host()}}, {}};
-          }};
-}
-
 // Query 0 has no entries; the others a random count in [1, max_entries].
 OpCase attention_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, int64_t max_entries) {
   return attention_counts_case(name, n, heads, dim, pool,
@@ -314,8 +260,6 @@ std::vector<OpCase> attention_cases() {
                      [](Rng&, int64_t t) { return kRagged[t]; }),
       attention_case("sink_attention_heads128_dim256", 3, 128, 256, 900, 700),
       attention_case("sink_attention_heads3_dim64", 16, 3, 64, 200, 300),
-      attention_rope_case("fused_sink_attention_rope_v41", 3, 64, 512, 64, 4096, 640, 1),
-      attention_rope_case("fused_sink_attention_rope_odd", 5, 3, 100, 16, 300, 90, 0),
       attention_invariance_case("sink_attention_batch_invariance_v41", 64, 64, 512),
       attention_invariance_case("sink_attention_batch_invariance_dim100", 40, 40, 100),
   };

@@ -6,7 +6,6 @@
 
 #include "kernels/cuda/smxx_attention.cuh"
 #include "kernels/cuda/smxx_common.cuh"
-#include "kernels/cuda/smxx_rope.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -165,25 +164,13 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 
     const float* q0 = a.q + (t * a.heads + (h0 < a.heads ? h0 : 0)) * a.dim;
     const float* q1 = a.q + (t * a.heads + (h1 < a.heads ? h1 : 0)) * a.dim;
     auto ld = [&](const float* qh, bool ok, int d) { return ok && d < dim ? qh[d] : 0.0f; };
-    const int rope0 = dim - int(a.rope_dim);  // first rotated channel (dim: none)
-    // The pair (d, d + 1) of both rows, rotated if it is a RoPE pair (d - rope0 even).
-    auto pair = [&](int d, int r) {
-      float x0 = ld(q0, h0 < a.heads, d), x1 = ld(q0, h0 < a.heads, d + 1);
-      float y0 = ld(q1, h1 < a.heads, d), y1 = ld(q1, h1 < a.heads, d + 1);
-      if (d >= rope0 && d < dim) {
-        float c, sn;
-        rope_cs(a.positions[t], a.inv_freq, (d - rope0) / 2, a.rope_factor, false, c, sn);
-        rope_rotate(x0, x1, c, sn);
-        rope_rotate(y0, y1, c, sn);
-      }
-      split3(x0, x1, qa[r / 4].hi[r % 4], qa[r / 4].mid[r % 4], qa[r / 4].lo[r % 4]);
-      split3(y0, y1, qa[r / 4].hi[r % 4 + 1], qa[r / 4].mid[r % 4 + 1], qa[r / 4].lo[r % 4 + 1]);
-    };
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
-      const int d0 = warp * kWarpCh + 16 * ks + 2 * qd;
-      pair(d0, 4 * ks);          // a0 (row gr), a1 (row gr + 8): channels d0, d0 + 1
-      pair(d0 + 8, 4 * ks + 2);  // a2, a3: channels d0 + 8, d0 + 9
+      const int d0 = warp * kWarpCh + 16 * ks + 2 * qd, d1 = d0 + 8;
+      split3(ld(q0, h0 < a.heads, d0), ld(q0, h0 < a.heads, d0 + 1), qa[ks].hi[0], qa[ks].mid[0], qa[ks].lo[0]);
+      split3(ld(q1, h1 < a.heads, d0), ld(q1, h1 < a.heads, d0 + 1), qa[ks].hi[1], qa[ks].mid[1], qa[ks].lo[1]);
+      split3(ld(q0, h0 < a.heads, d1), ld(q0, h0 < a.heads, d1 + 1), qa[ks].hi[2], qa[ks].mid[2], qa[ks].lo[2]);
+      split3(ld(q1, h1 < a.heads, d1), ld(q1, h1 < a.heads, d1 + 1), qa[ks].hi[3], qa[ks].mid[3], qa[ks].lo[3]);
     }
   }
   float o[8][4];
@@ -367,22 +354,10 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 
         num[2] = __fmaf_rn(x.z, w, num[2]);
         num[3] = __fmaf_rn(x.w, w, num[3]);
       }
-      float v[4];
-#pragma unroll
-      for (int x = 0; x < 4; ++x) v[x] = __fdiv_rn(num[x], den[lh]);
-      // Inverse RoPE of the pairs (d, d + 1), (d + 2, d + 3) in the rotated channels.
-      const int rope0 = dim - int(a.rope_dim);
-#pragma unroll
-      for (int x = 0; x < 4; x += 2)
-        if (d + x >= rope0 && d + x + 1 < dim) {
-          float c, sn;
-          rope_cs(a.positions[t], a.inv_freq, (d + x - rope0) / 2, a.rope_factor, true, c, sn);
-          rope_rotate(v[x], v[x + 1], c, sn);
-        }
       float* out = a.out + (t * a.heads + h) * a.dim;
 #pragma unroll
       for (int x = 0; x < 4; ++x)
-        if (d + x < dim) out[d + x] = v[x];
+        if (d + x < dim) out[d + x] = __fdiv_rn(num[x], den[lh]);
     }
   }
   cluster.sync();  // peers may still be reading this block's partial
@@ -394,10 +369,6 @@ cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.heads <= 0 || a.dim <= 0 || a.dim > kAttnMaxDim || a.heads > INT_MAX) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.q || !a.kv || !a.offsets || !a.ids || !a.sink || !a.out) return cudaErrorInvalidValue;
-  // RoPE pairs must line up with the kernel's channel pairs (even offsets).
-  if (a.rope_dim < 0 || a.rope_dim > a.dim || a.rope_dim % 2 != 0 || (a.dim - a.rope_dim) % 2 != 0)
-    return cudaErrorInvalidValue;
-  if (a.rope_dim > 0 && (!a.positions || !a.inv_freq)) return cudaErrorInvalidValue;
   // One block shape for every batch size (so batch invariance needs no argument):
   // at n = 1 and 64 heads that is 4 clusters of 8 = 32 SMs, each staging a slice
   // of the entries once for 16 heads (4x less L2 traffic than 4-head groups), the
@@ -416,7 +387,6 @@ cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
     c.q += t0 * a.heads * a.dim;
     c.out += t0 * a.heads * a.dim;
     c.offsets += t0;  // absolute positions into ids: a sub-range needs no rebasing
-    if (c.positions) c.positions += t0;
     const dim3 grid(unsigned(c.n * groups * kAttnSplits));
     kernel<<<grid, kThreads, smem, stream>>>(c, int(groups), vec);
     const cudaError_t err = cudaGetLastError();

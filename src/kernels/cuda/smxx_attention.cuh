@@ -32,14 +32,6 @@ struct SinkAttentionArgs {
   float scale = 1.0f;
   float* out = nullptr;              // [n, heads, dim]
   int64_t n = 0, heads = 0, dim = 0;  // dim <= kAttnMaxDim
-  // Optional RoPE folded in (rope_dim > 0; even, dim - rope_dim even): q's last
-  // rope_dim channels are rotated at the query's position as they are loaded, and the
-  // output's rotated back (inverse) as it is stored, bitwise the rope kernel before and
-  // after (smxx_rope.cuh): two launches fewer per layer. q itself is not modified.
-  const int64_t* positions = nullptr;  // [n]
-  const float* inv_freq = nullptr;     // [rope_dim / 2]
-  int64_t rope_dim = 0;
-  float rope_factor = 1.0f;  // attention_factor of both rotations
 };
 cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
 

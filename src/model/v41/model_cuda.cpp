@@ -14,7 +14,6 @@
 #include "common/check.h"
 #include "common/parallel.h"
 #include "io/safetensors.h"
-#include "kernels/cuda/smxx_attention.cuh"
 #include "kernels/cuda/smxx_elementwise.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "kernels/cuda/smxx_indexer.cuh"
@@ -1181,7 +1180,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   linear(x, qr, n, a.wq_a);
   if (go) gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
   linear(qr, q, n, a.wq_b);
-  // q's RoPE is applied by the attention kernel as it loads q (below).
+  if (go) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
   linear(x, kv, n, a.wkv);
   // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
   norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32,
@@ -1416,27 +1415,10 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     d_ids = d_all;
   }
   float* o = layer_arena->alloc<float>(n * heads * hd);
-  // q rotated at its position on load, and, the values having carried RoPE, the output
-  // rotated back on store: one launch, bitwise rope + sink_attention + inverse rope.
-  if (go) {
-    DI_CHECK(hd <= kernels::kAttnMaxDim, "head_dim ", hd, " is above the attention kernel's ", kernels::kAttnMaxDim);
-    kernels::SinkAttentionArgs sa;
-    sa.q = q;
-    sa.kv = pool;
-    sa.offsets = d_offsets;
-    sa.ids = d_ids;
-    sa.sink = a.attn_sink;
-    sa.scale = 1.0f / std::sqrt(float(hd));
-    sa.out = o;
-    sa.n = n;
-    sa.heads = heads;
-    sa.dim = hd;
-    sa.positions = b.d_positions;
-    sa.inv_freq = inv_freq;
-    sa.rope_dim = rd;
-    sa.rope_factor = af;
-    CUDA_CHECK(kernels::sink_attention(sa, stream));
-  }
+  if (go)
+    gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd}, stream);
+  // The values carried RoPE; rotate the output back by the query position.
+  if (go) gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
 
   // Grouped low-rank output: group g (heads g*H/G ..) through its own block of wo_a.
   const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;
