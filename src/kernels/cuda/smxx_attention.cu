@@ -1,5 +1,4 @@
 #include <cooperative_groups.h>
-#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <climits>
@@ -12,26 +11,17 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-// Block: one query, kHeads heads (the M = 16 rows of an m16n8k16 MMA), one of
-// kAttnSplits slices of the query's entry list; kWarps warps, warp w owning the
-// channels [kWarpCh * w, kWarpCh * (w + 1)) in both products.
-constexpr int kHeads = 16;
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kWarpCh = int(kAttnMaxDim) / kWarps;  // 64 channels = 4 k-steps of QK, 8 n-tiles of PV
-constexpr int kTile = 32;                          // entries per staged tile (4 n-tiles of QK, 2 k-steps of PV)
-// Staged row stride in floats: 520 = 8 (mod 32) banks, so the QK fragment reads
-// (8 rows x 4 float2 per request) fall on distinct banks; the PV reads (2 rows per
-// lane quad) pay at most a 2-way conflict.
-constexpr int kLd = int(kAttnMaxDim) + 8;
-constexpr int kSLd = kTile + 8;  // per-warp logit rows [kHeads][kSLd]: float2 stores conflict-free
+constexpr int kTile = 32;                          // entries per staged tile = lanes of the softmax step
+constexpr int kStride = int(kAttnMaxDim);          // staged row width: fixed, so no per-chunk guards
+constexpr int kChunks = kStride / 128;             // float4 chunks of a row per lane
 
-// Shared memory in floats: two entry tiles [kTile][kLd] (double buffered; reused
-// for the block's partial accumulator [kHeads][kLd] at the end), the warps'
-// partial logits [kWarps][kHeads][kSLd], the probabilities [kHeads][kSLd], and per
-// head the rescale factor, partial max, partial sum, merge weights and denominator.
-constexpr size_t kSmemFloats = size_t(2 * kTile * kLd) + size_t(kWarps * kHeads * kSLd) + size_t(kHeads * kSLd) +
-                               size_t(3 * kHeads) + size_t(kHeads * kAttnSplits) + size_t(kHeads);
+// Shared memory of one block, in floats: two entry tiles [kTile][kStride] (double
+// buffered; reused for the block's partial accumulator [HB][kStride] at the end),
+// logits / probabilities [kTile][HB], the partial max and sum [HB] each, and the
+// merge weights [HB][kAttnSplits] plus denominators [HB].
+constexpr size_t smem_floats(int hb) {
+  return size_t(2 * kTile * kStride) + size_t(kTile * hb) + size_t(2 * hb) + size_t(hb * kAttnSplits) + size_t(hb);
+}
 
 __device__ __forceinline__ void cp_async16(float* dst, const float* src) {
   const unsigned d = unsigned(__cvta_generic_to_shared(dst));
@@ -43,59 +33,26 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// fp32 -> three bf16 pieces, x = hi + mid + lo exactly for normal values (each
-// residual is exact in fp32 and fits the next piece's 8 bits, down to 2^-24 |x|).
-// A product of two split values is the six largest piece products (hi.hi, hi.mid,
-// mid.hi, hi.lo, lo.hi, mid.mid: everything down to 2^-16 of it), each exact in the
-// MMA's fp32 accumulator: fp32-class accuracy for any input (two pieces and three
-// products measured ~8e-5 of the rms against a double oracle in emulation: above
-// the op tolerance). The model's entries are FP8 / FP4 fake-quantized with
-// power-of-two scales, exact in bf16 (mid = lo = 0): a warp-uniform vote per
-// fragment then skips the three terms that would add exact zeros, leaving three
-// MMAs (q's or p's three pieces times the entry), so results do not depend on it.
-struct Frag3 {
-  uint32_t hi[4], mid[4], lo[4];  // A fragment registers a0..a3 per piece
-};
-__device__ __forceinline__ uint32_t bits(__nv_bfloat162 v) { return *reinterpret_cast<const uint32_t*>(&v); }
-// Pieces of the pair (x, y) packed as one fragment register (.x = x = lower k / column).
-__device__ __forceinline__ void split3(float x, float y, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
-  const float rx = __fsub_rn(x, __low2float(h)), ry = __fsub_rn(y, __high2float(h));
-  const __nv_bfloat162 m = __floats2bfloat162_rn(rx, ry);
-  const __nv_bfloat162 l = __floats2bfloat162_rn(__fsub_rn(rx, __low2float(m)), __fsub_rn(ry, __high2float(m)));
-  hi = bits(h), mid = bits(m), lo = bits(l);
-}
-
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  __trap();  // bf16 mma needs sm_80+
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-// d += a * b, b given as its B fragment values (b0 = (v00, v01), b1 = (v10, v11)),
-// the terms smallest first in one fixed order.
-__device__ __forceinline__ void mma_split(float (&d)[4], const Frag3& a, float v00, float v01, float v10, float v11) {
-  uint32_t h0, m0, l0, h1, m1, l1;
-  split3(v00, v01, h0, m0, l0);
-  split3(v10, v11, h1, m1, l1);
-  const bool inexact = (m0 | l0 | m1 | l1) != 0u;
-  if (__any_sync(0xffffffffu, inexact)) {
-    mma16816(d, a.lo, h0, h1);
-    mma16816(d, a.hi, l0, l1);
-    mma16816(d, a.mid, m0, m1);
-    mma16816(d, a.mid, h0, h1);
-    mma16816(d, a.hi, m0, m1);
-  } else {
-    mma16816(d, a.lo, h0, h1);
-    mma16816(d, a.mid, h0, h1);
+// Sum of 32 per-lane values across the warp, scattered: lane l ends with the full
+// sum of slot l. Each step hands half of the remaining slots to the partner lane,
+// so 31 shuffles replace 32 separate 5-step reductions. Every slot is summed by
+// the same tree over the lanes (fp32 addition is commutative), so a dot product's
+// value does not depend on which slot it occupied.
+__device__ __forceinline__ float reduce_scatter32(float (&v)[32], int lane) {
+#pragma unroll
+  for (int step = 0; step < 5; ++step) {
+    const int off = 16 >> step;
+    const bool up = (lane & off) != 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      if (i < off) {
+        const float send = up ? v[i] : v[i + off];
+        const float keep = up ? v[i + off] : v[i];
+        v[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, off));
+      }
+    }
   }
-  mma16816(d, a.hi, h0, h1);
+  return v[0];
 }
 
 __device__ __forceinline__ float butterfly_sum(float v) {
@@ -110,42 +67,42 @@ __device__ __forceinline__ float butterfly_max(float v) {
 }
 
 // Grid: n * groups * kAttnSplits blocks, clusters of kAttnSplits along x; block
-// (t, g, s) = query t, heads [16 g, 16 g + 16), entry slice s. Per 32-entry tile:
-//   1. QK on the tensor cores: warp w forms the partial logits of the 16 heads x 32
-//      entries over its 64 channels (4 n-tiles x 4 k-steps x 3 or 6 MMAs);
-//   2. warp w sums the 8 partials of heads 2w, 2w + 1 in warp order (lane = entry)
-//      and runs the fp32 online softmax for them;
-//   3. PV on the tensor cores: warp w rescales and accumulates O[16 heads][its 64
-//      channels] (2 k-steps x 8 n-tiles x 3 or 6 MMAs).
-// Nothing depends on n or on other queries: a query's bits are the same in any batch.
-__global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 1)
+// (t, g, s) = query t, heads [g * HB, g * HB + HB), entry slice s. Warp w owns HPW
+// heads; lane l owns channels 128 k + 4 l .. + 3 of every row (conflict-free float4
+// reads of the staged rows, each read feeding HPW heads).
+//
+// All arithmetic on the values is spelled out (__fmaf_rn, __fadd_rn, ...) so that
+// the compiler cannot contract it differently in the two instantiations: which one
+// runs depends on the batch size, and the result must not.
+template <int HPW, int WARPS>
+__global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(WARPS * 32, 1)
     mqa_attention_kernel(SinkAttentionArgs a, int groups, bool vec) {
+  constexpr int HB = HPW * WARPS;  // heads per block
+  constexpr int EG = 32 / HPW;     // entries per reduce-scatter (HPW x EG dot products)
+  constexpr int kThreads = WARPS * 32;
   extern __shared__ float4 smem4[];
   float* tiles = reinterpret_cast<float*>(smem4);
-  float* sp = tiles + 2 * kTile * kLd;         // [kWarps][kHeads][kSLd]
-  float* pr = sp + kWarps * kHeads * kSLd;     // [kHeads][kSLd]
-  float* corr = pr + kHeads * kSLd;            // [kHeads]
-  float* pm = corr + kHeads;                   // [kHeads]
-  float* pl = pm + kHeads;                     // [kHeads]
-  float* wts = pl + kHeads;                    // [kHeads][kAttnSplits]
-  float* den = wts + kHeads * kAttnSplits;     // [kHeads]
+  float* lp = tiles + 2 * kTile * kStride;  // [kTile][HB]
+  float* pm = lp + kTile * HB;             // [HB]
+  float* pl = pm + HB;                     // [HB]
+  float* wts = pl + HB;                    // [HB][kAttnSplits]
+  float* den = wts + HB * kAttnSplits;     // [HB]
 
   cg::cluster_group cluster = cg::this_cluster();
   const int s = int(cluster.block_rank());
   const int64_t qg = int64_t(blockIdx.x) / kAttnSplits;
   const int64_t t = qg / groups;
-  const int g0 = int(qg % groups) * kHeads;
+  const int g = int(qg % groups);
   const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
-  const int gr = lane >> 2, qd = lane & 3;  // MMA fragment row / column pair
   const int dim = int(a.dim);
-  constexpr int slice = int(kAttnMaxDim) / kAttnSplits;  // output channels merged by each block
+  constexpr int slice = kStride / kAttnSplits;
   const int64_t b = a.offsets[t], e = a.offsets[t + 1];
   const int64_t cnt = e - b;
 
   if (cnt <= 0) {  // sink only: no value, so the output is zero (as the CPU op)
-    for (int i = tid; i < kHeads * slice; i += kThreads) {
+    for (int i = tid; i < HB * slice; i += kThreads) {
       const int lh = i / slice, d = s * slice + i % slice;
-      const int64_t h = int64_t(g0) + lh;
+      const int64_t h = int64_t(g) * HB + lh;
       if (h < a.heads && d < dim) a.out[(t * a.heads + h) * a.dim + d] = 0.0f;
     }
     return;  // the whole cluster shares t, so every block of it leaves here
@@ -156,51 +113,40 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 
   const int64_t j0 = b + s * chunk < e ? b + s * chunk : e, j1 = j0 + chunk < e ? j0 + chunk : e;
   const int len = int(j1 - j0), ntiles = (len + kTile - 1) / kTile;
 
-  // q of the block's heads as split A fragments for the warp's 4 k-steps: rows
-  // gr / gr + 8, channels 2 qd (+1) and 2 qd + 8 (+1) of each 16-channel step.
-  Frag3 qa[4];
-  {
-    const int64_t h0 = int64_t(g0) + gr, h1 = h0 + 8;
-    const float* q0 = a.q + (t * a.heads + (h0 < a.heads ? h0 : 0)) * a.dim;
-    const float* q1 = a.q + (t * a.heads + (h1 < a.heads ? h1 : 0)) * a.dim;
-    auto ld = [&](const float* qh, bool ok, int d) { return ok && d < dim ? qh[d] : 0.0f; };
+  float q[HPW][kChunks][4], acc[HPW][kChunks][4], m_run[HPW], l_run[HPW];
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const int d0 = warp * kWarpCh + 16 * ks + 2 * qd, d1 = d0 + 8;
-      split3(ld(q0, h0 < a.heads, d0), ld(q0, h0 < a.heads, d0 + 1), qa[ks].hi[0], qa[ks].mid[0], qa[ks].lo[0]);
-      split3(ld(q1, h1 < a.heads, d0), ld(q1, h1 < a.heads, d0 + 1), qa[ks].hi[1], qa[ks].mid[1], qa[ks].lo[1]);
-      split3(ld(q0, h0 < a.heads, d1), ld(q0, h0 < a.heads, d1 + 1), qa[ks].hi[2], qa[ks].mid[2], qa[ks].lo[2]);
-      split3(ld(q1, h1 < a.heads, d1), ld(q1, h1 < a.heads, d1 + 1), qa[ks].hi[3], qa[ks].mid[3], qa[ks].lo[3]);
-    }
-  }
-  float o[8][4];
+  for (int i = 0; i < HPW; ++i) {
+    const int64_t h = int64_t(g) * HB + warp * HPW + i;
+    const bool valid = h < a.heads;
+    const float* qh = a.q + (t * a.heads + (valid ? h : 0)) * a.dim;
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // heads 2 warp + i
-
-  // Channels dim .. kAttnMaxDim of the tiles stay zero (the loads never write them):
-  // q is zero there too, but 0 * stale NaN would not be.
-  if (dim < int(kAttnMaxDim)) {
-    const int w = int(kAttnMaxDim) - dim;
-    for (int i = tid; i < 2 * kTile * w; i += kThreads) tiles[(i / w) * kLd + dim + i % w] = 0.0f;
-  }
-
-  // Warp w copies rows w, w + 8, ...: one coalesced read of the tile's ids (lane r
-  // holds row r's), then per row a shuffle and 4 16-byte pieces per lane. Rows c..31
-  // of a partial tile are zeroed, so the PV products of absent entries are 0 * 0.
-  auto load_tile = [&](int buf, int64_t j, int c) {
-    float* dst = tiles + buf * kTile * kLd;
-    const int64_t my_id = lane < c ? a.ids[j + lane] : 0;
+    for (int k = 0; k < kChunks; ++k)
 #pragma unroll
-    for (int r = warp; r < kTile; r += kWarps) {
-      const int64_t id = __shfl_sync(0xffffffffu, my_id, r);
-      float* row = dst + r * kLd;
-      if (r >= c) {
-        for (int col = 4 * lane; col < int(kAttnMaxDim); col += 128)
-          *reinterpret_cast<float4*>(row + col) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        continue;
+      for (int c = 0; c < 4; ++c) {
+        const int d = 128 * k + 4 * lane + c;
+        q[i][k][c] = valid && d < dim ? qh[d] : 0.0f;
+        acc[i][k][c] = 0.0f;
       }
+    m_run[i] = -INFINITY;
+    l_run[i] = 0.0f;
+  }
+
+  // Channels dim .. kStride of the tiles stay zero (the loads never write them):
+  // q is zero there too, but 0 * stale NaN would not be.
+  if (dim < kStride)
+    for (int i = tid; i < 2 * kTile * (kStride - dim); i += kThreads)
+      tiles[(i / (kStride - dim)) * kStride + dim + i % (kStride - dim)] = 0.0f;
+
+  // Warp w copies rows w, w + WARPS, ...: one coalesced read of the tile's ids (lane
+  // r holds row r's), then per row a shuffle and the row's 16-byte pieces, with no
+  // division and no dependent global load per piece.
+  auto load_tile = [&](int buf, int64_t j, int c) {
+    float* dst = tiles + buf * kTile * kStride;
+    const int64_t my_id = lane < c ? a.ids[j + lane] : 0;
+    for (int r = warp; r < c; r += WARPS) {
+      const int64_t id = __shfl_sync(0xffffffffu, my_id, r);
       const float* src = a.kv + id * a.dim;
+      float* row = dst + r * kStride;
       if (vec) {
         for (int col = 4 * lane; col < dim; col += 128) cp_async16(row + col, src + col);
       } else {
@@ -221,79 +167,78 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 
       cp_async_wait<0>();
     }
     __syncthreads();
-    const float* tile = tiles + (it & 1) * kTile * kLd;
+    const float* tile = tiles + (it & 1) * kTile * kStride;
 
-    // 1. Partial logits over the warp's channels: B[k = channel][n = entry].
-    {
-      float* spw = sp + warp * kHeads * kSLd;
+    // 1. Logits of the warp's heads for the tile's entries, EG entries at a time.
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        if (8 * nt >= c) break;  // absent entries (a partial tile): their logits are never read
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const float* row = tile + (8 * nt + gr) * kLd + warp * kWarpCh + 2 * qd;
+    for (int gi = 0; gi < HPW; ++gi) {
+      if (gi * EG >= c) break;
+      float part[32];
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          const float2 x0 = *reinterpret_cast<const float2*>(row + 16 * ks);
-          const float2 x1 = *reinterpret_cast<const float2*>(row + 16 * ks + 8);
-          mma_split(acc, qa[ks], x0.x, x0.y, x1.x, x1.y);
-        }
-        *reinterpret_cast<float2*>(spw + gr * kSLd + 8 * nt + 2 * qd) = make_float2(acc[0], acc[1]);
-        *reinterpret_cast<float2*>(spw + (gr + 8) * kSLd + 8 * nt + 2 * qd) = make_float2(acc[2], acc[3]);
+      for (int x = 0; x < 32; ++x) part[x] = 0.0f;
+      // No per-row or per-chunk branch: rows c.. of the last group hold stale data
+      // whose dots land in their own slots and are never stored, so the compiler
+      // is free to issue all of a group's shared-memory reads ahead of the FMAs.
+#pragma unroll
+      for (int j = 0; j < EG; ++j) {
+        const float* row = tile + (gi * EG + j) * kStride + 4 * lane;
+        float4 v[kChunks];
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k) v[k] = *reinterpret_cast<const float4*>(row + 128 * k);
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+          for (int i = 0; i < HPW; ++i) {
+            float& p = part[i * EG + j];
+            p = __fmaf_rn(q[i][k][0], v[k].x, p);
+            p = __fmaf_rn(q[i][k][1], v[k].y, p);
+            p = __fmaf_rn(q[i][k][2], v[k].z, p);
+            p = __fmaf_rn(q[i][k][3], v[k].w, p);
+          }
       }
+      const float dot = reduce_scatter32(part, lane);
+      const int r = gi * EG + lane % EG;
+      if (r < c) lp[r * HB + warp * HPW + lane / EG] = __fmul_rn(dot, a.scale);
     }
-    __syncthreads();
+    __syncwarp();
 
-    // 2. Logits (the 8 partials summed in warp order) and the online softmax of
-    //    heads 2 warp, 2 warp + 1 over the tile's entries (lane = entry).
+    // 2. Online softmax per head over the tile (lane = entry).
+    float corr[HPW];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int lh = 2 * warp + i;
-      float x = -INFINITY;
-      if (lane < c) {  // logits of absent entries were not formed
-        float dot = sp[lh * kSLd + lane];
-#pragma unroll
-        for (int w = 1; w < kWarps; ++w) dot = __fadd_rn(dot, sp[(w * kHeads + lh) * kSLd + lane]);
-        x = __fmul_rn(dot, a.scale);
-      }
+    for (int i = 0; i < HPW; ++i) {
+      const int lh = warp * HPW + i;
+      const float x = lane < c ? lp[lane * HB + lh] : -INFINITY;
       const float m_new = fmaxf(m_run[i], butterfly_max(x));
-      const float cf = expf(__fsub_rn(m_run[i], m_new));
+      corr[i] = expf(__fsub_rn(m_run[i], m_new));
       const float p = lane < c ? expf(__fsub_rn(x, m_new)) : 0.0f;
-      l_run[i] = __fmaf_rn(l_run[i], cf, butterfly_sum(p));
+      l_run[i] = __fmaf_rn(l_run[i], corr[i], butterfly_sum(p));
       m_run[i] = m_new;
-      pr[lh * kSLd + lane] = p;
-      if (lane == 0) corr[lh] = cf;
+      if (lane < c) lp[lane * HB + lh] = p;
     }
-    __syncthreads();
+    __syncwarp();
 
-    // 3. O = O * corr + P V over the warp's channels: A = P[head][entry],
-    //    B[k = entry][n = channel].
-    {
-      const float c0 = corr[gr], c1 = corr[gr + 8];
+    // 3. acc = acc * corr + sum_r p_r v_r, entries in order.
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        o[nt][0] = __fmul_rn(o[nt][0], c0);
-        o[nt][1] = __fmul_rn(o[nt][1], c0);
-        o[nt][2] = __fmul_rn(o[nt][2], c1);
-        o[nt][3] = __fmul_rn(o[nt][3], c1);
-      }
+    for (int i = 0; i < HPW; ++i)
 #pragma unroll
-      for (int ks = 0; ks < 2; ++ks) {
-        if (16 * ks >= c) break;  // entries with p = 0 and zero rows: nothing to add
-        const int k0 = 16 * ks + 2 * qd;
-        const float2 p00 = *reinterpret_cast<const float2*>(pr + gr * kSLd + k0);
-        const float2 p10 = *reinterpret_cast<const float2*>(pr + (gr + 8) * kSLd + k0);
-        const float2 p01 = *reinterpret_cast<const float2*>(pr + gr * kSLd + k0 + 8);
-        const float2 p11 = *reinterpret_cast<const float2*>(pr + (gr + 8) * kSLd + k0 + 8);
-        Frag3 pa;
-        split3(p00.x, p00.y, pa.hi[0], pa.mid[0], pa.lo[0]);
-        split3(p10.x, p10.y, pa.hi[1], pa.mid[1], pa.lo[1]);
-        split3(p01.x, p01.y, pa.hi[2], pa.mid[2], pa.lo[2]);
-        split3(p11.x, p11.y, pa.hi[3], pa.mid[3], pa.lo[3]);
-        const float* v0 = tile + k0 * kLd + warp * kWarpCh + gr;
+      for (int k = 0; k < kChunks; ++k)
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          const float* v = v0 + 8 * nt;
-          mma_split(o[nt], pa, v[0], v[kLd], v[8 * kLd], v[9 * kLd]);
+        for (int x = 0; x < 4; ++x) acc[i][k][x] = __fmul_rn(acc[i][k][x], corr[i]);
+#pragma unroll 4
+    for (int r = 0; r < c; ++r) {
+      const float* row = tile + r * kStride + 4 * lane;
+      float pr[HPW];
+#pragma unroll
+      for (int i = 0; i < HPW; ++i) pr[i] = lp[r * HB + warp * HPW + i];
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        const float4 v = *reinterpret_cast<const float4*>(row + 128 * k);
+#pragma unroll
+        for (int i = 0; i < HPW; ++i) {
+          acc[i][k][0] = __fmaf_rn(pr[i], v.x, acc[i][k][0]);
+          acc[i][k][1] = __fmaf_rn(pr[i], v.y, acc[i][k][1]);
+          acc[i][k][2] = __fmaf_rn(pr[i], v.z, acc[i][k][2]);
+          acc[i][k][3] = __fmaf_rn(pr[i], v.w, acc[i][k][3]);
         }
       }
     }
@@ -302,23 +247,22 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 
 
   // Publish the partial (max, sum, acc) to the cluster: acc over the tile buffers.
   __syncthreads();
-  float* xacc = tiles;  // [kHeads][kLd]
+  float* xacc = tiles;  // [HB][kStride]
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-    const int d = warp * kWarpCh + 8 * nt + 2 * qd;
-    *reinterpret_cast<float2*>(xacc + gr * kLd + d) = make_float2(o[nt][0], o[nt][1]);
-    *reinterpret_cast<float2*>(xacc + (gr + 8) * kLd + d) = make_float2(o[nt][2], o[nt][3]);
-  }
-  if (lane == 0) {
+  for (int i = 0; i < HPW; ++i) {
+    const int lh = warp * HPW + i;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) pm[2 * warp + i] = m_run[i], pl[2 * warp + i] = l_run[i];
+    for (int k = 0; k < kChunks; ++k)
+      *reinterpret_cast<float4*>(xacc + lh * kStride + 128 * k + 4 * lane) =
+          make_float4(acc[i][k][0], acc[i][k][1], acc[i][k][2], acc[i][k][3]);
+    if (lane == 0) pm[lh] = m_run[i], pl[lh] = l_run[i];
   }
   cluster.sync();
 
   // Merge in slice order 0..kAttnSplits-1, the sink joining the max and the sum;
   // block s writes channels [s * slice, (s + 1) * slice) of the group's heads.
-  if (tid < kHeads) {
-    const int64_t h = int64_t(g0) + tid;
+  if (tid < HB) {
+    const int64_t h = int64_t(g) * HB + tid;
     if (h < a.heads) {
       const float sink = a.sink[h];
       float ms[kAttnSplits], M = sink;
@@ -338,48 +282,29 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 
     }
   }
   __syncthreads();
-  {
-    // 16 heads x 64 channels: thread = (head, 4 channels), one float4 per peer.
-    static_assert(kHeads * slice == 4 * kThreads, "merge: one float4 of channels per thread");
-    const int lh = tid / (slice / 4), d = s * slice + 4 * (tid % (slice / 4));
-    const int64_t h = int64_t(g0) + lh;
-    if (h < a.heads && d < dim) {
-      float num[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int i = tid; i < HB * slice; i += kThreads) {
+    const int lh = i / slice, d = s * slice + i % slice;
+    const int64_t h = int64_t(g) * HB + lh;
+    if (h >= a.heads || d >= dim) continue;
+    float num = 0.0f;
 #pragma unroll
-      for (int r = 0; r < kAttnSplits; ++r) {
-        const float4 x = *reinterpret_cast<const float4*>(cluster.map_shared_rank(xacc + lh * kLd + d, r));
-        const float w = wts[lh * kAttnSplits + r];
-        num[0] = __fmaf_rn(x.x, w, num[0]);
-        num[1] = __fmaf_rn(x.y, w, num[1]);
-        num[2] = __fmaf_rn(x.z, w, num[2]);
-        num[3] = __fmaf_rn(x.w, w, num[3]);
-      }
-      float* out = a.out + (t * a.heads + h) * a.dim;
-#pragma unroll
-      for (int x = 0; x < 4; ++x)
-        if (d + x < dim) out[d + x] = __fdiv_rn(num[x], den[lh]);
-    }
+    for (int r = 0; r < kAttnSplits; ++r)
+      num = __fmaf_rn(*cluster.map_shared_rank(xacc + lh * kStride + d, r), wts[lh * kAttnSplits + r], num);
+    a.out[(t * a.heads + h) * a.dim + d] = __fdiv_rn(num, den[lh]);
   }
   cluster.sync();  // peers may still be reading this block's partial
 }
 
-}  // namespace
-
-cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
-  if (a.n < 0 || a.heads <= 0 || a.dim <= 0 || a.dim > kAttnMaxDim || a.heads > INT_MAX) return cudaErrorInvalidValue;
-  if (a.n == 0) return cudaSuccess;
-  if (!a.q || !a.kv || !a.offsets || !a.ids || !a.sink || !a.out) return cudaErrorInvalidValue;
-  // One block shape for every batch size (so batch invariance needs no argument):
-  // at n = 1 and 64 heads that is 4 clusters of 8 = 32 SMs, each staging a slice
-  // of the entries once for 16 heads (4x less L2 traffic than 4-head groups), the
-  // products on the tensor cores; large n fills the GPU with many such clusters.
-  auto* kernel = mqa_attention_kernel;
-  const size_t smem = kSmemFloats * sizeof(float);
+template <int HPW, int WARPS>
+cudaError_t launch(const SinkAttentionArgs& a, cudaStream_t stream) {
+  constexpr int HB = HPW * WARPS;
+  auto* kernel = mqa_attention_kernel<HPW, WARPS>;
+  const size_t smem = smem_floats(HB) * sizeof(float);
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (attr != cudaSuccess) return attr;
   const bool vec = a.dim % 4 == 0 && reinterpret_cast<uintptr_t>(a.kv) % 16 == 0;
-  const int64_t groups = (a.heads + kHeads - 1) / kHeads;
+  const int64_t groups = (a.heads + HB - 1) / HB;
   const int64_t per_launch = std::max<int64_t>(1, INT_MAX / (groups * kAttnSplits));
   for (int64_t t0 = 0; t0 < a.n; t0 += per_launch) {
     SinkAttentionArgs c = a;
@@ -388,11 +313,33 @@ cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
     c.out += t0 * a.heads * a.dim;
     c.offsets += t0;  // absolute positions into ids: a sub-range needs no rebasing
     const dim3 grid(unsigned(c.n * groups * kAttnSplits));
-    kernel<<<grid, kThreads, smem, stream>>>(c, int(groups), vec);
+    kernel<<<grid, WARPS * 32, smem, stream>>>(c, int(groups), vec);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
+  if (a.n < 0 || a.heads <= 0 || a.dim <= 0 || a.dim > kAttnMaxDim || a.heads > INT_MAX) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (!a.q || !a.kv || !a.offsets || !a.ids || !a.sink || !a.out) return cudaErrorInvalidValue;
+  // Two shapes of block, the same arithmetic per head (so the choice, made from the
+  // batch, cannot change a result): 4 heads on 2 warps gives a single query 16
+  // blocks per slice at 64 heads, enough to spread one token over the GPU; 32 heads
+  // on 8 warps reads each staged row once per 4 heads per warp instead of 2 and
+  // wins once the grid has several waves. Cost model: a 32-head block takes ~4x a
+  // 4-head one (8x the heads at ~2x the FMA rate), one block per SM in both.
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  sms = std::max(sms, 1);
+  const int64_t small_blocks = a.n * ((a.heads + 3) / 4) * kAttnSplits;
+  const int64_t large_blocks = a.n * ((a.heads + 31) / 32) * kAttnSplits;
+  const int64_t small_waves = (small_blocks + sms - 1) / sms, large_waves = (large_blocks + sms - 1) / sms;
+  if (small_waves < 4 * large_waves) return launch<2, 2>(a, stream);
+  return launch<4, 8>(a, stream);
 }
 
 }  // namespace deepinfer::kernels

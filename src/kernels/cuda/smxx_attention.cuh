@@ -3,15 +3,13 @@
 // {scale * q[t, h] . kv[ids_j]} plus one sink logit per head that has no value.
 //
 // Flash-decoding for one shared KV head (MQA): a block takes one query, a group
-// of 16 of its heads and one of kAttnSplits slices of its entry list; it stages the
-// slice's entries in shared memory once for all heads of the group, forms the
-// logits and the weighted sum on the tensor cores (mma.sync bf16 on operands split
-// into three bf16 pieces: fp32-class accuracy) and keeps an fp32 online softmax per
-// head. The kAttnSplits blocks of a (query, head group) form a thread-block cluster
-// (sm_90) and merge their partial (max, sum, acc) through distributed shared memory
-// in a fixed order. The slices depend only on the query's own entry count and a
-// block's arithmetic only on its own query, so a query's output is bitwise the same
-// alone or in any batch.
+// of its heads and one of kAttnSplits slices of its entry list; it stages the
+// slice's entries in shared memory once for all heads of the group and keeps an
+// fp32 online softmax per head. The kAttnSplits blocks of a (query, head group)
+// form a thread-block cluster (sm_90) and merge their partial (max, sum, acc)
+// through distributed shared memory in a fixed order. The slices depend only on
+// the query's own entry count, and every head runs the same arithmetic whatever
+// the group size, so a query's output is bitwise the same alone or in any batch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,7 +18,7 @@
 
 namespace deepinfer::kernels {
 
-constexpr int64_t kAttnMaxDim = 512;  // V4.1 head_dim; each of a block's 8 warps owns 64 channels
+constexpr int64_t kAttnMaxDim = 512;  // V4.1 head_dim; a lane keeps 16 channels of a row
 constexpr int kAttnSplits = 8;        // entry slices per query = cluster size
 
 struct SinkAttentionArgs {
