@@ -139,23 +139,8 @@ def main():
 def ceilings_linears():
     batches = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "1,8,32,128,256").split(",")]
     ns = batches + [4096]
-    # Ceilings.
-    buf = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
-    dst = torch.empty_like(buf)
-    ms = bench(lambda i: dst.copy_(buf), inner=3)
-    print(f"torch copy_GBps={2 * buf.numel() / ms / 1e6:.1f}")
-    del buf, dst
-    a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-    ms = bench(lambda i: a @ b, inner=3)
-    print(f"torch bf16_gemm_TFLOPs={2 * 8192**3 / ms / 1e9:.1f}")
-    a8 = a.to(torch.float8_e4m3fn)
-    b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()
+    ceilings()
     one = torch.ones((), device=dev)
-    ms = bench(lambda i: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16), inner=3)
-    print(f"torch fp8_gemm_TFLOPs={2 * 8192**3 / ms / 1e9:.1f}")
-    del a, b, a8, b8
-    sys.stdout.flush()
 
     shapes = [("wq_a", 1280, 5120), ("wq_b", 32768, 1280), ("wkv", 512, 5120), ("wo_b", 5120, 8192),
               ("shared_w1", 2304, 5120), ("shared_w2", 5120, 2304), ("idx_wq_b", 4096, 1280),

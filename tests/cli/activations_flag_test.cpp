@@ -3,6 +3,8 @@
 // (its logits move by bf16-rounding amounts and stay close to the f32 ones).
 #include <gtest/gtest.h>
 
+#include "run_cli.h"
+
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -19,21 +21,8 @@ namespace {
 
 const std::string kModel = std::string(DEEPINFER_FIXTURES) + "/v41_tiny_quant";
 
-struct RunResult {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-RunResult run(const std::string& args) {
-  const std::string cmd = std::string(DEEPINFER_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using RunResult = testing_cli::CliResult;
+RunResult run(const std::string& args) { return testing_cli::run_deepinfer(args); }
 
 TEST(ActivationsFlag, ParseAcceptsF32AndBf16Only) {
   EXPECT_EQ(runtime::parse_activations("f32", "--activations"), ops::Activations::kF32);

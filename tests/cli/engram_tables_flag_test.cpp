@@ -4,6 +4,8 @@
 // it (its tables stay in the mapped checkpoint). Placement itself: tests/model_cuda.
 #include <gtest/gtest.h>
 
+#include "run_cli.h"
+
 #include <array>
 #include <cstdio>
 #include <string>
@@ -17,21 +19,8 @@ namespace {
 
 const std::string kModel = std::string(DEEPINFER_FIXTURES) + "/v41_tiny_f32";
 
-struct RunResult {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-RunResult run(const std::string& args) {
-  const std::string cmd = std::string(DEEPINFER_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using RunResult = testing_cli::CliResult;
+RunResult run(const std::string& args) { return testing_cli::run_deepinfer(args); }
 
 TEST(EngramTablesFlag, CheckAcceptsTheThreeValuesOnly) {
   for (const char* v : {"auto", "device", "host"}) EXPECT_NO_THROW(runtime::check_engram_tables(v, "--engram-tables"));

@@ -3,6 +3,8 @@
 // models/deepinfer-v41-tiny (reference numbers from tools/train_tiny.py eval, stored in
 // bench/results/train_tiny/reference_ppl.json).
 #include <gtest/gtest.h>
+
+#include "run_cli.h"
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -28,25 +30,9 @@ struct CmdResult {
 };
 
 CmdResult run(const std::string& args) {
-  const std::string cmd = std::string(DEEPINFER_BINARY) + " eval-ppl " + args + " 2>&1";
-  CmdResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  const auto r = deepinfer::testing_cli::run_deepinfer("eval-ppl " + args);
+  return {r.status, r.output};
 }
-
-// Until main.cpp dispatches `eval-ppl`, the tests skip instead of failing.
-bool command_missing() {
-  static const bool missing = run("").out.find("unknown command") != std::string::npos;
-  return missing;
-}
-#define SKIP_WITHOUT_COMMAND() \
-  if (command_missing()) GTEST_SKIP() << "deepinfer has no eval-ppl command yet"
 
 Json run_json(const std::string& args) {
   CmdResult r = run(args);
@@ -67,7 +53,6 @@ std::string sample_text() {
 }
 
 TEST(EvalPpl, NonOverlappingWindows) {
-  SKIP_WITHOUT_COMMAND();
   const std::string text = write_text("a.txt", sample_text());
   Json j = run_json("--model " + kFixture + " --text " + text + " --context 16");
   const int64_t T = j["text_tokens"], W = j["windows"];
@@ -82,14 +67,12 @@ TEST(EvalPpl, NonOverlappingWindows) {
 }
 
 TEST(EvalPpl, StridedWindowsScoreEveryTargetOnce) {
-  SKIP_WITHOUT_COMMAND();
   const std::string text = write_text("b.txt", sample_text());
   Json j = run_json("--model " + kFixture + " --text " + text + " --context 16 --stride 5");
   EXPECT_EQ(j["tokens"].get<int64_t>(), j["text_tokens"].get<int64_t>() - 1);
 }
 
 TEST(EvalPpl, BatchDoesNotChangeTheResult) {
-  SKIP_WITHOUT_COMMAND();
   const std::string text = write_text("c.txt", sample_text());
   Json one = run_json("--model " + kFixture + " --text " + text + " --context 12 --stride 7 --batch 1");
   Json many = run_json("--model " + kFixture + " --text " + text + " --context 12 --stride 7 --batch 5");
@@ -98,7 +81,6 @@ TEST(EvalPpl, BatchDoesNotChangeTheResult) {
 }
 
 TEST(EvalPpl, BadInputsAreOneLineErrors) {
-  SKIP_WITHOUT_COMMAND();
   const std::string text = write_text("d.txt", sample_text());
   const std::string empty = write_text("empty.txt", "");
   const std::string bad_utf8 = write_text("bad.txt", "abc \xff\xfe def");
@@ -123,10 +105,9 @@ TEST(EvalPpl, BadInputsAreOneLineErrors) {
 
 // The trained checkpoint against the transformers reference (fp32, cached path).
 TEST(EvalPpl, TrainedModelMatchesTheReference) {
-  SKIP_WITHOUT_COMMAND();
   const fs::path model = kRepo / "models" / "deepinfer-v41-tiny";
   const fs::path results = kRepo / "bench" / "results" / "train_tiny";
-  if (!fs::exists(model / "config.json")) GTEST_SKIP() << "no " << model;
+  ASSERT_TRUE(fs::exists(model / "config.json")) << "no " << model;  // committed with the repository
   Json ref = Json::parse(std::ifstream(results / "reference_ppl.json"))["heldout_own_small.txt"]["reference_cpu"];
   Json j = run_json("--model " + model.string() + " --text " + (results / "heldout_own_small.txt").string() +
                     " --context " + std::to_string(ref["context"].get<int64_t>()) + " --batch 2");

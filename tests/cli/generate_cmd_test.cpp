@@ -2,6 +2,8 @@
 // the progress bar appears on stderr only when stderr is a terminal.
 #include <gtest/gtest.h>
 
+#include "run_cli.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,13 +22,9 @@ namespace {
 const std::string kModel = std::string(DEEPINFER_FIXTURES) + "/v41_tiny_f32";
 
 int run(const std::string& cmd, std::string* out = nullptr) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    if (out) out->append(buf.data(), n);
-  const int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  const auto r = testing_cli::run_command(cmd);
+  if (out) *out = r.output;
+  return r.status;
 }
 
 std::string slurp(const std::string& path) {

@@ -2,6 +2,8 @@
 // match the reference in all feeding modes; bad invocations fail with one line.
 #include <gtest/gtest.h>
 
+#include "run_cli.h"
+
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -15,21 +17,8 @@ namespace {
 
 const std::string kFixture = std::string(DEEPINFER_FIXTURES) + "/v41_tiny_quant";
 
-struct RunResult {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-RunResult run(const std::string& args) {
-  std::string cmd = std::string(DEEPINFER_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using RunResult = testing_cli::CliResult;
+RunResult run(const std::string& args) { return testing_cli::run_deepinfer(args); }
 
 TEST(LogitsCommand, AllFeedingModesMatchTheReference) {
   auto ref = SafetensorsFile::open(kFixture + "/reference.safetensors");
