@@ -792,17 +792,24 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       for (auto mode : {ops::cuda::LinearMode::kAuto, ops::cuda::LinearMode::kInvariant})
         for (auto av : {ops::Activations::kF32, ops::Activations::kBF16})
           // kAuto + kBF16: each big-tile kernel (moe_tc_set_big; default kWide first).
+          // small=fused (default) / small=former: the small tiles' split + two stages in
+          // one persistent launch vs split + one launch per stage (moe_tc_set_fused; NOTES
+          // "MoE at decode sizes"), with the default big-tile kernel.
           for (auto big : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128,
-                           kernels::MoeTcBig::kRows64}) {
+                           kernels::MoeTcBig::kRows64})
+          for (bool fused : {true, false}) {
             const bool ab = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kBF16;
             if ((!ab && big != kernels::MoeTcBig::kWide) || (T > maxn && mode != ops::cuda::LinearMode::kAuto)) continue;
+            if (!fused && big != kernels::MoeTcBig::kWide) continue;
             kernels::moe_tc_set_big(big);
+            kernels::moe_tc_set_fused(fused);
             const float gms = tm.time_ms(
                 [&](int) {
                   ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y, av}, table, mode, st, ws);
                 },
                 5, 3);
             kernels::moe_tc_set_big(kernels::MoeTcBig::kWide);
+            kernels::moe_tc_set_fused(true);
             int64_t act = 0;
             for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
             // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
@@ -811,10 +818,10 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                              : big == kernels::MoeTcBig::kWide2  ? " big=wide2"
                              : big == kernels::MoeTcBig::kWide128 ? " big=wide128"
                                                                   : " big=rows64";
-            std::printf("op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f%s\n",
+            std::printf("op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f%s%s\n",
                         (long long)T, (long long)act, mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant",
                         av == ops::Activations::kBF16 ? "bf16" : "f32", gms, bytes / gms / 1e6, flops / gms / 1e9,
-                        ab ? bn : "");
+                        ab ? bn : "", fused ? " small=fused" : " small=former");
           }
       std::fflush(stdout);
       if (T > maxn) continue;

@@ -5,6 +5,7 @@
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_linear_gemv.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
+#include "kernels/cuda/smxx_moe_terms.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -211,8 +212,19 @@ constexpr int kMoeWRows = 4;       // weight rows per warp (stage 1: two w1 + tw
 
 // Chunk c's per-expert histogram into chunk_base[c, :]. Counting with shared atomics
 // is order-free; positions come from the placement kernel.
-__global__ void __launch_bounds__(kPlanChunk) moe_hist_kernel(MoePlanArgs a) {
+// Blocks past the histogram's chunks (the grid is the larger of the two counts) only
+// split: x -> bf16 planes for moe_tc (a.split_x, optional), four values per thread,
+// the same function as moe_split_terms.
+__global__ void __launch_bounds__(kPlanChunk) moe_hist_kernel(MoePlanArgs a, int64_t chunks) {
   extern __shared__ int32_t hist[];
+  if (a.split_x) {
+    const int64_t i = (int64_t(blockIdx.x) * kPlanChunk + threadIdx.x) * 4;
+    if (i < a.split_count) {
+      if (a.split_terms == 1) moe_terms::split4<1>(a.split_x, a.split_out, a.split_count, i);
+      else moe_terms::split4<3>(a.split_x, a.split_out, a.split_count, i);
+    }
+  }
+  if (int64_t(blockIdx.x) >= chunks) return;  // block-uniform
   const int E = a.num_experts;
   for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
   __syncthreads();
@@ -259,6 +271,8 @@ __device__ int32_t block_exclusive_scan(int32_t* s, int E, int32_t* part) {
 __global__ void __launch_bounds__(kScanThreads) moe_scan_kernel(MoePlanArgs a, int chunks) {
   extern __shared__ int32_t scan_sm[];
   const int E = a.num_experts;
+  // moe_tc_fused's counters start at zero (stream order: this launch finishes first).
+  for (int64_t i = threadIdx.x; i < a.sync_count; i += blockDim.x) a.sync[i] = 0;
   int32_t* cnt = scan_sm;
   int32_t* nsmall = scan_sm + E;
   int32_t* nbig = scan_sm + 2 * E;
@@ -573,7 +587,14 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   const int64_t chunks = moe_plan_chunks(total);
   const size_t E = size_t(a.num_experts);
-  moe_hist_kernel<<<unsigned(chunks), kPlanChunk, E * sizeof(int32_t), stream>>>(a);
+  if ((a.sync_count > 0 && !a.sync) ||
+      (a.split_x && (!a.split_out || a.split_count <= 0 || a.split_count % 4 != 0 ||
+                     (a.split_terms != 1 && a.split_terms != 3) || reinterpret_cast<uintptr_t>(a.split_x) % 16 != 0)))
+    return cudaErrorInvalidValue;
+  const int64_t split_blocks = a.split_x ? (a.split_count / 4 + kPlanChunk - 1) / kPlanChunk : 0;
+  const int64_t hist_blocks = std::max(chunks, split_blocks);
+  if (hist_blocks > INT32_MAX) return cudaErrorInvalidValue;
+  moe_hist_kernel<<<unsigned(hist_blocks), kPlanChunk, E * sizeof(int32_t), stream>>>(a, chunks);
   const size_t scan_smem = (3 * E + kScanThreads) * sizeof(int32_t);
   if (scan_smem > 48 * 1024) {
     const cudaError_t err =

@@ -111,6 +111,15 @@ struct MoePlanArgs {
   MoeTile* small_tiles = nullptr;  // [moe_small_tile_bound]
   MoeTile* big_tiles = nullptr;    // [moe_big_tile_bound] (may be null when big_threshold = INT32_MAX)
   int32_t* num_tiles = nullptr;    // [2]: small, big
+  // Optional (moe_tc_fused): sync_count int32 counters the scan kernel zeroes (the
+  // fused kernel's ticket and per-tile done counts), and x split into bf16 planes by
+  // the histogram launch (moe_split_terms folded in: one launch fewer). Null: skipped.
+  int32_t* sync = nullptr;
+  int64_t sync_count = 0;
+  const float* split_x = nullptr;  // [split_count] fp32, 16-byte aligned
+  uint16_t* split_out = nullptr;   // split_terms planes of split_count
+  int64_t split_count = 0;         // % 4 == 0
+  int split_terms = 1;
 };
 int64_t moe_plan_chunks(int64_t assignments);
 // Small-tile height for a batch of n tokens (an expert has at most n rows when a
@@ -169,6 +178,19 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 enum class MoeTcBig { kRows64, kWide, kWide2, kWide128 };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
+// Both stages of the small tiles (<= 8 rows) in one persistent launch (moe_tc_fused):
+// blocks take work items (stage 1 items of every tile, then stage 2 items) from a ticket
+// counter, and a stage 2 item waits on its tile's count of finished stage 1 items; the
+// same per-output MMAs, K split and slice order as moe_tc, so bitwise the same output.
+// s1 / s2: the stage 1 / stage 2 arguments of the same small-tile list (as for moe_tc);
+// sync: moe_tc_fused_sync_count(s1.max_tiles) int32, zero on entry (the plan zeroes it).
+// Returns cudaErrorNotSupported where it does not apply (the caller runs moe_tc twice).
+int64_t moe_tc_fused_sync_count(int64_t max_tiles);
+cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int32_t* sync, cudaStream_t stream);
+// Whether the op uses moe_tc_fused and the plan's folded split (default) or the former
+// launches (split, moe_tc per stage): a process-wide switch for A/B tests and benchmarks.
+void moe_tc_set_fused(bool on);
+bool moe_tc_fused_on();
 // x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).
 cudaError_t moe_split_terms(const float* x, uint16_t* out, int64_t count, int terms, cudaStream_t stream);
 // out = bf16-rounded x (fp32 storage), for the SIMT paths under Activations::kBF16.

@@ -27,8 +27,11 @@
 // tile; kInvariant runs every expert on the 8-row tiles.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
+#include "kernels/cuda/smxx_moe_terms.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -120,38 +123,30 @@ __device__ __forceinline__ float swiglu_tc(float g, float u, float lim, float rw
   return v;
 }
 
-// v -> kTerms bf16 values (plane 0 = hi); under kTerms = 1 the bf16 rounding (RNE).
-template <int kTerms>
-__device__ __forceinline__ void store_terms(uint16_t* base, int64_t plane, int64_t idx, float v) {
-  const __nv_bfloat16 hi = __float2bfloat16_rn(v);
-  base[idx] = __bfloat16_as_ushort(hi);
-  if constexpr (kTerms == 3) {
-    const float r = v - __bfloat162float(hi);  // exact in fp32
-    const __nv_bfloat16 mid = __float2bfloat16_rn(r);
-    const __nv_bfloat16 lo = __float2bfloat16_rn(r - __bfloat162float(mid));
-    base[plane + idx] = __bfloat16_as_ushort(mid);
-    base[2 * plane + idx] = __bfloat16_as_ushort(lo);
-  }
-}
+using moe_terms::store_terms;
 
 // Grid (tile, block of output rows). Block: 8 warps = (8 / ks) row groups x ks slices of
 // K. A warp: 16 weight rows (stage 1: w1 rows o0 .. o0 + 7 then w3 rows o0 .. o0 + 7, so
 // a thread holds gate and up of the same output; stage 2: w2 rows o0 .. o0 + 15) x kNT8
 // token tiles of 8.
-template <int kStage, int kTerms, int kNT8>
-__global__ void __launch_bounds__(kTcWarps * 32, kNT8 == 1 ? 3 : 2) moe_tc_kernel(MoeGroupedArgs a, int ks) {
+// The block's work on one (tile, block of output rows by): moe_tc_kernel runs one per
+// block, moe_tc_fused_kernel a sequence of them. kWarps: the block's warps (>= ks);
+// kDepth: chunks of weights in flight ahead of the MMAs; red: [kWarps][32][4] floats
+// (kNT8 == 1). Per output the arithmetic depends only on K, ks and the tile, not on
+// kWarps or kDepth: the K slices are (chunks / ks)-runs of chunks, and slice 0 adds the
+// others in slice order, whatever the block shape.
+template <int kStage, int kTerms, int kNT8, int kWarps, int kDepth>
+__device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t tile_idx, int64_t by,
+                                        float (*red)[32][4]) {
   constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
   constexpr int kWindow = kTerms == 3 ? 1 : 4;  // words (32 columns) per promotion window
-  constexpr int kDepth = kNT8 == 1 ? 2 : 1;     // chunks of weights in flight ahead of the MMAs
-  __shared__ float red[kNT8 == 1 ? kTcWarps : 1][32][4];
-  if (int64_t(blockIdx.x) >= *a.num_tiles) return;
-  const MoeTile tile = a.tiles[blockIdx.x];
+  const MoeTile tile = a.tiles[tile_idx];
   const MoeExpertPtrs& ex = a.experts[tile.expert];
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
   const int64_t K = L.cols, out_rows = L.rows;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  const int slice = warp % ks, group = warp / ks, groups = kTcWarps / ks;
-  const int64_t o0 = (int64_t(blockIdx.y) * groups + group) * kOutPerWarp;
+  const int slice = warp % ks, group = warp / ks, groups = kWarps / ks;
+  const int64_t o0 = (by * groups + group) * kOutPerWarp;
   const bool active = o0 < out_rows;  // warp-uniform; inactive warps still meet the barrier
   const int64_t ob = active ? o0 : 0;
   const int64_t row_bytes = K / 2;
@@ -243,13 +238,13 @@ __global__ void __launch_bounds__(kTcWarps * 32, kNT8 == 1 ? 3 : 2) moe_tc_kerne
   if (kNT8 == 1 && ks > 1) {
     // Slices meet in shared memory; slice 0 adds them in slice order.
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[kNT8 == 1 ? warp : 0][lane][i] = acc[0][i];
+    for (int i = 0; i < 4; ++i) red[warp][lane][i] = acc[0][i];
     __syncthreads();
     if (slice != 0) return;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float s = red[kNT8 == 1 ? warp : 0][lane][i];
-      for (int k = 1; k < ks; ++k) s += red[kNT8 == 1 ? warp + k : 0][lane][i];
+      float s = red[warp][lane][i];
+      for (int k = 1; k < ks; ++k) s += red[warp + k][lane][i];
       acc[0][i] = s;
     }
   }
@@ -272,6 +267,13 @@ __global__ void __launch_bounds__(kTcWarps * 32, kNT8 == 1 ? 3 : 2) moe_tc_kerne
       }
     }
   }
+}
+
+template <int kStage, int kTerms, int kNT8>
+__global__ void __launch_bounds__(kTcWarps * 32, kNT8 == 1 ? 3 : 2) moe_tc_kernel(MoeGroupedArgs a, int ks) {
+  __shared__ float red[kNT8 == 1 ? kTcWarps : 1][32][4];
+  if (int64_t(blockIdx.x) >= *a.num_tiles) return;
+  tc_tile<kStage, kTerms, kNT8, kTcWarps, kNT8 == 1 ? 2 : 1>(a, ks, blockIdx.x, blockIdx.y, red);
 }
 
 // Big tiles under kBF16 with the B tile in shared memory (candidate, NOTES "MoE FP4
@@ -617,11 +619,7 @@ template <int kTerms>
 __global__ void moe_split_kernel(const float* x, uint16_t* out, int64_t count) {
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
   if (i >= count) return;
-  const float4 v = *reinterpret_cast<const float4*>(x + i);
-  store_terms<kTerms>(out, count, i, v.x);
-  store_terms<kTerms>(out, count, i + 1, v.y);
-  store_terms<kTerms>(out, count, i + 2, v.z);
-  store_terms<kTerms>(out, count, i + 3, v.w);
+  moe_terms::split4<kTerms>(x, out, count, i);
 }
 
 __global__ void moe_round_kernel(const float* x, float* out, int64_t count) {
@@ -629,13 +627,19 @@ __global__ void moe_round_kernel(const float* x, float* out, int64_t count) {
   if (i < count) out[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
 }
 
+// Short tiles: split K until a warp has ~8-16 chunks (enough blocks at batch 1). The
+// split fixes the order of a row's sums: every small-tile kernel takes it from here.
+int small_tile_ks(int chunks) {
+  int ks = 1;
+  while (ks < kTcWarps && chunks / (2 * ks) >= 8) ks *= 2;
+  return ks;
+}
+
 template <int kStage, int kTerms, int kNT8>
 cudaError_t launch_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
   const int chunks = int(L.cols / 128);
-  int ks = 1;
-  if (kNT8 == 1)  // short tiles: split K until a warp has ~8-16 chunks (enough blocks at batch 1)
-    while (ks < kTcWarps && chunks / (2 * ks) >= 8) ks *= 2;
+  const int ks = kNT8 == 1 ? small_tile_ks(chunks) : 1;
   const int64_t per_block = int64_t(kTcWarps / ks) * (kStage == 1 ? 8 : 16);
   const int64_t gy = (L.rows + per_block - 1) / per_block;
   // B offsets are int32 elements: rows of the planes x K must stay below 2^31.
@@ -664,7 +668,132 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
   return launch_tc<kStage, kTerms, kMoeBigRows / 8>(a, stream);
 }
 
+// Both stages of the small tiles in one persistent launch (moe_tc_fused, NOTES "MoE at
+// decode sizes"). The two-launch path pays, per stage, the block start-ups of ~2.2 /
+// 1.2 waves of short blocks at batch 1 and a drained GPU between the stages (the
+// second stage starts when the slowest first-stage block ends). Here blocks of 4 warps
+// take work items from a ticket counter: first every stage 1 item (tile-major), then
+// every stage 2 item; a stage 2 item spins until its tile's stage 1 items are all done
+// (they hold smaller tickets, taken by running blocks that never wait on a larger one:
+// no deadlock whatever the grid size or residency). A block takes its next ticket while
+// it works on the current one (the atomic's latency hides under the item). An item is
+// `span` consecutive row blocks of one tile, so the ticket count stays ~16 per block.
+// Per output the arithmetic is tc_tile's with the same ks: bitwise moe_tc's output.
+constexpr int kFusedWarps = 4;
+constexpr int kFusedDepth = 4;  // 4 KB of weights in flight per warp (moe_tc: 2 KB)
+constexpr int kFusedBlocks = 3;  // per SM: 12 warps, 48 KB in flight (moe_tc: 24 x 2 KB); <= 168 registers, no spills
+
+struct FusedShape {  // 32-bit: item counts < 2^30 (host check), no 64-bit divisions
+  int ks1, ks2;
+  int gy1, gy2;  // row blocks per tile, per stage
+  int span;      // row blocks per work item
+};
+
+__device__ __forceinline__ int32_t ld_acquire(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+template <int kTerms>
+__global__ void __launch_bounds__(kFusedWarps * 32, kFusedBlocks)
+    moe_tc_fused_kernel(MoeGroupedArgs s1, MoeGroupedArgs s2, int32_t* sync, FusedShape f) {
+  __shared__ float red[kFusedWarps][32][4];
+  __shared__ int32_t next_item;
+  int32_t* const ticket = sync;
+  int32_t* const done = sync + 1;  // [tile]: finished stage 1 items
+  const int tiles = *s1.num_tiles;
+  const int per1 = (f.gy1 + f.span - 1) / f.span, per2 = (f.gy2 + f.span - 1) / f.span;
+  const int n1 = tiles * per1, total = n1 + tiles * per2;
+  if (threadIdx.x == 0) next_item = atomicAdd(ticket, 1);
+  __syncthreads();
+  int item = next_item;
+  while (item < total) {
+    int32_t ahead = 0;
+    if (threadIdx.x == 0) ahead = atomicAdd(ticket, 1);
+    if (item < n1) {
+      const int t = item / per1, b0 = (item % per1) * f.span, b1 = min(f.gy1, b0 + f.span);
+      for (int by = b0; by < b1; ++by) {
+        tc_tile<1, kTerms, 1, kFusedWarps, kFusedDepth>(s1, f.ks1, t, by, red);
+        __syncthreads();  // red is free again; every thread's h stores are issued
+      }
+      if (threadIdx.x == 0) {
+        __threadfence();  // the block's h stores (ordered before by the barrier) become visible first
+        atomicAdd(done + t, 1);
+      }
+    } else {
+      const int j = item - n1, t = j / per2, b0 = (j % per2) * f.span, b1 = min(f.gy2, b0 + f.span);
+      if (threadIdx.x == 0)
+        while (ld_acquire(done + t) < per1) __nanosleep(128);
+      __syncthreads();  // the acquire orders every thread's h loads after the stage 1 stores
+      for (int by = b0; by < b1; ++by) {
+        tc_tile<2, kTerms, 1, kFusedWarps, kFusedDepth>(s2, f.ks2, t, by, red);
+        __syncthreads();
+      }
+    }
+    if (threadIdx.x == 0) next_item = ahead;
+    __syncthreads();
+    item = next_item;
+  }
+}
+
+template <int kTerms>
+cudaError_t launch_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int32_t* sync, const FusedShape& f,
+                         cudaStream_t stream) {
+  static int per_sm = -1;  // occupancy of this kernel: a property of the binary and the arch
+  if (per_sm < 0) {
+    const cudaError_t e =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_tc_fused_kernel<kTerms>, kFusedWarps * 32, 0);
+    if (e != cudaSuccess) return e;
+  }
+  int dev = 0, sms = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e != cudaSuccess) return e;
+  const int64_t per1 = (f.gy1 + f.span - 1) / f.span, per2 = (f.gy2 + f.span - 1) / f.span;
+  const int64_t bound = s1.max_tiles * (per1 + per2);  // < 2^30: checked by moe_tc_fused
+  const int64_t blocks = std::min<int64_t>(bound, int64_t(std::max(per_sm, 1)) * sms);
+  moe_tc_fused_kernel<kTerms><<<unsigned(blocks), kFusedWarps * 32, 0, stream>>>(s1, s2, sync, f);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+int64_t moe_tc_fused_sync_count(int64_t max_tiles) { return 1 + std::max<int64_t>(max_tiles, 0); }
+
+cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int32_t* sync, cudaStream_t stream) {
+  if (s1.max_tiles <= 0) return cudaSuccess;
+  if (!moe_tc_eligible(s1.w13, s1.w2) || !s1.experts || !s1.xt || !s1.tiles || !s1.num_tiles || !s1.row_token ||
+      !s1.ht || !s2.y || !sync || s1.stage != 1 || s2.stage != 2 || s1.terms != s2.terms ||
+      (s1.terms != 1 && s1.terms != 3) || s1.tile_rows > 8 || s2.tile_rows != s1.tile_rows ||
+      (s1.tile_rows != 1 && s1.tile_rows != 2 && s1.tile_rows != 4 && s1.tile_rows != 8) || s2.tiles != s1.tiles ||
+      s2.num_tiles != s1.num_tiles || s2.max_tiles != s1.max_tiles || s2.xt != s1.ht || s2.xt_plane != s1.ht_plane ||
+      s1.xt_plane > INT32_MAX || s2.xt_plane > INT32_MAX)
+    return cudaErrorInvalidValue;
+  FusedShape f;
+  f.ks1 = small_tile_ks(int(s1.w13.cols / 128));
+  f.ks2 = small_tile_ks(int(s1.w2.cols / 128));
+  // Blocks of kFusedWarps hold whole K splits only; the same ks as moe_tc keeps the bits.
+  if (f.ks1 > kFusedWarps || f.ks2 > kFusedWarps) return cudaErrorNotSupported;
+  const int64_t gy1 = (s1.w13.rows + int64_t(kFusedWarps / f.ks1) * 8 - 1) / (int64_t(kFusedWarps / f.ks1) * 8);
+  const int64_t gy2 = (s1.w2.rows + int64_t(kFusedWarps / f.ks2) * 16 - 1) / (int64_t(kFusedWarps / f.ks2) * 16);
+  // ~16 tickets per resident block at the host's tile bound (an H200's 132 SMs x 4
+  // blocks; only the granularity depends on it): span 1 at batch 1 (a fine-grained
+  // tail), up to 8 row blocks per item at batch 256 (~32K tickets, not ~260K).
+  const int64_t span = std::clamp<int64_t>(s1.max_tiles * (gy1 + gy2) / (16 * 132 * kFusedBlocks), 1, 8);
+  const int64_t items = s1.max_tiles * ((gy1 + span - 1) / span + (gy2 + span - 1) / span);
+  if (gy1 > (1 << 20) || gy2 > (1 << 20) || items > (int64_t(1) << 30)) return cudaErrorNotSupported;
+  f.gy1 = int(gy1);
+  f.gy2 = int(gy2);
+  f.span = int(span);
+  return s1.terms == 1 ? launch_fused<1>(s1, s2, sync, f, stream) : launch_fused<3>(s1, s2, sync, f, stream);
+}
+
+namespace {
+bool g_moe_tc_fused = true;  // moe_tc_set_fused: read by the op
+}  // namespace
+void moe_tc_set_fused(bool on) { g_moe_tc_fused = on; }
+bool moe_tc_fused_on() { return g_moe_tc_fused; }
 
 namespace {
 MoeTcBig g_moe_tc_big = MoeTcBig::kWide;  // moe_tc_set_big: read by the op (plan) and the launcher

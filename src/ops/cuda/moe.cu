@@ -98,7 +98,7 @@ bool use_tc(const MoeExpertTable& t) { return kernels::moe_tc_eligible(t.w13(), 
 // SIMT paths under kBF16. Sizes do not depend on the activation mode.
 struct MoeLayout {
   size_t counts, offsets, chunk_base, row_token, row_weight, slot_row, small_tiles, big_tiles, num_tiles, h, up, y,
-      xt, ht, xr, total;
+      xt, ht, xr, sync, total;
   MoeLayout(int64_t n, int64_t k, const MoeExpertTable& t, LinearMode mode) {
     const int64_t nk = n * k, E = t.num_experts(), inter = t.w13().rows, dim = t.w2().rows;
     const bool big = use_big_tiles(n, t, mode), tc = use_tc(t);
@@ -124,6 +124,10 @@ struct MoeLayout {
     xt = take(tc ? size_t(n * dim) * 2 * 3 : 0);
     ht = take(tc ? size_t(nk * inter) * 2 * 3 : 0);
     xr = take(tc ? 0 : size_t(n * dim) * 4);
+    // moe_tc_fused's ticket + per-small-tile counters (zeroed by the plan).
+    sync = take(tc ? size_t(kernels::moe_tc_fused_sync_count(kernels::moe_small_tile_bound(
+                                  nk, E, kernels::moe_small_tile_rows(n)))) * 4
+                   : 0);
     total = at;
   }
 };
@@ -231,12 +235,26 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   pa.small_tiles = reinterpret_cast<kernels::MoeTile*>(at(lay.small_tiles));
   pa.big_tiles = big ? reinterpret_cast<kernels::MoeTile*>(at(lay.big_tiles)) : nullptr;
   pa.num_tiles = reinterpret_cast<int32_t*>(at(lay.num_tiles));
+  const bool bf16 = p.act == Activations::kBF16;
+  const int64_t dim = t.w2().rows, inter = t.w13().rows;
+  // moe_tc_fused (default; kernels::moe_tc_set_fused(false): the former launches): the
+  // plan's histogram launch also splits x into the bf16 planes, and the plan zeroes the
+  // fused kernel's counters, so the small tiles' split + two stages are one launch.
+  const bool fused = use_tc(t) && kernels::moe_tc_fused_on();
+  const int terms = bf16 ? 1 : 3;
+  int32_t* sync = reinterpret_cast<int32_t*>(at(lay.sync));
+  if (fused) {
+    pa.split_x = p.x;
+    pa.split_out = reinterpret_cast<uint16_t*>(at(lay.xt));
+    pa.split_count = p.n * dim;
+    pa.split_terms = terms;
+    pa.sync = sync;
+    pa.sync_count = kernels::moe_tc_fused_sync_count(kernels::moe_small_tile_bound(nk, E, pa.small_rows));
+  }
   CUDA_CHECK(kernels::moe_plan(pa, stream));
 
   float* h = reinterpret_cast<float*>(at(lay.h));
   float* y = reinterpret_cast<float*>(at(lay.y));
-  const bool bf16 = p.act == Activations::kBF16;
-  const int64_t dim = t.w2().rows, inter = t.w13().rows;
   kernels::MoeGroupedArgs g;
   g.experts = static_cast<const kernels::MoeExpertPtrs*>(t.table());
   g.w13 = t.w13();
@@ -257,10 +275,9 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   if (use_tc(t)) {
     // x -> bf16 planes once; every tile of both stages on the tensor cores, except the
     // big tiles of the exact mode, which keep the 3-term mma block (moe_mma) on fp32 h.
-    const int terms = bf16 ? 1 : 3;
     uint16_t* xt = reinterpret_cast<uint16_t*>(at(lay.xt));
     uint16_t* ht = reinterpret_cast<uint16_t*>(at(lay.ht));
-    CUDA_CHECK(kernels::moe_split_terms(p.x, xt, p.n * dim, terms, stream));
+    if (!fused) CUDA_CHECK(kernels::moe_split_terms(p.x, xt, p.n * dim, terms, stream));
     kernels::MoeGroupedArgs ts = small, tl = large;
     tl.tile_rows = pa.big_rows;
     for (kernels::MoeGroupedArgs* s : {&ts, &tl}) {
@@ -272,7 +289,21 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
       s->ht_plane = nk * inter;
     }
     const bool big_tc = big && bf16;
-    CUDA_CHECK(kernels::moe_tc(ts, stream));
+    // The small tiles' stage 2 arguments (the fused kernel takes both stages at once).
+    kernels::MoeGroupedArgs ts2 = ts;
+    ts2.stage = 2;
+    ts2.xt = ht;
+    ts2.xt_plane = nk * inter;
+    ts2.y = y;
+    bool small_done = false;
+    if (fused) {
+      const cudaError_t e = kernels::moe_tc_fused(ts, ts2, sync, stream);
+      if (e != cudaErrorNotSupported) {  // not supported (a K split wider than its block): the two launches
+        CUDA_CHECK(e);
+        small_done = true;
+      }
+    }
+    if (!small_done) CUDA_CHECK(kernels::moe_tc(ts, stream));
     if (big_tc) CUDA_CHECK(kernels::moe_tc(tl, stream));
     if (big && !big_tc) {
       large.stage = 1;
@@ -287,7 +318,7 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
       s->xt_plane = nk * inter;
       s->y = y;
     }
-    CUDA_CHECK(kernels::moe_tc(ts, stream));
+    if (!small_done) CUDA_CHECK(kernels::moe_tc(ts2, stream));
     if (big_tc) CUDA_CHECK(kernels::moe_tc(tl, stream));
     if (big && !big_tc) {
       large.stage = 2;
