@@ -125,6 +125,24 @@ __device__ __forceinline__ float swiglu_tc(float g, float u, float lim, float rw
 
 using moe_terms::store_terms;
 
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem));
+}
+
+// The same copy, also ordered after the thread's earlier memory accesses (compiler
+// level): a ring slot is refilled only after the reads of its previous chunk.
+__device__ __forceinline__ void cp_async16_mem(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem)
+               : "memory");
+}
+
+// Waits until at most kPending of the thread's cp.async groups are in flight; "memory":
+// the shared-memory reads after it stay after it.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
 // Grid (tile, block of output rows). Block: 8 warps = (8 / ks) row groups x ks slices of
 // K. A warp: 16 weight rows (stage 1: w1 rows o0 .. o0 + 7 then w3 rows o0 .. o0 + 7, so
 // a thread holds gate and up of the same output; stage 2: w2 rows o0 .. o0 + 15) x kNT8
@@ -135,9 +153,16 @@ using moe_terms::store_terms;
 // (kNT8 == 1). Per output the arithmetic depends only on K, ks and the tile, not on
 // kWarps or kDepth: the K slices are (chunks / ks)-runs of chunks, and slice 0 adds the
 // others in slice order, whatever the block shape.
-template <int kStage, int kTerms, int kNT8, int kWarps, int kDepth>
+//
+// kRing > 0 (moe_tc_fused): the weights come through a per-warp cp.async ring of kRing
+// chunks in shared memory (ring: the warp's kRing KB; slot s holds row a's 16 bytes of
+// lane l at s * 1024 + l * 16, row b's at + 512) instead of kDepth registers: kRing KB in
+// flight per warp at no register cost. A thread reads back only the bytes it copied
+// (cp.async.wait_group, no barrier) and refills a slot only after its words were decoded.
+// Scale bytes stay in the kDepth register queue. Same words, same arithmetic.
+template <int kStage, int kTerms, int kNT8, int kWarps, int kDepth, int kRing = 0>
 __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t tile_idx, int64_t by,
-                                        float (*red)[32][4]) {
+                                        float (*red)[32][4], uint8_t* ring = nullptr) {
   constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
   constexpr int kWindow = kTerms == 3 ? 1 : 4;  // words (32 columns) per promotion window
   const MoeTile tile = a.tiles[tile_idx];
@@ -176,30 +201,61 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
     for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
 
   if (active && ch0 < ch1) {
-    uint4 qa[kDepth], qb[kDepth];
+    constexpr int kRegQ = kRing > 0 ? 1 : kDepth;  // weight registers in the queue (ring: unused)
+    uint4 qa[kRegQ], qb[kRegQ];
     uint8_t qsa[kDepth], qsb[kDepth];
+    uint8_t* const rl = ring + (threadIdx.x & 31) * 16;  // kRing > 0: this lane's row-a bytes of slot 0
+    // kRing > 0: chunk ch into slot (ch - ch0) % kRing, one commit group per call (empty
+    // past ch1, so the group count stays uniform).
+    auto refill = [&](int ch) {
+      if (ch < ch1) {
+        uint8_t* d = rl + ((ch - ch0) % (kRing > 0 ? kRing : 1)) * 1024;
+        cp_async16_mem(d, wa + int64_t(ch) * 64);
+        cp_async16_mem(d + 512, wb + int64_t(ch) * 64);
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    if constexpr (kRing > 0) {
+#pragma unroll
+      for (int d = 0; d < kRing; ++d) refill(ch0 + d);
+    }
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
       const int ch = min(ch0 + d, ch1 - 1);
-      qa[d] = ld_stream(wa + int64_t(ch) * 64);
-      qb[d] = ld_stream(wb + int64_t(ch) * 64);
+      if constexpr (kRing == 0) {
+        qa[d] = ld_stream(wa + int64_t(ch) * 64);
+        qb[d] = ld_stream(wb + int64_t(ch) * 64);
+      }
       qsa[d] = sa[ch * 4];
       qsb[d] = sb[ch * 4];
     }
     for (int ch = ch0; ch < ch1; ++ch) {
-      const uint4 va = qa[0], vb = qb[0];
+      uint4 va, vb;
+      if constexpr (kRing > 0) {
+        cp_async_wait<(kRing > 0 ? kRing - 1 : 0)>();  // chunk ch's group (the oldest) has landed
+        const uint8_t* sl = rl + ((ch - ch0) % (kRing > 0 ? kRing : 1)) * 1024;
+        va = *reinterpret_cast<const uint4*>(sl);
+        vb = *reinterpret_cast<const uint4*>(sl + 512);
+      } else {
+        va = qa[0];
+        vb = qb[0];
+      }
       const uint32_t sca = scale_bf16x2(qsa[0]), scb = scale_bf16x2(qsb[0]);
 #pragma unroll
       for (int d = 0; d + 1 < kDepth; ++d) {
-        qa[d] = qa[d + 1];
-        qb[d] = qb[d + 1];
+        if constexpr (kRing == 0) {
+          qa[d] = qa[d + 1];
+          qb[d] = qb[d + 1];
+        }
         qsa[d] = qsa[d + 1];
         qsb[d] = qsb[d + 1];
       }
       {  // the chunk kDepth ahead (clamped: a repeated load at the end, never used)
         const int nx = min(ch + kDepth, ch1 - 1);
-        qa[kDepth - 1] = ld_stream(wa + int64_t(nx) * 64);
-        qb[kDepth - 1] = ld_stream(wb + int64_t(nx) * 64);
+        if constexpr (kRing == 0) {
+          qa[kDepth - 1] = ld_stream(wa + int64_t(nx) * 64);
+          qb[kDepth - 1] = ld_stream(wb + int64_t(nx) * 64);
+        }
         qsa[kDepth - 1] = sa[nx * 4];
         qsb[kDepth - 1] = sb[nx * 4];
       }
@@ -233,6 +289,8 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
           }
         }
       }
+      // The slot chunk ch used (its words are decoded) takes chunk ch + kRing.
+      if constexpr (kRing > 0) refill(ch + kRing);
     }
   }
   if (kNT8 == 1 && ks > 1) {
@@ -286,9 +344,6 @@ __global__ void __launch_bounds__(kTcWarps * 32, kNT8 == 1 ? 3 : 2) moe_tc_kerne
 // order, same promotion as moe_tc_kernel<kStage, 1, 8>: bitwise the same results.
 constexpr int kBRow = 320;  // bytes per token row of a staged chunk (256 + 64 of padding)
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem));
-}
 
 template <int kStage>
 __global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGroupedArgs a) {
@@ -680,8 +735,9 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
 // `span` consecutive row blocks of one tile, so the ticket count stays ~16 per block.
 // Per output the arithmetic is tc_tile's with the same ks: bitwise moe_tc's output.
 constexpr int kFusedWarps = 4;
-constexpr int kFusedDepth = 4;  // 4 KB of weights in flight per warp (moe_tc: 2 KB)
-constexpr int kFusedBlocks = 3;  // per SM: 12 warps, 48 KB in flight (moe_tc: 24 x 2 KB); <= 168 registers, no spills
+constexpr int kFusedRing = 8;   // 8 KB of weights in flight per warp (moe_tc: 2 KB), in shared memory
+constexpr int kFusedDepth = 4;  // scale bytes queued ahead (registers)
+constexpr int kFusedBlocks = 3;  // per SM: 12 warps, 96 KB in flight (moe_tc: 24 x 2 KB); 34 KB smem per block
 
 struct FusedShape {  // 32-bit: item counts < 2^30 (host check), no 64-bit divisions
   int ks1, ks2;
@@ -699,7 +755,9 @@ template <int kTerms>
 __global__ void __launch_bounds__(kFusedWarps * 32, kFusedBlocks)
     moe_tc_fused_kernel(MoeGroupedArgs s1, MoeGroupedArgs s2, int32_t* sync, FusedShape f) {
   __shared__ float red[kFusedWarps][32][4];
+  __shared__ __align__(16) uint8_t ring[kFusedWarps][kFusedRing * 1024];
   __shared__ int32_t next_item;
+  uint8_t* const wring = ring[threadIdx.x >> 5];
   int32_t* const ticket = sync;
   int32_t* const done = sync + 1;  // [tile]: finished stage 1 items
   const int tiles = *s1.num_tiles;
@@ -714,7 +772,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, kFusedBlocks)
     if (item < n1) {
       const int t = item / per1, b0 = (item % per1) * f.span, b1 = min(f.gy1, b0 + f.span);
       for (int by = b0; by < b1; ++by) {
-        tc_tile<1, kTerms, 1, kFusedWarps, kFusedDepth>(s1, f.ks1, t, by, red);
+        tc_tile<1, kTerms, 1, kFusedWarps, kFusedDepth, kFusedRing>(s1, f.ks1, t, by, red, wring);
         __syncthreads();  // red is free again; every thread's h stores are issued
       }
       if (threadIdx.x == 0) {
@@ -727,7 +785,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, kFusedBlocks)
         while (ld_acquire(done + t) < per1) __nanosleep(128);
       __syncthreads();  // the acquire orders every thread's h loads after the stage 1 stores
       for (int by = b0; by < b1; ++by) {
-        tc_tile<2, kTerms, 1, kFusedWarps, kFusedDepth>(s2, f.ks2, t, by, red);
+        tc_tile<2, kTerms, 1, kFusedWarps, kFusedDepth, kFusedRing>(s2, f.ks2, t, by, red, wring);
         __syncthreads();
       }
     }
@@ -742,6 +800,11 @@ cudaError_t launch_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int
                          cudaStream_t stream) {
   static int per_sm = -1;  // occupancy of this kernel: a property of the binary and the arch
   if (per_sm < 0) {
+    // Shared memory for kFusedBlocks rings (3 x 35 KB -> the 132 KB configuration), the
+    // rest stays L1 for the activation planes the B fragments are read from.
+    const cudaError_t c = cudaFuncSetAttribute(moe_tc_fused_kernel<kTerms>,
+                                               cudaFuncAttributePreferredSharedMemoryCarveout, 50);
+    if (c != cudaSuccess) return c;
     const cudaError_t e =
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_tc_fused_kernel<kTerms>, kFusedWarps * 32, 0);
     if (e != cudaSuccess) return e;
