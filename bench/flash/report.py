@@ -348,15 +348,16 @@ def ops_report(flash, torch_log):
         if ours.get("moe_grouped"):
             print("\nRouted experts, grouped device-routed op (moe_experts: plan + grouped gemv / tensor-core tiles "
                   "+ combine; same picks as above):\n")
-            print("| T | active experts | mode | activations | big tiles | ours ms | FP4 bytes floor ms | fraction | "
-                  "_grouped_mm ms | ratio |")
-            print("|---|---|---|---|---|---|---|---|---|---|")
+            print("| T | active experts | mode | activations | big tiles | small tiles | ours ms | FP4 bytes floor ms | "
+                  "fraction | _grouped_mm ms | ratio |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|")
             for r in ours["moe_grouped"]:
                 a = int(r["active"])
                 ms = float(r["ms"])
                 t = gref.get(r["T"])
                 floor = a * EXPERT_W / BW * 1e3
-                print(f"| {r['T']} | {a} | {r.get('mode', '')} | {r.get('act', 'f32')} | {r.get('big', '-')} | {ms:.3f} | "
+                print(f"| {r['T']} | {a} | {r.get('mode', '')} | {r.get('act', 'f32')} | {r.get('big', '-')} | "
+                      f"{r.get('small', '-')} | {ms:.3f} | "
                       f"{floor:.3f} | {floor / ms:.1%} | "
                       f"{t or '-'} | {(float(t) / ms) if t else float('nan'):.2f} |")
         if ours.get("router"):
