@@ -31,12 +31,17 @@
 // same table both ways ("engram_gather" lines, back-to-back device time).
 //
 // --activations: the model's ops::Activations (one load per listed mode, same host
-// weights; lines carry act=). --ops-linear: only the op section's linear modes (both
+// weights; lines carry act=). --bf16-weights off|on|auto or a list ("off,on"): in bf16
+// mode, one load per value with CudaModelOptions::bf16_weights (persistent bf16 copies
+// of the dense FP8 weights for the cuBLASLt linears, ~2x the dense FP8 bytes); a load
+// that made copies labels its lines act=bf16w (report.py gives it its own section).
+// --ops-linear: only the op section's linear modes (both
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192).
 //
 // Output: one line per measurement (see print formats), read by bench/flash/report.py.
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096[,8192]] [--activations f32|bf16|f32,bf16] [--budget-s 300]
+//                [--bf16-weights off|on|auto|off,on]
 //                [--tokenizer PATH] [--dry] [--ops] [--ops-linear]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--graphs 1|0]
@@ -1134,6 +1139,7 @@ int main(int argc, char** argv) {
   int steps = 5;
   std::vector<int64_t> prefills = {4096};
   std::vector<ops::Activations> acts = {ops::Activations::kF32};
+  std::vector<v41::Bf16Weights> bf16w = {v41::Bf16Weights::kOff};
   double budget = 300;
   bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   bool graphs = true;  // decode also as graph replays (--graphs 0: eager only)
@@ -1165,6 +1171,23 @@ int main(int argc, char** argv) {
         else if (m == "bf16") acts.push_back(ops::Activations::kBF16);
         else {
           std::fprintf(stderr, "--activations must be f32, bf16 or a comma list of them, got '%s'\n", v.c_str());
+          return 2;
+        }
+        p = q + 1;
+      }
+    }
+    else if (a == "--bf16-weights") {
+      // off, on, auto, or a comma list ("off,on"): one bf16-mode load per value.
+      bf16w.clear();
+      std::string v = next();
+      for (size_t p = 0; p <= v.size();) {
+        const size_t q = std::min(v.find(',', p), v.size());
+        const std::string m = v.substr(p, q - p);
+        if (m == "off") bf16w.push_back(v41::Bf16Weights::kOff);
+        else if (m == "on") bf16w.push_back(v41::Bf16Weights::kOn);
+        else if (m == "auto") bf16w.push_back(v41::Bf16Weights::kAuto);
+        else {
+          std::fprintf(stderr, "--bf16-weights must be off, on, auto or a comma list of them, got '%s'\n", v.c_str());
           return 2;
         }
         p = q + 1;
@@ -1255,11 +1278,21 @@ int main(int argc, char** argv) {
   const int64_t max_b = *std::max_element(batches.begin(), batches.end());
   const int64_t max_prefill = *std::max_element(prefills.begin(), prefills.end());
   std::unique_ptr<v41::CudaModel> m;
+  // (activations, bf16 copies) loads: f32 once (copies only serve the bf16 GEMMs), bf16
+  // once per --bf16-weights value.
+  std::vector<std::pair<ops::Activations, v41::Bf16Weights>> loads;
   for (const ops::Activations act : acts) {
-    const char* act_name = act == ops::Activations::kBF16 ? "bf16" : "f32";
+    if (act == ops::Activations::kF32) loads.push_back({act, v41::Bf16Weights::kOff});
+    else
+      for (const v41::Bf16Weights b : bf16w) loads.push_back({act, b});
+  }
+  for (const auto& load : loads) {
+    const ops::Activations act = load.first;
+    const v41::Bf16Weights bw = load.second;
     m.reset();  // one model at a time
     v41::CudaModelOptions o;
     o.activations = act;
+    o.bf16_weights = bw;
     o.max_slots = max_b;
     o.max_tokens = std::max<int64_t>(max_prefill, 4096);
     o.block_size = 64;
@@ -1275,10 +1308,12 @@ int main(int argc, char** argv) {
     o.cuda_graphs = false;  // prefill and fills eager; time_decode turns graphs on per mode
     m = v41::CudaModel::load(cfg, w, tokenizer, o);
     const auto& plan = m->memory_plan();
+    const char* act_name = act == ops::Activations::kF32 ? "f32" : plan.bf16_weights > 0 ? "bf16w" : "bf16";
     std::printf("setup act=%s load_s=%.1f weights_GB=%.2f history_GB=%.2f blocks=%lld arena_GB=%.2f gemm_GB=%.3f "
-                "free_after_GB=%.2f engram_table=%s engram_GB=%.2f\n",
+                "bf16w_GB=%.2f free_after_GB=%.2f engram_table=%s engram_GB=%.2f\n",
                 act_name, secs(t0), plan.weights / 1e9, plan.history / 1e9, (long long)plan.num_blocks, plan.arena / 1e9,
-                plan.gemm / 1e9, plan.free_after / 1e9, plan.engram_on_host ? "host" : "device", plan.engram_tables / 1e9);
+                plan.gemm / 1e9, plan.bf16_weights / 1e9, plan.free_after / 1e9, plan.engram_on_host ? "host" : "device",
+                plan.engram_tables / 1e9);
     auto hist = m->history_memory();
     auto slotm = m->slot_memory();
     fill_random(hist.first, hist.second, 11);

@@ -28,7 +28,8 @@ using Json = nlohmann::json;
 const std::set<std::string> kEngineFlags = {"model", "max-num-seqs", "max-num-batched-tokens", "cache-blocks",
                                             "block-size", "swa-replay", "prefix-cache", "seed", "max-model-len",
                                             "device", "batch-invariant", "async-scheduling", "cuda-graphs",
-                                            "complete-within-max-tokens", "engram-tables", "activations"};
+                                            "complete-within-max-tokens", "engram-tables", "activations",
+                                            "bf16-weights"};
 
 struct Result {
   int64_t n = 1;  // samples of the request; > 1: `samples` holds samples 1..n-1
@@ -115,6 +116,8 @@ EngineOptions engine_options_from(const Args& a) {
   runtime::check_engram_tables(o.engram_tables, "--engram-tables");
   o.activations = a.get("activations", o.activations);
   runtime::parse_activations(o.activations, "--activations");
+  o.bf16_weights = a.get("bf16-weights", o.bf16_weights);
+  runtime::check_bf16_weights_for(o.bf16_weights, o.activations, "--bf16-weights");
   const std::string as = a.get("async-scheduling", o.async_scheduling ? "on" : "off");
   DI_CHECK_INPUT(as == "on" || as == "off", "--async-scheduling must be on or off");
   o.async_scheduling = as == "on";

@@ -22,7 +22,7 @@ const char* kUsage =
     "usage: deepinfer <command> [flags]\n"
     "commands:\n"
     "  logits    --model DIR --tokens 1,2,3 [--chunk N | --prefill P] --out FILE [--device cpu|cuda]\n"
-    "            [--engram-tables auto|device|host] [--activations f32|bf16]\n"
+    "            [--engram-tables auto|device|host] [--activations f32|bf16] [--bf16-weights off|on|auto]\n"
     "            every position's logits as a safetensors file (F32 tensor 'logits' [T, vocab]);\n"
     "            --chunk N feeds N tokens per call, --prefill P feeds P at once then one at a time\n"
     "  generate  [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3 | --input IN.jsonl [--output OUT.jsonl])\n"
@@ -31,7 +31,10 @@ const char* kUsage =
     "             --cache-blocks --block-size --swa-replay N --prefix-cache on|off --seed N\n"
     "             --device cpu|cuda --batch-invariant on|off --cuda-graphs on|off\n"
     "             --complete-within-max-tokens on|off --engram-tables auto|device|host\n"
-    "             --activations f32|bf16]\n"
+    "             --activations f32|bf16 --bf16-weights off|on|auto]\n"
+    "            (--bf16-weights: cuda + bf16 activations: bf16 copies of the dense FP8 / FP4 weights made\n"
+    "             once at load for the large-batch GEMMs, same results, ~2x the dense FP8 bytes: ~12 GB per GPU\n"
+    "             for V4.1-Flash; auto: on when the KV pool still gets its blocks)\n"
     "            offline batch generation through the scheduler; without --model, the embedded default\n"
     "  chat      [--model DIR] [--thinking on|off] [--system TEXT] [--max-tokens N] [--temperature T]\n"
     "            interactive multi-turn chat with the V4.1 prompt encoding\n"
@@ -68,7 +71,8 @@ std::vector<float> run_feeding(runtime::ModelRunner& model, const std::vector<in
 }
 
 int cmd_logits(int argc, char** argv) {
-  Args a(argc, argv, 2, {"model", "tokens", "chunk", "prefill", "out", "device", "engram-tables", "activations"});
+  Args a(argc, argv, 2, {"model", "tokens", "chunk", "prefill", "out", "device", "engram-tables", "activations",
+                           "bf16-weights"});
   DI_CHECK_INPUT(!(a.has("chunk") && a.has("prefill")), "--chunk and --prefill are mutually exclusive");
   auto tokens = parse_id_list(a.require("tokens"), "--tokens");
   const int64_t chunk = a.get_int("chunk", 0, 1, 1 << 30);
@@ -81,6 +85,8 @@ int cmd_logits(int argc, char** argv) {
   runtime::check_engram_tables(ro.engram_tables, "--engram-tables");
   ro.activations = a.get("activations", "f32");
   runtime::parse_activations(ro.activations, "--activations");
+  ro.bf16_weights = a.get("bf16-weights", "off");
+  runtime::check_bf16_weights_for(ro.bf16_weights, ro.activations, "--bf16-weights");
   ro.max_num_seqs = 1;
   ro.max_num_batched_tokens = int64_t(tokens.size());
   ro.block_size = 64;

@@ -21,6 +21,11 @@ struct WeightRef {
   DType scale_dtype = DType::F8_E8M0;  // F8_E8M0 or F32
   int64_t scale_cols = 0;          // row stride of the scale matrix, in elements
   int64_t block_rows = 1, block_cols = 1;
+  // CUDA only (null elsewhere): a device bf16 image of the whole weight, rows x cols, the
+  // exact dequantization the cuBLASLt path would otherwise write per call (made once at
+  // load under --bf16-weights; ops::cuda::linear_make_bf16_copy). The GEMM path reads it
+  // in place; every other path still reads data / scale.
+  const uint16_t* bf16 = nullptr;
 
   bool empty() const { return data == nullptr; }
 };

@@ -95,6 +95,8 @@ class CpuEngine final : public Engine {
     ro.engram_tables = o.engram_tables;
     runtime::parse_activations(o.activations, "activations");
     ro.activations = o.activations;
+    runtime::check_bf16_weights_for(o.bf16_weights, o.activations, "bf16_weights");
+    ro.bf16_weights = o.bf16_weights;
     {
       const ModelConfig probe = load_model_config((fs::path(o.model_dir) / "config.json").string());
       const int64_t len = o.max_model_len > 0 ? std::min(o.max_model_len, probe.max_position_embeddings)

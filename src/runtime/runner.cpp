@@ -57,6 +57,17 @@ void check_engram_tables(const std::string& value, const std::string& what) {
                  value, "'");
 }
 
+void check_bf16_weights(const std::string& value, const std::string& what) {
+  DI_CHECK_INPUT(value == "off" || value == "on" || value == "auto", what, " must be off, on or auto, got '", value,
+                 "'");
+}
+
+void check_bf16_weights_for(const std::string& value, const std::string& activations, const std::string& what) {
+  check_bf16_weights(value, what);
+  DI_CHECK_INPUT(value != "on" || activations == "bf16", what,
+                 " on needs bf16 activations (--activations bf16): only their cuBLASLt GEMMs read the copies");
+}
+
 ops::Activations parse_activations(const std::string& value, const std::string& what) {
   DI_CHECK_INPUT(value == "f32" || value == "bf16", what, " must be f32 or bf16, got '", value, "'");
   return value == "bf16" ? ops::Activations::kBF16 : ops::Activations::kF32;
@@ -74,6 +85,7 @@ std::unique_ptr<ModelRunner> create_runner(const std::string& model_dir, const R
   DI_CHECK_INPUT(o.max_num_seqs >= 1, "max_num_seqs must be >= 1");
   check_engram_tables(o.engram_tables, "engram_tables");
   parse_activations(o.activations, "activations");
+  check_bf16_weights_for(o.bf16_weights, o.activations, "bf16_weights");
   if (o.device == "cpu") return std::make_unique<CpuRunner>(model_dir, o);
 #ifdef DEEPINFER_HAVE_CUDA
   if (o.device == "cuda") return create_cuda_runner(model_dir, o);

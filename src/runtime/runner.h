@@ -37,6 +37,7 @@ struct RunnerOptions {
   int64_t max_model_len = 0;     // the longest sequence (sizes the graphs' lists); 0: the model's
   std::string engram_tables = "auto";  // CUDA: "auto", "device" or "host" (v41::EngramTables)
   std::string activations = "f32";     // "f32" or "bf16" (ops::Activations), both devices
+  std::string bf16_weights = "off";    // CUDA: "off", "on" or "auto" (v41::Bf16Weights)
 };
 
 class ModelRunner {
@@ -65,6 +66,14 @@ std::unique_ptr<ModelRunner> create_runner(const std::string& model_dir, const R
 // Checked on every device (the CPU backend reads its tables from the mapped file and
 // ignores the choice), so a typo fails the same way everywhere.
 void check_engram_tables(const std::string& value, const std::string& what);
+
+// Persistent bf16 weight copies as the engine and the CLI spell them: "off", "on" or
+// "auto"; otherwise InputError "<what> must be off, on or auto, got '<value>'". "on"
+// needs bf16 activations (checked with them by check_bf16_weights_for); the CPU backend
+// ignores the choice.
+void check_bf16_weights(const std::string& value, const std::string& what);
+// "on" with activations other than "bf16": InputError naming `what`.
+void check_bf16_weights_for(const std::string& value, const std::string& activations, const std::string& what);
 
 // Activations as the engine and the CLI spell them: "f32" or "bf16" (ops/linear.h);
 // otherwise InputError "<what> must be f32 or bf16, got '<value>'".

@@ -102,5 +102,75 @@ TEST(ActivationsFlag, EngineOptionsAreChecked) {
   EXPECT_NO_THROW(Engine::create(o));
 }
 
+// --bf16-weights off|on|auto (EngineOptions::bf16_weights): spelling checked on every
+// command and device, "on" refused without bf16 activations (one line), and accepted
+// with them on the CPU, which ignores it (its linears read the mapped weights).
+TEST(Bf16WeightsFlag, ParseAndPairing) {
+  for (const char* v : {"off", "on", "auto"}) EXPECT_NO_THROW(runtime::check_bf16_weights_for(v, "bf16", "--bf16-weights"));
+  EXPECT_NO_THROW(runtime::check_bf16_weights_for("auto", "f32", "--bf16-weights"));
+  EXPECT_NO_THROW(runtime::check_bf16_weights_for("off", "f32", "--bf16-weights"));
+  for (const char* v : {"", "ON", "true", "1"}) {
+    SCOPED_TRACE(v);
+    try {
+      runtime::check_bf16_weights(v, "--bf16-weights");
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("--bf16-weights must be off, on or auto, got '") + v + "'");
+    }
+  }
+  EXPECT_THROW(runtime::check_bf16_weights_for("on", "f32", "--bf16-weights"), InputError);
+}
+
+TEST(Bf16WeightsFlag, BadValuesFailWithOneLine) {
+  const std::string out = ::testing::TempDir() + "/bf16w_flag.safetensors";
+  for (const std::string& args :
+       {"logits --model " + kModel + " --tokens 1,2 --bf16-weights yes --out " + out,
+        "generate --model " + kModel + " --prompt-ids 5,6 --max-tokens 1 --bf16-weights yes",
+        "serve --model " + kModel + " --port 0 --bf16-weights yes"}) {
+    SCOPED_TRACE(args);
+    const RunResult r = run(args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.output.find("deepinfer: error: --bf16-weights must be off, on or auto, got 'yes'"), std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "one line: " << r.output;
+  }
+  for (const std::string& args :
+       {"logits --model " + kModel + " --tokens 1,2 --bf16-weights on --out " + out,
+        "generate --model " + kModel + " --prompt-ids 5,6 --max-tokens 1 --bf16-weights on",
+        "serve --model " + kModel + " --port 0 --bf16-weights on"}) {
+    SCOPED_TRACE(args);
+    const RunResult r = run(args);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.output.find("deepinfer: error: --bf16-weights on needs bf16 activations"), std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "one line: " << r.output;
+  }
+}
+
+TEST(Bf16WeightsFlag, CpuIgnoresItAndEngineChecksIt) {
+  const std::string a = ::testing::TempDir() + "/bf16w_off.safetensors",
+                    b = ::testing::TempDir() + "/bf16w_on.safetensors";
+  const std::string common = "logits --model " + kModel + " --tokens 5,6,7 --device cpu --activations bf16";
+  RunResult r = run(common + " --out " + a);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(common + " --bf16-weights on --out " + b);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(logits_of(a), logits_of(b));
+  EngineOptions o;
+  o.model_dir = kModel;
+  o.bf16_weights = "on";
+  try {
+    Engine::create(o);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bf16_weights on needs bf16 activations"), std::string::npos) << e.what();
+  }
+  o.bf16_weights = "sometimes";
+  o.activations = "bf16";
+  EXPECT_THROW(Engine::create(o), InputError);
+  o.bf16_weights = "auto";
+  EXPECT_NO_THROW(Engine::create(o));
+}
+
 }  // namespace
 }  // namespace deepinfer

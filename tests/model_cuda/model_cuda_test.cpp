@@ -1038,5 +1038,195 @@ TEST(CudaModelBf16, EngineOptionReachesTheModel) {
   EXPECT_THROW(Engine::create(bad), InputError);
 }
 
+// ---------------------------------------------------------------------------
+// Persistent bf16 weight copies (CudaModelOptions::bf16_weights, --bf16-weights): the
+// GEMM path reads a copy made once at load instead of dequantizing per call. Same bf16
+// weight, same cuBLASLt call: every logit bitwise the per-call path's, in the three
+// feeding modes, a ragged batch and replayed decode graphs, with the GEMM running for
+// every multi-row linear (gemm_min_tokens 2). The op statistics show which way each
+// model went, so copies that were made but never read fail.
+// ---------------------------------------------------------------------------
+
+v41::CudaModelOptions with_copies(v41::CudaModelOptions o, v41::Bf16Weights b) {
+  o.bf16_weights = b;
+  return o;
+}
+
+// The copies' bytes as the plan should count them, from the host weights: every dense
+// weight the GEMM path dequantizes, 256-aligned one after another (the load's order).
+size_t copy_bytes_of(const v41::ModelWeights& w) {
+  size_t total = 0;
+  auto add = [&](const v41::WeightRef& r) {
+    const size_t b = ops::cuda::linear_bf16_copy_bytes(r);
+    if (b > 0) total = (total + 255) / 256 * 256 + b;
+  };
+  add(w.head);
+  for (const v41::LayerWeights& h : w.layers) {
+    const v41::AttentionWeights& a = h.attn;
+    for (const v41::WeightRef* r : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b, &a.compressor_wkv,
+                                    &a.compressor_wgate, &a.indexer_wk, &a.indexer_wq_b, &a.indexer_weights_proj,
+                                    &h.ffn.shared.w1, &h.ffn.shared.w3, &h.ffn.shared.w2})
+      add(*r);
+    if (h.has_engram) add(h.engram.wkv);
+  }
+  return total;
+}
+size_t expected_copy_bytes(const std::string& dir) {
+  const ModelConfig cfg = load_model_config(dir + "/config.json");
+  auto ckpt = Checkpoint::open(dir);
+  return copy_bytes_of(v41::bind_weights(cfg, *ckpt));
+}
+
+TEST(Bf16Weights, CopiesGiveThePerCallLogitsBitwise) {
+  const std::string dir = fixture("v41_tiny_quant");  // FP8 dense linears, FP4 experts
+  auto off = v41::CudaModel::load(dir, bf16_options(12, false, 2));
+  auto on = v41::CudaModel::load(dir, with_copies(bf16_options(12, false, 2), v41::Bf16Weights::kOn));
+  const auto& po = off->memory_plan();
+  const auto& pn = on->memory_plan();
+  const size_t want = expected_copy_bytes(dir);
+  std::printf("[ metric ] bf16 copies: %zu B (weights %zu B, gemm workspace %zu B); %s\n", pn.bf16_weights, pn.weights,
+              pn.gemm, pn.bf16_note.c_str());
+  ASSERT_GT(want, 0u);
+  EXPECT_EQ(pn.bf16_weights, want);
+  EXPECT_EQ(po.bf16_weights, 0u);
+  EXPECT_TRUE(po.bf16_note.empty()) << po.bf16_note;
+  EXPECT_NE(pn.bf16_note.find("on the device, as asked"), std::string::npos) << pn.bf16_note;
+  EXPECT_EQ(pn.weights, po.weights);
+  EXPECT_EQ(pn.gemm, po.gemm);
+
+  auto ref = SafetensorsFile::open(dir + "/reference.safetensors");
+  const GoldenFeeds f = golden_feeds(*ref->find("tokens"), ref->metadata());
+  const std::pair<const char*, const std::vector<size_t>*> modes[] = {
+      {"full", &f.whole}, {"chunked", &f.chunks}, {"decode", &f.decode}};
+  for (auto [mode, sizes] : modes) {
+    SCOPED_TRACE(mode);
+    const auto s0 = ops::cuda::linear_gemm_stats();
+    const auto a = feed(*off, 1, f.tokens, *sizes);
+    const auto s1 = ops::cuda::linear_gemm_stats();
+    const auto b = feed(*on, 1, f.tokens, *sizes);
+    const auto s2 = ops::cuda::linear_gemm_stats();
+    std::printf("[ metric ] bf16 copies %s: per call %lld dequantized / %lld copy; copies %lld / %lld; max|diff| %.3g\n",
+                mode, (long long)(s1.dequantized - s0.dequantized), (long long)(s1.bf16_copy - s0.bf16_copy),
+                (long long)(s2.dequantized - s1.dequantized), (long long)(s2.bf16_copy - s1.bf16_copy),
+                max_abs_diff(a, b));
+    EXPECT_TRUE(bitwise_equal(a, b)) << "max |copies - per call| " << max_abs_diff(a, b);
+    EXPECT_EQ(s1.bf16_copy, s0.bf16_copy);  // the plain model never reads a copy
+    EXPECT_EQ(s2.dequantized, s1.dequantized);  // the copies' model never dequantizes
+    EXPECT_EQ(s2.bf16_copy - s1.bf16_copy, s1.dequantized - s0.dequantized);  // same calls, other source
+    if (std::string(mode) != "decode") EXPECT_GT(s2.bf16_copy, s1.bf16_copy);
+  }
+  // A ragged batch of 12 requests (prefill rows of several requests in one GEMM).
+  auto reqs = make_reqs(12, on->config().vocab_size, 29);
+  EXPECT_EQ(run_together(*on, reqs), run_together(*off, reqs));
+}
+
+TEST(Bf16Weights, CopiesInsideDecodeGraphs) {
+  v41::CudaModelOptions o = bf16_options(16, false, 2);
+  o.cuda_graphs = true;
+  auto off = v41::CudaModel::load(fixture("v41_tiny_quant"), o);
+  auto on = v41::CudaModel::load(fixture("v41_tiny_quant"), with_copies(o, v41::Bf16Weights::kOn));
+  std::vector<std::vector<int64_t>> tables;
+  for (int64_t s = 0; s < 16; ++s) tables.push_back(table_for(s));
+  for (int64_t count : {2, 13}) {
+    SCOPED_TRACE(count);
+    for (int64_t s = 0; s < 16; ++s) on->reset_slot(s), off->reset_slot(s);
+    const auto before = on->graph_stats();
+    const Compare c = step_both(*on, *off, decode_workload(2, count, 12, on->config().vocab_size, uint32_t(count + 90)),
+                                tables);
+    EXPECT_GE(on->graph_stats().replays - before.replays, 10);
+    EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+  }
+}
+
+TEST(Bf16Weights, OptionChecksAndAuto) {
+  const std::string dir = fixture("v41_tiny_quant");
+  // on needs the GEMM path: bf16 activations, outside the batch-invariant mode.
+  for (bool inv : {false, true}) {
+    v41::CudaModelOptions o = with_copies(inv ? bf16_options(1, true, 0) : options(1), v41::Bf16Weights::kOn);
+    try {
+      v41::CudaModel::load(dir, o);
+      ADD_FAILURE() << "loaded";
+    } catch (const InputError& e) {
+      std::printf("[ metric ] error: %s\n", e.what());
+      EXPECT_NE(std::string(e.what()).find(inv ? "batch-invariant" : "needs bf16 activations"), std::string::npos)
+          << e.what();
+    }
+  }
+  // auto outside the GEMM path: nothing, silently.
+  auto f32 = v41::CudaModel::load(dir, with_copies(options(1), v41::Bf16Weights::kAuto));
+  EXPECT_EQ(f32->memory_plan().bf16_weights, 0u);
+  EXPECT_TRUE(f32->memory_plan().bf16_note.empty());
+  // auto in bf16 mode: on when the pool keeps its blocks, off when it asks for more than fits.
+  auto fits = v41::CudaModel::load(dir, with_copies(bf16_options(1, false, 0), v41::Bf16Weights::kAuto));
+  EXPECT_EQ(fits->memory_plan().bf16_weights, expected_copy_bytes(dir)) << fits->memory_plan().bf16_note;
+  EXPECT_NE(fits->memory_plan().bf16_note.find("auto: the history pool still gets"), std::string::npos);
+  v41::CudaModelOptions greedy = with_copies(bf16_options(1, false, 0), v41::Bf16Weights::kAuto);
+  greedy.num_blocks = 0;
+  greedy.max_blocks = int64_t(1) << 40;
+  greedy.memory_fraction = 0.02;
+  auto full = v41::CudaModel::load(dir, greedy);
+  EXPECT_EQ(full->memory_plan().bf16_weights, 0u);
+  EXPECT_NE(full->memory_plan().bf16_note.find("blocks asked for"), std::string::npos) << full->memory_plan().bf16_note;
+}
+
+// on with copies that cannot fit: an InputError naming their bytes, raised before any
+// weight is read (wq_b of layer 0 claims 2^40 rows; its data is never touched).
+TEST(Bf16Weights, CopiesThatDoNotFitAreInputErrors) {
+  const std::string dir = fixture("v41_tiny_quant");
+  const ModelConfig cfg = load_model_config(dir + "/config.json");
+  auto ckpt = Checkpoint::open(dir);
+  v41::ModelWeights w = v41::bind_weights(cfg, *ckpt);
+  v41::WeightRef& big = w.layers[0].attn.wq_b;
+  ASSERT_GT(ops::cuda::linear_bf16_copy_bytes(big), 0u);
+  big.rows = int64_t(1) << 40;
+  const std::string bytes = std::to_string(copy_bytes_of(w));  // the copies' total, this weight's 2^41 + B included
+  v41::CudaModelOptions o = with_copies(bf16_options(1, false, 0), v41::Bf16Weights::kOn);
+  o.engram_tables = v41::EngramTables::kHost;
+  try {
+    v41::CudaModel::load(cfg, w, dir + "/tokenizer.json", o);
+    ADD_FAILURE() << "loaded";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    std::printf("[ metric ] error: %s\n", msg.c_str());
+    EXPECT_NE(msg.find("bf16 weight copies (" + bytes + " bytes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--bf16-weights off"), std::string::npos) << msg;
+  }
+  // Nothing left behind: the next load works.
+  auto ok = v41::CudaModel::load(dir, with_copies(bf16_options(1, false, 0), v41::Bf16Weights::kOn));
+  EXPECT_GT(ok->memory_plan().bf16_weights, 0u);
+}
+
+TEST(Bf16Weights, EngineOptionReachesTheModel) {
+  // An 80-token prompt: its prefill linears take the GEMM at the op's own threshold (64).
+  std::vector<int64_t> toks[2];
+  for (int k = 0; k < 2; ++k) {
+    EngineOptions o;
+    o.model_dir = fixture("v41_tiny_quant");
+    o.device = "cuda";
+    o.max_num_seqs = 2;
+    o.activations = "bf16";
+    o.bf16_weights = k ? "on" : "off";
+    auto e = Engine::create(o);
+    GenerateRequest r;
+    r.request_id = "r";
+    r.prompt_ids = tokens_for(4242, 80, 300);
+    r.params.temperature = 0;
+    r.params.max_tokens = 6;
+    r.params.ignore_eos = true;
+    const auto s0 = ops::cuda::linear_gemm_stats();
+    toks[k] = run_all(*e, {r})["r"];
+    const auto s1 = ops::cuda::linear_gemm_stats();
+    if (k) EXPECT_GT(s1.bf16_copy, s0.bf16_copy);
+    else EXPECT_GT(s1.dequantized, s0.dequantized);
+  }
+  EXPECT_EQ(toks[0].size(), 6u);
+  EXPECT_EQ(toks[0], toks[1]);
+  EngineOptions bad;
+  bad.model_dir = fixture("v41_tiny_quant");
+  bad.device = "cuda";
+  bad.bf16_weights = "on";  // with f32 activations
+  EXPECT_THROW(Engine::create(bad), InputError);
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -169,6 +169,50 @@ OpCase graph_case(gpu::LinearKernel kernel, WKind kind, int64_t n, int64_t rows,
           }};
 }
 
+// A persistent bf16 copy (WeightRef::bf16, --bf16-weights) against the per-call
+// dequantization: the same call (forced kGemm, or kAuto with the GEMM from min_n) once
+// on the plain weight and once on the weight carrying its copy: bitwise the same
+// (cpu = per call, gpu = copy). The ints check which way each call went
+// (linear_gemm_stats: {dequantized, bf16_copy} per call), so a copy that was silently
+// ignored fails; copy_used = false is the case of a row slice whose start in the copy is
+// less aligned than the workspace: it dequantizes per call.
+OpCase copy_case(gpu::LinearKernel kernel, WKind kind, int64_t n, int64_t rows, int64_t cols, int64_t row0 = 0,
+                 int64_t num_rows = -1, int64_t ws_tokens = 0, bool copy_used = true) {
+  std::string name = std::string("linear_bf16_copy_") +
+                     (kernel == gpu::LinearKernel::kGemm ? "gemm_" : "auto_") + wkind_name(kind) + "_n" +
+                     std::to_string(n) + "_" + std::to_string(rows) + "x" + std::to_string(cols);
+  if (row0 > 0) name += "_slice" + std::to_string(row0);
+  if (ws_tokens > 0) name += "_pieces" + std::to_string(ws_tokens);
+  return {name, "linear_repeat", [=](Rng& rng) {
+            const auto w = random_weight(rng, kind, rows, cols, 0.05f);
+            const auto x = rough_x(rng, n * cols);
+            const int64_t out_rows = num_rows < 0 ? rows - row0 : num_rows;
+            const size_t bytes = gpu::linear_gemm_workspace_bytes(out_rows * cols, (ws_tokens > 0 ? ws_tokens : n) * cols);
+            Dev<uint8_t> ws(bytes);
+            const ops::WeightRef plain = w->ref(true);
+            const size_t copy_bytes = gpu::linear_bf16_copy_bytes(plain);
+            if (copy_bytes != size_t(rows * cols * 2)) throw std::runtime_error("linear_bf16_copy_bytes: wrong size");
+            Dev<uint8_t> copy(copy_bytes);
+            ops::WeightRef with = plain;
+            with.bf16 = reinterpret_cast<const uint16_t*>(copy.get());
+            gpu::linear_make_bf16_copy(plain, reinterpret_cast<uint16_t*>(copy.get()), nullptr);
+            Dev<float> dx(x), dy1(size_t(n * out_rows)), dy2(size_t(n * out_rows));
+            const gpu::LinearWorkspace lw{ws.get(), bytes, kernel == gpu::LinearKernel::kAuto ? 2 : 0};
+            std::vector<int64_t> ways;
+            for (auto [wr, y] : {std::pair{plain, dy1.get()}, std::pair{with, dy2.get()}}) {
+              check_cuda(cudaMemset(y, 0xff, size_t(n * out_rows) * 4), "poison");
+              const gpu::LinearGemmStats s0 = gpu::linear_gemm_stats();
+              gpu::linear({dx.get(), y, n, wr, row0, num_rows, ops::Activations::kBF16}, gpu::LinearMode::kAuto,
+                          nullptr, lw, kernel);
+              const gpu::LinearGemmStats s1 = gpu::linear_gemm_stats();
+              ways.push_back(s1.dequantized - s0.dequantized);
+              ways.push_back(s1.bf16_copy - s0.bf16_copy);
+            }
+            const std::vector<int64_t> want = {1, 0, copy_used ? 0 : 1, copy_used ? 1 : 0};
+            return Outputs{{{"y", dy1.host(), dy2.host()}}, {{"gemm_ways", want, ways}}};
+          }};
+}
+
 }  // namespace
 
 std::vector<OpCase> linear_bf16_cases() {
@@ -207,6 +251,17 @@ std::vector<OpCase> linear_bf16_cases() {
   c.push_back(graph_case(K::kGemm, WKind::kFp8E8m0, 140, 320, 768));
   c.push_back(graph_case(K::kGemm, WKind::kFp4E8m0, 21, 96, 640));
   c.push_back(graph_case(K::kAuto, WKind::kFp8E8m0, 40, 320, 768));  // mma, one MMA per tile
+  // Persistent bf16 copies: bitwise the per-call path (FP8 32x32 blocks, FP4 1x32, the
+  // vector and scalar dequant, a wo_a-style slice, token pieces, kAuto from min_n).
+  c.push_back(copy_case(K::kGemm, WKind::kFp8E8m0, 37, 256, 1280));
+  c.push_back(copy_case(K::kGemm, WKind::kFp8E8m0, 256, 1280, 5120));
+  c.push_back(copy_case(K::kGemm, WKind::kFp4E8m0, 129, 300, 512));
+  c.push_back(copy_case(K::kGemm, WKind::kFp8E8m0, 45, 100, 99, 0, -1, 0, true));  // odd cols: scalar dequant
+  c.push_back(copy_case(K::kGemm, WKind::kFp8E8m0, 150, 256, 512, 96, 64));        // a row slice (wo_a's groups)
+  c.push_back(copy_case(K::kGemm, WKind::kFp8E8m0, 30, 100, 100, 3, 40, 0, false)); // slice 600 bytes in: per call
+  c.push_back(copy_case(K::kGemm, WKind::kFp8E8m0, 130, 256, 512, 0, -1, 50));     // x in pieces of 50 tokens
+  c.push_back(copy_case(K::kAuto, WKind::kFp4E8m0, 70, 320, 768));
+  c.push_back(copy_case(K::kAuto, WKind::kFp8E8m0, 9, 320, 768));
   return c;
 }
 
@@ -239,6 +294,24 @@ TEST(LinearBf16, ForcedGemmRejectsWhatItCannotTake) {
   EXPECT_NO_THROW(gpu::linear({dx2.get(), dy2.get(), 300, fp8->ref(true), 0, -1, ops::Activations::kBF16},
                               gpu::LinearMode::kAuto, nullptr, {}, gpu::LinearKernel::kAuto));
   check_cuda(cudaDeviceSynchronize(), "sync");
+}
+
+// Which weights get a bf16 copy: exactly those the GEMM path would dequantize.
+TEST(LinearBf16, CopyBytesOnlyForDequantizedWeights) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  Rng rng(6);
+  for (WKind k : {WKind::kF32, WKind::kBF16, WKind::kF16, WKind::kFp8F32Scale, WKind::kFp8E8m0, WKind::kFp4E8m0}) {
+    SCOPED_TRACE(wkind_name(k));
+    const auto w = random_weight(rng, k, 64, 256, 0.05f);
+    const bool want = k == WKind::kFp8E8m0 || k == WKind::kFp4E8m0;
+    EXPECT_EQ(gpu::linear_bf16_copy_bytes(w->ref(true)), want ? size_t(64 * 256 * 2) : size_t(0));
+    Dev<uint8_t> out(64 * 256 * 2);
+    if (!want)
+      EXPECT_THROW(gpu::linear_make_bf16_copy(w->ref(true), reinterpret_cast<uint16_t*>(out.get()), nullptr),
+                   std::runtime_error);
+  }
+  EXPECT_EQ(gpu::linear_bf16_copy_bytes(ops::WeightRef{}), size_t(0));
 }
 
 }  // namespace deepinfer::testing_cuda

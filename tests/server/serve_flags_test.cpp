@@ -54,6 +54,26 @@ TEST(ServeFlags, EngramTables) {
   }
 }
 
+TEST(ServeFlags, Bf16Weights) {
+  EXPECT_EQ(parse({}).engine.bf16_weights, "off");
+  for (const char* v : {"off", "on", "auto"})
+    EXPECT_EQ(parse({"--activations", "bf16", "--bf16-weights", v}).engine.bf16_weights, v);
+  // auto without bf16 activations just stays off at load; on is a mistake worth a line.
+  EXPECT_EQ(parse({"--bf16-weights", "auto"}).engine.bf16_weights, "auto");
+  try {
+    parse({"--bf16-weights=yes", "--activations", "bf16"});
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "--bf16-weights must be off, on or auto, got 'yes'");
+  }
+  try {
+    parse({"--bf16-weights", "on"});
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--bf16-weights on needs bf16 activations"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ServeFlags, BadValuesAreInputErrors) {
   EXPECT_THROW(parse({"--batch-invariant", "yes"}), InputError);
   EXPECT_THROW(parse({"--async-scheduling", "maybe"}), InputError);

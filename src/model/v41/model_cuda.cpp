@@ -19,6 +19,7 @@
 #include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_model.cuh"
+#include "kernels/cuda/smxx_moe.cuh"
 #include "kernels/cuda/smxx_selection.cuh"
 #include "model/v41/engram.h"
 #include "model/v41/weights.h"
@@ -173,6 +174,7 @@ size_t gemm_workspace_bytes(const ModelWeights& w, int64_t max_tokens) {
     for (const WeightRef* r : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b, &a.compressor_wkv, &a.compressor_wgate,
                                &a.indexer_wk, &a.indexer_wq_b, &a.indexer_weights_proj})
       see(*r);
+    for (const WeightRef* r : {&h.ffn.shared.w1, &h.ffn.shared.w3, &h.ffn.shared.w2}) see(*r);
     if (h.has_engram) see(h.engram.wkv);
   }
   return cmax == 0 ? 0 : gpu::linear_gemm_workspace_bytes(wmax, max_tokens * cmax);
@@ -189,6 +191,22 @@ struct CudaModel::Impl {
   ops::Activations act = ops::Activations::kF32;
   DeviceBuffer gemm_buf;        // bf16 mode: the cuBLASLt path's workspace (plan.gemm)
   gpu::LinearWorkspace gemm_ws;
+  DeviceBuffer bf16_buf;        // the persistent bf16 weight copies (plan.bf16_weights)
+
+  // The device weights the bf16 GEMM path dequantizes, in a fixed order (the copies'
+  // layout): every linear() weight, the shared experts (moe() runs them through linear()).
+  template <class F>
+  void for_each_dense(F&& f) {
+    f(head);
+    for (DLayer& g : layers) {
+      DAttn& a = g.attn;
+      for (WeightRef* r : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b, &a.compressor_wkv, &a.compressor_wgate,
+                           &a.indexer_wk, &a.indexer_wq_b, &a.indexer_weights_proj, &g.ffn.shared.w1,
+                           &g.ffn.shared.w3, &g.ffn.shared.w2})
+        f(*r);
+      if (g.has_engram) f(g.engram.wkv);
+    }
+  }
 
   DeviceBuffer weights_buf, slot_buf, history_buf, freq_buf;
   // The Engram tables: on the device (engram_dev) or in mapped pinned host memory.
@@ -513,6 +531,12 @@ void check_options(const CudaModelOptions& o) {
   DI_CHECK_INPUT(o.memory_fraction > 0 && o.memory_fraction <= 1, "memory_fraction must be in (0, 1]");
   DI_CHECK_INPUT(o.max_context >= 0, "max_context must be >= 0");
   DI_CHECK_INPUT(o.gemm_min_tokens >= 0, "gemm_min_tokens must be >= 0");
+  DI_CHECK_INPUT(o.bf16_weights != Bf16Weights::kOn || o.activations == ops::Activations::kBF16,
+                 "bf16_weights on (--bf16-weights on) needs bf16 activations (--activations bf16): only their "
+                 "cuBLASLt GEMMs read the copies");
+  DI_CHECK_INPUT(o.bf16_weights != Bf16Weights::kOn || !o.batch_invariant,
+                 "bf16_weights on (--bf16-weights on) does nothing in the batch-invariant mode, which never runs "
+                 "the cuBLASLt GEMMs that read the copies");
   int devices = 0;
   const cudaError_t count_err = cudaGetDeviceCount(&devices);
   DI_CHECK_INPUT(count_err == cudaSuccess && devices > 0, "no CUDA device is available (",
@@ -648,6 +672,20 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     }
   }
 
+  // The persistent bf16 copies' size (Bf16Weights): only runs that take the GEMM path
+  // (plan.gemm > 0) can use them. The mirrors' shapes and formats are final here; their
+  // data pointers become device pointers in up.run() below.
+  size_t copy_bytes = 0;
+  int64_t copy_count = 0;
+  if (d.plan.gemm > 0 && o.bf16_weights != Bf16Weights::kOff)
+    d.for_each_dense([&](WeightRef& r) {
+      const size_t b = gpu::linear_bf16_copy_bytes(r);
+      if (b == 0) return;
+      copy_bytes = (copy_bytes + 255) / 256 * 256 + b;
+      ++copy_count;
+    });
+  const size_t forced_copies = o.bf16_weights == Bf16Weights::kOn ? copy_bytes : 0;
+
   // 2. The Engram tables: device or mapped pinned host memory (the gather reads them
   // in place either way; the kernels cannot tell).
   const size_t dense = up.total(), table_bytes = tables.total();
@@ -656,7 +694,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     // The history pool the tables would leave on the device: step 4's arithmetic on
     // the free memory less the weights, slots and arenas (their chunks' rounding and
     // the small buffers aside).
-    const size_t before_pool = dense + table_bytes + d.plan.slots + d.plan.arena + d.plan.gemm;
+    const size_t before_pool = dense + table_bytes + d.plan.slots + d.plan.arena + d.plan.gemm + forced_copies;
     const size_t left = free_mem > before_pool ? free_mem - before_pool : 0;
     const int64_t wanted = o.num_blocks > 0 ? o.num_blocks : o.max_blocks;
     const int64_t fit_dev = per_block == 0 ? (left > 0 ? wanted : 0)
@@ -702,7 +740,58 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     std::fprintf(stderr, "%s\n", d.plan.engram_note.c_str());
   }
   d.plan.weights = dense + (d.plan.engram_on_host ? 0 : table_bytes);
+
+  // 2b. The bf16 copies, decided now that the Engram tables are placed (auto weighs the
+  // history pool as the Engram auto does: what is left after weights, tables, slots,
+  // arenas, workspace and copies must still hold the blocks asked for).
+  bool copies = false;
+  if (o.bf16_weights != Bf16Weights::kOff && d.plan.gemm > 0) {
+    const size_t before_pool = d.plan.weights + d.plan.slots + d.plan.arena + d.plan.gemm + copy_bytes;
+    const size_t left = free_mem > before_pool ? free_mem - before_pool : 0;
+    const int64_t wanted = o.num_blocks > 0 ? o.num_blocks : o.max_blocks;
+    const int64_t fit = per_block == 0 ? (left > 0 ? wanted : 0)
+                                       : int64_t(double(left) * o.memory_fraction / double(per_block));
+    std::string why;
+    if (copy_bytes == 0) {
+      why = "none needed: no FP8 / FP4 weight takes the GEMM path (BF16 weights are read in place)";
+    } else if (o.bf16_weights == Bf16Weights::kOn) {
+      DI_CHECK_INPUT(before_pool <= free_mem, "the bf16 weight copies (", copy_bytes, " bytes, ",
+                     human_bytes(copy_bytes), ", twice the dense FP8 / FP4 weights) do not fit beside the weights (",
+                     human_bytes(d.plan.weights), "), slots, arenas and GEMM workspace (",
+                     human_bytes(d.plan.slots + d.plan.arena + d.plan.gemm), ") in the ", human_bytes(free_mem),
+                     " of free device memory; bf16_weights off (--bf16-weights off) dequantizes per call instead");
+      copies = true;
+      why = "as asked (bf16_weights on)";
+    } else {
+      copies = fit >= wanted;
+      why = copies ? "auto: the history pool still gets the " + std::to_string(wanted) + " blocks asked for (" +
+                         human_bytes(left) + " free after weights, copies, slots and arenas)"
+                   : "auto: they would leave the history pool " + std::to_string(std::max<int64_t>(fit, 0)) +
+                         " of the " + std::to_string(wanted) + " blocks asked for; the GEMMs dequantize per call";
+    }
+    d.plan.bf16_weights = copies ? copy_bytes : 0;
+    d.plan.bf16_note = "deepinfer: bf16 weight copies (" + std::to_string(copy_count) + " dense FP8 / FP4 weight" +
+                       (copy_count == 1 ? "" : "s") + ", " + human_bytes(copy_bytes) + ") " +
+                       (copies ? "on the device" : "off") + ", " + why;
+    std::fprintf(stderr, "%s\n", d.plan.bf16_note.c_str());
+  }
   d.weights_buf = up.run();
+  if (copies) {
+    // One allocation; each copy the per-call dequantization's bits for the whole weight.
+    d.bf16_buf = DeviceBuffer(copy_bytes);
+    size_t off = 0;
+    d.for_each_dense([&](WeightRef& r) {
+      const size_t b = gpu::linear_bf16_copy_bytes(r);
+      if (b == 0) return;
+      off = (off + 255) / 256 * 256;
+      auto* dst = reinterpret_cast<uint16_t*>(d.bf16_buf.data() + off);
+      gpu::linear_make_bf16_copy(r, dst, d.stream);
+      r.bf16 = dst;
+      off += b;
+    });
+    DI_CHECK(off == copy_bytes, "bf16 copies: laid out ", off, " bytes of ", copy_bytes);
+    CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  }
   for (DLayer& g : d.layers) {
     std::vector<ops::MoeExpertRef> ex(g.ffn.experts.size());
     for (size_t e = 0; e < ex.size(); ++e) ex[e] = {g.ffn.experts[e].w1, g.ffn.experts[e].w3, g.ffn.experts[e].w2};
@@ -1707,9 +1796,17 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
                      float(c.routed_scaling_factor), d_ids, d_wts},
                     stream);
   float* shared_out = layer_arena->alloc<float>(n * d);
-  if (go)
-    gpu::swiglu_expert({x, n, m.shared.w1, m.shared.w3, m.shared.w2, nullptr, float(c.swiglu_limit), shared_out, act},
-                       mode, stream);
+  // The shared expert as swiglu_expert computes it (x -> w1, w3 -> SwiGLU -> w2), but
+  // through linear() with the GEMM workspace, so under bf16 activations its large-batch
+  // products run cuBLASLt like the attention's (and read the bf16 copies when made);
+  // in f32 mode and below the GEMM threshold these are the same kernels as before.
+  const int64_t inter = m.shared.w1.rows;
+  float* sg = layer_arena->alloc<float>(n * inter);
+  float* su = layer_arena->alloc<float>(n * inter);
+  linear(x, sg, n, m.shared.w1);
+  linear(x, su, n, m.shared.w3);
+  if (go) CUDA_CHECK(kernels::swiglu_act({sg, su, nullptr, n, inter, float(c.swiglu_limit)}, stream));
+  linear(sg, shared_out, n, m.shared.w2);
   void* ws = layer_arena->alloc<uint8_t>(int64_t(gpu::moe_experts_workspace_bytes(n, k, m.table, mode)));
   if (go)
     gpu::moe_experts({x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out, out, act},

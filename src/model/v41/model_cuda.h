@@ -50,6 +50,20 @@ namespace deepinfer::v41 {
 // "auto" / "device" / "host", is checked by runtime::check_engram_tables).
 enum class EngramTables { kAuto, kDevice, kHost };
 
+// Persistent bf16 copies of the dense FP8 / FP4 weights for the bf16 mode's cuBLASLt
+// path (CudaModelOptions::bf16_weights; the engine's "off" / "on" / "auto", checked by
+// runtime::check_bf16_weights). Off: each large-batch linear dequantizes its weight into
+// the GEMM workspace per call. On: every weight that path dequantizes (attention wq_a /
+// wq_b / wkv / wo_a / wo_b, compressor, indexer, shared experts, Engram wkv, a quantized
+// head; never the routed experts) is dequantized once at load into one allocation
+// (plan.bf16_weights: twice the FP8 bytes, ~12 GB for V4.1-Flash's ~6 GB of dense FP8
+// per GPU) and the GEMM reads it in place: the same bits, 2-3x faster linears at
+// n = 64-256. Auto: on when the copies still leave the history pool every block the
+// options ask for (as EngramTables::kAuto decides). Only with activations kBF16 outside
+// the batch-invariant mode (the only runs that take the GEMM path): kOn otherwise is an
+// InputError, kAuto stays off. load() prints one line saying what it did and why.
+enum class Bf16Weights { kOff, kOn, kAuto };
+
 struct CudaModelOptions {
   int64_t max_slots = 1;        // state slots (sequences that can run)
   int64_t max_tokens = 2048;    // token budget of one forward call (sizes the arena; more still runs)
@@ -69,6 +83,7 @@ struct CudaModelOptions {
   // mode (one bf16 MMA per tile; cuBLASLt GEMMs for large batches, workspace plan.gemm).
   ops::Activations activations = ops::Activations::kF32;
   int64_t gemm_min_tokens = 0;  // > 0: cuBLASLt from this many rows on (tests; 0: the op's threshold)
+  Bf16Weights bf16_weights = Bf16Weights::kOff;  // persistent bf16 copies for the GEMM path (above)
   int device = 0;
 };
 
@@ -82,6 +97,11 @@ struct CudaBatchItem {
 struct CudaMemoryPlan {
   size_t weights = 0, slots = 0, history = 0, arena = 0;  // device bytes
   size_t gemm = 0;  // the bf16 mode's GEMM workspace (largest dense weight in bf16 + bf16 x); 0 in f32 mode
+  // The persistent bf16 copies of the dense FP8 / FP4 weights (Bf16Weights), apart from
+  // `weights`; 0 when off. bf16_note: the line load() printed about them (empty when the
+  // run never takes the GEMM path and nothing was asked).
+  size_t bf16_weights = 0;
+  std::string bf16_note;
   int64_t num_blocks = 0;
   size_t free_before = 0, free_after = 0;  // device memory free before weights, after everything
   // The Engram tables (data + scales): inside `weights` when on the device; else in

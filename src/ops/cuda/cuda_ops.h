@@ -88,12 +88,28 @@ struct LinearWorkspace {
 // 0.108; n = 256: 0.244 vs 0.120).
 int64_t linear_gemm_min_n(const WeightRef& w, int64_t rows);
 size_t linear_gemm_workspace_bytes(int64_t max_weight_elems, int64_t max_x_elems);
+// Persistent bf16 copies (--bf16-weights): WeightRef::bf16, when set, is the weight's
+// whole bf16 image on the device, and the GEMM path multiplies it in place instead of
+// dequantizing the weight into the workspace first. The image is the same bits the
+// per-call dequantization writes (same kernel) and the call keeps the workspace layout,
+// token pieces and cached algorithm of the per-call path, so results are bitwise the same
+// with or without the copy; only the dequant kernel (~5 bytes of traffic per weight
+// element, 2-3x the GEMM at n = 64-256 on the Flash shapes) is gone. The thresholds
+// (linear_gemm_min_n) are unchanged, so no call changes path either.
+// linear_bf16_copy_bytes: bytes of the image for a weight the GEMM path dequantizes
+// (FP8 / FP4 with no or ue8m0 scales); 0 for every other weight (BF16 is read in place,
+// F32 / F16 / fp32-scaled weights never take the GEMM path).
+size_t linear_bf16_copy_bytes(const WeightRef& w);
+// Writes that image (linear_bf16_copy_bytes(w) bytes, 16-byte aligned) into `out`.
+void linear_make_bf16_copy(const WeightRef& w, uint16_t* out, cudaStream_t stream);
 // Creates the current device's cuBLASLt handle (before any graph capture).
 void linear_gemm_init();
 // Process-wide counts of the GEMM path (diagnostics, tests): calls that ran it, and calls
 // it declined for want of an algorithm for the shape (those ran the kernels above).
+// Of the calls on FP8 / FP4 weights: `dequantized` converted the weight into the
+// workspace, `bf16_copy` read its persistent copy (WeightRef::bf16).
 struct LinearGemmStats {
-  int64_t calls = 0, no_algorithm = 0;
+  int64_t calls = 0, no_algorithm = 0, dequantized = 0, bf16_copy = 0;
 };
 LinearGemmStats linear_gemm_stats();
 // Which kernel runs: kAuto as above; the others force one (tests, benchmarks) and throw

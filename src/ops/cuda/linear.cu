@@ -49,7 +49,9 @@ int pointer_alignment(const void* p) {
   return a;
 }
 
-std::atomic<int64_t> g_gemm_calls{0}, g_gemm_no_algo{0};  // linear_gemm_stats()
+// linear_gemm_stats(): GEMM calls, declines for want of an algorithm, and of the calls on
+// FP8 / FP4 weights those that dequantized per call and those that read a bf16 copy.
+std::atomic<int64_t> g_gemm_calls{0}, g_gemm_no_algo{0}, g_gemm_dequant{0}, g_gemm_copy{0};
 
 // One cuBLASLt handle per device, created on first use and kept for the process (a
 // handle destroyed at exit can outlive the driver's teardown).
@@ -129,9 +131,12 @@ bool linear_gemm(const LinearParams& p, const kernels::WeightArgs& w, int64_t ro
                  cudaStream_t stream) {
   if (!gemm_format(w) || ws.data == nullptr || reinterpret_cast<uintptr_t>(ws.data) % kAlign != 0) return false;
   const int64_t k = w.cols;
-  const bool dequant = w.format != kernels::WFormat::kBF16;
+  const bool quant = w.format != kernels::WFormat::kBF16;
   const size_t lt_bytes = kLinearGemmLtBytes;
-  const size_t w_bytes = dequant ? align_up(size_t(rows) * size_t(k) * 2) : 0;
+  // The workspace keeps the dequant room even when a persistent copy (p.w.bf16) makes it
+  // unused: the same token pieces and the same x address as the per-call path, so the
+  // same cached algorithms run and the copy changes no bit of the result.
+  const size_t w_bytes = quant ? align_up(size_t(rows) * size_t(k) * 2) : 0;
   if (ws.bytes < lt_bytes + w_bytes) return false;
   const int64_t cap = int64_t((ws.bytes - lt_bytes - w_bytes) / (size_t(k) * 2));  // tokens per piece
   if (cap < 1) return false;
@@ -139,7 +144,15 @@ bool linear_gemm(const LinearParams& p, const kernels::WeightArgs& w, int64_t ro
   void* lt_ws = base;
   auto* wb = reinterpret_cast<uint16_t*>(base + lt_bytes);
   auto* xb = reinterpret_cast<uint16_t*>(base + lt_bytes + w_bytes);
-  const void* a_ptr = dequant ? static_cast<const void*>(wb) : static_cast<const void*>(w.data + p.row0 * k * 2);
+  // The copy's rows row0.. start 2 * row0 * k bytes in; a start less aligned than the
+  // workspace's (16 bytes, cuBLASLt's largest alignment class) would key another
+  // algorithm, so such a slice dequantizes per call as before.
+  const uint16_t* copy = quant && p.w.bf16 != nullptr ? p.w.bf16 + p.row0 * k : nullptr;
+  if (copy != nullptr && pointer_alignment(copy) < pointer_alignment(wb)) copy = nullptr;
+  const bool dequant = quant && copy == nullptr;
+  const void* a_ptr = !quant   ? static_cast<const void*>(w.data + p.row0 * k * 2)
+                      : dequant ? static_cast<const void*>(wb)
+                                : static_cast<const void*>(copy);
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   // Plan every piece first: a shape without an algorithm falls back before anything runs.
@@ -157,6 +170,7 @@ bool linear_gemm(const LinearParams& p, const kernels::WeightArgs& w, int64_t ro
     plans.push_back(&plan);
   }
   ++g_gemm_calls;
+  ++(dequant ? g_gemm_dequant : g_gemm_copy);
   if (dequant) CUDA_CHECK(kernels::dequant_weight_bf16(w, p.row0, rows, wb, stream));
   const float one = 1.0f, zero = 0.0f;
   const cublasLtHandle_t h = lt_handle(device);
@@ -195,7 +209,24 @@ int64_t linear_gemm_min_n(const WeightRef& w, int64_t rows) {
   return INT64_MAX;
 }
 
-LinearGemmStats linear_gemm_stats() { return {g_gemm_calls.load(), g_gemm_no_algo.load()}; }
+LinearGemmStats linear_gemm_stats() {
+  return {g_gemm_calls.load(), g_gemm_no_algo.load(), g_gemm_dequant.load(), g_gemm_copy.load()};
+}
+
+size_t linear_bf16_copy_bytes(const WeightRef& w) {
+  if (w.empty() || (w.dtype != DType::F8_E4M3 && w.dtype != DType::I8)) return 0;
+  if (!gemm_format(to_weight_args(w))) return 0;
+  return size_t(w.rows) * size_t(w.cols) * 2;
+}
+
+void linear_make_bf16_copy(const WeightRef& w, uint16_t* out, cudaStream_t stream) {
+  CUDA_OP_CHECK(linear_bf16_copy_bytes(w) > 0, "linear_make_bf16_copy: the GEMM path reads this weight as it is");
+  CUDA_OP_CHECK(reinterpret_cast<uintptr_t>(out) % 16 == 0, "linear_make_bf16_copy: output not 16-byte aligned");
+  // The kernel the per-call path runs (linear_gemm), over all rows at once: its output
+  // for rows row0.. does not depend on where the slice starts (one element per thread,
+  // exact products), which the ops test checks against per-call slices.
+  CUDA_CHECK(kernels::dequant_weight_bf16(to_weight_args(w), 0, w.rows, out, stream));
+}
 
 void linear_gemm_init() {
   int device = 0;

@@ -24,6 +24,10 @@ class CudaRunner final : public ModelRunner {
     m.engram_tables = o.engram_tables == "host"     ? v41::EngramTables::kHost
                       : o.engram_tables == "device" ? v41::EngramTables::kDevice
                                                     : v41::EngramTables::kAuto;
+    check_bf16_weights_for(o.bf16_weights, o.activations, "bf16_weights");
+    m.bf16_weights = o.bf16_weights == "on"     ? v41::Bf16Weights::kOn
+                     : o.bf16_weights == "auto" ? v41::Bf16Weights::kAuto
+                                                : v41::Bf16Weights::kOff;
     model_ = v41::CudaModel::load(dir, m);
   }
   const ModelConfig& config() const override { return model_->config(); }
