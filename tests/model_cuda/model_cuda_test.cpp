@@ -1113,7 +1113,9 @@ TEST(Bf16Weights, CopiesGiveThePerCallLogitsBitwise) {
     EXPECT_EQ(s1.bf16_copy, s0.bf16_copy);  // the plain model never reads a copy
     EXPECT_EQ(s2.dequantized, s1.dequantized);  // the copies' model never dequantizes
     EXPECT_EQ(s2.bf16_copy - s1.bf16_copy, s1.dequantized - s0.dequantized);  // same calls, other source
-    if (std::string(mode) != "decode") EXPECT_GT(s2.bf16_copy, s1.bf16_copy);
+    if (std::string(mode) != "decode") {
+      EXPECT_GT(s2.bf16_copy, s1.bf16_copy);
+    }
   }
   // A ragged batch of 12 requests (prefill rows of several requests in one GEMM).
   auto reqs = make_reqs(12, on->config().vocab_size, 29);
@@ -1216,8 +1218,11 @@ TEST(Bf16Weights, EngineOptionReachesTheModel) {
     const auto s0 = ops::cuda::linear_gemm_stats();
     toks[k] = run_all(*e, {r})["r"];
     const auto s1 = ops::cuda::linear_gemm_stats();
-    if (k) EXPECT_GT(s1.bf16_copy, s0.bf16_copy);
-    else EXPECT_GT(s1.dequantized, s0.dequantized);
+    if (k) {
+      EXPECT_GT(s1.bf16_copy, s0.bf16_copy);
+    } else {
+      EXPECT_GT(s1.dequantized, s0.dequantized);
+    }
   }
   EXPECT_EQ(toks[0].size(), 6u);
   EXPECT_EQ(toks[0], toks[1]);

@@ -307,9 +307,10 @@ TEST(LinearBf16, CopyBytesOnlyForDequantizedWeights) {
     const bool want = k == WKind::kFp8E8m0 || k == WKind::kFp4E8m0;
     EXPECT_EQ(gpu::linear_bf16_copy_bytes(w->ref(true)), want ? size_t(64 * 256 * 2) : size_t(0));
     Dev<uint8_t> out(64 * 256 * 2);
-    if (!want)
+    if (!want) {
       EXPECT_THROW(gpu::linear_make_bf16_copy(w->ref(true), reinterpret_cast<uint16_t*>(out.get()), nullptr),
                    std::runtime_error);
+    }
   }
   EXPECT_EQ(gpu::linear_bf16_copy_bytes(ops::WeightRef{}), size_t(0));
 }
