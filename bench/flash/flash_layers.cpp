@@ -797,7 +797,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       for (auto mode : {ops::cuda::LinearMode::kAuto, ops::cuda::LinearMode::kInvariant})
         for (auto av : {ops::Activations::kF32, ops::Activations::kBF16})
           // kAuto + kBF16: each big-tile kernel (moe_tc_set_big; default kWide first).
-          // small=fused (default) / small=former: the small tiles' split + two stages in
+          // small=fused / small=former (default): the small tiles' split + two stages in
           // one persistent launch vs split + one launch per stage (moe_tc_set_fused; NOTES
           // "MoE at decode sizes"), with the default big-tile kernel.
           for (auto big : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128,
@@ -814,7 +814,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                 },
                 5, 3);
             kernels::moe_tc_set_big(kernels::MoeTcBig::kWide);
-            kernels::moe_tc_set_fused(true);
+            kernels::moe_tc_set_fused(false);
             int64_t act = 0;
             for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
             // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.

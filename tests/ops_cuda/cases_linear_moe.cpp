@@ -200,9 +200,10 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
             }
             if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0) {  // moe_tc shapes
               Dev<float> alt(n * dim);
-              kernels::moe_tc_set_fused(false);
+              const bool was = kernels::moe_tc_fused_on();  // the other small-tile launch, then back
+              kernels::moe_tc_set_fused(!was);
               run(0, n, alt.get());
-              kernels::moe_tc_set_fused(true);
+              kernels::moe_tc_set_fused(was);
               const std::vector<float> other = alt.host();
               o.ints.push_back({"fused_vs_former_differ", {0},
                                 {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});

@@ -170,7 +170,7 @@ bool linear_gemm(const LinearParams& p, const kernels::WeightArgs& w, int64_t ro
     plans.push_back(&plan);
   }
   ++g_gemm_calls;
-  ++(dequant ? g_gemm_dequant : g_gemm_copy);
+  if (quant) ++(dequant ? g_gemm_dequant : g_gemm_copy);  // BF16 weights are read in place: neither
   if (dequant) CUDA_CHECK(kernels::dequant_weight_bf16(w, p.row0, rows, wb, stream));
   const float one = 1.0f, zero = 0.0f;
   const cublasLtHandle_t h = lt_handle(device);

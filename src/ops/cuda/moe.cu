@@ -237,7 +237,7 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   pa.num_tiles = reinterpret_cast<int32_t*>(at(lay.num_tiles));
   const bool bf16 = p.act == Activations::kBF16;
   const int64_t dim = t.w2().rows, inter = t.w13().rows;
-  // moe_tc_fused (default; kernels::moe_tc_set_fused(false): the former launches): the
+  // moe_tc_fused (opt-in, kernels::moe_tc_set_fused(true); off by default: measured slower): the
   // plan's histogram launch also splits x into the bf16 planes, and the plan zeroes the
   // fused kernel's counters, so the small tiles' split + two stages are one launch.
   const bool fused = use_tc(t) && kernels::moe_tc_fused_on();
