@@ -109,19 +109,6 @@ void check_bellman(std::shared_ptr<const CompiledGrammar> g, uint32_t seed, int 
   }
 }
 
-const char* kGrammars[] = {
-    "root ::= value\n"
-    "value ::= obj | arr | str | num | \"true\" | \"null\"\n"
-    "obj ::= \"{\" ws (str ws \":\" ws value (ws \",\" ws str ws \":\" ws value)*)? ws \"}\"\n"
-    "arr ::= \"[\" ws (value (ws \",\" ws value)*)? ws \"]\"\n"
-    "str ::= \"\\\"\" [a-z ]* \"\\\"\"\n"
-    "num ::= \"-\"? [0-9]+\n"
-    "ws ::= [ \\n]{0,3}\n",
-    "root ::= expr\nexpr ::= expr [-+] term | term\nterm ::= [0-9]+ | \"(\" expr \")\"\n",
-    "root ::= list\nlist ::= item (\",\" list)?\nitem ::= [a-c]+ | \"[\" list? \"]\"\n",
-    "root ::= a b\na ::= \"x\"* | \"xy\"\nb ::= \"y\"? \"z\"* ws\nws ::= \" \"*\n",
-};
-
 const char* kSchemas[] = {
     R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},"age":{"type":"integer","minimum":0,
         "maximum":120},"tags":{"type":"array","items":{"enum":["a","bc","xyz"]},"maxItems":3}},
@@ -134,7 +121,7 @@ const char* kSchemas[] = {
 };
 
 TEST(Budget, DistancesSatisfyTheBellmanEquation) {
-  for (const char* text : kGrammars) {
+  for (const char* text : testing::kGrammarCorpus) {
     SCOPED_TRACE(text);
     for (uint32_t seed = 1; seed <= 3; ++seed) check_bellman(compile_gbnf(text), seed, 25);
   }
@@ -219,7 +206,7 @@ TEST(Budget, FilteredGenerationAlwaysCompletes) {
       if (!generate(g, max_tokens, false, seed, &free)) ++truncated_without;
     }
   };
-  for (const char* text : kGrammars) {
+  for (const char* text : testing::kGrammarCorpus) {
     SCOPED_TRACE(text);
     run(compile_gbnf(text), 6);
     run(compile_gbnf(text), 15);

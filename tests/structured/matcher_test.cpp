@@ -84,23 +84,7 @@ TEST(Matcher, MasksMatchBruteForceOnRegexes) {
 }
 
 TEST(Matcher, MasksMatchBruteForceOnGrammars) {
-  const char* grammars[] = {
-      // JSON-ish values with nesting and whitespace.
-      "root ::= value\n"
-      "value ::= obj | arr | str | num | \"true\" | \"null\"\n"
-      "obj ::= \"{\" ws (str ws \":\" ws value (ws \",\" ws str ws \":\" ws value)*)? ws \"}\"\n"
-      "arr ::= \"[\" ws (value (ws \",\" ws value)*)? ws \"]\"\n"
-      "str ::= \"\\\"\" [a-z ]* \"\\\"\"\n"
-      "num ::= \"-\"? [0-9]+\n"
-      "ws ::= [ \\n]{0,3}\n",
-      // Left recursion.
-      "root ::= expr\nexpr ::= expr [-+] term | term\nterm ::= [0-9]+ | \"(\" expr \")\"\n",
-      // Ambiguity and nullable rules.
-      "root ::= a b\na ::= \"x\"* | \"xy\"\nb ::= \"y\"? \"z\"* ws\nws ::= \" \"*\n",
-      // Right recursion through a nullable tail.
-      "root ::= list\nlist ::= item (\",\" list)?\nitem ::= [a-c]+ | \"[\" list? \"]\"\n",
-  };
-  for (const char* text : grammars) {
+  for (const char* text : testing::kGrammarCorpus) {
     SCOPED_TRACE(text);
     for (uint32_t seed = 1; seed <= 6; ++seed) random_walk(compile_gbnf(text), seed, 40);
   }

@@ -12,6 +12,26 @@
 
 namespace deepinfer::structured::testing {
 
+// GBNF grammars that stress the matcher's parser: JSON-ish values with nesting and
+// whitespace, left recursion, ambiguity with nullable rules, right recursion through a
+// nullable tail. Shared by the mask (matcher_test) and budget (budget_test) tests.
+inline const char* const kGrammarCorpus[] = {
+    // JSON-ish values with nesting and whitespace.
+    "root ::= value\n"
+    "value ::= obj | arr | str | num | \"true\" | \"null\"\n"
+    "obj ::= \"{\" ws (str ws \":\" ws value (ws \",\" ws str ws \":\" ws value)*)? ws \"}\"\n"
+    "arr ::= \"[\" ws (value (ws \",\" ws value)*)? ws \"]\"\n"
+    "str ::= \"\\\"\" [a-z ]* \"\\\"\"\n"
+    "num ::= \"-\"? [0-9]+\n"
+    "ws ::= [ \\n]{0,3}\n",
+    // Left recursion.
+    "root ::= expr\nexpr ::= expr [-+] term | term\nterm ::= [0-9]+ | \"(\" expr \")\"\n",
+    // Ambiguity and nullable rules.
+    "root ::= a b\na ::= \"x\"* | \"xy\"\nb ::= \"y\"? \"z\"* ws\nws ::= \" \"*\n",
+    // Right recursion through a nullable tail.
+    "root ::= list\nlist ::= item (\",\" list)?\nitem ::= [a-c]+ | \"[\" list? \"]\"\n",
+};
+
 // A few thousand byte strings that look like a BPE vocabulary for JSON-ish text: every
 // single byte, JSON punctuation runs, words with and without a leading space, numbers,
 // whitespace runs, escapes, multi-byte UTF-8 characters and pieces of them, random
