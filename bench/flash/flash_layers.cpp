@@ -507,8 +507,8 @@ void run_topk() {
   for (int64_t K : {4096, 16384, 32768, 65536, 131072, 262144}) {
     for (int64_t n : {1, 8, 32, 256}) {
       for (int64_t k : {512, 2048}) {
-        float kms[2];
-        for (int p = 0; p < 2; ++p) {
+        // The top-k of n rows of K scores, on a forced path (cluster 0: the path's own rule).
+        auto args = [&](kernels::TopkAlgo algo, int cluster) {
           kernels::TopkArgs t;
           t.v = x;
           t.rows = n;
@@ -517,7 +517,13 @@ void run_topk() {
           t.k = k;
           t.ids = ids;
           t.counts = counts;
-          t.algo = p == 0 ? kernels::TopkAlgo::kRadix : kernels::TopkAlgo::kOneBlock;
+          t.algo = algo;
+          t.cluster = cluster;
+          return t;
+        };
+        float kms[2];
+        for (int p = 0; p < 2; ++p) {
+          const kernels::TopkArgs t = args(p == 0 ? kernels::TopkAlgo::kRadix : kernels::TopkAlgo::kOneBlock, 0);
           // A path that fails to launch is reported (ms = -1), not fatal: the other still runs.
           const cudaError_t e = kernels::topk_rows(t, st);
           if (e != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) {
@@ -533,16 +539,7 @@ void run_topk() {
         if (k == 512) {  // the radix path at each cluster size (the choice above is a rule; this checks it)
           float cms[4];
           for (int ci = 0; ci < 4; ++ci) {
-            kernels::TopkArgs t;
-            t.v = x;
-            t.rows = n;
-            t.size = K;
-            t.ld = K;
-            t.k = k;
-            t.ids = ids;
-            t.counts = counts;
-            t.algo = kernels::TopkAlgo::kRadix;
-            t.cluster = 1 << ci;
+            const kernels::TopkArgs t = args(kernels::TopkAlgo::kRadix, 1 << ci);
             const cudaError_t e = kernels::topk_rows(t, st);
             cms[ci] = e == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess
                           ? tm.time_ms([&](int) { CK(kernels::topk_rows(t, st)); }, 5, 4)

@@ -868,9 +868,16 @@ v41::CudaModelOptions bf16_options(int64_t slots, bool invariant, int64_t gemm_m
   return o;
 }
 
-// Three kernel mixes: the default (gemv <= 8 rows, one-MMA tensor-core tiles above; the
+// The bf16 tests' three kernel mixes: the default (gemv <= 8 rows, one-MMA tensor-core tiles above; the
 // fixtures' calls stay under the cuBLASLt threshold), cuBLASLt for every linear with
 // more than one row (gemm_min_tokens 2), and the batch-invariant gemv / tiled kernels.
+struct Bf16Kind {
+  const char* label;
+  bool inv;          // batch-invariant mode
+  int64_t gemm_min;  // CudaModelOptions::gemm_min_tokens (0: the measured thresholds)
+};
+constexpr Bf16Kind kBf16Kinds[] = {{"default", false, 0}, {"gemm", false, 2}, {"invariant", true, 0}};
+
 // Asserted: the option reaches both models and the GEMM path runs where it should; the
 // distance to the CPU is a metric (see above).
 TEST(CudaModelBf16, FixturesInBf16Mode) {
@@ -887,12 +894,7 @@ TEST(CudaModelBf16, FixturesInBf16Mode) {
     const double cpu_shift = max_abs_diff(feed_cpu(*cpu, f.tokens, f.whole), feed_cpu(*cpu_f32, f.tokens, f.whole));
     std::printf("[ metric ] %s bf16: max|cpu_bf16 - cpu_f32| %.3g (full)\n", name, cpu_shift);
     EXPECT_GT(cpu_shift, 0.0);
-    const struct {
-      const char* label;
-      bool inv;
-      int64_t gemm_min;
-    } kinds[] = {{"default", false, 0}, {"gemm", false, 2}, {"invariant", true, 0}};
-    for (const auto& k : kinds) {
+    for (const Bf16Kind& k : kBf16Kinds) {
       SCOPED_TRACE(k.label);
       auto gpu = v41::CudaModel::load(dir, bf16_options(2, k.inv, k.gemm_min));
       std::printf("[ metric ] %s bf16 %s memory: gemm workspace %zu B\n", name, k.label, gpu->memory_plan().gemm);
@@ -962,12 +964,7 @@ TEST(CudaModelBf16, TrainedModelMatchesTheCpuInBf16Mode) {
   const double shift = max_abs_diff(c_bf16, feed_cpu(*cpu_f32, tokens, whole));
   std::printf("[ metric ] trained model bf16: max|cpu_bf16 - cpu_f32| %.3g\n", shift);
   ASSERT_GT(shift, 0.0);
-  const struct {
-    const char* label;
-    bool inv;
-    int64_t gemm_min;
-  } kinds[] = {{"default", false, 0}, {"gemm", false, 2}, {"invariant", true, 0}};
-  for (const auto& k : kinds) {
+  for (const Bf16Kind& k : kBf16Kinds) {
     SCOPED_TRACE(k.label);
     auto gpu = v41::CudaModel::load(dir, bf16_options(2, k.inv, k.gemm_min));
     for (auto [mode, sizes] : modes) {
