@@ -326,6 +326,17 @@ std::vector<int64_t> parse_list(const char* s) {
   return v;
 }
 
+// "a,b,c" -> {"a", "b", "c"} (an empty string gives one empty item).
+std::vector<std::string> split_commas(const std::string& v) {
+  std::vector<std::string> out;
+  for (size_t p = 0; p <= v.size();) {
+    const size_t q = std::min(v.find(',', p), v.size());
+    out.push_back(v.substr(p, q - p));
+    p = q + 1;
+  }
+  return out;
+}
+
 float median(std::vector<float> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -1160,26 +1171,21 @@ int main(int argc, char** argv) {
     else if (a == "--activations") {
       // f32, bf16, or both in order ("f32,bf16"): one model load per mode, same weights.
       acts.clear();
-      std::string v = next();
-      for (size_t p = 0; p <= v.size();) {
-        const size_t q = std::min(v.find(',', p), v.size());
-        const std::string m = v.substr(p, q - p);
+      const std::string v = next();
+      for (const std::string& m : split_commas(v)) {
         if (m == "f32") acts.push_back(ops::Activations::kF32);
         else if (m == "bf16") acts.push_back(ops::Activations::kBF16);
         else {
           std::fprintf(stderr, "--activations must be f32, bf16 or a comma list of them, got '%s'\n", v.c_str());
           return 2;
         }
-        p = q + 1;
       }
     }
     else if (a == "--bf16-weights") {
       // off, on, auto, or a comma list ("off,on"): one bf16-mode load per value.
       bf16w.clear();
-      std::string v = next();
-      for (size_t p = 0; p <= v.size();) {
-        const size_t q = std::min(v.find(',', p), v.size());
-        const std::string m = v.substr(p, q - p);
+      const std::string v = next();
+      for (const std::string& m : split_commas(v)) {
         if (m == "off") bf16w.push_back(v41::Bf16Weights::kOff);
         else if (m == "on") bf16w.push_back(v41::Bf16Weights::kOn);
         else if (m == "auto") bf16w.push_back(v41::Bf16Weights::kAuto);
@@ -1187,7 +1193,6 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "--bf16-weights must be off, on, auto or a comma list of them, got '%s'\n", v.c_str());
           return 2;
         }
-        p = q + 1;
       }
     }
     else if (a == "--ops-linear") linear_only = true;  // only the linear modes of the op section

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -18,6 +19,11 @@ namespace deepinfer {
 struct GoldenFeeds {
   std::vector<int64_t> tokens;
   std::vector<size_t> whole, chunks, decode;  // step sizes of the three feeding modes
+
+  // The modes by the names of the reference's logits_<name> tensors, with their steps.
+  std::array<std::pair<const char*, const std::vector<size_t>*>, 3> modes() const {
+    return {{{"full", &whole}, {"chunked", &chunks}, {"decode", &decode}}};
+  }
 };
 
 // tokens: the fixture's I64 "tokens" tensor (the caller asserts it exists).

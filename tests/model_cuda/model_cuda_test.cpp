@@ -146,9 +146,7 @@ TEST(CudaModel, FixturesMatchReferenceAndCpuInAllFeedingModes) {
     ASSERT_NE(tok, nullptr);
     const GoldenFeeds f = golden_feeds(*tok, ref->metadata());
 
-    const std::pair<const char*, const std::vector<size_t>*> modes[] = {
-        {"full", &f.whole}, {"chunked", &f.chunks}, {"decode", &f.decode}};
-    for (auto [mode, sizes] : modes) {
+    for (auto [mode, sizes] : f.modes()) {
       auto g = feed(*gpu, 1, f.tokens, *sizes);
       auto c = feed_cpu(*cpu, f.tokens, *sizes);
       const double d_ref = max_abs_diff(g, as_floats(*ref->find(std::string("logits_") + mode)));
@@ -717,9 +715,7 @@ TEST(EngramTables, HostTablesGiveTheDeviceLogitsBitwise) {
     const TensorView* tok = ref->find("tokens");
     ASSERT_NE(tok, nullptr);
     const GoldenFeeds f = golden_feeds(*tok, ref->metadata());
-    const std::pair<const char*, const std::vector<size_t>*> modes[] = {
-        {"full", &f.whole}, {"chunked", &f.chunks}, {"decode", &f.decode}};
-    for (auto [mode, sizes] : modes) {
+    for (auto [mode, sizes] : f.modes()) {
       SCOPED_TRACE(mode);
       const auto h = feed(*host, 1, f.tokens, *sizes), d = feed(*dev, 1, f.tokens, *sizes);
       EXPECT_TRUE(bitwise_equal(h, d)) << "max |host - device| " << max_abs_diff(h, d);
@@ -888,8 +884,6 @@ TEST(CudaModelBf16, FixturesInBf16Mode) {
     auto cpu_f32 = v41::Model::load(dir);
     auto ref = SafetensorsFile::open(dir + "/reference.safetensors");
     const GoldenFeeds f = golden_feeds(*ref->find("tokens"), ref->metadata());
-    const std::pair<const char*, const std::vector<size_t>*> modes[] = {
-        {"full", &f.whole}, {"chunked", &f.chunks}, {"decode", &f.decode}};
     // The option reaches the CPU model: its bf16 logits differ from its f32 ones.
     const double cpu_shift = max_abs_diff(feed_cpu(*cpu, f.tokens, f.whole), feed_cpu(*cpu_f32, f.tokens, f.whole));
     std::printf("[ metric ] %s bf16: max|cpu_bf16 - cpu_f32| %.3g (full)\n", name, cpu_shift);
@@ -901,7 +895,7 @@ TEST(CudaModelBf16, FixturesInBf16Mode) {
       // Planned when a weight can take the GEMM (the quant fixture: FP8 dense, BF16 head).
       if (!k.inv) EXPECT_EQ(gpu->memory_plan().gemm > 0, std::string(name) == "v41_tiny_quant");
       else EXPECT_EQ(gpu->memory_plan().gemm, 0u);
-      for (auto [mode, sizes] : modes) {
+      for (auto [mode, sizes] : f.modes()) {
         const auto before = ops::cuda::linear_gemm_stats();
         const auto g = feed(*gpu, 1, f.tokens, *sizes);
         const auto after = ops::cuda::linear_gemm_stats();
@@ -914,9 +908,12 @@ TEST(CudaModelBf16, FixturesInBf16Mode) {
         // Reported only (see above): rounding-midpoint flips make this O(1) on the fixtures.
         // The quant fixture's FP8 / BF16 linears of a multi-token call take cuBLASLt in the
         // "gemm" kind; the invariant kind never does.
-        if (k.inv) EXPECT_EQ(after.calls, before.calls) << mode;
-        if (k.gemm_min == 2 && std::string(name) == "v41_tiny_quant" && std::string(mode) != "decode")
+        if (k.inv) {
+          EXPECT_EQ(after.calls, before.calls) << mode;
+        }
+        if (k.gemm_min == 2 && std::string(name) == "v41_tiny_quant" && std::string(mode) != "decode") {
           EXPECT_GT(after.calls, before.calls) << mode;
+        }
       }
     }
   }
@@ -941,7 +938,9 @@ TEST(CudaModelBf16, RaggedBatchesInBf16Mode) {
       // Asserted: invariance. Reported: batched vs alone in the GEMM kind (cuBLASLt picks
       // its kernel by shape, so sums differ by order) and vs the CPU; both meet the
       // rounding-midpoint flips described above.
-      if (inv) EXPECT_TRUE(bitwise);
+      if (inv) {
+        EXPECT_TRUE(bitwise);
+      }
     }
   }
 }
@@ -955,19 +954,19 @@ TEST(CudaModelBf16, TrainedModelMatchesTheCpuInBf16Mode) {
   auto cpu = v41::Model::load(dir, {ops::Activations::kBF16});
   auto cpu_f32 = v41::Model::load(dir);
   const int64_t vocab = cpu->config().vocab_size;
-  const std::vector<int64_t> tokens = tokens_for(77, 40, vocab);
-  std::vector<size_t> whole = {tokens.size()}, chunks, decode(tokens.size(), 1);
-  for (size_t i = 0; i < tokens.size(); i += 7) chunks.push_back(std::min<size_t>(7, tokens.size() - i));
-  const std::pair<const char*, const std::vector<size_t>*> modes[] = {
-      {"full", &whole}, {"chunked", &chunks}, {"decode", &decode}};
-  const auto c_bf16 = feed_cpu(*cpu, tokens, whole);
-  const double shift = max_abs_diff(c_bf16, feed_cpu(*cpu_f32, tokens, whole));
+  GoldenFeeds f;  // 40 tokens: whole, in chunks of 7, one at a time
+  f.tokens = tokens_for(77, 40, vocab);
+  const std::vector<int64_t>& tokens = f.tokens;
+  f.whole = {tokens.size()};
+  for (size_t i = 0; i < tokens.size(); i += 7) f.chunks.push_back(std::min<size_t>(7, tokens.size() - i));
+  f.decode.assign(tokens.size(), 1);
+  const double shift = max_abs_diff(feed_cpu(*cpu, tokens, f.whole), feed_cpu(*cpu_f32, tokens, f.whole));
   std::printf("[ metric ] trained model bf16: max|cpu_bf16 - cpu_f32| %.3g\n", shift);
   ASSERT_GT(shift, 0.0);
   for (const Bf16Kind& k : kBf16Kinds) {
     SCOPED_TRACE(k.label);
     auto gpu = v41::CudaModel::load(dir, bf16_options(2, k.inv, k.gemm_min));
-    for (auto [mode, sizes] : modes) {
+    for (auto [mode, sizes] : f.modes()) {
       const double d = max_abs_diff(feed(*gpu, 1, tokens, *sizes), feed_cpu(*cpu, tokens, *sizes));
       std::printf("[ metric ] trained model bf16 %s %s: max|gpu-cpu| %.3g (cpu f32 vs bf16 %.3g)\n", k.label, mode, d,
                   shift);
@@ -1093,9 +1092,7 @@ TEST(Bf16Weights, CopiesGiveThePerCallLogitsBitwise) {
 
   auto ref = SafetensorsFile::open(dir + "/reference.safetensors");
   const GoldenFeeds f = golden_feeds(*ref->find("tokens"), ref->metadata());
-  const std::pair<const char*, const std::vector<size_t>*> modes[] = {
-      {"full", &f.whole}, {"chunked", &f.chunks}, {"decode", &f.decode}};
-  for (auto [mode, sizes] : modes) {
+  for (auto [mode, sizes] : f.modes()) {
     SCOPED_TRACE(mode);
     const auto s0 = ops::cuda::linear_gemm_stats();
     const auto a = feed(*off, 1, f.tokens, *sizes);
