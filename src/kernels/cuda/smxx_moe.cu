@@ -145,15 +145,8 @@ __global__ void router_select_kernel(RouterSelectArgs a) {
 __global__ void swiglu_act_kernel(SwigluActArgs a) {
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= a.n * a.inter) return;
-  float g = a.gate[idx], u = a.up[idx];
-  const float lim = a.limit;
-  if (lim > 0) {
-    u = u < -lim ? -lim : (lim < u ? lim : u);
-    g = g < lim ? g : lim;
-  }
-  float v = __fmul_rn(g / (1.0f + expf(-g)), u);
-  if (a.route_weight) v = __fmul_rn(a.route_weight[idx / a.inter], v);
-  a.gate[idx] = v;
+  a.gate[idx] = moe_terms::swiglu(a.gate[idx], a.up[idx], a.limit, a.route_weight ? a.route_weight[idx / a.inter] : 0.0f,
+                                  a.route_weight != nullptr);
 }
 
 }  // namespace
@@ -342,16 +335,7 @@ __global__ void __launch_bounds__(kPlanChunk) moe_place_kernel(MoePlanArgs a) {
   a.slot_row[i] = p;
 }
 
-// SwiGLU as swiglu_act_kernel and the CPU op compute it.
-__device__ __forceinline__ float swiglu(float g, float u, float lim, float rw, bool has_rw) {
-  if (lim > 0) {
-    u = u < -lim ? -lim : (lim < u ? lim : u);
-    g = g < lim ? g : lim;
-  }
-  float v = __fmul_rn(g / (1.0f + expf(-g)), u);
-  if (has_rw) v = __fmul_rn(rw, v);
-  return v;
-}
+using moe_terms::swiglu;
 
 // The grouped gemv. Grid (tile, block of output rows); block = 8 warps = (8 / ks)
 // row groups x ks slices of K, as linear's gemv_kernel. A warp streams 4 weight rows

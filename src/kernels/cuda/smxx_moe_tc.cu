@@ -30,6 +30,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_linear_mma.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
 #include "kernels/cuda/smxx_moe_terms.cuh"
 
@@ -50,20 +51,10 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&r);
 }
 
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  __trap();
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
+using mma::mma_bf16;  // d += a b (m16n8k16, bf16 in, fp32 out)
 
 // d = a b + 0: the first MMA of a promotion window (no zeroing moves).
-__device__ __forceinline__ void mma16816_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_bf16_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();
 #else
@@ -113,15 +104,6 @@ __device__ __forceinline__ uint32_t scale_bf16x2(uint8_t e) {
   return b | (b << 16);
 }
 
-__device__ __forceinline__ float swiglu_tc(float g, float u, float lim, float rw, bool has_rw) {
-  if (lim > 0) {
-    u = u < -lim ? -lim : (lim < u ? lim : u);
-    g = g < lim ? g : lim;
-  }
-  float v = __fmul_rn(g / (1.0f + expf(-g)), u);
-  if (has_rw) v = __fmul_rn(rw, v);
-  return v;
-}
 
 using moe_terms::store_terms;
 
@@ -275,9 +257,9 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
 #pragma unroll
           for (int t = kTerms - 1; t >= 0; --t) {  // smallest term first
             const uint4 b = *reinterpret_cast<const uint4*>(xb + bo[nt] + t * a.xt_plane + kof + q * 8);
-            if (q % kWindow == 0 && t == kTerms - 1) mma16816_zero(tmp[nt], a0, b.x, b.y);
-            else mma16816(tmp[nt], a0, b.x, b.y);
-            mma16816(tmp[nt], a1, b.z, b.w);
+            if (q % kWindow == 0 && t == kTerms - 1) mma_bf16_zero(tmp[nt], a0, b.x, b.y);
+            else mma_bf16(tmp[nt], a0, b.x, b.y);
+            mma_bf16(tmp[nt], a1, b.z, b.w);
           }
         }
         if (q % kWindow == kWindow - 1) {
@@ -316,7 +298,7 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
       if (i >= rows) continue;
       const int64_t p = tile.row0 + i;
       if constexpr (kStage == 1) {
-        const float v = swiglu_tc(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
+        const float v = moe_terms::swiglu(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
                                   a.row_weight != nullptr);
         store_terms<kTerms>(a.ht, a.ht_plane, p * out_rows + o0 + g, v);
       } else {
@@ -427,9 +409,9 @@ __global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGrouped
         for (int nt = 0; nt < kNT8; ++nt) {
           if (nt >= ntiles) break;
           const uint4 b = *reinterpret_cast<const uint4*>(bb + nt * 8 * kBRow + q * 64);
-          if (q == 0) mma16816_zero(tmp[nt], a0, b.x, b.y);
-          else mma16816(tmp[nt], a0, b.x, b.y);
-          mma16816(tmp[nt], a1, b.z, b.w);
+          if (q == 0) mma_bf16_zero(tmp[nt], a0, b.x, b.y);
+          else mma_bf16(tmp[nt], a0, b.x, b.y);
+          mma_bf16(tmp[nt], a1, b.z, b.w);
         }
       }
 #pragma unroll
@@ -451,7 +433,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGrouped
       if (i >= rows) continue;
       const int64_t p = tile.row0 + i;
       if constexpr (kStage == 1) {
-        const float v = swiglu_tc(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
+        const float v = moe_terms::swiglu(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
                                   a.row_weight != nullptr);
         store_terms<1>(a.ht, a.ht_plane, p * out_rows + o0 + g, v);
       } else {
@@ -612,9 +594,9 @@ __global__ void __launch_bounds__(kRows / (16 * kMT) * 32, kRows == 256 ? 1 : 2)
           const uint4 b = *reinterpret_cast<const uint4*>(bb + (n0 + j) * 8 * kBRow + q * 64);
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) {
-            if (q == 0) mma16816_zero(t[j][mt], A[mt][0][0], b.x, b.y);
-            else mma16816(t[j][mt], A[mt][q][0], b.x, b.y);
-            mma16816(t[j][mt], A[mt][q][1], b.z, b.w);
+            if (q == 0) mma_bf16_zero(t[j][mt], A[mt][0][0], b.x, b.y);
+            else mma_bf16(t[j][mt], A[mt][q][0], b.x, b.y);
+            mma_bf16(t[j][mt], A[mt][q][1], b.z, b.w);
           }
         }
       }
@@ -642,7 +624,7 @@ __global__ void __launch_bounds__(kRows / (16 * kMT) * 32, kRows == 256 ? 1 : 2)
         if (i >= rows) continue;
         const int64_t p = tile.row0 + i;
         if constexpr (kStage == 1) {
-          const float v = swiglu_tc(acc[mt][nt][h], acc[mt][nt][2 + h], a.limit,
+          const float v = moe_terms::swiglu(acc[mt][nt][h], acc[mt][nt][2 + h], a.limit,
                                     a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
           store_terms<1>(a.ht, a.ht_plane, p * out_rows + om + g, v);
         } else {

@@ -1,6 +1,6 @@
-// fp32 -> bf16 planes of the grouped MoE's tensor-core tiles (smxx_moe_tc.cu), shared
-// with the plan's histogram launch, which splits x in the same launch (smxx_moe.cu):
-// one definition, so both give the same bits.
+// Device arithmetic the MoE kernels share (smxx_moe.cu, smxx_moe_tc.cu): the fp32 -> bf16
+// planes of the tensor-core tiles (also split by the plan's histogram launch) and the
+// SwiGLU. One definition, so every path gives the same bits.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -32,6 +32,18 @@ __device__ __forceinline__ void split4(const float* x, uint16_t* out, int64_t co
   store_terms<kTerms>(out, count, i + 1, v.y);
   store_terms<kTerms>(out, count, i + 2, v.z);
   store_terms<kTerms>(out, count, i + 3, v.w);
+}
+
+// SwiGLU as the CPU op computes it: route weight * silu(min(g, lim)) * clamp(u, -lim, lim)
+// (no clamps when lim <= 0), each product rounded once (no FMA contraction).
+__device__ __forceinline__ float swiglu(float g, float u, float lim, float rw, bool has_rw) {
+  if (lim > 0) {
+    u = u < -lim ? -lim : (lim < u ? lim : u);
+    g = g < lim ? g : lim;
+  }
+  float v = __fmul_rn(g / (1.0f + expf(-g)), u);
+  if (has_rw) v = __fmul_rn(rw, v);
+  return v;
 }
 
 }  // namespace deepinfer::kernels::moe_terms
