@@ -107,6 +107,23 @@ __device__ __forceinline__ uint32_t scale_bf16x2(uint8_t e) {
 
 using moe_terms::store_terms;
 
+// Stores token row p (the thread's token h of its pair) of a warp's MMA fragment d:
+// d[h] comes from the warp's weight row g, d[2 + h] from row g + 8. Stage 1: those are
+// the w1 and w3 rows of output o (gate and up), whose SwiGLU goes into the h planes at
+// column o. Stage 2: the w2 rows o and o + 8, both stored to y.
+template <int kStage, int kTerms>
+__device__ __forceinline__ void store_fragment_row(const MoeGroupedArgs& a, const float (&d)[4], int h, int64_t p,
+                                                   int64_t out_rows, int64_t o) {
+  if constexpr (kStage == 1) {
+    const float v = moe_terms::swiglu(d[h], d[2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
+                                      a.row_weight != nullptr);
+    store_terms<kTerms>(a.ht, a.ht_plane, p * out_rows + o, v);
+  } else {
+    a.y[p * out_rows + o] = d[h];
+    a.y[p * out_rows + o + 8] = d[2 + h];
+  }
+}
+
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem));
 }
@@ -297,14 +314,7 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
       const int i = nt * 8 + 2 * c + h;
       if (i >= rows) continue;
       const int64_t p = tile.row0 + i;
-      if constexpr (kStage == 1) {
-        const float v = moe_terms::swiglu(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
-                                  a.row_weight != nullptr);
-        store_terms<kTerms>(a.ht, a.ht_plane, p * out_rows + o0 + g, v);
-      } else {
-        a.y[p * out_rows + o0 + g] = acc[nt][h];
-        a.y[p * out_rows + o0 + 8 + g] = acc[nt][2 + h];
-      }
+      store_fragment_row<kStage, kTerms>(a, acc[nt], h, p, out_rows, o0 + g);
     }
   }
 }
@@ -432,14 +442,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGrouped
       const int i = nt * 8 + 2 * c + h;
       if (i >= rows) continue;
       const int64_t p = tile.row0 + i;
-      if constexpr (kStage == 1) {
-        const float v = moe_terms::swiglu(acc[nt][h], acc[nt][2 + h], a.limit, a.row_weight ? a.row_weight[p] : 0.0f,
-                                  a.row_weight != nullptr);
-        store_terms<1>(a.ht, a.ht_plane, p * out_rows + o0 + g, v);
-      } else {
-        a.y[p * out_rows + o0 + g] = acc[nt][h];
-        a.y[p * out_rows + o0 + 8 + g] = acc[nt][2 + h];
-      }
+      store_fragment_row<kStage, 1>(a, acc[nt], h, p, out_rows, o0 + g);
     }
   }
 }
@@ -623,14 +626,7 @@ __global__ void __launch_bounds__(kRows / (16 * kMT) * 32, kRows == 256 ? 1 : 2)
         const int i = nt * 8 + 2 * c + h;
         if (i >= rows) continue;
         const int64_t p = tile.row0 + i;
-        if constexpr (kStage == 1) {
-          const float v = moe_terms::swiglu(acc[mt][nt][h], acc[mt][nt][2 + h], a.limit,
-                                    a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
-          store_terms<1>(a.ht, a.ht_plane, p * out_rows + om + g, v);
-        } else {
-          a.y[p * out_rows + om + g] = acc[mt][nt][h];
-          a.y[p * out_rows + om + 8 + g] = acc[mt][nt][2 + h];
-        }
+        store_fragment_row<kStage, 1>(a, acc[mt][nt], h, p, out_rows, om + g);
       }
     }
   }
