@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_indexer.cuh"
+#include "kernels/cuda/smxx_linear_mma.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -305,13 +306,7 @@ __device__ __forceinline__ uint32_t pack2(__nv_bfloat16 first, __nv_bfloat16 sec
   return uint32_t(__bfloat16_as_ushort(first)) | (uint32_t(__bfloat16_as_ushort(second)) << 16);
 }
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using mma::mma_bf16;  // d += a b (m16n8k16, bf16 in, fp32 out)
 
 __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(PagedIndexerScoreArgs a, int64_t row0,
                                                                             int64_t tile) {
