@@ -464,8 +464,9 @@ __global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGrouped
 // acc: the same MMAs in the same order as moe_tc_big_kernel and moe_tc_kernel<kStage, 1,
 // 8>, so all three big-tile kernels give bitwise the same output (tested).
 //
-// kRows = 128 (kWide128, UNTESTED candidate): 8 warps x 16 rows, 101 KB of ring, two
-// blocks per SM. The run of kWide / kWide2 (NOTES "MoE wide tiles") put the time on the
+// kRows = 128 (kWide128; measured slower than kWide in run 11: 11.6 vs 10.1 ms at
+// T = 4096): 8 warps x 16 rows, 101 KB of ring, two blocks per SM. The idea: the run of
+// kWide / kWide2 (NOTES "MoE wide tiles") put the time on the
 // decode: with one block per SM and a barrier per chunk, every warp decodes and then
 // every warp multiplies, so the ALU and tensor pipes take turns; two independent blocks
 // per SM drift apart and overlap the phases (at twice the activation staging traffic).
