@@ -1199,7 +1199,7 @@ int main(int argc, char** argv) {
     else if (a == "--budget-s") budget = std::atof(next());
     else if (a == "--tokenizer") tokenizer = next();
     else if (a == "--dry") dry = true;
-    else if (a == "--profile") profile = true;  // last decode step of each pair inside cudaProfilerStart/Stop
+    else if (a == "--profile") profile = true;  // the timed prefill and the last eager decode step inside cudaProfilerStart/Stop
     else if (a == "--ops") with_ops = true;
     else if (a == "--ops-only") ops_only = with_ops = true;
     else if (a == "--ops-moe") ops_only = with_ops = moe_only = true;
@@ -1337,9 +1337,12 @@ int main(int argc, char** argv) {
         items[0].slot = 0;
         items[0].block_table = &table;
         for (int64_t t = 0; t < prefill; ++t) items[0].tokens.push_back(rand_tok());
+        // --profile: the timed prefill too, for a per-kernel breakdown under ncu / nsys.
+        if (profile && rep == 1) CK(cudaProfilerStart());
         const auto a = Clock::now();
         const std::vector<float> logits = m->forward_batch(items);
         const double s = secs(a);
+        if (profile && rep == 1) CK(cudaProfilerStop());
         if (rep == 1) {
           // Random weights must still give finite activations (NaN would change routing and top-k).
           const auto bad = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
