@@ -26,8 +26,10 @@ for i, s in enumerate(steps):
     print("|---|---|---|---|")
     agg = collections.defaultdict(lambda: [0, 0.0])
     for name, t in s:
-        k = re.sub(r"<.*", "", re.sub(r"\(.*", "", name))
-        k = k.replace("(anonymous namespace)::", "").replace("unnamed>::", "").replace("void ", "")
+        # Namespaces first: "(anonymous namespace)::" holds a parenthesis, so stripping the
+        # argument list before it would cut every deepinfer kernel to "deepinfer::".
+        k = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "").replace("void ", "")
+        k = re.sub(r"<.*", "", re.sub(r"\(.*", "", k))
         agg[k][0] += 1
         agg[k][1] += t
     for k, (c, t) in sorted(agg.items(), key=lambda x: -x[1][1])[:top]:
