@@ -353,38 +353,53 @@ __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(Paged
       ra[j] = ka != nullptr ? *reinterpret_cast<const float2*>(ka + c) : make_float2(0.f, 0.f);
       rb[j] = kb != nullptr ? *reinterpret_cast<const float2*>(kb + c) : make_float2(0.f, 0.f);
     }
-    bool k_rest = false;
+    // A value is bf16-exact iff the low 16 bits of its fp32 pattern are zero (bf16 is the
+    // top half): one OR per value instead of a round trip through bf16. (A NaN with zero low
+    // bits now counts as exact; its key's dot is NaN on either path and relu() maps it to 0.)
+    uint32_t low = 0;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      k_rest |= ra[j].x != __bfloat162float(__float2bfloat16_rn(ra[j].x)) ||
-                ra[j].y != __bfloat162float(__float2bfloat16_rn(ra[j].y)) ||
-                rb[j].x != __bfloat162float(__float2bfloat16_rn(rb[j].x)) ||
-                rb[j].y != __bfloat162float(__float2bfloat16_rn(rb[j].y));
-    }
-    const bool full = q_inexact || __any_sync(0xffffffffu, k_rest);  // warp-uniform
+    for (int j = 0; j < 16; ++j)
+      low |= __float_as_uint(ra[j].x) | __float_as_uint(ra[j].y) | __float_as_uint(rb[j].x) | __float_as_uint(rb[j].y);
+    const bool full = q_inexact || __any_sync(0xffffffffu, (low & 0xffffu) != 0);  // warp-uniform
     float acc[4][4] = {}, fix[4][4] = {};
+    if (!full) {
+      // Every operand is bf16-exact (the model's FP4 values): its bf16 is the top half of its
+      // fp32 pattern, one PRMT per pair; the MMAs and their order are those of the general
+      // path below, whose correction terms would all be exact zeros here.
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      // A fragment (row-major 16 x 16): a0 (key g, ch 2tq..), a1 (key g + 8, ch 2tq..),
-      // a2 (key g, ch 8 + 2tq..), a3 (key g + 8, ch 8 + 2tq..).
-      const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
-      uint32_t ah[4], am[4], al[4];
+      for (int kk = 0; kk < 8; ++kk) {
+        const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
+        uint32_t ah[4];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        __nv_bfloat16 h0, m0, l0, h1, m1, l1;
-        split3(x[r].x, h0, m0, l0);
-        split3(x[r].y, h1, m1, l1);
-        ah[r] = pack2(h0, h1);
-        am[r] = pack2(m0, m1);
-        al[r] = pack2(l0, l1);
+        for (int r = 0; r < 4; ++r) ah[r] = __byte_perm(__float_as_uint(x[r].x), __float_as_uint(x[r].y), 0x7632);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int at = (8 * j + g) * kQWords + 8 * kk + tq;
+          mma_bf16(acc[j], ah, qs[0][at], qs[0][at + 4]);
+        }
       }
+    } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        // B fragment (channels x heads 8j..8j+7): b0 = q[8j + g][16kk + 2tq ..], b1 = + 8.
-        const int at = (8 * j + g) * kQWords + 8 * kk + tq;
-        const uint32_t bh0 = qs[0][at], bh1 = qs[0][at + 4];
-        mma_bf16(acc[j], ah, bh0, bh1);
-        if (full) {
+      for (int kk = 0; kk < 8; ++kk) {
+        // A fragment (row-major 16 x 16): a0 (key g, ch 2tq..), a1 (key g + 8, ch 2tq..),
+        // a2 (key g, ch 8 + 2tq..), a3 (key g + 8, ch 8 + 2tq..).
+        const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
+        uint32_t ah[4], am[4], al[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          __nv_bfloat16 h0, m0, l0, h1, m1, l1;
+          split3(x[r].x, h0, m0, l0);
+          split3(x[r].y, h1, m1, l1);
+          ah[r] = pack2(h0, h1);
+          am[r] = pack2(m0, m1);
+          al[r] = pack2(l0, l1);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          // B fragment (channels x heads 8j..8j+7): b0 = q[8j + g][16kk + 2tq ..], b1 = + 8.
+          const int at = (8 * j + g) * kQWords + 8 * kk + tq;
+          const uint32_t bh0 = qs[0][at], bh1 = qs[0][at + 4];
+          mma_bf16(acc[j], ah, bh0, bh1);
           const uint32_t bm0 = qs[1][at], bm1 = qs[1][at + 4], bl0 = qs[2][at], bl1 = qs[2][at + 4];
           mma_bf16(fix[j], ah, bm0, bm1);
           mma_bf16(fix[j], am, bh0, bh1);
