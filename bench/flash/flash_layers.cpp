@@ -493,6 +493,69 @@ void run_index_score() {
       CK(cudaFree(info));
     }
   }
+  // A prefill chunk: `rows` consecutive tokens of one sequence from position 0 scoring
+  // its compressed keys causally (row t sees (t + 1) / ratio keys), one block table:
+  // the per-row kernel (mma) against the grouped-rows kernel (rows; same bits).
+  for (const int64_t ratio : {2, 1}) {
+    const int64_t rows = 8192, keys = rows / ratio, blocks = (keys + epb - 1) / epb;
+    float *q, *w, *pool, *scores;
+    int64_t *tables, *info;
+    CK(cudaMalloc(&q, size_t(rows * H * HD) * 4));
+    CK(cudaMalloc(&w, size_t(rows * H) * 4));
+    CK(cudaMalloc(&pool, size_t(blocks * epb * HD) * 4));
+    CK(cudaMalloc(&scores, size_t(rows * keys) * 4));
+    CK(cudaMalloc(&tables, size_t(blocks) * 8));
+    CK(cudaMalloc(&info, size_t(rows) * 4 * 8));
+    fill_fp4(q, size_t(rows * H * HD) * 4, 21);
+    fill_random(w, size_t(rows * H) * 4, 22);
+    fill_fp4(pool, size_t(blocks * epb * HD) * 4, 23);
+    std::vector<int64_t> ht(static_cast<size_t>(blocks)), hi;
+    for (int64_t b = 0; b < blocks; ++b) ht[size_t(b)] = (b * 7919) % blocks;
+    double pairs = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t nk = (r + 1) / ratio;
+      hi.insert(hi.end(), {nk, r * keys, 0, -1});
+      pairs += double(nk);
+    }
+    CK(cudaMemcpy(tables, ht.data(), ht.size() * 8, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(info, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
+    float ms[2];
+    for (int p = 0; p < 2; ++p) {
+      kernels::PagedIndexerScoreArgs a;
+      a.q = q;
+      a.w = w;
+      a.keys = pool;
+      a.tables = tables;
+      a.row_info = info;
+      a.rows = rows;
+      a.heads = H;
+      a.head_dim = HD;
+      a.entries_per_block = epb;
+      a.max_keys = keys;
+      a.softmax_scale = 1.0f / std::sqrt(float(HD));
+      a.scores = scores;
+      a.path = p == 0 ? kernels::IndexerScorePath::kMma : kernels::IndexerScorePath::kMmaRows;
+      const cudaError_t e = kernels::indexer_score_paged(a, st);
+      if (e != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) {
+        std::printf("op index_score_prefill_error rows=%lld ratio=%lld path=%d error=%s\n", (long long)rows,
+                    (long long)ratio, p, cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
+        ms[p] = -1;
+        continue;
+      }
+      ms[p] = tm.time_ms([&](int) { CK(kernels::indexer_score_paged(a, st)); }, 3, 2);
+    }
+    // FLOPs of the visible (row, key) pairs: 32 heads x 128 channels x 2.
+    const double tflop = pairs * H * HD * 2.0 / 1e12;
+    std::printf("op index_score_prefill rows=%lld ratio=%lld keys=%lld mma_ms=%.4f rows_ms=%.4f tflops_rows=%.1f\n",
+                (long long)rows, (long long)ratio, (long long)keys, ms[0], ms[1], ms[1] > 0 ? tflop / (ms[1] / 1e3) : 0.0);
+    std::fflush(stdout);
+    CK(cudaFree(q));
+    CK(cudaFree(w));
+    CK(cudaFree(pool));
+    CK(cudaFree(scores));
+    CK(cudaFree(tables));
+    CK(cudaFree(info));
+  }
 }
 
 // Top-k at the indexer's shapes: rows 1..256, keys 4K..256K (context / ratio; the

@@ -224,10 +224,59 @@ OpCase paged_score_case(std::string name, std::vector<Seq> seqs, int64_t heads, 
             Outputs o{{{"scores", cpu, gpu}}, {}};
             // FP4-grid operands make every dot exact, and the tensor-core path sums the
             // heads in the CPU's order without contraction: the CPU's bits.
-            if (fp4 && path == kernels::IndexerScorePath::kMma) o.ints.push_back({"bits_vs_cpu", float_bits(cpu), float_bits(gpu)});
+            const bool mma = path == kernels::IndexerScorePath::kMma || path == kernels::IndexerScorePath::kMmaRows;
+            if (fp4 && mma) o.ints.push_back({"bits_vs_cpu", float_bits(cpu), float_bits(gpu)});
             o.ints.push_back({"seq0_alone_vs_batched_bits",
                               float_bits(std::vector<float>(gpu.begin(), gpu.begin() + s0.n * s0.keys)),
                               float_bits(std::vector<float>(alone.begin(), alone.begin() + s0.n * s0.keys))});
+            return o;
+          }};
+}
+
+// The grouped-rows kernel (kMmaRows) against the per-row one (kMma): bitwise, on rows
+// whose key counts differ inside a sequence as in a causal prefill chunk (row r of a
+// sequence of n rows sees keys - (n - 1 - r) keys), groups of four rows that straddle
+// sequences, and both operand kinds (FP4-grid: one MMA; random fp32: the split). The
+// buffers start from the same poison, so unwritten scores must stay unwritten too.
+OpCase rows_vs_per_row_case(std::string name, std::vector<Seq> seqs, int64_t epb, bool fp4) {
+  return {name, "indexer_score", [=](Rng& rng) {
+            constexpr int64_t heads = 32, hd = 128;
+            PagedKeys pk = make_paged(rng, seqs, hd, epb);
+            std::vector<int64_t> info;
+            int64_t max_keys = 0;
+            const int64_t size = make_rows(seqs, pk.table_begin, 5, info, max_keys);
+            const int64_t rows = int64_t(info.size()) / 4;
+            for (int64_t t = 0, i = 0; i < int64_t(seqs.size()); ++i)  // causal counts
+              for (int64_t r = 0; r < seqs[size_t(i)].n; ++r, ++t)
+                info[size_t(t * 4)] = std::max<int64_t>(0, seqs[size_t(i)].keys - (seqs[size_t(i)].n - 1 - r));
+            auto q = randn(rng, size_t(rows * heads * hd));
+            if (fp4) {
+              to_fp4_grid(rng, q);
+              to_fp4_grid(rng, pk.pool);
+            }
+            const auto w = randn(rng, size_t(rows * heads), 1.0f / std::sqrt(float(heads)));
+            Dev<float> dq(q), dw(w), dpool(pk.pool), d_rows(static_cast<size_t>(size)), d_one(static_cast<size_t>(size));
+            Dev<int64_t> dtab(pk.tables), dinfo(info);
+            for (auto [path, out] : {std::pair{kernels::IndexerScorePath::kMmaRows, d_rows.get()},
+                                     std::pair{kernels::IndexerScorePath::kMma, d_one.get()}}) {
+              kernels::PagedIndexerScoreArgs a;
+              a.q = dq.get();
+              a.w = dw.get();
+              a.keys = dpool.get();
+              a.tables = dtab.get();
+              a.row_info = dinfo.get();
+              a.rows = rows;
+              a.heads = heads;
+              a.head_dim = hd;
+              a.entries_per_block = epb;
+              a.max_keys = max_keys;
+              a.softmax_scale = 1.0f / std::sqrt(float(hd));
+              a.scores = out;
+              a.path = path;
+              check_cuda(kernels::indexer_score_paged(a, nullptr), "indexer_score_paged");
+            }
+            Outputs o;
+            o.ints.push_back({"rows_kernel_vs_per_row_bits", float_bits(d_one.host()), float_bits(d_rows.host())});
             return o;
           }};
 }
@@ -475,6 +524,13 @@ std::vector<OpCase> indexer_cases() {
                        kernels::IndexerScorePath::kMma, true),
       paged_score_case("indexer_score_paged_simt_fp4", {{1, 3000}, {4, 777}, {64, 65}, {1, 0}}, 32, 128, 64,
                        kernels::IndexerScorePath::kSimt, true),
+      // Several rows per block (prefill chunks): vs the CPU, and bitwise vs the per-row kernel.
+      paged_score_case("indexer_score_paged_rows_v41", {{1, 1}, {3, 777}, {1, 4096}, {2, 0}, {5, 130}}, 32, 128, 16,
+                       kernels::IndexerScorePath::kMmaRows),
+      paged_score_case("indexer_score_paged_rows_fp4", {{1, 3000}, {4, 777}, {64, 65}, {1, 0}, {7, 300}}, 32, 128, 64,
+                       kernels::IndexerScorePath::kMmaRows, true),
+      rows_vs_per_row_case("indexer_score_rows_causal_fp4", {{37, 700}, {1, 1}, {6, 3}, {2, 0}, {130, 2100}}, 64, true),
+      rows_vs_per_row_case("indexer_score_rows_causal_f32", {{9, 300}, {3, 2}, {70, 1000}}, 16, false),
       batch_select_case("indexer_select_batch_plain", Level::kPlain,
                         {{1, 32768}, {3, 3000}, {64, 600}, {2, 0}, {1, 1}, {5, 50}}, 4, 512),
       batch_select_case("indexer_select_batch_level1", Level::kCandidateSource,

@@ -433,6 +433,177 @@ __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(Paged
   }
 }
 
+// ---- the same scores, several query rows per block (prefill chunks) ----
+//
+// Rows of one prefill chunk share their sequence's block table, so the per-row kernel
+// above reads every key once per row: 8192 rows x ~4096 keys x 512 B = 17 GB of L2 reads
+// per 8K-token chunk, and a warp redoes the key fragments' conversion and the 64-shuffle
+// head sum for each row. Here a block takes kGroupRows consecutive rows and a key tile:
+// each warp loads a 16-key fragment once and reuses it for every row of the group with
+// the same table, and the head sum goes through shared memory (16 lanes each add one
+// key's 32 terms in head order 0..31). Per (row, key) the arithmetic is the per-row
+// kernel's: the same MMAs on the same operands in the same order (the exact-operand
+// path when the row's q and the warp's keys are bf16-exact, the three-way split
+// otherwise, its q pieces formed from global memory instead of shared), the same
+// epilogue expressions and the same sequential head sum. So the scores are bitwise
+// the per-row kernel's, whichever kernel the launcher picks (ops case
+// indexer_score_paged_rows_*: A/B bits), and batch invariance is kept.
+constexpr int kGroupRows = 4;
+constexpr int kRedStride = kMmaHeads + 4;  // head-sum scratch row: 36 floats, spreads the banks
+
+__device__ __forceinline__ uint32_t split_pair(const float* q, int piece) {
+  __nv_bfloat16 h0, m0, l0, h1, m1, l1;
+  split3(q[0], h0, m0, l0);
+  split3(q[1], h1, m1, l1);
+  return piece == 0 ? pack2(h0, h1) : piece == 1 ? pack2(m0, m1) : pack2(l0, l1);
+}
+
+__global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kernel(PagedIndexerScoreArgs a, int64_t row0,
+                                                                                 int64_t tile) {
+  const int64_t r_begin = row0 + int64_t(blockIdx.y) * kGroupRows;
+  const int nr = int(min(int64_t(kGroupRows), a.rows - r_begin));
+  const int64_t tile0 = int64_t(blockIdx.x) * tile;
+  int64_t nk_max = 0;
+  for (int r = 0; r < nr; ++r) nk_max = max(nk_max, a.row_info[(r_begin + r) * kRowInfoCols + kRowKeys]);
+  if (tile0 >= nk_max) return;  // whole block: before any barrier
+
+  __shared__ uint32_t qs[kGroupRows][kMmaHeads * kQWords];  // each row's q as bf16 (top halves)
+  __shared__ float ws[kGroupRows][kMmaHeads];
+  __shared__ float red[kMmaWarps][16 * kRedStride];
+  __shared__ int64_t nk_s[kGroupRows], nk_load[kGroupRows], table_s[kGroupRows], score_s[kGroupRows];
+  __shared__ int q_rest_s[kGroupRows];
+  if (threadIdx.x < kGroupRows) {
+    const int r = int(threadIdx.x);
+    q_rest_s[r] = 0;
+    if (r < nr) {
+      const int64_t* info = a.row_info + (r_begin + r) * kRowInfoCols;
+      nk_s[r] = info[kRowKeys];
+      table_s[r] = info[kRowTable];
+      score_s[r] = info[kRowScore];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < kGroupRows && int(threadIdx.x) < nr) {
+    // Keys are loaded once per run of rows with the same table, up to the run's largest
+    // count: every key below it exists in that table; the rows store only their own.
+    const int r = int(threadIdx.x);
+    int64_t m = nk_s[r];
+    for (int o = 0; o < nr; ++o)
+      if (table_s[o] == table_s[r]) m = max(m, nk_s[o]);
+    nk_load[r] = m;
+  }
+  for (int i = threadIdx.x; i < nr * kMmaHeads * kMmaDim / 2; i += blockDim.x) {
+    const int r = i / (kMmaHeads * kMmaDim / 2), k = i % (kMmaHeads * kMmaDim / 2);
+    const float2 x = reinterpret_cast<const float2*>(a.q + (r_begin + r) * kMmaHeads * kMmaDim)[k];
+    const uint32_t bx = __float_as_uint(x.x), by = __float_as_uint(x.y);
+    qs[r][(k / (kMmaDim / 2)) * kQWords + k % (kMmaDim / 2)] = __byte_perm(bx, by, 0x7632);
+    if (((bx | by) & 0xffffu) != 0) q_rest_s[r] = 1;  // benign race: every writer stores 1
+  }
+  for (int i = threadIdx.x; i < nr * kMmaHeads; i += blockDim.x)
+    ws[i / kMmaHeads][i % kMmaHeads] = a.w[(r_begin + i / kMmaHeads) * kMmaHeads + i % kMmaHeads];
+  __syncthreads();
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  const int64_t epb = a.entries_per_block;
+  const float scale = a.softmax_scale;
+  float* rw = red[warp];
+  const int64_t tile_end = min(nk_max, tile0 + tile);
+  // No barrier below: each warp scores its own 16 keys per pass, for every row.
+  for (int64_t s0 = tile0 + warp * 16; s0 < tile_end; s0 += kMmaKeys) {
+    const int64_t sa = s0 + g, sb = s0 + g + 8;
+    float2 ra[16], rb[16];
+    int64_t loaded = -1;  // table offset of the keys in ra / rb
+    bool k_exact = false;
+    for (int r = 0; r < nr; ++r) {
+      const int64_t nk = nk_s[r];
+      if (s0 >= nk) continue;  // warp-uniform
+      if (table_s[r] != loaded) {
+        loaded = table_s[r];
+        const int64_t* table = a.tables + loaded;
+        const int64_t nl = nk_load[r];
+        const float* ka = sa < nl ? a.keys + (table[sa / epb] * epb + sa % epb) * kMmaDim : nullptr;
+        const float* kb = sb < nl ? a.keys + (table[sb / epb] * epb + sb % epb) * kMmaDim : nullptr;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const int c = 8 * j + 2 * tq;
+          ra[j] = ka != nullptr ? *reinterpret_cast<const float2*>(ka + c) : make_float2(0.f, 0.f);
+          rb[j] = kb != nullptr ? *reinterpret_cast<const float2*>(kb + c) : make_float2(0.f, 0.f);
+        }
+        uint32_t low = 0;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+          low |= __float_as_uint(ra[j].x) | __float_as_uint(ra[j].y) | __float_as_uint(rb[j].x) |
+                 __float_as_uint(rb[j].y);
+        k_exact = !__any_sync(0xffffffffu, (low & 0xffffu) != 0);
+      }
+      float acc[4][4] = {}, fix[4][4] = {};
+      if (k_exact && q_rest_s[r] == 0) {
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+          const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
+          uint32_t ah[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) ah[q] = __byte_perm(__float_as_uint(x[q].x), __float_as_uint(x[q].y), 0x7632);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int at = (8 * j + g) * kQWords + 8 * kk + tq;
+            mma_bf16(acc[j], ah, qs[r][at], qs[r][at + 4]);
+          }
+        }
+      } else {
+        const float* qrow = a.q + (r_begin + r) * kMmaHeads * kMmaDim;
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+          const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
+          uint32_t ah[4], am[4], al[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            __nv_bfloat16 h0, m0, l0, h1, m1, l1;
+            split3(x[q].x, h0, m0, l0);
+            split3(x[q].y, h1, m1, l1);
+            ah[q] = pack2(h0, h1);
+            am[q] = pack2(m0, m1);
+            al[q] = pack2(l0, l1);
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float* qa = qrow + (8 * j + g) * kMmaDim + 16 * kk + 2 * tq;
+            const uint32_t bh0 = split_pair(qa, 0), bh1 = split_pair(qa + 8, 0);
+            mma_bf16(acc[j], ah, bh0, bh1);
+            const uint32_t bm0 = split_pair(qa, 1), bm1 = split_pair(qa + 8, 1);
+            const uint32_t bl0 = split_pair(qa, 2), bl1 = split_pair(qa + 8, 2);
+            mma_bf16(fix[j], ah, bm0, bm1);
+            mma_bf16(fix[j], am, bh0, bh1);
+            mma_bf16(fix[j], ah, bl0, bl1);
+            mma_bf16(fix[j], am, bm0, bm1);
+            mma_bf16(fix[j], al, bh0, bh1);
+          }
+        }
+      }
+      // Epilogue: the per-row kernel's head terms, then key g's (and g + 8's) 32 terms
+      // summed in head order by one lane each, through this warp's scratch.
+      __syncwarp();  // the previous row's reads of rw are done
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float v[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          v[c] = __fmul_rn(__fmul_rn(fmaxf(acc[j][c] + fix[j][c], 0.0f), scale), ws[r][8 * j + 2 * tq + (c & 1)]);
+        *reinterpret_cast<float2*>(rw + g * kRedStride + 8 * j + 2 * tq) = make_float2(v[0], v[1]);
+        *reinterpret_cast<float2*>(rw + (g + 8) * kRedStride + 8 * j + 2 * tq) = make_float2(v[2], v[3]);
+      }
+      __syncwarp();
+      if (lane < 16 && s0 + lane < nk) {
+        const float* row = rw + lane * kRedStride;
+        float tot = 0.0f;
+#pragma unroll
+        for (int h = 0; h < kMmaHeads; ++h) tot = __fadd_rn(tot, row[h]);
+        a.scores[score_s[r] + s0 + lane] = tot;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t stream) {
@@ -442,12 +613,26 @@ cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t str
   if (a.rows == 0 || a.max_keys == 0) return cudaSuccess;
   if (!a.q || !a.w || !a.keys || !a.tables || !a.row_info || !a.scores) return cudaErrorInvalidValue;
   const bool mma_shape = a.heads == kMmaHeads && a.head_dim == kMmaDim;
-  if (a.path == IndexerScorePath::kMma && !mma_shape) return cudaErrorInvalidValue;
+  if ((a.path == IndexerScorePath::kMma || a.path == IndexerScorePath::kMmaRows) && !mma_shape)
+    return cudaErrorInvalidValue;
   if (mma_shape && a.path != IndexerScorePath::kSimt) {
     // Keys per block: 64 .. 512, as below (the split does not change any score's bits).
+    // Prefill-sized calls take the grouped-rows kernel (same bits, see above): from
+    // 1024 rows, where a chunk's rows share their keys; decode batches keep one row per
+    // block (their rows are different sequences, nothing to share).
+    const bool grouped = a.path == IndexerScorePath::kMmaRows || (a.path == IndexerScorePath::kAuto && a.rows >= 1024);
+    const int64_t units = grouped ? (a.rows + kGroupRows - 1) / kGroupRows : a.rows;
     int64_t tile = kMmaKeys;
-    while (tile < 8 * kMmaKeys && a.rows * ((a.max_keys + 2 * tile - 1) / (2 * tile)) >= 2048) tile *= 2;
+    while (tile < 8 * kMmaKeys && units * ((a.max_keys + 2 * tile - 1) / (2 * tile)) >= 2048) tile *= 2;
     const unsigned tiles = unsigned((a.max_keys + tile - 1) / tile);
+    if (grouped) {
+      for (int64_t r0 = 0; r0 < a.rows; r0 += kMaxGridY * kGroupRows) {
+        const int64_t n = std::min(kMaxGridY * kGroupRows, a.rows - r0);
+        const dim3 grid(tiles, unsigned((n + kGroupRows - 1) / kGroupRows));
+        indexer_score_mma_rows_kernel<<<grid, kMmaWarps * 32, 0, stream>>>(a, r0, tile);
+      }
+      return cudaGetLastError();
+    }
     for (int64_t r0 = 0; r0 < a.rows; r0 += kMaxGridY) {
       const dim3 grid(tiles, unsigned(std::min(kMaxGridY, a.rows - r0)));
       indexer_score_mma_kernel<<<grid, kMmaWarps * 32, 0, stream>>>(a, r0, tile);

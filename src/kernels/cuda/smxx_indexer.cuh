@@ -65,8 +65,10 @@ cudaError_t candidate_mask(const CandidateMaskArgs& a, cudaStream_t stream);
 
 constexpr int kRowKeys = 0, kRowScore = 1, kRowTable = 2, kRowCand = 3, kRowInfoCols = 4;
 
-// kAuto: the tensor-core kernel at heads 32 / head_dim 128 (V4.1's indexer), else SIMT.
-enum class IndexerScorePath { kAuto, kSimt, kMma };
+// kAuto: the tensor-core kernel at heads 32 / head_dim 128 (V4.1's indexer), else SIMT;
+// from 1024 rows its grouped-rows form (kMmaRows: several rows of a block share the key
+// loads; bitwise the per-row kMma kernel's scores).
+enum class IndexerScorePath { kAuto, kSimt, kMma, kMmaRows };
 
 struct PagedIndexerScoreArgs {
   const float* q = nullptr;        // [rows, heads, head_dim]
