@@ -89,6 +89,7 @@ std::vector<OpCase> elementwise_cases() {
       rms_case("rms_norm_odd333", 3, 333, true, 1e-6f),
       rope_case("rope_q_512_64", 5, 8, 512, 64, false, false, 1.0f),
       rope_case("rope_inverse", 5, 8, 512, 64, false, true, 1.0f),
+      rope_case("rope_q_n260_heads64", 260, 64, 512, 64, false, false, 1.0f),  // all heads in one block (n >= 256)
       rope_case("rope_compress_yarn_af", 9, 1, 512, 64, true, false, 1.3f),
       rope_case("rope_indexer_128", 4, 32, 128, 64, true, false, 1.0f),
       quant_case("fake_quant_fp8_b32", Q::kFp8, 9, 512, 32),

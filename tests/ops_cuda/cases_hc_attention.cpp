@@ -220,6 +220,7 @@ std::vector<OpCase> hyper_connection_cases() {
   return {
       mixes_case("hc_mixes_v41", 5, 4, 5120, 20),
       mixes_case("hc_mixes_small_hc2", 3, 2, 96, 3),
+      mixes_case("hc_mixes_v41_n40", 40, 4, 5120, 20),  // the token-tiled partial sums (n > 8)
       mixes_collapse_norm_case("fused_hc_mixes_collapse_norm_v41", 5, 4, 5120, 20, true),
       mixes_collapse_norm_case("fused_hc_mixes_collapse_norm_odd", 3, 3, 333, 3, false),
       mixes_collapse_norm_case("fused_hc_expand_mixes_collapse_norm_v41", 5, 4, 5120, 20, true, true),

@@ -138,5 +138,6 @@ std::vector<OpCase> linear_bf16_cases();
 std::vector<OpCase> moe_cases();
 std::vector<OpCase> indexer_cases();
 std::vector<OpCase> fused_cases();
+std::vector<OpCase> former_cases();
 
 }  // namespace deepinfer::testing_cuda

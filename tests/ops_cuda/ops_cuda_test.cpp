@@ -53,6 +53,7 @@ const std::map<std::string, double> kTolerance = {
     {"indexer_score", 1e-5},
     {"indexer_select", 0.0},  // masked scores pass through untouched
     {"fused", 0.0},  // a fused kernel vs the ops it replaces (same arithmetic, same order)
+    {"former", 0.0},  // a reworked kernel vs its former self (cases_former.cpp)
 };
 
 struct Compared {
@@ -130,7 +131,7 @@ TEST_P(CudaVsCpu, MatchesOracle) {
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
   for (auto* f : {elementwise_cases, hyper_connection_cases, attention_cases, linear_cases, linear_path_cases,
-                  linear_bf16_cases, moe_cases, indexer_cases, fused_cases})
+                  linear_bf16_cases, moe_cases, indexer_cases, fused_cases, former_cases})
     for (OpCase& c : f()) all.push_back(std::move(c));
   return all;
 }

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
 
@@ -96,6 +98,164 @@ __global__ void __launch_bounds__(kMixThreads) hc_mixes_partial_kernel(HcMixesAr
   }
 }
 
+// Tiled version of the partial sums (kMixThreads columns x kG mix groups per block, up to
+// kTileTokens tokens per block), for a split of at most kMixThreads columns (V4.1: 128).
+// The per-token kernel above re-read fn's 2 MB from L2 for every token (5 ms per call
+// at an 8K prefill for ~8 GFLOP); here a thread keeps its column's fn values in
+// registers for the whole token tile. Every sum is formed exactly as there: thread i
+// of a split owns column lo + i, its chains run over the streams k in order with
+// explicit FMAs from 0, the 32 lanes of a warp combine as warp_sum's xor butterfly
+// (the reduce-scatter below pairs the same partial sums, in the same tree: a + b ==
+// b + a in IEEE arithmetic), and the four column warps add in warp order from 0. So
+// the result is bitwise the per-token kernel's, for any tile and group count (batch
+// invariance is kept). kG = 4 splits the 24 mixes over four thread groups of the
+// block (6 each, the sum of squares with group 0): 4x the threads and 1/4 of the
+// registers per thread for the latency-bound batch-1 call.
+constexpr int kTileTokens = 16;
+template <int kG>
+struct MixGroup {
+  static constexpr int kPer = kMaxMix / kG;                 // mixes per group
+  static constexpr int kVals = kG == 1 ? 32 : 8;            // kPer + 1 rounded up to a power of two
+  static_assert(kPer + 1 <= kVals, "the group's values (its mixes and the sum of squares) must fit");
+};
+
+// Reduce-scatter of v[0 .. V) over the 32 lanes: at offset o (16, 8, ..) a lane keeps
+// one half of its values, sends the other half to lane ^ o and adds what it receives
+// (own + other, as warp_sum), until one value is left, which the remaining levels
+// butterfly. Lane l then holds value mix_lane_index<V>(l), summed over the warp in
+// warp_sum's tree.
+template <int V>
+__device__ __forceinline__ float warp_reduce_scatter(float (&v)[V], int lane) {
+  int cnt = V;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    if (cnt > 1) {
+      const bool upper = (lane & o) != 0;
+      cnt >>= 1;
+#pragma unroll
+      for (int j = 0; j < V / 2; ++j) {
+        if (j >= cnt) break;
+        const float send = upper ? v[j] : v[j + cnt];
+        const float keep = upper ? v[j + cnt] : v[j];
+        v[j] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+      }
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+    }
+  }
+  return v[0];
+}
+template <int V>
+__device__ __forceinline__ int mix_lane_index(int lane, bool& writer) {
+  int cnt = V, idx = 0, rest = 0;
+  for (int o = 16; o > 0; o >>= 1) {
+    if (cnt > 1) {
+      cnt >>= 1;
+      if (lane & o) idx += cnt;
+    } else {
+      rest |= lane & o;
+    }
+  }
+  writer = rest == 0;  // lanes that differ only in the butterfly bits hold the same value
+  return idx;
+}
+
+template <bool kExpand, int kG>
+__global__ void __launch_bounds__(kMixThreads * kG) hc_mixes_tiled_kernel(HcMixesArgs a, HcExpandArgs e, float* ws,
+                                                                          int64_t dchunk, int splits, int tile) {
+  using G = MixGroup<kG>;
+  __shared__ float hs[kTileTokens][kMaxHc][kMixThreads];  // the (expanded) state of the tile's columns
+  __shared__ float ys[kTileTokens][kMixThreads];           // expand: y of the columns
+  __shared__ float cs[kTileTokens][kMaxHc * kMaxHc + kMaxHc];  // expand: comb, then post
+  __shared__ float part[kTileTokens][kMixThreads / 32][kMaxMix + 1];
+  const int hc = int(a.hc), num_mix = (2 + hc) * hc;
+  const int64_t width = a.hc * a.dim, split = blockIdx.x, t0 = int64_t(blockIdx.y) * tile;
+  const int ntok = int(a.n - t0 < tile ? a.n - t0 : tile);
+  const int64_t lo = split * dchunk, hi = lo + dchunk < a.dim ? lo + dchunk : a.dim;
+  const int i = threadIdx.x % kMixThreads, g = threadIdx.x / kMixThreads;
+  const int64_t d = lo + i;
+  const bool live = d < hi;
+  const int m0 = g * G::kPer;
+
+  // This thread's fn values (zero where the original never multiplies: no column, or
+  // a mix past num_mix), issued first so that their latency overlaps the staging.
+  float w[G::kPer][kMaxHc];
+#pragma unroll
+  for (int m = 0; m < G::kPer; ++m)
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k)
+      w[m][k] = live && k < hc && m0 + m < num_mix ? a.fn[(m0 + m) * width + k * a.dim + d] : 0.0f;
+
+  // Staging: every load of the tile is independent (shared-memory stores in between),
+  // so they are all in flight at once; the expand then runs from shared memory.
+  for (int tt = g; tt < ntok; tt += kG) {
+    const float* h = a.h + (t0 + tt) * width + d;
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) hs[tt][k][i] = live && k < hc ? h[k * a.dim] : 0.0f;
+    if constexpr (kExpand) ys[tt][i] = live ? e.y[(t0 + tt) * a.dim + d] : 0.0f;
+  }
+  if constexpr (kExpand) {
+    const int per = hc * hc + hc;
+    for (int idx = threadIdx.x; idx < ntok * per; idx += blockDim.x) {
+      const int tt = idx / per, j = idx % per;
+      cs[tt][j] = j < hc * hc ? e.comb[(t0 + tt) * hc * hc + j] : e.post[(t0 + tt) * hc + j - hc * hc];
+    }
+    __syncthreads();
+    // expand_column's arithmetic on the staged values, in its order.
+    for (int tt = g; tt < ntok; tt += kG) {
+      if (!live) continue;
+      float old[kMaxHc];
+#pragma unroll
+      for (int j = 0; j < kMaxHc; ++j) old[j] = hs[tt][j][i];
+      const float* c = cs[tt];
+      const float y = ys[tt][i];
+      float* h = e.h + (t0 + tt) * width + d;
+#pragma unroll
+      for (int k = 0; k < kMaxHc; ++k) {
+        if (k >= hc) continue;
+        float mixed = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kMaxHc; ++j)
+          if (j < hc) mixed = __fadd_rn(mixed, __fmul_rn(c[j * hc + k], old[j]));
+        const float f = __fadd_rn(__fmul_rn(c[hc * hc + k], y), mixed);
+        hs[tt][k][i] = f;
+        h[k * a.dim] = f;
+      }
+    }
+  }
+  __syncthreads();
+
+  const int lane = threadIdx.x & 31, cw = i >> 5;
+  bool writer;
+  const int vi = mix_lane_index<G::kVals>(lane, writer);
+  // The value a lane ends up with: mix m0 + vi, or the sum of squares (group 0's slot kPer).
+  const int mout = vi < G::kPer ? m0 + vi : (vi == G::kPer && g == 0 ? kMaxMix : -1);
+  for (int tt = 0; tt < ntok; ++tt) {
+    float f[kMaxHc];
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) f[k] = hs[tt][k][i];
+    float v[G::kVals];
+#pragma unroll
+    for (int j = 0; j < G::kVals; ++j) v[j] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) {
+      if (k >= hc) break;
+      if (g == 0) v[G::kPer] = __fmaf_rn(f[k], f[k], v[G::kPer]);
+#pragma unroll
+      for (int m = 0; m < G::kPer; ++m) v[m] = __fmaf_rn(f[k], w[m][k], v[m]);
+    }
+    const float s = warp_reduce_scatter<G::kVals>(v, lane);
+    if (writer && mout >= 0) part[tt][cw][mout] = s;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < ntok * (kMaxMix + 1); idx += blockDim.x) {
+    const int tt = idx / (kMaxMix + 1), m = idx % (kMaxMix + 1);
+    float v = 0.0f;
+    for (int cwi = 0; cwi < kMixThreads / 32; ++cwi) v = __fadd_rn(v, part[tt][cwi][m]);
+    ws[((t0 + tt) * splits + split) * (kMaxMix + 1) + m] = v;
+  }
+}
+
 // Token t's mixes from the split sums mix[0 .. kMaxMix] (one thread): normalizes (r Σ
 // h·fn is the projection of the RMS-normalized state), then the gates and the tiny
 // Sinkhorn problem. Not inlined, so hc_mixes_finish_kernel and the fused
@@ -165,22 +325,31 @@ __device__ __noinline__ void mixes_finish_token(const HcMixesArgs a, float* mix,
       if (j < hc && k < hc) out[j * hc + k] = c[j][k];
 }
 
-// Threads 0..kMaxMix of the block sum token t's splits in split order into mix.
-__device__ __forceinline__ void mixes_sum_splits(const float* ws, int splits, int64_t t, float* mix) {
-  if (threadIdx.x <= kMaxMix) {
+// Finish of up to kFinishTokens tokens from t0, one warp per token: lanes 0..kMaxMix
+// sum the token's splits in split order (loads unrolled, so they are in flight
+// together: the former loop over 40 splits on a 32-thread block was a chain of 40 L2
+// round trips), then lane 0 runs mixes_finish_token. One block (and one warp) per
+// token before; now eight tokens' serial finishes run side by side.
+constexpr int kFinishThreads = 256, kFinishTokens = kFinishThreads / 32;
+__device__ __forceinline__ void mixes_finish_tokens(const HcMixesArgs& a, const float* ws, int splits, int64_t t0,
+                                                    float (*mix)[kMaxMix + 1]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = t0 + warp;
+  if (t >= a.n) return;  // warp-uniform; no block barrier follows
+  if (lane <= kMaxMix) {
+    const float* p = ws + t * splits * (kMaxMix + 1) + lane;
     float v = 0.0f;
-    for (int s = 0; s < splits; ++s) v += ws[(t * splits + s) * (kMaxMix + 1) + threadIdx.x];
-    mix[threadIdx.x] = v;
+#pragma unroll 8
+    for (int s = 0; s < splits; ++s) v += p[s * (kMaxMix + 1)];
+    mix[warp][lane] = v;
   }
+  __syncwarp();
+  if (lane == 0) mixes_finish_token(a, mix[warp], t);
 }
 
-// One block per token: the splits' sums, then the serial rest on thread 0.
-__global__ void hc_mixes_finish_kernel(HcMixesArgs a, const float* ws, int splits) {
-  __shared__ float mix[kMaxMix + 1];
-  const int64_t t = blockIdx.x;
-  mixes_sum_splits(ws, splits, t, mix);
-  __syncthreads();
-  if (threadIdx.x == 0) mixes_finish_token(a, mix, t);
+__global__ void __launch_bounds__(kFinishThreads) hc_mixes_finish_kernel(HcMixesArgs a, const float* ws, int splits) {
+  __shared__ float mix[kFinishTokens][kMaxMix + 1];
+  mixes_finish_tokens(a, ws, splits, int64_t(blockIdx.x) * kFinishTokens, mix);
 }
 
 // Thread per (token, channel). Explicit _rn operations keep the CPU's unfused
@@ -197,24 +366,67 @@ __global__ void hc_collapse_kernel(HcCollapseArgs a) {
 // One block of kCollapseNormThreads per token. Element d: the collapse's sum over the
 // streams (hc_collapse_kernel's order); the sum of squares: thread i adds elements i,
 // i + 256, .. with an FMA, then block_sum (rms_norm_kernel's order and arithmetic).
+// For hc <= kMaxHc the loads of kCnBatch elements (all streams) are issued before any
+// of them is used, and the weights of the second pass likewise: one HBM round trip
+// per batch instead of per element (the one block of a batch-1 call was a chain of
+// ~40 of them). Same operations in the same order as the plain loops.
 constexpr int kCollapseNormThreads = 256;
+constexpr int kCnBatch = 8;
 __device__ __forceinline__ void collapse_norm_token(const HcCollapseNormArgs& a, int64_t t, float* row,
                                                     float* scratch) {
   const float* h = a.h + t * a.hc * a.dim;
   const float* pre = a.pre + t * a.hc;
   float ss = 0.0f;
-  for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t k = 0; k < a.hc; ++k) acc = __fadd_rn(acc, __fmul_rn(pre[k], h[k * a.dim + d]));
-    row[d] = acc;
-    ss = __fmaf_rn(acc, acc, ss);
+  if (a.hc <= kMaxHc) {
+    const int hc = int(a.hc);
+    float p[kMaxHc];
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) p[k] = k < hc ? pre[k] : 0.0f;
+    for (int64_t d0 = threadIdx.x; d0 < a.dim; d0 += int64_t(kCnBatch) * blockDim.x) {
+      float hv[kCnBatch][kMaxHc];
+#pragma unroll
+      for (int u = 0; u < kCnBatch; ++u) {
+        const int64_t d = d0 + int64_t(u) * blockDim.x;
+#pragma unroll
+        for (int k = 0; k < kMaxHc; ++k) hv[u][k] = d < a.dim && k < hc ? h[k * a.dim + d] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kCnBatch; ++u) {
+        const int64_t d = d0 + int64_t(u) * blockDim.x;
+        if (d >= a.dim) break;
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < kMaxHc; ++k)
+          if (k < hc) acc = __fadd_rn(acc, __fmul_rn(p[k], hv[u][k]));
+        row[d] = acc;
+        ss = __fmaf_rn(acc, acc, ss);
+      }
+    }
+  } else {
+    for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < a.hc; ++k) acc = __fadd_rn(acc, __fmul_rn(pre[k], h[k * a.dim + d]));
+      row[d] = acc;
+      ss = __fmaf_rn(acc, acc, ss);
+    }
   }
   ss = block_sum(ss, scratch);
   const float r = 1.0f / sqrtf(ss / float(a.dim) + a.eps);
   float* x = a.x + t * a.dim;
-  for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
-    const float v = __fmul_rn(row[d], r);
-    x[d] = a.weight ? __fmul_rn(a.weight[d], v) : v;
+  for (int64_t d0 = threadIdx.x; d0 < a.dim; d0 += int64_t(kCnBatch) * blockDim.x) {
+    float wv[kCnBatch];
+#pragma unroll
+    for (int u = 0; u < kCnBatch; ++u) {
+      const int64_t d = d0 + int64_t(u) * blockDim.x;
+      wv[u] = a.weight && d < a.dim ? a.weight[d] : 1.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kCnBatch; ++u) {
+      const int64_t d = d0 + int64_t(u) * blockDim.x;
+      if (d >= a.dim) break;
+      const float v = __fmul_rn(row[d], r);
+      x[d] = a.weight ? __fmul_rn(wv[u], v) : v;
+    }
   }
 }
 
@@ -225,19 +437,22 @@ __global__ void __launch_bounds__(kCollapseNormThreads) hc_collapse_norm_kernel(
 }
 
 // The mixes' finish fused into the collapse + norm that follows it in a decode layer
-// (one node fewer per hyper-connection site): block t first collapses and normalizes
-// token t with cn.pre (the previous site's weights, never m.pre), then sums the splits
-// and runs the finish of m for token t. Both halves are the separate kernels' code.
+// (one node fewer per hyper-connection site): blocks [0, fin) finish m for
+// kFinishTokens tokens each, blocks fin + t collapse and normalize token t with cn.pre
+// (the previous site's weights, never m.pre). Both halves are the separate kernels'
+// code. Separate blocks rather than one block doing both in turn (as before): at
+// batch 1 the serial finish (Sinkhorn on one thread) and the collapse now overlap.
 __global__ void __launch_bounds__(kCollapseNormThreads)
-    hc_mixes_finish_collapse_norm_kernel(HcMixesArgs m, const float* ws, int splits, HcCollapseNormArgs cn) {
+    hc_mixes_finish_collapse_norm_kernel(HcMixesArgs m, const float* ws, int splits, HcCollapseNormArgs cn, int fin) {
+  static_assert(kCollapseNormThreads == kFinishThreads, "one block size for both roles");
   extern __shared__ float row[];
   __shared__ float scratch[32];
-  __shared__ float mix[kMaxMix + 1];
-  const int64_t t = blockIdx.x;
-  collapse_norm_token(cn, t, row, scratch);
-  mixes_sum_splits(ws, splits, t, mix);
-  __syncthreads();
-  if (threadIdx.x == 0) mixes_finish_token(m, mix, t);
+  __shared__ float mix[kFinishTokens][kMaxMix + 1];
+  if (int(blockIdx.x) < fin) {
+    mixes_finish_tokens(m, ws, splits, int64_t(blockIdx.x) * kFinishTokens, mix);
+    return;
+  }
+  collapse_norm_token(cn, int64_t(blockIdx.x) - fin, row, scratch);
 }
 
 __global__ void hc_expand_kernel(HcExpandArgs a) {
@@ -249,17 +464,46 @@ __global__ void hc_expand_kernel(HcExpandArgs a) {
 
 }  // namespace
 
+namespace {
+// The partial sums: the tiled kernel where a split is at most kMixThreads columns (V4.1),
+// else (or when a.variant asks) the per-token kernel; both give the same bits.
+template <bool kExpand>
+cudaError_t mixes_partial(const HcMixesArgs& a, const HcExpandArgs& e, cudaStream_t stream) {
+  const int64_t splits = hc_mixes_splits(a.hc, a.dim), dchunk = (a.dim + splits - 1) / splits;
+  const bool tiled = a.variant == 2 || (a.variant == 0 && dchunk <= kMixThreads);
+  if (a.variant == 2 && dchunk > kMixThreads) return cudaErrorInvalidValue;
+  if (!tiled) {
+    hc_mixes_partial_kernel<kExpand>
+        <<<dim3(unsigned(splits), unsigned(a.n)), kMixThreads, 0, stream>>>(a, e, a.workspace, dchunk);
+    return cudaGetLastError();
+  }
+  // Up to 8 tokens: one token per block and the mixes split over 4 thread groups (160
+  // blocks of 512 threads at batch 1, V4.1). Beyond: whole mixes per thread, tiles of
+  // up to kTileTokens tokens, at least ~4 blocks per SM where the batch allows.
+  if (a.n <= 8) {
+    hc_mixes_tiled_kernel<kExpand, 4>
+        <<<dim3(unsigned(splits), unsigned(a.n)), kMixThreads * 4, 0, stream>>>(a, e, a.workspace, dchunk, int(splits), 1);
+  } else {
+    const int64_t tile = std::min<int64_t>(kTileTokens, std::max<int64_t>(1, a.n / 16));
+    const int64_t tiles = (a.n + tile - 1) / tile;
+    hc_mixes_tiled_kernel<kExpand, 1><<<dim3(unsigned(splits), unsigned(tiles)), kMixThreads, 0, stream>>>(
+        a, e, a.workspace, dchunk, int(splits), int(tile));
+  }
+  return cudaGetLastError();
+}
+unsigned finish_blocks(int64_t n) { return unsigned((n + kFinishTokens - 1) / kFinishTokens); }
+}  // namespace
+
 cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.hc < 1 || a.hc > kMaxHc || a.dim <= 0 || a.sinkhorn_iters < 1 || a.n > INT32_MAX)
     return cudaErrorInvalidValue;
+  if (a.variant < 0 || a.variant > 2) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.h || !a.fn || !a.base || !a.scale || !a.pre || !a.post || !a.comb) return cudaErrorInvalidValue;
   if (!a.workspace) return cudaErrorInvalidValue;
-  const int64_t splits = hc_mixes_splits(a.hc, a.dim), dchunk = (a.dim + splits - 1) / splits;
-  hc_mixes_partial_kernel<false>
-      <<<dim3(unsigned(splits), unsigned(a.n)), kMixThreads, 0, stream>>>(a, HcExpandArgs{}, a.workspace, dchunk);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  hc_mixes_finish_kernel<<<unsigned(a.n), 32, 0, stream>>>(a, a.workspace, int(splits));
+  const int64_t splits = hc_mixes_splits(a.hc, a.dim);
+  if (cudaError_t e = mixes_partial<false>(a, HcExpandArgs{}, stream); e != cudaSuccess) return e;
+  hc_mixes_finish_kernel<<<finish_blocks(a.n), kFinishThreads, 0, stream>>>(a, a.workspace, int(splits));
   return cudaGetLastError();
 }
 
@@ -269,6 +513,7 @@ cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& m, con
                                 cudaStream_t stream) {
   if (m.n < 0 || m.hc < 1 || m.hc > kMaxHc || m.dim <= 0 || m.sinkhorn_iters < 1 || m.n > INT32_MAX)
     return cudaErrorInvalidValue;
+  if (m.variant < 0 || m.variant > 2) return cudaErrorInvalidValue;
   if (cn.n != m.n || cn.hc < 1 || cn.dim <= 0 || cn.dim > kMaxCollapseNormDim) return cudaErrorInvalidValue;
   if (e && (e->h != m.h || e->n != m.n || e->hc != m.hc || e->dim != m.dim)) return cudaErrorInvalidValue;
   if (m.n == 0) return cudaSuccess;
@@ -278,13 +523,13 @@ cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& m, con
   // The collapse reads cn.pre while the finish writes m's outputs: the sequence this
   // replaces would collapse with the new weights, so they must be other buffers.
   if (cn.pre == m.pre || cn.pre == m.post || cn.pre == m.comb) return cudaErrorInvalidValue;
-  const int64_t splits = hc_mixes_splits(m.hc, m.dim), dchunk = (m.dim + splits - 1) / splits;
-  const dim3 grid(unsigned(splits), unsigned(m.n));
-  if (e) hc_mixes_partial_kernel<true><<<grid, kMixThreads, 0, stream>>>(m, *e, m.workspace, dchunk);
-  else hc_mixes_partial_kernel<false><<<grid, kMixThreads, 0, stream>>>(m, HcExpandArgs{}, m.workspace, dchunk);
-  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  hc_mixes_finish_collapse_norm_kernel<<<unsigned(m.n), kCollapseNormThreads, size_t(cn.dim) * sizeof(float),
-                                         stream>>>(m, m.workspace, int(splits), cn);
+  const int64_t splits = hc_mixes_splits(m.hc, m.dim);
+  const cudaError_t err = e ? mixes_partial<true>(m, *e, stream) : mixes_partial<false>(m, HcExpandArgs{}, stream);
+  if (err != cudaSuccess) return err;
+  const unsigned fin = finish_blocks(m.n);
+  if (int64_t(fin) + m.n > INT32_MAX) return cudaErrorInvalidValue;
+  hc_mixes_finish_collapse_norm_kernel<<<fin + unsigned(m.n), kCollapseNormThreads, size_t(cn.dim) * sizeof(float),
+                                         stream>>>(m, m.workspace, int(splits), cn, int(fin));
   return cudaGetLastError();
 }
 }  // namespace

@@ -23,6 +23,10 @@ struct HcMixesArgs {
   float* post = nullptr;  // [n, hc]
   float* comb = nullptr;  // [n, hc, hc]
   float* workspace = nullptr;  // [n, hc_mixes_splits(hc, dim), kMaxMixes + 1] partial sums
+  // Partial-sum kernel: 0 = pick (tiled where a split fits one block's columns),
+  // 1 = one block per (split, token), 2 = tiled (cudaErrorInvalidValue where it cannot
+  // run). All give the same bits; 1 and 2 exist for the A/B test.
+  int variant = 0;
 };
 constexpr int kMaxMixes = (2 + kMaxHc) * kMaxHc;
 // Splits of the hc * dim reduction: ~512 elements each, at most 64 (fixed by the shape

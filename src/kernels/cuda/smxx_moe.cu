@@ -42,28 +42,44 @@ __global__ void __launch_bounds__(kLogitWarps * 32) router_logits_kernel(RouterL
 // The first version read the weight element by element through weight_at (a format
 // switch and 64-bit index arithmetic per element): 128 us per call at batch 1 for 3.9 MB.
 constexpr int kVecWarps = 4;
-template <WFormat F>
+// kE expert rows per warp (kE = 4 for batches of 64+ tokens): every x vector a lane
+// loads then feeds kE x 8 dots instead of 8. With one row per warp, an 8K prefill
+// read x from L2 once per 4 experts (16 GB, 7 ms per call); now once per 16. Each
+// (token, expert) sum is formed exactly as with kE = 1 (lane-strided vectors, each
+// vector's elements in order, the same expression, then warp_sum), so the logits are
+// the same bits.
+template <WFormat F, int kE>
 __global__ void __launch_bounds__(kVecWarps * 32) router_logits_vec_kernel(RouterLogitsArgs a) {
   constexpr int kPerWord = gemv::Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t e = int64_t(blockIdx.x) * kVecWarps + warp;
+  const int64_t e0 = (int64_t(blockIdx.x) * kVecWarps + warp) * kE;
   const int64_t t0 = int64_t(blockIdx.y) * kLogitTokens;
-  if (e >= a.gate.rows) return;
+  if (e0 >= a.gate.rows) return;
   const int64_t dim = a.gate.cols;
   const int nvec = int(dim / kPerVec);
   const int nt = int(a.n - t0 < kLogitTokens ? a.n - t0 : kLogitTokens);
-  const uint8_t* wrow = a.gate.data + e * (dim * (F == WFormat::kF32 ? 4 : 2));
-  double acc[kLogitTokens];
+  const uint8_t* wrow[kE];
 #pragma unroll
-  for (int t = 0; t < kLogitTokens; ++t) acc[t] = 0.0;
+  for (int j = 0; j < kE; ++j) {
+    const int64_t e = e0 + j < a.gate.rows ? e0 + j : a.gate.rows - 1;  // clamped rows: never stored
+    wrow[j] = a.gate.data + e * (dim * (F == WFormat::kF32 ? 4 : 2));
+  }
+  double acc[kE][kLogitTokens];
+#pragma unroll
+  for (int j = 0; j < kE; ++j)
+#pragma unroll
+    for (int t = 0; t < kLogitTokens; ++t) acc[j][t] = 0.0;
 #pragma unroll 2
   for (int v = lane; v < nvec; v += 32) {
-    const uint4 wv = gemv::load_stream(wrow + int64_t(v) * 16);
-    float wf[kPerVec];
-    gemv::decode_word<F>(wv.x, wf);
-    gemv::decode_word<F>(wv.y, wf + kPerWord);
-    gemv::decode_word<F>(wv.z, wf + 2 * kPerWord);
-    gemv::decode_word<F>(wv.w, wf + 3 * kPerWord);
+    float wf[kE][kPerVec];
+#pragma unroll
+    for (int j = 0; j < kE; ++j) {
+      const uint4 wv = gemv::load_stream(wrow[j] + int64_t(v) * 16);
+      gemv::decode_word<F>(wv.x, wf[j]);
+      gemv::decode_word<F>(wv.y, wf[j] + kPerWord);
+      gemv::decode_word<F>(wv.z, wf[j] + 2 * kPerWord);
+      gemv::decode_word<F>(wv.w, wf[j] + 3 * kPerWord);
+    }
 #pragma unroll
     for (int t = 0; t < kLogitTokens; ++t) {
       if (t >= nt) break;
@@ -71,38 +87,58 @@ __global__ void __launch_bounds__(kVecWarps * 32) router_logits_vec_kernel(Route
 #pragma unroll
       for (int i = 0; i < kPerVec / 4; ++i) {
         const float4 xv = xp[i];
-        acc[t] += double(wf[4 * i]) * double(xv.x);
-        acc[t] += double(wf[4 * i + 1]) * double(xv.y);
-        acc[t] += double(wf[4 * i + 2]) * double(xv.z);
-        acc[t] += double(wf[4 * i + 3]) * double(xv.w);
+#pragma unroll
+        for (int j = 0; j < kE; ++j) {
+          acc[j][t] += double(wf[j][4 * i]) * double(xv.x);
+          acc[j][t] += double(wf[j][4 * i + 1]) * double(xv.y);
+          acc[j][t] += double(wf[j][4 * i + 2]) * double(xv.z);
+          acc[j][t] += double(wf[j][4 * i + 3]) * double(xv.w);
+        }
       }
     }
   }
 #pragma unroll
-  for (int t = 0; t < kLogitTokens; ++t) {
-    const double s = warp_sum(acc[t]);
-    if (lane == 0 && t < nt) a.logits[(t0 + t) * a.gate.rows + e] = float(s);
-  }
+  for (int j = 0; j < kE; ++j)
+#pragma unroll
+    for (int t = 0; t < kLogitTokens; ++t) {
+      const double s = warp_sum(acc[j][t]);
+      if (lane == 0 && t < nt && e0 + j < a.gate.rows) a.logits[(t0 + t) * a.gate.rows + e0 + j] = float(s);
+    }
 }
 
-// One warp per token; scores and biased scores live in shared memory. Each of the
-// top_k rounds is a warp argmax (larger value, then lower id), after which the
-// winner is marked taken. The picks come out in the oracle's order (descending,
-// ties by id), so the weight sum is formed in the same order too.
-__global__ void router_select_kernel(RouterSelectArgs a) {
+template <int kE>
+void launch_router_logits_vec(const RouterLogitsArgs& a, unsigned gy, cudaStream_t stream) {
+  const WeightArgs& w = a.gate;
+  const dim3 grid(unsigned((w.rows + kVecWarps * kE - 1) / (kVecWarps * kE)), gy);
+  if (w.format == WFormat::kF32) router_logits_vec_kernel<WFormat::kF32, kE><<<grid, kVecWarps * 32, 0, stream>>>(a);
+  else if (w.format == WFormat::kBF16) router_logits_vec_kernel<WFormat::kBF16, kE><<<grid, kVecWarps * 32, 0, stream>>>(a);
+  else router_logits_vec_kernel<WFormat::kF16, kE><<<grid, kVecWarps * 32, 0, stream>>>(a);
+}
+
+// One block of kSelectWarps warps per token; scores and biased scores live in shared
+// memory, computed by all the block's threads (each element as before: a double
+// log1p(exp) per expert, which on one warp was 12 in a row per lane at 384 experts),
+// then warp 0 selects. Each of the top_k rounds is a warp argmax (larger value, then
+// lower id), after which the winner is marked taken. The picks come out in the
+// oracle's order (descending, ties by id), so the weight sum is formed in the same
+// order too.
+constexpr int kSelectWarps = 4;
+__global__ void __launch_bounds__(kSelectWarps * 32) router_select_kernel(RouterSelectArgs a) {
   extern __shared__ float sm[];
   const int64_t t = blockIdx.x;
-  const int lane = threadIdx.x;
   const int E = int(a.num_experts);
   float* score = sm;
   float* biased = sm + E;
-  for (int e = lane; e < E; e += 32) {
+  int* picked = reinterpret_cast<int*>(sm + 2 * E);  // [top_k]: lane 0 reads them back, not from HBM
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
     const float z = a.logits[t * E + e] / a.temp;
     const float sp = z > 20.0f ? z : float(log1p(exp(double(z))));
     score[e] = sqrtf(sp);
     biased[e] = score[e] + (a.bias ? a.bias[e] : 0.0f);
   }
-  __syncwarp();
+  __syncthreads();
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
   int64_t* ids = a.expert_ids + t * a.top_k;
   float* wts = a.expert_weights + t * a.top_k;
   for (int64_t k = 0; k < a.top_k; ++k) {
@@ -127,16 +163,17 @@ __global__ void router_select_kernel(RouterSelectArgs a) {
     }
     if (lane == 0) {
       ids[k] = best_id;
+      picked[k] = best_id;
       biased[best_id] = -INFINITY;  // taken; remaining ties still resolve by id
     }
     __syncwarp();
   }
   if (lane != 0) return;
-  // Taken experts were overwritten in `biased`, but their ids are in `ids`.
+  // Taken experts were overwritten in `biased`, but their ids are in `picked`.
   float sum = 0.0f;
-  for (int64_t k = 0; k < a.top_k; ++k) sum += score[ids[k]];
+  for (int64_t k = 0; k < a.top_k; ++k) sum += score[picked[k]];
   for (int64_t k = 0; k < a.top_k; ++k) {
-    float w = score[ids[k]];
+    float w = score[picked[k]];
     if (a.norm_topk_prob && a.top_k > 1) w = w / (sum + 1e-20f);
     wts[k] = w * a.routed_scaling_factor;
   }
@@ -164,10 +201,10 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
                    w.cols % per_vec == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
   if (vec) {
-    const dim3 grid(unsigned((w.rows + kVecWarps - 1) / kVecWarps), unsigned(gy));
-    if (w.format == WFormat::kF32) router_logits_vec_kernel<WFormat::kF32><<<grid, kVecWarps * 32, 0, stream>>>(a);
-    else if (w.format == WFormat::kBF16) router_logits_vec_kernel<WFormat::kBF16><<<grid, kVecWarps * 32, 0, stream>>>(a);
-    else router_logits_vec_kernel<WFormat::kF16><<<grid, kVecWarps * 32, 0, stream>>>(a);
+    // One row per warp while the batch is small (96 blocks per 8 tokens at 384 experts:
+    // batch 1 needs them all to stream the weight); four once x traffic dominates.
+    if (a.n >= 64 && a.variant != 1) launch_router_logits_vec<4>(a, unsigned(gy), stream);
+    else launch_router_logits_vec<1>(a, unsigned(gy), stream);
     return cudaGetLastError();
   }
   const dim3 grid(unsigned((a.gate.rows + kLogitWarps - 1) / kLogitWarps), unsigned(gy));
@@ -181,7 +218,8 @@ cudaError_t router_select(const RouterSelectArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.logits || !a.expert_ids || !a.expert_weights) return cudaErrorInvalidValue;
-  router_select_kernel<<<unsigned(a.n), 32, 2 * sizeof(float) * size_t(a.num_experts), stream>>>(a);
+  router_select_kernel<<<unsigned(a.n), kSelectWarps * 32,
+                         2 * sizeof(float) * size_t(a.num_experts) + sizeof(int) * size_t(a.top_k), stream>>>(a);
   return cudaGetLastError();
 }
 
@@ -512,11 +550,17 @@ __global__ void moe_act_kernel(MoeGroupedArgs a) {
   }
 }
 
-// One block per token: its slots sorted by (expert id, slot), summed from 0 in that
-// order, then + residual: the CPU model's order, fixed per token.
+// Block (column chunk, token): the token's slots sorted by (expert id, slot), then one
+// column per thread summed from 0 in that order, then + residual: the CPU model's
+// order, fixed per token. The former kernel (one block of 256 threads per token, each
+// looping over 20 columns with the slots' loads one after another) was a chain of
+// ~120 L2 round trips at batch 1: 40 us per call. Now a thread issues its column's
+// (at most kMaxTopK) loads together, and a batch-1 call has 20 blocks.
 constexpr int kMaxTopK = 16;
-__global__ void moe_combine_kernel(MoeCombineArgs a) {
+constexpr int kCombineThreads = 256;
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineArgs a) {
   const int64_t t = blockIdx.x;
+  const int64_t c = int64_t(blockIdx.y) * kCombineThreads + threadIdx.x;
   int32_t rows[kMaxTopK];
   int64_t ids[kMaxTopK];
   int m = 0;
@@ -533,12 +577,17 @@ __global__ void moe_combine_kernel(MoeCombineArgs a) {
     ids[q] = id;
     rows[q] = p;
   }
-  for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
-    float acc = 0.0f;
-    for (int i = 0; i < m; ++i) acc += a.y[int64_t(rows[i]) * a.dim + c];
-    if (a.residual) acc = acc + a.residual[t * a.dim + c];
-    a.out[t * a.dim + c] = acc;
-  }
+  if (c >= a.dim) return;
+  float v[kMaxTopK];
+#pragma unroll
+  for (int i = 0; i < kMaxTopK; ++i) v[i] = i < m ? a.y[int64_t(rows[i]) * a.dim + c] : 0.0f;
+  const float r = a.residual ? a.residual[t * a.dim + c] : 0.0f;
+  float acc = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxTopK; ++i)
+    if (i < m) acc += v[i];
+  if (a.residual) acc = acc + r;
+  a.out[t * a.dim + c] = acc;
 }
 
 int per_vec_of(WFormat f) {
@@ -627,10 +676,12 @@ cudaError_t moe_act(const MoeGroupedArgs& a, cudaStream_t stream) {
 }
 
 cudaError_t moe_combine(const MoeCombineArgs& a, cudaStream_t stream) {
-  if (a.n < 0 || a.k < 1 || a.k > kMaxTopK || a.dim < 1) return cudaErrorInvalidValue;
+  if (a.n < 0 || a.k < 1 || a.k > kMaxTopK || a.dim < 1 || a.dim > 65535 * int64_t(kCombineThreads))
+    return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.y || !a.expert_ids || !a.slot_row || !a.out) return cudaErrorInvalidValue;
-  moe_combine_kernel<<<unsigned(a.n), 256, 0, stream>>>(a);
+  moe_combine_kernel<<<dim3(unsigned(a.n), unsigned((a.dim + kCombineThreads - 1) / kCombineThreads)), kCombineThreads,
+                       0, stream>>>(a);
   return cudaGetLastError();
 }
 
