@@ -7,7 +7,6 @@
 
 #include "former_kernels.h"
 #include "harness.h"
-#include "ops/cuda/weight_args.h"
 
 namespace deepinfer::testing_cuda {
 
@@ -132,23 +131,6 @@ OpCase combine_case(std::string name, int64_t n, int64_t k, int64_t dim, bool re
           }};
 }
 
-// The router logits with four expert rows per warp (the pick from 64 tokens) against
-// one row per warp (variant 1, the former layout).
-OpCase logits_case(std::string name, WKind kind, int64_t n, int64_t experts, int64_t dim) {
-  return {name, "former", [=](Rng& rng) {
-            const auto w = random_weight(rng, kind, experts, dim, 0.02f);
-            const auto x = randn(rng, n * dim);
-            Dev<float> dx(x), la(n * experts), lb(n * experts);
-            kernels::RouterLogitsArgs r;
-            r.x = dx.get(), r.n = n, r.gate = ops::cuda::to_weight_args(w->ref(true)), r.logits = la.get();
-            r.variant = 1;
-            check_cuda(kernels::router_logits(r, nullptr), "router_logits variant 1");
-            r.logits = lb.get(), r.variant = 0;
-            check_cuda(kernels::router_logits(r, nullptr), "router_logits");
-            return Outputs{{{"logits", la.host(), lb.host()}}, {}};
-          }};
-}
-
 }  // namespace
 
 std::vector<OpCase> former_cases() {
@@ -173,11 +155,11 @@ std::vector<OpCase> former_cases() {
       select_case("former_router_select_n1", 1, 384, 6, true, true),
       select_case("former_router_select_n33", 33, 384, 6, false, true),
       select_case("former_router_select_odd", 17, 100, 9, true, false),
-      logits_case("former_router_logits_bf16_n100", WKind::kBF16, 100, 384, 5120),
-      logits_case("former_router_logits_f32_n70_rows37", WKind::kF32, 70, 37, 256),  // a partial last warp
       combine_case("former_moe_combine_n1", 1, 6, 5120, true),
       combine_case("former_moe_combine_n70", 70, 6, 5120, false),
       combine_case("former_moe_combine_odd", 13, 16, 333, true),
+      combine_case("former_moe_combine_n300", 300, 6, 5120, true),    // 7 chunks of 3 x 256 columns
+      combine_case("former_moe_combine_n2100", 2100, 6, 1000, false),  // one block per token
   };
 }
 

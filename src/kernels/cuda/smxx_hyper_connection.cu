@@ -258,10 +258,12 @@ __global__ void __launch_bounds__(kMixThreads * kG) hc_mixes_tiled_kernel(HcMixe
 
 // Token t's mixes from the split sums mix[0 .. kMaxMix] (one thread): normalizes (r Σ
 // h·fn is the projection of the RMS-normalized state), then the gates and the tiny
-// Sinkhorn problem. Not inlined, so hc_mixes_finish_kernel and the fused
-// hc_mixes_finish_collapse_norm_kernel run the very same instructions (bitwise equal
-// results whatever the compiler would contract in each caller).
-__device__ __noinline__ void mixes_finish_token(const HcMixesArgs a, float* mix, int64_t t) {
+// Sinkhorn problem. prm holds base[0 .. num_mix) and, from prm[kMaxMix], scale[0 .. 2],
+// staged in shared memory by the caller: read from global memory here, every load of
+// base / scale after a store of pre / post (which may alias them, for all the compiler
+// knows) was another HBM round trip on this one thread. Not inlined, so every caller
+// runs the very same instructions.
+__device__ __noinline__ void mixes_finish_token(const HcMixesArgs a, float* mix, const float* prm, int64_t t) {
   const int hc = int(a.hc), num_mix = (2 + hc) * hc;
   const int64_t width = a.hc * a.dim;
   const float r = 1.0f / sqrtf(mix[kMaxMix] / float(width) + a.norm_eps);
@@ -271,8 +273,8 @@ __device__ __noinline__ void mixes_finish_token(const HcMixesArgs a, float* mix,
   float* post = a.post + t * hc;
   float c[kMaxHc][kMaxHc];
   for (int k = 0; k < hc; ++k) {
-    pre[k] = sigmoid(mix[k] * a.scale[0] + a.base[k]) + a.hc_eps;
-    post[k] = 2.0f * sigmoid(mix[hc + k] * a.scale[1] + a.base[hc + k]);
+    pre[k] = sigmoid(mix[k] * prm[kMaxMix] + prm[k]) + a.hc_eps;
+    post[k] = 2.0f * sigmoid(mix[hc + k] * prm[kMaxMix + 1] + prm[hc + k]);
   }
 #pragma unroll
   for (int j = 0; j < kMaxHc; ++j) {
@@ -281,7 +283,7 @@ __device__ __noinline__ void mixes_finish_token(const HcMixesArgs a, float* mix,
 #pragma unroll
     for (int k = 0; k < kMaxHc; ++k)
       if (k < hc) {
-        c[j][k] = mix[2 * hc + j * hc + k] * a.scale[2] + a.base[2 * hc + j * hc + k];
+        c[j][k] = mix[2 * hc + j * hc + k] * prm[kMaxMix + 2] + prm[2 * hc + j * hc + k];
         mx = fmaxf(mx, c[j][k]);
       }
 #pragma unroll
@@ -331,11 +333,16 @@ __device__ __noinline__ void mixes_finish_token(const HcMixesArgs a, float* mix,
 // round trips), then lane 0 runs mixes_finish_token. One block (and one warp) per
 // token before; now eight tokens' serial finishes run side by side.
 constexpr int kFinishThreads = 256, kFinishTokens = kFinishThreads / 32;
+// mix: [kFinishTokens][kMaxMix + 1] split sums; prm: [kFinishTokens][kMaxMix + 3], each
+// warp's copy of base and scale (mixes_finish_token's prm).
 __device__ __forceinline__ void mixes_finish_tokens(const HcMixesArgs& a, const float* ws, int splits, int64_t t0,
-                                                    float (*mix)[kMaxMix + 1]) {
+                                                    float (*mix)[kMaxMix + 1], float (*prm)[kMaxMix + 3]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t t = t0 + warp;
   if (t >= a.n) return;  // warp-uniform; no block barrier follows
+  const int num_mix = int((2 + a.hc) * a.hc);
+  if (lane < num_mix) prm[warp][lane] = a.base[lane];
+  else if (lane >= kMaxMix && lane < kMaxMix + 3) prm[warp][lane] = a.scale[lane - kMaxMix];
   if (lane <= kMaxMix) {
     const float* p = ws + t * splits * (kMaxMix + 1) + lane;
     float v = 0.0f;
@@ -344,12 +351,13 @@ __device__ __forceinline__ void mixes_finish_tokens(const HcMixesArgs& a, const 
     mix[warp][lane] = v;
   }
   __syncwarp();
-  if (lane == 0) mixes_finish_token(a, mix[warp], t);
+  if (lane == 0) mixes_finish_token(a, mix[warp], prm[warp], t);
 }
 
 __global__ void __launch_bounds__(kFinishThreads) hc_mixes_finish_kernel(HcMixesArgs a, const float* ws, int splits) {
   __shared__ float mix[kFinishTokens][kMaxMix + 1];
-  mixes_finish_tokens(a, ws, splits, int64_t(blockIdx.x) * kFinishTokens, mix);
+  __shared__ float prm[kFinishTokens][kMaxMix + 3];
+  mixes_finish_tokens(a, ws, splits, int64_t(blockIdx.x) * kFinishTokens, mix, prm);
 }
 
 // Thread per (token, channel). Explicit _rn operations keep the CPU's unfused
@@ -448,8 +456,9 @@ __global__ void __launch_bounds__(kCollapseNormThreads)
   extern __shared__ float row[];
   __shared__ float scratch[32];
   __shared__ float mix[kFinishTokens][kMaxMix + 1];
+  __shared__ float prm[kFinishTokens][kMaxMix + 3];
   if (int(blockIdx.x) < fin) {
-    mixes_finish_tokens(m, ws, splits, int64_t(blockIdx.x) * kFinishTokens, mix);
+    mixes_finish_tokens(m, ws, splits, int64_t(blockIdx.x) * kFinishTokens, mix, prm);
     return;
   }
   collapse_norm_token(cn, int64_t(blockIdx.x) - fin, row, scratch);

@@ -42,44 +42,28 @@ __global__ void __launch_bounds__(kLogitWarps * 32) router_logits_kernel(RouterL
 // The first version read the weight element by element through weight_at (a format
 // switch and 64-bit index arithmetic per element): 128 us per call at batch 1 for 3.9 MB.
 constexpr int kVecWarps = 4;
-// kE expert rows per warp (kE = 4 for batches of 64+ tokens): every x vector a lane
-// loads then feeds kE x 8 dots instead of 8. With one row per warp, an 8K prefill
-// read x from L2 once per 4 experts (16 GB, 7 ms per call); now once per 16. Each
-// (token, expert) sum is formed exactly as with kE = 1 (lane-strided vectors, each
-// vector's elements in order, the same expression, then warp_sum), so the logits are
-// the same bits.
-template <WFormat F, int kE>
+template <WFormat F>
 __global__ void __launch_bounds__(kVecWarps * 32) router_logits_vec_kernel(RouterLogitsArgs a) {
   constexpr int kPerWord = gemv::Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t e0 = (int64_t(blockIdx.x) * kVecWarps + warp) * kE;
+  const int64_t e = int64_t(blockIdx.x) * kVecWarps + warp;
   const int64_t t0 = int64_t(blockIdx.y) * kLogitTokens;
-  if (e0 >= a.gate.rows) return;
+  if (e >= a.gate.rows) return;
   const int64_t dim = a.gate.cols;
   const int nvec = int(dim / kPerVec);
   const int nt = int(a.n - t0 < kLogitTokens ? a.n - t0 : kLogitTokens);
-  const uint8_t* wrow[kE];
+  const uint8_t* wrow = a.gate.data + e * (dim * (F == WFormat::kF32 ? 4 : 2));
+  double acc[kLogitTokens];
 #pragma unroll
-  for (int j = 0; j < kE; ++j) {
-    const int64_t e = e0 + j < a.gate.rows ? e0 + j : a.gate.rows - 1;  // clamped rows: never stored
-    wrow[j] = a.gate.data + e * (dim * (F == WFormat::kF32 ? 4 : 2));
-  }
-  double acc[kE][kLogitTokens];
-#pragma unroll
-  for (int j = 0; j < kE; ++j)
-#pragma unroll
-    for (int t = 0; t < kLogitTokens; ++t) acc[j][t] = 0.0;
+  for (int t = 0; t < kLogitTokens; ++t) acc[t] = 0.0;
 #pragma unroll 2
   for (int v = lane; v < nvec; v += 32) {
-    float wf[kE][kPerVec];
-#pragma unroll
-    for (int j = 0; j < kE; ++j) {
-      const uint4 wv = gemv::load_stream(wrow[j] + int64_t(v) * 16);
-      gemv::decode_word<F>(wv.x, wf[j]);
-      gemv::decode_word<F>(wv.y, wf[j] + kPerWord);
-      gemv::decode_word<F>(wv.z, wf[j] + 2 * kPerWord);
-      gemv::decode_word<F>(wv.w, wf[j] + 3 * kPerWord);
-    }
+    const uint4 wv = gemv::load_stream(wrow + int64_t(v) * 16);
+    float wf[kPerVec];
+    gemv::decode_word<F>(wv.x, wf);
+    gemv::decode_word<F>(wv.y, wf + kPerWord);
+    gemv::decode_word<F>(wv.z, wf + 2 * kPerWord);
+    gemv::decode_word<F>(wv.w, wf + 3 * kPerWord);
 #pragma unroll
     for (int t = 0; t < kLogitTokens; ++t) {
       if (t >= nt) break;
@@ -87,32 +71,18 @@ __global__ void __launch_bounds__(kVecWarps * 32) router_logits_vec_kernel(Route
 #pragma unroll
       for (int i = 0; i < kPerVec / 4; ++i) {
         const float4 xv = xp[i];
-#pragma unroll
-        for (int j = 0; j < kE; ++j) {
-          acc[j][t] += double(wf[j][4 * i]) * double(xv.x);
-          acc[j][t] += double(wf[j][4 * i + 1]) * double(xv.y);
-          acc[j][t] += double(wf[j][4 * i + 2]) * double(xv.z);
-          acc[j][t] += double(wf[j][4 * i + 3]) * double(xv.w);
-        }
+        acc[t] += double(wf[4 * i]) * double(xv.x);
+        acc[t] += double(wf[4 * i + 1]) * double(xv.y);
+        acc[t] += double(wf[4 * i + 2]) * double(xv.z);
+        acc[t] += double(wf[4 * i + 3]) * double(xv.w);
       }
     }
   }
 #pragma unroll
-  for (int j = 0; j < kE; ++j)
-#pragma unroll
-    for (int t = 0; t < kLogitTokens; ++t) {
-      const double s = warp_sum(acc[j][t]);
-      if (lane == 0 && t < nt && e0 + j < a.gate.rows) a.logits[(t0 + t) * a.gate.rows + e0 + j] = float(s);
-    }
-}
-
-template <int kE>
-void launch_router_logits_vec(const RouterLogitsArgs& a, unsigned gy, cudaStream_t stream) {
-  const WeightArgs& w = a.gate;
-  const dim3 grid(unsigned((w.rows + kVecWarps * kE - 1) / (kVecWarps * kE)), gy);
-  if (w.format == WFormat::kF32) router_logits_vec_kernel<WFormat::kF32, kE><<<grid, kVecWarps * 32, 0, stream>>>(a);
-  else if (w.format == WFormat::kBF16) router_logits_vec_kernel<WFormat::kBF16, kE><<<grid, kVecWarps * 32, 0, stream>>>(a);
-  else router_logits_vec_kernel<WFormat::kF16, kE><<<grid, kVecWarps * 32, 0, stream>>>(a);
+  for (int t = 0; t < kLogitTokens; ++t) {
+    const double s = warp_sum(acc[t]);
+    if (lane == 0 && t < nt) a.logits[(t0 + t) * a.gate.rows + e] = float(s);
+  }
 }
 
 // One block of kSelectWarps warps per token; scores and biased scores live in shared
@@ -201,10 +171,10 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
                    w.cols % per_vec == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
   if (vec) {
-    // One row per warp while the batch is small (96 blocks per 8 tokens at 384 experts:
-    // batch 1 needs them all to stream the weight); four once x traffic dominates.
-    if (a.n >= 64 && a.variant != 1) launch_router_logits_vec<4>(a, unsigned(gy), stream);
-    else launch_router_logits_vec<1>(a, unsigned(gy), stream);
+    const dim3 grid(unsigned((w.rows + kVecWarps - 1) / kVecWarps), unsigned(gy));
+    if (w.format == WFormat::kF32) router_logits_vec_kernel<WFormat::kF32><<<grid, kVecWarps * 32, 0, stream>>>(a);
+    else if (w.format == WFormat::kBF16) router_logits_vec_kernel<WFormat::kBF16><<<grid, kVecWarps * 32, 0, stream>>>(a);
+    else router_logits_vec_kernel<WFormat::kF16><<<grid, kVecWarps * 32, 0, stream>>>(a);
     return cudaGetLastError();
   }
   const dim3 grid(unsigned((a.gate.rows + kLogitWarps - 1) / kLogitWarps), unsigned(gy));
@@ -550,17 +520,19 @@ __global__ void moe_act_kernel(MoeGroupedArgs a) {
   }
 }
 
-// Block (column chunk, token): the token's slots sorted by (expert id, slot), then one
-// column per thread summed from 0 in that order, then + residual: the CPU model's
-// order, fixed per token. The former kernel (one block of 256 threads per token, each
-// looping over 20 columns with the slots' loads one after another) was a chain of
-// ~120 L2 round trips at batch 1: 40 us per call. Now a thread issues its column's
-// (at most kMaxTopK) loads together, and a batch-1 call has 20 blocks.
+// Block (token, column chunk): the token's slots sorted by (expert id, slot), then each
+// column summed from 0 in that order, then + residual: the CPU model's order, fixed per
+// token. The former kernel (one block of 256 threads per token, each looping over 20
+// columns with the slots' loads one after another) was a chain of ~120 L2 round trips
+// at batch 1: 40 us per call. Now a thread issues a column's (at most kMaxTopK) loads
+// together, and a small batch gets a block per 256 columns (20 per token at 5120).
+// Larger batches take fewer, wider chunks (see moe_combine): every thread sorts the
+// token's slots, so a chunk per 256 columns multiplied the sorting by 20.
 constexpr int kMaxTopK = 16;
 constexpr int kCombineThreads = 256;
 __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineArgs a) {
   const int64_t t = blockIdx.x;
-  const int64_t c = int64_t(blockIdx.y) * kCombineThreads + threadIdx.x;
+  const int64_t c0 = int64_t(blockIdx.y) * kCombineThreads + threadIdx.x;
   int32_t rows[kMaxTopK];
   int64_t ids[kMaxTopK];
   int m = 0;
@@ -577,17 +549,18 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombine
     ids[q] = id;
     rows[q] = p;
   }
-  if (c >= a.dim) return;
-  float v[kMaxTopK];
+  for (int64_t c = c0; c < a.dim; c += int64_t(gridDim.y) * kCombineThreads) {
+    float v[kMaxTopK];
 #pragma unroll
-  for (int i = 0; i < kMaxTopK; ++i) v[i] = i < m ? a.y[int64_t(rows[i]) * a.dim + c] : 0.0f;
-  const float r = a.residual ? a.residual[t * a.dim + c] : 0.0f;
-  float acc = 0.0f;
+    for (int i = 0; i < kMaxTopK; ++i) v[i] = i < m ? a.y[int64_t(rows[i]) * a.dim + c] : 0.0f;
+    const float r = a.residual ? a.residual[t * a.dim + c] : 0.0f;
+    float acc = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kMaxTopK; ++i)
-    if (i < m) acc += v[i];
-  if (a.residual) acc = acc + r;
-  a.out[t * a.dim + c] = acc;
+    for (int i = 0; i < kMaxTopK; ++i)
+      if (i < m) acc += v[i];
+    if (a.residual) acc = acc + r;
+    a.out[t * a.dim + c] = acc;
+  }
 }
 
 int per_vec_of(WFormat f) {
@@ -680,8 +653,14 @@ cudaError_t moe_combine(const MoeCombineArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.y || !a.expert_ids || !a.slot_row || !a.out) return cudaErrorInvalidValue;
-  moe_combine_kernel<<<dim3(unsigned(a.n), unsigned((a.dim + kCombineThreads - 1) / kCombineThreads)), kCombineThreads,
-                       0, stream>>>(a);
+  // Enough chunks for ~2048 blocks, at most one per 256 columns. Measured (r1 = one block
+  // per token, the former kernel; r2 = always a chunk per 256 columns): batch 1 40 ->
+  // 5.7 us, batch 256 44 -> 60 us, 8K prefill 0.51 -> 1.78 ms per call; the per-thread
+  // sort repeated for each chunk is what the large batches paid. This middle rule (8
+  // chunks at 256, 1 from 2048 tokens) is not measured yet.
+  const int64_t max_chunks = (a.dim + kCombineThreads - 1) / kCombineThreads;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(max_chunks, (2048 + a.n - 1) / a.n));
+  moe_combine_kernel<<<dim3(unsigned(a.n), unsigned(chunks)), kCombineThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

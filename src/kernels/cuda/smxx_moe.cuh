@@ -25,9 +25,6 @@ struct RouterLogitsArgs {
   int64_t n = 0;
   WeightArgs gate;           // [num_experts, dim]
   float* logits = nullptr;   // [n, num_experts]
-  // Vector kernel's rows per warp: 0 = pick (4 from 64 tokens), 1 = always one. Same
-  // bits either way; 1 exists for the A/B test.
-  int variant = 0;
 };
 cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream);
 
