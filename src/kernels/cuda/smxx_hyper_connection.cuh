@@ -62,8 +62,8 @@ constexpr int64_t kMaxCollapseNormDim = 8192;  // the row in shared memory (32 K
 cudaError_t hc_collapse_norm(const HcCollapseNormArgs& a, cudaStream_t stream);
 
 // hc_mixes(m) then hc_collapse_norm(cn) in two launches instead of three: the mixes'
-// split sums, then one kernel per token that collapses + normalizes with cn.pre and
-// finishes m (bitwise the separate kernels). A decode layer collapses with the
+// split sums, then one kernel whose blocks either finish m (8 tokens a block) or
+// collapse + normalize one token with cn.pre (bitwise the separate kernels). A decode layer collapses with the
 // previous site's weights while computing the next ones, so cn.pre must not be one of
 // m's outputs (cudaErrorInvalidValue); cn.n must equal m.n.
 cudaError_t hc_mixes_collapse_norm(const HcMixesArgs& m, const HcCollapseNormArgs& cn, cudaStream_t stream);
