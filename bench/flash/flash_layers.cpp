@@ -35,7 +35,7 @@
 // mode, one load per value with CudaModelOptions::bf16_weights (persistent bf16 copies
 // of the dense FP8 weights for the cuBLASLt linears, ~2x the dense FP8 bytes); a load
 // that made copies labels its lines act=bf16w (report.py gives it its own section).
-// --ops-linear: only the op section's linear modes (both
+// --ops-linear: only the op section's linear modes (the three
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192).
 //
 // Output: one line per measurement (see print formats), read by bench/flash/report.py.
@@ -68,6 +68,7 @@
 #include "model/v41/weights.h"
 #include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
+#include "kernels/cuda/smxx_linear_fp8.cuh"
 #include "kernels/cuda/smxx_model.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
 #include "kernels/cuda/smxx_topk.cuh"
@@ -741,6 +742,16 @@ void run_linear_modes(HostPool& hp) {
       if (n >= 8) runs.push_back({"bf16", "gemm", ops::Activations::kBF16, gpu::LinearKernel::kGemm, false});
       if (n >= 64 && !s.is_bf16)
         runs.push_back({"bf16", "gemm_bf16w", ops::Activations::kBF16, gpu::LinearKernel::kGemm, true});
+      // Activations::kFP8 (FP8 weights): kAuto (below linear_fp8_min_n the dequantized codes
+      // through the fp32 kernels, above it the wgmma GEMM), and both FP8 GEMMs forced. Each
+      // includes the activation quantization kernel (torch's _scaled_mm line does not).
+      if (!s.is_bf16) {
+        runs.push_back({"fp8", "auto", ops::Activations::kFP8, gpu::LinearKernel::kAuto, false});
+        if (n >= 64) {
+          runs.push_back({"fp8", "wgmma", ops::Activations::kFP8, gpu::LinearKernel::kFp8Wgmma, false});
+          runs.push_back({"fp8", "mma8", ops::Activations::kFP8, gpu::LinearKernel::kFp8Mma, false});
+        }
+      }
       for (const Run& r : runs) {
         const float ms = time_adaptive(tm, [&](int i) {
           const WeightRef& w = r.bf16_weight ? wbf[size_t(i % copies)] : wts[size_t(i % copies)];
@@ -751,6 +762,15 @@ void run_linear_modes(HostPool& hp) {
                     "gemm_min_n=%lld\n",
                     r.act, r.path, s.name, s.is_bf16 ? "bf16" : "fp8", (long long)n, (long long)s.rows,
                     (long long)s.cols, ms, tflops, (long long)gpu::linear_gemm_min_n(wts[0], s.rows));
+      }
+      if (!s.is_bf16 && n >= 64) {  // the FP8 runs' activation quantization alone (codes + scales)
+        uint8_t* codes = static_cast<uint8_t*>(wsp);
+        float* scales = reinterpret_cast<float*>(codes + size_t(n * s.cols));
+        const float ms = time_adaptive(tm, [&](int) {
+          CK(kernels::quant_act_fp8(x, n, s.cols, codes, scales, nullptr, st));
+        });
+        std::printf("op linear_fp8_quant name=%s n=%lld cols=%lld ms=%.5f GBps=%.1f\n", s.name, (long long)n,
+                    (long long)s.cols, ms, double(n * s.cols) * (4.0 + 1.0 + 4.0 / 32) / (ms * 1e-3) / 1e9);
       }
       std::fflush(stdout);
     }

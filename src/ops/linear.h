@@ -40,9 +40,32 @@ struct WeightRef {
 //     (e4m3 / e2m1 times a power-of-two scale), so products are exact in one bf16
 //     tensor-core MMA and only the fp32 summation order differs from the CPU oracle,
 //     which rounds x the same way. This is the fast mode (one MMA per tile, bf16 GEMMs).
+//   kFP8: what the reference runtime does in front of every FP8 GEMM (§9.3): each token's
+//     x is cut into blocks of 32 contiguous K-elements (the last one shorter when K % 32
+//     != 0) and each block quantized to e4m3 with a ue8m0 scale, exactly as the window-KV
+//     fake quantization does (ops/quant.h quant_fp8_block: s = 2^ceil(log2(max(amax,
+//     1e-4) / 448)), code = e4m3(clamp(x / s, +-448)), round to nearest even). Only for
+//     FP8 e4m3 weights with no scale or ue8m0 scales whose blocks are a multiple of 32
+//     columns wide (V4.1's 32 x 32), so a weight scale is constant over a K-block too.
+//     What is exact (the CPU oracle, and bit for bit on the GPU): the codes and scales
+//     of x, and each block's dot product D_b = sum of code_x * code_w over the block
+//     (products of two e4m3 values have 8 significant bits and are multiples of 2^-18,
+//     32 of them sum below 2^23: exact in double). The oracle then forms
+//     y = sum_b D_b * (s_x,b * s_w,b) in double, blocks in K order, rounded once to fp32.
+//     What the GPU may differ in: the order and precision of that fp32 sum over blocks
+//     (one FMA per block, in its own order), and on the FP8 tensor cores the per-block
+//     dot itself, which the MMA accumulates with its own (not exactly fp32) alignment.
+//     Both are bounded by a small multiple of 2^-23 times S = sum_b |s_x,b s_w,b| *
+//     sum |code_x * code_w| (the same sum over absolute values) plus the MMA's internal
+//     truncation; tests/ops_cuda/cases_linear_fp8.cpp checks |gpu - cpu| <= 2^-9 S per
+//     element and reports the worst ratio seen.
 // In the MoE the rounding applies to x before w1 / w3 and to the scaled SwiGLU output
-// before w2. Nothing else (attention, norms, the indexer, hyper-connections) changes.
-enum class Activations : uint8_t { kF32, kBF16 };
+// before w2 (kBF16 only: kFP8 is for the dense FP8 linears). Nothing else (attention,
+// norms, the indexer, hyper-connections) changes.
+enum class Activations : uint8_t { kF32, kBF16, kFP8 };
+
+// Whether a weight can take Activations::kFP8 (see above).
+bool fp8_activation_weight(const WeightRef& w);
 
 // Rounds an fp32 value to the nearest bf16 (ties to even), returned as fp32. NaN stays NaN.
 inline float round_to_bf16(float v) {
@@ -65,7 +88,7 @@ struct LinearParams {
   // rows is how the grouped output projection runs one group's block of wo_a.
   int64_t row0 = 0;
   int64_t num_rows = -1;
-  Activations act = Activations::kF32;  // x is rounded to bf16 first under kBF16
+  Activations act = Activations::kF32;  // x rounded to bf16 (kBF16) or quantized to e4m3 (kFP8) first
 };
 
 // Dequantizes W[row, col0 : col0 + count] into out (fp32).

@@ -19,6 +19,12 @@ struct FakeQuantParams {
   int64_t block = 32;
 };
 
+// One block of the fp8_block rule: len (>= 1) values -> e4m3 codes (round to nearest
+// even of clamp(v / s, +-448)); returns the ue8m0 scale s = 2^ceil(log2(max(amax, 1e-4)
+// / 448)). fake_quant_fp8 stores code * s back; Activations::kFP8 (ops/linear.h) keeps
+// codes and scale apart for its block dot products. NaN in v gives NaN codes.
+float quant_fp8_block(const float* v, int64_t len, uint8_t* codes);
+
 namespace cpu {
 void fake_quant_fp8(const FakeQuantParams& p);
 void fake_quant_fp4(const FakeQuantParams& p, Fp4Scale scale_kind);

@@ -135,6 +135,7 @@ std::vector<OpCase> attention_cases();
 std::vector<OpCase> linear_cases();
 std::vector<OpCase> linear_path_cases();
 std::vector<OpCase> linear_bf16_cases();
+std::vector<OpCase> linear_fp8_cases();
 std::vector<OpCase> moe_cases();
 std::vector<OpCase> indexer_cases();
 std::vector<OpCase> fused_cases();

@@ -94,6 +94,19 @@ __device__ __forceinline__ float pow2_ceil(float t) {
   return ldexpf(1.0f, k);
 }
 
+__device__ __forceinline__ float clamp_like_std(float v, float lo, float hi) {
+  return v < lo ? lo : (hi < v ? hi : v);  // std::clamp: NaN passes through
+}
+
+// The fp8_block rule (ops/quant.h quant_fp8_block): a block's ue8m0 scale from its
+// absolute maximum, and a value's e4m3 rounding under that scale (code value, unscaled).
+__device__ __forceinline__ float fp8_block_scale(float amax) {
+  return pow2_ceil(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
+}
+__device__ __forceinline__ float fp8_block_code(float v, float s) {
+  return round_e4m3(clamp_like_std(v / s, -448.0f, 448.0f));
+}
+
 // ---------------------------------------------------------------------------
 // Weights, element by element (the generic path; fast kernels decode vectors).
 // ---------------------------------------------------------------------------

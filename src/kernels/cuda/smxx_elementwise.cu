@@ -64,15 +64,11 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int hb) 
   }
 }
 
-__device__ __forceinline__ float clamp_like_std(float v, float lo, float hi) {
-  return v < lo ? lo : (hi < v ? hi : v);  // std::clamp: NaN passes through
-}
-
 // The fake-quantized value of v in a block of absolute maximum amax.
 __device__ __forceinline__ float quant_value(float v, float amax, QuantKind kind) {
   if (kind == QuantKind::kFp8E4m3) {
-    const float s = pow2_ceil(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
-    return round_e4m3(clamp_like_std(v / s, -448.0f, 448.0f)) * s;
+    const float s = fp8_block_scale(amax);
+    return fp8_block_code(v, s) * s;
   }
   float s;
   if (kind == QuantKind::kFp4E4m3)

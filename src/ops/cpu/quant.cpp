@@ -1,25 +1,31 @@
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "common/numeric.h"
 #include "ops/quant.h"
 
-namespace deepinfer::ops::cpu {
+namespace deepinfer::ops {
+
+float quant_fp8_block(const float* v, int64_t len, uint8_t* codes) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < len; ++i) amax = std::max(amax, std::fabs(v[i]));
+  amax = std::max(amax, 1e-4f);
+  const float s = pow2_ceil(amax * (1.0f / 448.0f));
+  for (int64_t i = 0; i < len; ++i) codes[i] = float_to_e4m3(std::clamp(v[i] / s, -448.0f, 448.0f));
+  return s;
+}
+
+namespace cpu {
 
 void fake_quant_fp8(const FakeQuantParams& p) {
   if (p.dim % p.block != 0) return;
-  const float inv_max = 1.0f / 448.0f;
+  std::vector<uint8_t> codes(size_t(p.block));
   for (int64_t t = 0; t < p.n; ++t) {
     for (int64_t b0 = 0; b0 < p.dim; b0 += p.block) {
       float* v = p.x + t * p.dim + b0;
-      float amax = 0.0f;
-      for (int64_t i = 0; i < p.block; ++i) amax = std::max(amax, std::fabs(v[i]));
-      amax = std::max(amax, 1e-4f);
-      float s = pow2_ceil(amax * inv_max);
-      for (int64_t i = 0; i < p.block; ++i) {
-        float q = std::clamp(v[i] / s, -448.0f, 448.0f);
-        v[i] = round_e4m3(q) * s;
-      }
+      const float s = quant_fp8_block(v, p.block, codes.data());
+      for (int64_t i = 0; i < p.block; ++i) v[i] = e4m3_to_float(codes[size_t(i)]) * s;
     }
   }
 }
@@ -45,4 +51,5 @@ void fake_quant_fp4(const FakeQuantParams& p, Fp4Scale scale_kind) {
   }
 }
 
-}  // namespace deepinfer::ops::cpu
+}  // namespace cpu
+}  // namespace deepinfer::ops

@@ -113,8 +113,25 @@ struct LinearGemmStats {
 };
 LinearGemmStats linear_gemm_stats();
 // Which kernel runs: kAuto as above; the others force one (tests, benchmarks) and throw
-// when it cannot take the arguments. kGemm needs Activations::kBF16 and a workspace.
-enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm };
+// when it cannot take the arguments. kGemm needs Activations::kBF16 and a workspace;
+// kFp8Mma / kFp8Wgmma need Activations::kFP8.
+enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Wgmma };
+// Activations::kFP8 (ops/linear.h; FP8 e4m3 weights with no or 32-multiple ue8m0 scale
+// blocks, else the call throws): x is quantized per 32-K block on the device, bit for bit
+// as the CPU does, then
+//   - from n >= linear_fp8_min_n() tokens (kAuto), or forced with kFp8Wgmma / kFp8Mma: a
+//     GEMM on the FP8 tensor cores (kernels/cuda/smxx_linear_fp8.cuh: one k32 MMA per
+//     32-block from zero, promoted to fp32 with s_x * s_w), Hopper wgmma or mma.sync;
+//     needs K % 32 == 0, 32-row weight scale blocks and a slice starting on one; kAuto
+//     falls back to the path below when these do not hold;
+//   - else (kAuto below the threshold, or kGemv / kMma / kTiled forced): the dequantized
+//     codes (code * scale, exact in fp32) go through that fp32 kernel, whose products
+//     are exact, so only its fp32 summation order differs from the oracle.
+// Scratch (codes and scales, or the fp32 values) comes from ws when it is large enough
+// (linear_fp8_workspace_bytes), else from the stream-ordered allocator.
+// kInvariant mode: the gemv chunks on the dequantized codes (same bits in any batch).
+int64_t linear_fp8_min_n();
+size_t linear_fp8_workspace_bytes(int64_t n, int64_t cols);
 void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws,
             LinearKernel kernel = LinearKernel::kAuto);
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/smxx_linear.cuh"
+#include "kernels/cuda/smxx_linear_fp8.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/weight_args.h"
@@ -194,7 +195,79 @@ kernels::LinearPath kernel_path(LinearKernel k) {
   }
 }
 
+// Scratch for one call: ws when it holds `bytes`, else the stream-ordered allocator
+// (freed on the same stream after the call's kernels).
+struct Scratch {
+  uint8_t* p = nullptr;
+  bool owned = false;
+  cudaStream_t stream = nullptr;
+  Scratch(const LinearWorkspace& ws, size_t bytes, cudaStream_t s) : stream(s) {
+    if (ws.data != nullptr && ws.bytes >= bytes && reinterpret_cast<uintptr_t>(ws.data) % kAlign == 0) {
+      p = static_cast<uint8_t*>(ws.data);
+    } else {
+      void* q = nullptr;
+      CUDA_CHECK(cudaMallocAsync(&q, bytes, s));
+      p = static_cast<uint8_t*>(q);
+      owned = true;
+    }
+  }
+  ~Scratch() {
+    if (owned) cudaFreeAsync(p, stream);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+// Activations::kFP8 (cuda_ops.h): quantize x on the device, then the FP8 tensor-core GEMM
+// or an fp32 kernel on the dequantized codes.
+void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws,
+                LinearKernel kernel, int64_t rows) {
+  CUDA_OP_CHECK(fp8_activation_weight(p.w),
+                "linear: Activations::kFP8 needs an e4m3 weight with no or ue8m0 scales in blocks of 32k columns");
+  CUDA_OP_CHECK(kernel != LinearKernel::kGemm, "linear: the cuBLASLt path is for Activations::kBF16");
+  const bool forced_gemm = kernel == LinearKernel::kFp8Mma || kernel == LinearKernel::kFp8Wgmma;
+  CUDA_OP_CHECK(!forced_gemm || mode == LinearMode::kAuto, "linear: a forced kernel needs LinearMode::kAuto");
+  if (p.n == 0 || rows == 0) return;
+  const int64_t k = p.w.cols, nb = (k + 31) / 32;
+  bool gemm = mode == LinearMode::kAuto && (forced_gemm || (kernel == LinearKernel::kAuto && p.n >= linear_fp8_min_n()));
+  if (gemm) {
+    const kernels::Fp8GemmKind kind =
+        kernel == LinearKernel::kFp8Mma ? kernels::Fp8GemmKind::kMma : kernels::Fp8GemmKind::kWgmma;
+    const size_t codes_bytes = align_up(size_t(p.n * k));
+    Scratch sc(ws, codes_bytes + size_t(p.n * nb) * 4, stream);
+    kernels::Fp8GemmArgs g;
+    g.x_codes = sc.p;
+    g.x_scales = reinterpret_cast<const float*>(sc.p + codes_bytes);
+    g.n = p.n;
+    g.w = to_weight_args(p.w);
+    g.row0 = p.row0;
+    g.num_rows = rows;
+    g.y = p.y;
+    if (kernels::linear_fp8_gemm_eligible(g, kind)) {
+      CUDA_CHECK(kernels::quant_act_fp8(p.x, p.n, k, sc.p, reinterpret_cast<float*>(sc.p + codes_bytes), nullptr,
+                                        stream));
+      CUDA_CHECK(kernels::linear_fp8_gemm(g, kind, stream));
+      return;
+    }
+    CUDA_OP_CHECK(!forced_gemm, "linear: the FP8 GEMM cannot take this call (K % 32, scale blocks, slice start)");
+  }
+  Scratch sc(ws, size_t(p.n * k) * 4, stream);
+  float* deq = reinterpret_cast<float*>(sc.p);
+  CUDA_CHECK(kernels::quant_act_fp8(p.x, p.n, k, nullptr, nullptr, deq, stream));
+  LinearParams q = p;
+  q.x = deq;
+  q.act = Activations::kF32;  // the values are exact; the fp32 kernels add them up
+  linear(q, mode, stream, LinearWorkspace{}, kernel);
+}
+
 }  // namespace
+
+int64_t linear_fp8_min_n() { return 64; }
+
+size_t linear_fp8_workspace_bytes(int64_t n, int64_t cols) {
+  const size_t gemm = align_up(size_t(n * cols)) + size_t(n * ((cols + 31) / 32)) * 4;
+  return std::max(gemm, size_t(n * cols) * 4);
+}
 
 size_t linear_gemm_workspace_bytes(int64_t max_weight_elems, int64_t max_x_elems) {
   return kLinearGemmLtBytes + align_up(size_t(std::max<int64_t>(max_weight_elems, 0)) * 2) +
@@ -247,6 +320,12 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
   CUDA_OP_CHECK(p.n >= 0, "linear: negative batch");
   CUDA_OP_CHECK(mode == LinearMode::kAuto || kernel == LinearKernel::kAuto,
                 "linear: a forced kernel needs LinearMode::kAuto");
+  if (p.act == Activations::kFP8) {
+    linear_fp8(p, mode, stream, ws, kernel, rows);
+    return;
+  }
+  CUDA_OP_CHECK(kernel != LinearKernel::kFp8Mma && kernel != LinearKernel::kFp8Wgmma,
+                "linear: the FP8 GEMMs are for Activations::kFP8");
   kernels::LinearArgs a;
   a.x = p.x;
   a.y = p.y;

@@ -1,0 +1,43 @@
+// Internal to the FP8-activation GEMMs (smxx_linear_fp8*.cu): cp.async staging, the
+// weight's per-(32 rows, 32-K block) scale, and the wgmma variant's entry points.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_linear_fp8.cuh"
+
+namespace deepinfer::kernels {
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// 16 (4) bytes global -> shared, asynchronously; !in writes zeros (src-size 0) and reads
+// nothing, so tails past the matrix edge stage as zero codes / zero scales.
+__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, bool in) {
+  const uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(in ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4_zfill(void* dst, const void* src, bool in) {
+  const uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(in ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// The scale of weight row `row` over K-block b (columns 32 b .. 32 b + 31), 1 without scales.
+__device__ __forceinline__ float fp8_weight_scale(const WeightArgs& w, int64_t row, int64_t b) {
+  if (w.scale_format == SFormat::kNone) return 1.0f;
+  return e8m0_to_float(w.scale[(row / w.block_rows) * w.scale_cols + (b * 32) / w.block_cols]);
+}
+
+// Host side: the format checks both kinds share, and the wgmma kind (smxx_linear_fp8_wgmma.cu).
+bool fp8_gemm_weight_ok(const WeightArgs& w);
+bool linear_fp8_wgmma_eligible(const Fp8GemmArgs& a);
+cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, cudaStream_t stream);
+
+}  // namespace deepinfer::kernels

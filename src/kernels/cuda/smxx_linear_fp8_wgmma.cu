@@ -1,0 +1,227 @@
+// Activations::kFP8 GEMM on Hopper wgmma (smxx_linear_fp8.cuh, kind kWgmma).
+//
+// Block: 128 tokens x 128 weight rows, two consumer warpgroups of 64 tokens each, K in
+// stages of 128 bytes (four 32-blocks) through a 4-deep cp.async ring written in the
+// 128-byte-swizzled K-major layout wgmma reads (16-byte chunk c of row r stored at chunk
+// c ^ (r % 8); 1024-byte aligned tiles). Per 32-block each warpgroup issues one
+// wgmma m64n128k32 e4m3 from zero, waits for it and promotes the fragment into its fp32
+// accumulators with s_x(token) * s_w(32-row group). The two warpgroups run
+// independently, so one's promotion FMAs overlap the other's MMA (at k32 granularity
+// the FMAs (one per
+// output per block) and the MMAs (32 MACs per output per block) need about the same
+// issue time on an H200 SM: 128 FP32 lanes vs ~4096 FP8 MACs per clock).
+#include <cuda_fp8.h>
+
+#include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_linear_fp8.cuh"
+#include "kernels/cuda/smxx_linear_fp8_common.cuh"
+
+namespace deepinfer::kernels {
+
+namespace {
+namespace wg {
+
+constexpr int kBM = 128, kBN = 128, kBK = 128, kStages = 4, kThreads = 256;
+constexpr int kTileBytes = kBM * kBK;                          // 16 KiB, 1024-aligned
+constexpr int kStageBytes = 2 * kTileBytes + kBM * 4 * 4;      // A, B, x scales [128][4]
+constexpr int kStageStride = (kStageBytes + 1023) / 1024 * 1024;
+
+// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes
+// apart (stride byte offset), start address in 16-byte units. The leading byte offset
+// is unused for swizzled K-major layouts (set to 1, as the PTX ISA's examples do).
+__device__ __forceinline__ uint64_t smem_desc(const void* p) {
+  const uint32_t addr = uint32_t(__cvta_generic_to_shared(p));
+  uint64_t d = 0;
+  d |= uint64_t((addr & 0x3ffff) >> 4);
+  d |= uint64_t(1) << 16;
+  d |= uint64_t(1024 >> 4) << 32;
+  d |= uint64_t(1) << 62;  // SWIZZLE_128B
+  return d;
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// cp.async writes are generic-proxy writes; wgmma reads shared memory through the async
+// proxy, which needs this fence between them.
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// D (64 x 128 fp32, the m64n128 fragment) = A (64 x 32 e4m3) . B (128 x 32 e4m3)^T, from
+// zero (scale-d = 0): one 32-K block per instruction, so no two scales ever mix.
+__device__ __forceinline__ void wgmma_m64n128k32(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(0));
+#else
+  __trap();
+#endif
+}
+// acc += d * (s_x * s_w) for the thread's 64 fragment elements: n8 chunk i covers weight
+// rows 8 i .. 8 i + 7 of the tile, in 32-row scale group i / 4.
+__device__ __forceinline__ void promote(float (&acc)[64], const float (&d)[64], float sx0, float sx1,
+                                        const float* sw) {
+#pragma unroll
+  for (int grp = 0; grp < 4; ++grp) {
+    const float f0 = sx0 * sw[grp], f1 = sx1 * sw[grp];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int i = (grp * 4 + c) * 4;
+      acc[i + 0] = __fmaf_rn(d[i + 0], f0, acc[i + 0]);
+      acc[i + 1] = __fmaf_rn(d[i + 1], f0, acc[i + 1]);
+      acc[i + 2] = __fmaf_rn(d[i + 2], f1, acc[i + 2]);
+      acc[i + 3] = __fmaf_rn(d[i + 3], f1, acc[i + 3]);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) gemm_kernel(Fp8GemmArgs a) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  // The dynamic window's start is only 16-byte aligned in general: round up to 1024.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int64_t k = a.w.cols, nb = k / 32;
+  const int64_t m0 = int64_t(blockIdx.y) * kBM;  // tokens
+  const int64_t n0 = int64_t(blockIdx.x) * kBN;  // weight rows of the slice
+  const int tid = threadIdx.x, wgi = tid / 128, lane = tid % 32, wq = (tid % 128) / 32;
+  const int g = lane / 4, tq = lane % 4;
+  float* wsc = reinterpret_cast<float*>(smem + kStages * kStageStride);  // [4 groups][nb]
+  for (int64_t i = tid; i < 4 * nb; i += kThreads) {
+    const int64_t grp = i / nb, b = i % nb;
+    wsc[i] = fp8_weight_scale(a.w, a.row0 + min64(n0 + grp * 32, a.num_rows - 1), b);
+  }
+  const int64_t stages_total = (nb + 3) / 4;
+  auto load_stage = [&](int64_t st, int slot) {
+    uint8_t* As = smem + slot * kStageStride;
+    uint8_t* Bs = As + kTileBytes;
+    float* Ss = reinterpret_cast<float*>(Bs + kTileBytes);
+    const int64_t kb0 = st * 4;
+    for (int c = tid; c < kBM * 8; c += kThreads) {
+      const int r = c / 8, ch = c % 8;
+      const int dst = r * kBK + ((ch ^ (r & 7)) * 16);
+      const int64_t kcol = kb0 * 32 + ch * 16;
+      const bool kin = kcol < k;
+      const int64_t tok = m0 + r;
+      const bool ain = kin && tok < a.n;
+      cp_async16_zfill(As + dst, a.x_codes + (ain ? tok * k + kcol : 0), ain);
+      const int64_t wr = n0 + r;
+      const bool bin = kin && wr < a.num_rows;
+      cp_async16_zfill(Bs + dst, a.w.data + (bin ? (a.row0 + wr) * k + kcol : 0), bin);
+    }
+    for (int c = tid; c < kBM * 4; c += kThreads) {
+      const int r = c / 4, j = c % 4;
+      const int64_t tok = m0 + r, b = kb0 + j;
+      const bool in = tok < a.n && b < nb;
+      cp_async4_zfill(Ss + c, a.x_scales + (in ? tok * nb + b : 0), in);
+    }
+  };
+  float acc[64], d[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f, d[i] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < stages_total) load_stage(s, s);
+    cp_async_commit();
+  }
+  const int row_a = wgi * 64 + wq * 16 + g;  // this thread's token rows in the tile: row_a, row_a + 8
+  for (int64_t st = 0; st < stages_total; ++st) {
+    cp_async_wait<kStages - 2>();
+    fence_proxy_async();
+    __syncthreads();  // stage st is in shared memory; slot (st - 1) % kStages is free
+    if (st + kStages - 1 < stages_total) load_stage(st + kStages - 1, int((st + kStages - 1) % kStages));
+    cp_async_commit();
+    const uint8_t* As = smem + int(st % kStages) * kStageStride;
+    const uint8_t* Bs = As + kTileBytes;
+    const float* Ss = reinterpret_cast<const float*>(Bs + kTileBytes);
+    const uint8_t* a_tile = As + wgi * 64 * kBK;  // the warpgroup's 64 token rows (8 KiB: 1024-aligned)
+    const int jn = int(min64(4, nb - st * 4));     // blocks in this stage (the last may have fewer)
+    const float* swb = wsc + st * 4;               // + grp * nb + j
+    float sw[4];
+    // Block j of the stage: descriptors advance 32 bytes along the swizzled row. Issue,
+    // wait, promote: reading a fragment while a later wgmma is in flight makes ptxas
+    // serialize every wgmma of the kernel anyway (C7514), so the overlap of promotion and
+    // MMA comes from the other warpgroup, which runs its own block meanwhile.
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (j >= jn) break;
+      wgmma_fence();
+      wgmma_m64n128k32(d, smem_desc(a_tile + j * 32), smem_desc(Bs + j * 32));
+      wgmma_commit();
+#pragma unroll
+      for (int grp = 0; grp < 4; ++grp) sw[grp] = swb[grp * nb + j];
+      const float sx0 = Ss[row_a * 4 + j], sx1 = Ss[(row_a + 8) * 4 + j];
+      wgmma_wait<0>();
+      promote(acc, d, sx0, sx1, sw);
+    }
+  }
+  cp_async_wait<0>();
+  // Fragment: rows row_a / row_a + 8 (tokens), n8 chunk i's columns 8 i + 2 tq, + 1.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t tok = m0 + row_a + h * 8;
+    if (tok >= a.n) continue;
+    float* yr = a.y + tok * a.num_rows;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int64_t col = n0 + i * 8 + tq * 2;
+      if (col < a.num_rows) yr[col] = acc[i * 4 + 2 * h];
+      if (col + 1 < a.num_rows) yr[col + 1] = acc[i * 4 + 2 * h + 1];
+    }
+  }
+}
+
+size_t smem_bytes(int64_t k) { return 1024 + size_t(kStages) * kStageStride + size_t(4 * (k / 32)) * 4; }
+
+}  // namespace wg
+}  // namespace
+
+bool linear_fp8_wgmma_eligible(const Fp8GemmArgs& a) {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  (void)a;
+  return major == 9 && minor == 0;  // wgmma: sm_90a code, which runs on compute capability 9.0 only
+}
+
+cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, cudaStream_t stream) {
+  const size_t smem = wg::smem_bytes(a.w.cols);
+  const cudaError_t e = cudaFuncSetAttribute(wg::gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e != cudaSuccess) return e;
+  const dim3 grid(unsigned((a.num_rows + wg::kBN - 1) / wg::kBN), unsigned((a.n + wg::kBM - 1) / wg::kBM));
+  wg::gemm_kernel<<<grid, wg::kThreads, smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,240 @@
+// linear under Activations::kFP8 (ops/linear.h): x quantized per 32-K block to e4m3 with
+// ue8m0 scales, block dot products of the codes, scaled by s_x * s_w. Every path against
+// the CPU oracle at the V4.1-Flash FP8 shapes (wq_a, wq_b, wkv, wo_b, the shared expert's
+// w1 / w2) and ragged ones: kAuto below linear_fp8_min_n (the dequantized codes through
+// the fp32 gemv / mma / tiled kernels), the FP8 tensor-core GEMMs (wgmma and mma.sync,
+// forced and under kAuto), a row slice, K % 32 != 0 (kAuto falls back), kInvariant, a
+// captured CUDA graph.
+//
+// Two checks per output element (linear.h says what is exact and what may differ):
+//   - |gpu - cpu| <= 2^-9 * S, S = the same linear over |x| and |W| (the sum of the
+//     absolute scaled products; the quantization is sign-symmetric, so S is the oracle
+//     on |x|, |W|): the fp32 block sum contributes <= K/32 * 2^-23 S, the MMA's internal
+//     accumulation of a block a few 2^-13 of that block's share; a wrong code, scale or
+//     block gives errors of order S. Violations are counted (an exact "bound" int).
+//     The worst err / S seen is printed ("[ fp8 ]" lines).
+//   - err / rms(y) <= the "linear_fp8" tolerance (ops_cuda_test.cpp).
+// Large n: the oracle runs on a sample of tokens (each token's quantization and outputs
+// depend on that token's x only), all rows, and only those tokens' outputs come back.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "harness.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/linear.h"
+
+namespace deepinfer::testing_cuda {
+
+namespace {
+
+namespace gpu = ops::cuda;
+
+// x with blocks of very different magnitude (different scales per block), blocks under
+// the 1e-4 amax clamp, and a few exact zeros.
+std::vector<float> fp8_x(Rng& rng, int64_t n, int64_t cols) {
+  std::vector<float> x = randn(rng, size_t(n * cols));
+  const int64_t nb = (cols + 31) / 32;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float f = (t * nb + b) % 7 == 3 ? 50.0f : (t * nb + b) % 13 == 5 ? 1e-6f : 1.0f;
+      if (f == 1.0f) continue;
+      for (int64_t i = b * 32; i < std::min(cols, b * 32 + 32); ++i) x[size_t(t * cols + i)] *= f;
+    }
+  for (size_t i = 0; i < x.size(); i += 1009) x[i] = 0.0f;
+  return x;
+}
+
+std::vector<int64_t> sample_tokens(int64_t n) {
+  if (n <= 32) {
+    std::vector<int64_t> all(size_t(n));
+    for (int64_t i = 0; i < n; ++i) all[size_t(i)] = i;
+    return all;
+  }
+  std::vector<int64_t> s;
+  for (int64_t t = 0; t < n; t += std::max<int64_t>(1, n / 20)) s.push_back(t + (t * 7) % std::max<int64_t>(1, n / 20));
+  s.push_back(n - 1);  // the ragged last tile
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  while (!s.empty() && s.back() >= n) s.pop_back();
+  return s;
+}
+
+struct Fp8Check {
+  std::vector<float> cpu, gpu;
+  int64_t violations = 0;
+};
+
+// Oracle y and S on the sampled tokens, compared with the GPU's rows for them.
+Fp8Check check_fp8(const std::vector<float>& x, const TestWeight& w, int64_t cols, const std::vector<int64_t>& toks,
+                   int64_t row0, int64_t out_rows, const float* dy, const std::string& name) {
+  const int64_t m = int64_t(toks.size());
+  std::vector<float> xs(size_t(m * cols)), xa(size_t(m * cols));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t c = 0; c < cols; ++c) {
+      xs[size_t(i * cols + c)] = x[size_t(toks[size_t(i)] * cols + c)];
+      xa[size_t(i * cols + c)] = std::fabs(xs[size_t(i * cols + c)]);
+    }
+  Fp8Check r;
+  r.cpu.resize(size_t(m * out_rows));
+  std::vector<float> s(size_t(m * out_rows));
+  ops::cpu::linear({xs.data(), r.cpu.data(), m, w.ref(false), row0, out_rows, ops::Activations::kFP8});
+  std::vector<uint8_t> wabs = w.data;
+  for (auto& b : wabs) b &= 0x7f;  // |code|; NaN codes stay NaN (none drawn)
+  ops::WeightRef ra = w.ref(false);
+  ra.data = wabs.data();
+  ops::cpu::linear({xa.data(), s.data(), m, ra, row0, out_rows, ops::Activations::kFP8});
+  r.gpu.resize(size_t(m * out_rows));
+  check_cuda(cudaDeviceSynchronize(), "kernel");
+  for (int64_t i = 0; i < m; ++i)
+    check_cuda(cudaMemcpy(r.gpu.data() + i * out_rows, dy + toks[size_t(i)] * out_rows, size_t(out_rows) * 4,
+                          cudaMemcpyDeviceToHost),
+               "download");
+  double worst = 0;
+  for (size_t i = 0; i < r.cpu.size(); ++i) {
+    const double err = std::fabs(double(r.cpu[i]) - double(r.gpu[i]));
+    const double bound = std::ldexp(double(s[i]), -9);
+    if (!(err <= bound)) ++r.violations;  // NaN counts
+    if (s[i] > 0) worst = std::max(worst, err / double(s[i]));
+  }
+  std::printf("[ fp8 ] %s tokens=%lld worst err/S=%.3e (bound 2^-9 = 1.953e-03) violations=%lld\n", name.c_str(),
+              (long long)m, worst, (long long)r.violations);
+  return r;
+}
+
+const char* kernel_name(gpu::LinearKernel k) {
+  switch (k) {
+    case gpu::LinearKernel::kFp8Mma: return "mma8";
+    case gpu::LinearKernel::kFp8Wgmma: return "wgmma";
+    case gpu::LinearKernel::kGemv: return "gemv";
+    case gpu::LinearKernel::kMma: return "mma";
+    case gpu::LinearKernel::kTiled: return "tiled";
+    default: return "auto";
+  }
+}
+
+// One call of the op: kernel forced or kAuto, optional row slice, a workspace or none
+// (the op then takes scratch from the stream-ordered allocator), invariant mode.
+OpCase fp8_case(const char* label, gpu::LinearKernel kernel, int64_t n, int64_t rows, int64_t cols, int64_t row0 = 0,
+                int64_t num_rows = -1, bool with_ws = true, gpu::LinearMode mode = gpu::LinearMode::kAuto) {
+  std::string name = std::string("linear_fp8_") + kernel_name(kernel) + "_" + label + "_n" + std::to_string(n) + "_" +
+                     std::to_string(rows) + "x" + std::to_string(cols);
+  if (row0 > 0 || num_rows >= 0) name += "_slice" + std::to_string(row0);
+  if (!with_ws) name += "_nows";
+  if (mode == gpu::LinearMode::kInvariant) name += "_invariant";
+  return {name, "linear_fp8", [=](Rng& rng) {
+            const auto w = random_weight(rng, WKind::kFp8E8m0, rows, cols, 0.05f);
+            const auto x = fp8_x(rng, n, cols);
+            const int64_t out_rows = num_rows < 0 ? rows - row0 : num_rows;
+            const size_t bytes = gpu::linear_fp8_workspace_bytes(n, cols);
+            Dev<uint8_t> ws(with_ws ? bytes : 1);
+            Dev<float> dx(x), dy(size_t(n * out_rows));
+            gpu::linear({dx.get(), dy.get(), n, w->ref(true), row0, num_rows, ops::Activations::kFP8}, mode, nullptr,
+                        with_ws ? gpu::LinearWorkspace{ws.get(), bytes} : gpu::LinearWorkspace{}, kernel);
+            const Fp8Check c = check_fp8(x, *w, cols, sample_tokens(n), row0, out_rows, dy.get(), name);
+            return Outputs{{{"y", c.cpu, c.gpu}}, {{"bound", {0}, {c.violations}}}};
+          }};
+}
+
+// The wgmma GEMM captured in a CUDA graph (scratch from the allocator inside the
+// capture), replayed twice onto a poisoned output.
+OpCase fp8_graph_case(int64_t n, int64_t rows, int64_t cols) {
+  const std::string name = "linear_fp8_graph_n" + std::to_string(n) + "_" + std::to_string(rows) + "x" +
+                           std::to_string(cols);
+  return {name, "linear_fp8", [=](Rng& rng) {
+            const auto w = random_weight(rng, WKind::kFp8E8m0, rows, cols, 0.05f);
+            const auto x = fp8_x(rng, n, cols);
+            Dev<float> dx(x), dy(size_t(n * rows));
+            cudaStream_t s = nullptr;
+            check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+            cudaGraph_t g = nullptr;
+            cudaGraphExec_t e = nullptr;
+            check_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+            try {
+              gpu::linear({dx.get(), dy.get(), n, w->ref(true), 0, -1, ops::Activations::kFP8}, gpu::LinearMode::kAuto,
+                          s, gpu::LinearWorkspace{}, gpu::LinearKernel::kAuto);
+            } catch (...) {
+              cudaStreamEndCapture(s, &g);
+              if (g) cudaGraphDestroy(g);
+              cudaStreamDestroy(s);
+              throw;
+            }
+            check_cuda(cudaStreamEndCapture(s, &g), "end capture");
+            check_cuda(cudaGraphInstantiate(&e, g, 0), "instantiate");
+            check_cuda(cudaMemsetAsync(dy.get(), 0xff, size_t(n * rows) * 4, s), "poison");
+            check_cuda(cudaGraphLaunch(e, s), "launch");
+            check_cuda(cudaGraphLaunch(e, s), "launch");
+            check_cuda(cudaStreamSynchronize(s), "sync");
+            cudaGraphExecDestroy(e);
+            cudaGraphDestroy(g);
+            cudaStreamDestroy(s);
+            const Fp8Check c = check_fp8(x, *w, cols, sample_tokens(n), 0, rows, dy.get(), name);
+            return Outputs{{{"y", c.cpu, c.gpu}}, {{"bound", {0}, {c.violations}}}};
+          }};
+}
+
+// Forcing a GEMM where it cannot run throws (K % 32 != 0); kFP8 on a BF16 weight throws.
+OpCase fp8_reject_case() {
+  return {"linear_fp8_rejects", "linear_fp8", [](Rng& rng) {
+            int64_t thrown = 0;
+            const auto w = random_weight(rng, WKind::kFp8E8m0, 64, 40, 0.05f);
+            const auto wb = random_weight(rng, WKind::kBF16, 64, 64, 0.05f);
+            Dev<float> dx(std::vector<float>(128 * 64, 1.0f)), dy(size_t(128 * 64));
+            for (auto k : {gpu::LinearKernel::kFp8Wgmma, gpu::LinearKernel::kFp8Mma}) {
+              try {
+                gpu::linear({dx.get(), dy.get(), 128, w->ref(true), 0, -1, ops::Activations::kFP8},
+                            gpu::LinearMode::kAuto, nullptr, gpu::LinearWorkspace{}, k);
+              } catch (const std::exception&) {
+                ++thrown;
+              }
+            }
+            try {
+              gpu::linear({dx.get(), dy.get(), 128, wb->ref(true), 0, -1, ops::Activations::kFP8},
+                          gpu::LinearMode::kAuto, nullptr, gpu::LinearWorkspace{}, gpu::LinearKernel::kAuto);
+            } catch (const std::exception&) {
+              ++thrown;
+            }
+            check_cuda(cudaDeviceSynchronize(), "sync");
+            return Outputs{{}, {{"thrown", {3}, {thrown}}}};
+          }};
+}
+
+}  // namespace
+
+std::vector<OpCase> linear_fp8_cases() {
+  using K = gpu::LinearKernel;
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{"wq_a", 1280, 5120}, {"wq_b", 32768, 1280},     {"wkv", 512, 5120},
+                          {"wo_b", 5120, 8192}, {"shared_w1", 2304, 5120}, {"shared_w2", 5120, 2304}};
+  std::vector<OpCase> cases;
+  for (const Shape& s : shapes) {
+    const bool big = s.rows * s.cols > (int64_t(16) << 20);  // wq_b, wo_b: slow to draw, fewer cases
+    for (int64_t n : {1, 8}) cases.push_back(fp8_case(s.name, K::kAuto, n, s.rows, s.cols));
+    cases.push_back(fp8_case(s.name, K::kFp8Wgmma, 256, s.rows, s.cols));
+    cases.push_back(fp8_case(s.name, K::kFp8Mma, 256, s.rows, s.cols));
+    cases.push_back(fp8_case(s.name, K::kAuto, 4096, s.rows, s.cols));  // the wgmma GEMM
+    if (!big) cases.push_back(fp8_case(s.name, K::kFp8Mma, 4096, s.rows, s.cols));
+    if (big) cases.push_back(fp8_case(s.name, K::kFp8Wgmma, 8192, s.rows, s.cols));
+  }
+  // Ragged tokens and rows (tile edges), a row slice starting on a scale block, no
+  // workspace, kAuto on both sides of the threshold, the fp32 kernels forced.
+  for (K k : {K::kFp8Wgmma, K::kFp8Mma, K::kAuto}) {
+    cases.push_back(fp8_case("ragged", k, 300, 1000, 2080));
+    cases.push_back(fp8_case("ragged", k, 77, 1000, 2080, 64, 200, false));
+  }
+  for (K k : {K::kGemv, K::kMma, K::kTiled}) cases.push_back(fp8_case("fp32", k, 8, 520, 1024));
+  cases.push_back(fp8_case("fp32", K::kMma, 100, 520, 1024));
+  cases.push_back(fp8_case("kragged", K::kAuto, 100, 300, 1000));  // K % 32 = 8: the fp32 path
+  cases.push_back(fp8_case("kragged", K::kAuto, 3, 300, 1000));
+  cases.push_back(fp8_case("inv", K::kAuto, 20, 512, 5120, 0, -1, true, gpu::LinearMode::kInvariant));
+  cases.push_back(fp8_graph_case(200, 1280, 5120));
+  cases.push_back(fp8_reject_case());
+  return cases;
+}
+
+}  // namespace deepinfer::testing_cuda
