@@ -42,7 +42,7 @@
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096[,8192]] [--activations f32|bf16|f32,bf16] [--budget-s 300]
 //                [--bf16-weights off|on|auto|off,on]
-//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear]
+//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--fp8-kinds wgmma,wgmma3,mma8]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--graphs 1|0]
 #include <cuda_profiler_api.h>
@@ -687,6 +687,11 @@ float time_adaptive(EvTimer& tm, F&& f) {
 // mode forced onto mma (one MMA per tile) and onto the cuBLASLt GEMM (dequant + cast +
 // matmul), for the threshold; gemm_bf16w: the cuBLASLt matmul alone on a weight already
 // in bf16 (what torch.mm on a dequantized weight does). Lines "op linear act=... path=...".
+// --fp8-kinds: the FP8 GEMM kinds the linear section times ("wgmma,wgmma3,mma8"; the op's
+// kAuto runs at n >= linear_fp8_min_n and the forced wgmma need "wgmma").
+std::string g_fp8_kinds = "wgmma,wgmma3,mma8";
+bool fp8_kind_on(const char* k) { return ("," + g_fp8_kinds + ",").find(std::string(",") + k + ",") != std::string::npos; }
+
 void run_linear_modes(HostPool& hp) {
   namespace gpu = ops::cuda;
   cudaStream_t st = nullptr;
@@ -746,11 +751,12 @@ void run_linear_modes(HostPool& hp) {
       // through the fp32 kernels, above it the wgmma GEMM), and both FP8 GEMMs forced. Each
       // includes the activation quantization kernel (torch's _scaled_mm line does not).
       if (!s.is_bf16) {
-        runs.push_back({"fp8", "auto", ops::Activations::kFP8, gpu::LinearKernel::kAuto, false});
-        if (n >= 64) {
+        if (n < gpu::linear_fp8_min_n() || fp8_kind_on("wgmma"))
+          runs.push_back({"fp8", "auto", ops::Activations::kFP8, gpu::LinearKernel::kAuto, false});
+        if (n >= 64 && fp8_kind_on("wgmma"))
           runs.push_back({"fp8", "wgmma", ops::Activations::kFP8, gpu::LinearKernel::kFp8Wgmma, false});
+        if (n >= 64 && fp8_kind_on("mma8"))
           runs.push_back({"fp8", "mma8", ops::Activations::kFP8, gpu::LinearKernel::kFp8Mma, false});
-        }
       }
       for (const Run& r : runs) {
         const float ms = time_adaptive(tm, [&](int i) {
@@ -771,6 +777,24 @@ void run_linear_modes(HostPool& hp) {
         });
         std::printf("op linear_fp8_quant name=%s n=%lld cols=%lld ms=%.5f GBps=%.1f\n", s.name, (long long)n,
                     (long long)s.cols, ms, double(n * s.cols) * (4.0 + 1.0 + 4.0 / 32) / (ms * 1e-3) / 1e9);
+        // The FP8 GEMM kernels alone on those codes (no quantization): the three variants.
+        for (auto kind : {kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kMma}) {
+          const char* kname = kind == kernels::Fp8GemmKind::kMma ? "mma8" : kind == kernels::Fp8GemmKind::kWgmma ? "wgmma" : "wgmma3";
+          if (!fp8_kind_on(kname)) continue;
+          const float gms = time_adaptive(tm, [&](int i) {
+            kernels::Fp8GemmArgs g;
+            g.x_codes = codes;
+            g.x_scales = scales;
+            g.n = n;
+            g.w = ops::cuda::to_weight_args(wts[size_t(i % copies)]);
+            g.num_rows = s.rows;
+            g.y = y;
+            CK(kernels::linear_fp8_gemm(g, kind, st));
+          });
+          std::printf("op linear_fp8_gemm kind=%s name=%s n=%lld rows=%lld cols=%lld ms=%.5f tflops=%.2f\n",
+                      kname, s.name, (long long)n, (long long)s.rows, (long long)s.cols, gms,
+                      2.0 * double(n) * double(s.rows) * double(s.cols) / (gms * 1e-3) / 1e12);
+        }
       }
       std::fflush(stdout);
     }
@@ -1279,6 +1303,7 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--ops-linear") linear_only = true;  // only the linear modes of the op section
+    else if (a == "--fp8-kinds") g_fp8_kinds = next();  // FP8 GEMMs to time (a crashed kind is left out)
     else if (a == "--budget-s") budget = std::atof(next());
     else if (a == "--tokenizer") tokenizer = next();
     else if (a == "--dry") dry = true;

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the unpacked bench/flash/fp8_pack.sh tarball (this script's
-# folder): the linear / fake-quant GPU op tests (FP8 activations included), flash_layers'
-# linear modes (f32, bf16, fp8) and torch's baselines for them (_scaled_mm), each part
-# under a timeout and a shared deadline (BUDGET seconds, default 270), continuing past
+# folder): the FP8-activation and fake-quant GPU op tests, flash_layers' linear modes
+# (f32, bf16, fp8), torch's baselines for them (_scaled_mm), then the other linear op
+# tests with what time is left, each part
+# under a timeout and a shared deadline (BUDGET seconds, default 285), continuing past
 # failures. Logs to LOG_DIR.   fp8_device.sh LOG_DIR
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 LOG="${1:-/tmp/fp8_logs}"
 mkdir -p "$LOG"
 START=$(date +%s)
-BUDGET="${BUDGET:-270}"
+BUDGET="${BUDGET:-285}"
 export LD_LIBRARY_PATH="$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 LT_DIR="$("$HERE/cublaslt_dir.sh")"
 [ -n "$LT_DIR" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$LT_DIR"
@@ -20,16 +21,28 @@ stamp machine
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.mem --format=csv; cat "$HERE/commit.txt";
   echo "cublasLt dir: ${LT_DIR:-<loader path>}"; nproc; } 2>&1 | tee "$LOG/machine.txt"
 
-stamp "test_ops_cuda (linear, fake_quant)"
-timeout "$(left 150)" stdbuf -oL "$HERE/test_ops_cuda" --gtest_filter='*linear*:*fake_quant*' >"$LOG/ops_cuda.log" 2>&1
-echo "test_ops_cuda rc=$?" | tee -a "$LOG/steps.log"
-grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$LOG/ops_cuda.log" | head -40
-
+# Each FP8 GEMM kind alone first, in its own process: a kind whose kernel faults (a sticky
+# CUDA error would end every later call of a process) is left out of the timings below.
+KINDS=""
+for k in wgmma wgmma3 mma8; do
+  timeout "$(left 20)" "$HERE/test_ops_cuda" --gtest_filter="*linear_fp8_kernel_${k}_n250_*" >"$LOG/sanity_$k.log" 2>&1
+  grep -q "^\[ fp8 \] linear_fp8_kernel_${k}_n250" "$LOG/sanity_$k.log" && KINDS="$KINDS${KINDS:+,}$k"
+done
+echo "fp8 kinds that ran: ${KINDS:-none}" | tee -a "$LOG/steps.log"
+stamp "test_ops_cuda: FP8 activations and fake_quant"
+timeout "$(left 110)" stdbuf -oL "$HERE/test_ops_cuda" --gtest_filter='*linear_fp8_*:*fake_quant*' >"$LOG/ops_cuda_fp8.log" 2>&1
+echo "test_ops_cuda fp8 rc=$?" | tee -a "$LOG/steps.log"
+grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$LOG/ops_cuda_fp8.log" | head -40
 stamp "flash_layers --ops-linear"
-timeout "$(left 70)" stdbuf -oL "$HERE/flash_layers" --ops-linear >"$LOG/ops_linear.log" 2>&1
+timeout "$(left 60)" stdbuf -oL "$HERE/flash_layers" --ops-linear --fp8-kinds "${KINDS:-none}" >"$LOG/ops_linear.log" 2>&1
 echo "ops_linear rc=$?" | tee -a "$LOG/steps.log"
 
 stamp "torch baselines --linear-only"
-PYTHONUNBUFFERED=1 timeout "$(left 45)" python3 "$HERE/torch_baselines.py" --linear-only >"$LOG/torch.log" 2>&1
+PYTHONUNBUFFERED=1 timeout "$(left 40)" python3 "$HERE/torch_baselines.py" --linear-only >"$LOG/torch.log" 2>&1
 echo "torch rc=$?" | tee -a "$LOG/steps.log"
+stamp "test_ops_cuda: the other linear cases"
+timeout "$(left 50)" stdbuf -oL "$HERE/test_ops_cuda" --gtest_filter='*linear*-*linear_fp8_*' >"$LOG/ops_cuda_linear.log" 2>&1
+echo "test_ops_cuda linear rc=$?" | tee -a "$LOG/steps.log"
+grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$LOG/ops_cuda_linear.log" | head -20
+
 stamp done

@@ -22,7 +22,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/numeric.h"
 #include "harness.h"
+#include "kernels/cuda/smxx_linear_fp8.cuh"
+#include "ops/cuda/weight_args.h"
+#include "ops/quant.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/linear.h"
 
@@ -49,7 +53,7 @@ std::vector<float> fp8_x(Rng& rng, int64_t n, int64_t cols) {
 
 std::vector<int64_t> sample_tokens(int64_t n) {
   if (n <= 32) {
-    std::vector<int64_t> all(size_t(n));
+    std::vector<int64_t> all(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) all[size_t(i)] = i;
     return all;
   }
@@ -201,6 +205,60 @@ OpCase fp8_reject_case() {
           }};
 }
 
+// The quantizer alone: codes, scales and dequantized values bitwise against
+// ops::quant_fp8_block, K with a ragged tail, blocks under the amax clamp, zeros.
+OpCase fp8_quant_case(int64_t n, int64_t cols) {
+  const std::string name = "linear_fp8_quant_n" + std::to_string(n) + "_k" + std::to_string(cols);
+  return {name, "linear_repeat", [=](Rng& rng) {
+            const auto x = fp8_x(rng, n, cols);
+            const int64_t nb = (cols + 31) / 32;
+            std::vector<float> scales(size_t(n * nb)), deq(size_t(n * cols));
+            std::vector<int64_t> codes(size_t(n * cols));
+            std::vector<uint8_t> c(32);
+            for (int64_t t = 0; t < n; ++t)
+              for (int64_t b = 0; b < nb; ++b) {
+                const int64_t len = std::min<int64_t>(32, cols - b * 32);
+                const float sc = ops::quant_fp8_block(x.data() + t * cols + b * 32, len, c.data());
+                scales[size_t(t * nb + b)] = sc;
+                for (int64_t i = 0; i < len; ++i) {
+                  codes[size_t(t * cols + b * 32 + i)] = c[size_t(i)];
+                  deq[size_t(t * cols + b * 32 + i)] = e4m3_to_float(c[size_t(i)]) * sc;
+                }
+              }
+            Dev<float> dx(x), ds(size_t(n * nb)), dd(size_t(n * cols));
+            Dev<uint8_t> dc(size_t(n * cols));
+            check_cuda(kernels::quant_act_fp8(dx.get(), n, cols, dc.get(), ds.get(), dd.get(), nullptr), "quant");
+            const std::vector<uint8_t> gc = dc.host();
+            return Outputs{{{"scales", scales, ds.host()}, {"deq", deq, dd.host()}},
+                           {{"codes", codes, std::vector<int64_t>(gc.begin(), gc.end())}}};
+          }};
+}
+
+// The kernel-level GEMM of one kind on codes from the quantizer (the wgmma3 variant
+// has no LinearKernel of its own).
+OpCase fp8_kernel_case(kernels::Fp8GemmKind kind, int64_t n, int64_t rows, int64_t cols) {
+  const char* kn = kind == kernels::Fp8GemmKind::kWgmma3 ? "wgmma3" : kind == kernels::Fp8GemmKind::kWgmma ? "wgmma" : "mma8";
+  const std::string name = std::string("linear_fp8_kernel_") + kn + "_n" + std::to_string(n) + "_" +
+                           std::to_string(rows) + "x" + std::to_string(cols);
+  return {name, "linear_fp8", [=](Rng& rng) {
+            const auto w = random_weight(rng, WKind::kFp8E8m0, rows, cols, 0.05f);
+            const auto x = fp8_x(rng, n, cols);
+            Dev<float> dx(x), ds(size_t(n * (cols / 32))), dy(size_t(n * rows));
+            Dev<uint8_t> dc(size_t(n * cols));
+            check_cuda(kernels::quant_act_fp8(dx.get(), n, cols, dc.get(), ds.get(), nullptr, nullptr), "quant");
+            kernels::Fp8GemmArgs g;
+            g.x_codes = dc.get();
+            g.x_scales = ds.get();
+            g.n = n;
+            g.w = ops::cuda::to_weight_args(w->ref(true));
+            g.num_rows = rows;
+            g.y = dy.get();
+            check_cuda(kernels::linear_fp8_gemm(g, kind, nullptr), name.c_str());
+            const Fp8Check c = check_fp8(x, *w, cols, sample_tokens(n), 0, rows, dy.get(), name);
+            return Outputs{{{"y", c.cpu, c.gpu}}, {{"bound", {0}, {c.violations}}}};
+          }};
+}
+
 }  // namespace
 
 std::vector<OpCase> linear_fp8_cases() {
@@ -214,9 +272,10 @@ std::vector<OpCase> linear_fp8_cases() {
   std::vector<OpCase> cases;
   for (const Shape& s : shapes) {
     const bool big = s.rows * s.cols > (int64_t(16) << 20);  // wq_b, wo_b: slow to draw, fewer cases
-    for (int64_t n : {1, 8}) cases.push_back(fp8_case(s.name, K::kAuto, n, s.rows, s.cols));
+    cases.push_back(fp8_case(s.name, K::kAuto, 1, s.rows, s.cols));
+    if (!big) cases.push_back(fp8_case(s.name, K::kAuto, 8, s.rows, s.cols));
     cases.push_back(fp8_case(s.name, K::kFp8Wgmma, 256, s.rows, s.cols));
-    cases.push_back(fp8_case(s.name, K::kFp8Mma, 256, s.rows, s.cols));
+    if (!big) cases.push_back(fp8_case(s.name, K::kFp8Mma, 256, s.rows, s.cols));
     cases.push_back(fp8_case(s.name, K::kAuto, 4096, s.rows, s.cols));  // the wgmma GEMM
     if (!big) cases.push_back(fp8_case(s.name, K::kFp8Mma, 4096, s.rows, s.cols));
     if (big) cases.push_back(fp8_case(s.name, K::kFp8Wgmma, 8192, s.rows, s.cols));
@@ -233,6 +292,13 @@ std::vector<OpCase> linear_fp8_cases() {
   cases.push_back(fp8_case("kragged", K::kAuto, 3, 300, 1000));
   cases.push_back(fp8_case("inv", K::kAuto, 20, 512, 5120, 0, -1, true, gpu::LinearMode::kInvariant));
   cases.push_back(fp8_graph_case(200, 1280, 5120));
+  for (auto kind : {kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kMma}) {
+    cases.push_back(fp8_kernel_case(kind, 4096, 2304, 5120));
+    cases.push_back(fp8_kernel_case(kind, 250, 1000, 1280));  // ragged tiles (192-token tiles too)
+  }
+  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmma3, 8192, 5120, 8192));
+  cases.push_back(fp8_quant_case(7, 5120));
+  cases.push_back(fp8_quant_case(5, 1000));  // K % 32 = 8
   cases.push_back(fp8_reject_case());
   return cases;
 }

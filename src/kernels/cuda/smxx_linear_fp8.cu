@@ -203,14 +203,14 @@ bool linear_fp8_gemm_eligible(const Fp8GemmArgs& a, Fp8GemmKind kind) {
   if (!aligned16_fp8(a.x_codes) || a.x_scales == nullptr || a.y == nullptr) return false;
   // A row slice must start on a 32-row scale block (the warps' scale groups).
   if (a.w.scale_format != SFormat::kNone && a.row0 % 32 != 0) return false;
-  if (kind == Fp8GemmKind::kWgmma) return linear_fp8_wgmma_eligible(a);
+  if (kind != Fp8GemmKind::kMma) return linear_fp8_wgmma_eligible(a);
   return true;
 }
 
 cudaError_t linear_fp8_gemm(const Fp8GemmArgs& a, Fp8GemmKind kind, cudaStream_t stream) {
   if (!linear_fp8_gemm_eligible(a, kind)) return cudaErrorInvalidValue;
   if (a.n == 0 || a.num_rows == 0) return cudaSuccess;
-  if (kind == Fp8GemmKind::kWgmma) return linear_fp8_wgmma(a, stream);
+  if (kind != Fp8GemmKind::kMma) return linear_fp8_wgmma(a, kind == Fp8GemmKind::kWgmma3 ? 3 : 2, stream);
   const size_t smem = mma8::smem_bytes(a.w.cols);
   // Set on every call (a host-side attribute, cheap, allowed during graph capture): the
   // opt-in size depends on K.

@@ -1,15 +1,15 @@
-// Activations::kFP8 GEMM on Hopper wgmma (smxx_linear_fp8.cuh, kind kWgmma).
+// Activations::kFP8 GEMM on Hopper wgmma (smxx_linear_fp8.cuh, kinds kWgmma / kWgmma3).
 //
-// Block: 128 tokens x 128 weight rows, two consumer warpgroups of 64 tokens each, K in
-// stages of 128 bytes (four 32-blocks) through a 4-deep cp.async ring written in the
-// 128-byte-swizzled K-major layout wgmma reads (16-byte chunk c of row r stored at chunk
-// c ^ (r % 8); 1024-byte aligned tiles). Per 32-block each warpgroup issues one
+// Block: 64 kWG tokens (kWG = 2 or 3 consumer warpgroups of 64 tokens each) x 128 weight
+// rows, K in stages of 128 bytes (four 32-blocks) through a 4-deep cp.async ring written
+// in the 128-byte-swizzled K-major layout wgmma reads (16-byte chunk c of row r stored at
+// chunk c ^ (r % 8); 1024-byte aligned tiles). Per 32-block each warpgroup issues one
 // wgmma m64n128k32 e4m3 from zero, waits for it and promotes the fragment into its fp32
-// accumulators with s_x(token) * s_w(32-row group). The two warpgroups run
-// independently, so one's promotion FMAs overlap the other's MMA (at k32 granularity
-// the FMAs (one per
-// output per block) and the MMAs (32 MACs per output per block) need about the same
-// issue time on an H200 SM: 128 FP32 lanes vs ~4096 FP8 MACs per clock).
+// accumulators with s_x(token) * s_w(32-row group). The warpgroups run independently
+// between the per-stage barriers, so one's promotion FMAs overlap another's MMA: at k32
+// granularity the FMAs (one per output per block) and the MMAs (32 MACs per output per
+// block) need about the same issue time on an H200 SM (128 FP32 lanes vs ~4096 FP8 MACs
+// per clock), so neither can hide the other unless two warpgroups alternate.
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/smxx_common.cuh"
@@ -21,10 +21,15 @@ namespace deepinfer::kernels {
 namespace {
 namespace wg {
 
-constexpr int kBM = 128, kBN = 128, kBK = 128, kStages = 4, kThreads = 256;
-constexpr int kTileBytes = kBM * kBK;                          // 16 KiB, 1024-aligned
-constexpr int kStageBytes = 2 * kTileBytes + kBM * 4 * 4;      // A, B, x scales [128][4]
-constexpr int kStageStride = (kStageBytes + 1023) / 1024 * 1024;
+// kWG consumer warpgroups of 64 tokens each: kBM = 64 kWG tokens x kBN weight rows.
+constexpr int kBN = 128, kBK = 128, kStages = 4;
+template <int kWG>
+struct Cfg {
+  static constexpr int kBM = 64 * kWG, kThreads = 128 * kWG;
+  static constexpr int kABytes = kBM * kBK, kBBytes = kBN * kBK;  // 1024-multiples
+  static constexpr int kStageBytes = kABytes + kBBytes + kBM * 4 * 4;  // A, B, x scales [kBM][4]
+  static constexpr int kStageStride = (kStageBytes + 1023) / 1024 * 1024;
+};
 
 // Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes
 // apart (stride byte offset), start address in 16-byte units. The leading byte offset
@@ -105,7 +110,10 @@ __device__ __forceinline__ void promote(float (&acc)[64], const float (&d)[64], 
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) gemm_kernel(Fp8GemmArgs a) {
+template <int kWG>
+__global__ void __launch_bounds__(Cfg<kWG>::kThreads, 1) gemm_kernel(Fp8GemmArgs a) {
+  using C = Cfg<kWG>;
+  constexpr int kBM = C::kBM, kThreads = C::kThreads, kStageStride = C::kStageStride;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // The dynamic window's start is only 16-byte aligned in general: round up to 1024.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -122,20 +130,20 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(Fp8GemmArgs a) {
   const int64_t stages_total = (nb + 3) / 4;
   auto load_stage = [&](int64_t st, int slot) {
     uint8_t* As = smem + slot * kStageStride;
-    uint8_t* Bs = As + kTileBytes;
-    float* Ss = reinterpret_cast<float*>(Bs + kTileBytes);
+    uint8_t* Bs = As + C::kABytes;
+    float* Ss = reinterpret_cast<float*>(Bs + C::kBBytes);
     const int64_t kb0 = st * 4;
-    for (int c = tid; c < kBM * 8; c += kThreads) {
-      const int r = c / 8, ch = c % 8;
-      const int dst = r * kBK + ((ch ^ (r & 7)) * 16);
+    for (int c = tid; c < (kBM + kBN) * 8; c += kThreads) {
+      const bool is_a = c < kBM * 8;
+      const int r = (is_a ? c : c - kBM * 8) / 8, ch = c % 8;
+      const int dst = r * kBK + ((ch ^ (r & 7)) * 16);  // the 128-byte swizzle
       const int64_t kcol = kb0 * 32 + ch * 16;
-      const bool kin = kcol < k;
-      const int64_t tok = m0 + r;
-      const bool ain = kin && tok < a.n;
-      cp_async16_zfill(As + dst, a.x_codes + (ain ? tok * k + kcol : 0), ain);
-      const int64_t wr = n0 + r;
-      const bool bin = kin && wr < a.num_rows;
-      cp_async16_zfill(Bs + dst, a.w.data + (bin ? (a.row0 + wr) * k + kcol : 0), bin);
+      const int64_t row = (is_a ? m0 : n0) + r;
+      const bool in = kcol < k && row < (is_a ? a.n : a.num_rows);
+      if (is_a)
+        cp_async16_zfill(As + dst, a.x_codes + (in ? row * k + kcol : 0), in);
+      else
+        cp_async16_zfill(Bs + dst, a.w.data + (in ? (a.row0 + row) * k + kcol : 0), in);
     }
     for (int c = tid; c < kBM * 4; c += kThreads) {
       const int r = c / 4, j = c % 4;
@@ -161,8 +169,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(Fp8GemmArgs a) {
     if (st + kStages - 1 < stages_total) load_stage(st + kStages - 1, int((st + kStages - 1) % kStages));
     cp_async_commit();
     const uint8_t* As = smem + int(st % kStages) * kStageStride;
-    const uint8_t* Bs = As + kTileBytes;
-    const float* Ss = reinterpret_cast<const float*>(Bs + kTileBytes);
+    const uint8_t* Bs = As + C::kABytes;
+    const float* Ss = reinterpret_cast<const float*>(Bs + C::kBBytes);
     const uint8_t* a_tile = As + wgi * 64 * kBK;  // the warpgroup's 64 token rows (8 KiB: 1024-aligned)
     const int jn = int(min64(4, nb - st * 4));     // blocks in this stage (the last may have fewer)
     const float* swb = wsc + st * 4;               // + grp * nb + j
@@ -200,7 +208,21 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(Fp8GemmArgs a) {
   }
 }
 
-size_t smem_bytes(int64_t k) { return 1024 + size_t(kStages) * kStageStride + size_t(4 * (k / 32)) * 4; }
+template <int kWG>
+size_t smem_bytes(int64_t k) {
+  return 1024 + size_t(kStages) * Cfg<kWG>::kStageStride + size_t(4 * (k / 32)) * 4;
+}
+
+template <int kWG>
+cudaError_t launch(const Fp8GemmArgs& a, cudaStream_t stream) {
+  const size_t smem = smem_bytes<kWG>(a.w.cols);
+  // Set on every call (host-side, cheap, allowed during graph capture): the size depends on K.
+  const cudaError_t e = cudaFuncSetAttribute(gemm_kernel<kWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e != cudaSuccess) return e;
+  const dim3 grid(unsigned((a.num_rows + kBN - 1) / kBN), unsigned((a.n + Cfg<kWG>::kBM - 1) / Cfg<kWG>::kBM));
+  gemm_kernel<kWG><<<grid, Cfg<kWG>::kThreads, smem, stream>>>(a);
+  return cudaGetLastError();
+}
 
 }  // namespace wg
 }  // namespace
@@ -215,13 +237,9 @@ bool linear_fp8_wgmma_eligible(const Fp8GemmArgs& a) {
   return major == 9 && minor == 0;  // wgmma: sm_90a code, which runs on compute capability 9.0 only
 }
 
-cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, cudaStream_t stream) {
-  const size_t smem = wg::smem_bytes(a.w.cols);
-  const cudaError_t e = cudaFuncSetAttribute(wg::gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e != cudaSuccess) return e;
-  const dim3 grid(unsigned((a.num_rows + wg::kBN - 1) / wg::kBN), unsigned((a.n + wg::kBM - 1) / wg::kBM));
-  wg::gemm_kernel<<<grid, wg::kThreads, smem, stream>>>(a);
-  return cudaGetLastError();
+cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, int warpgroups, cudaStream_t stream) {
+  if (warpgroups == 3) return wg::launch<3>(a, stream);
+  return wg::launch<2>(a, stream);
 }
 
 }  // namespace deepinfer::kernels

@@ -231,7 +231,7 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
   const int64_t k = p.w.cols, nb = (k + 31) / 32;
   bool gemm = mode == LinearMode::kAuto && (forced_gemm || (kernel == LinearKernel::kAuto && p.n >= linear_fp8_min_n()));
   if (gemm) {
-    const kernels::Fp8GemmKind kind =
+    kernels::Fp8GemmKind kind =
         kernel == LinearKernel::kFp8Mma ? kernels::Fp8GemmKind::kMma : kernels::Fp8GemmKind::kWgmma;
     const size_t codes_bytes = align_up(size_t(p.n * k));
     Scratch sc(ws, codes_bytes + size_t(p.n * nb) * 4, stream);
@@ -243,6 +243,8 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
     g.row0 = p.row0;
     g.num_rows = rows;
     g.y = p.y;
+    // kAuto: wgmma where it runs (compute capability 9.0), else mma.sync (sm_89+).
+    if (kernel == LinearKernel::kAuto && !kernels::linear_fp8_gemm_eligible(g, kind)) kind = kernels::Fp8GemmKind::kMma;
     if (kernels::linear_fp8_gemm_eligible(g, kind)) {
       CUDA_CHECK(kernels::quant_act_fp8(p.x, p.n, k, sc.p, reinterpret_cast<float*>(sc.p + codes_bytes), nullptr,
                                         stream));
