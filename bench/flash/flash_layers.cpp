@@ -42,7 +42,7 @@
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096[,8192]] [--activations f32|bf16|f32,bf16] [--budget-s 300]
 //                [--bf16-weights off|on|auto|off,on]
-//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--fp8-kinds wgmma,wgmma3,mma8]
+//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--fp8-kinds wgmma,wgmma3,wgmmaw,mma8]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--graphs 1|0]
 #include <cuda_profiler_api.h>
@@ -687,9 +687,9 @@ float time_adaptive(EvTimer& tm, F&& f) {
 // mode forced onto mma (one MMA per tile) and onto the cuBLASLt GEMM (dequant + cast +
 // matmul), for the threshold; gemm_bf16w: the cuBLASLt matmul alone on a weight already
 // in bf16 (what torch.mm on a dequantized weight does). Lines "op linear act=... path=...".
-// --fp8-kinds: the FP8 GEMM kinds the linear section times ("wgmma,wgmma3,mma8"; the op's
+// --fp8-kinds: the FP8 GEMM kinds the linear section times ("wgmma,wgmma3,wgmmaw,mma8"; the op's
 // kAuto runs at n >= linear_fp8_min_n and the forced wgmma need "wgmma").
-std::string g_fp8_kinds = "wgmma,wgmma3,mma8";
+std::string g_fp8_kinds = "wgmma,wgmma3,wgmmaw,mma8";
 bool fp8_kind_on(const char* k) { return ("," + g_fp8_kinds + ",").find(std::string(",") + k + ",") != std::string::npos; }
 
 void run_linear_modes(HostPool& hp) {
@@ -778,8 +778,12 @@ void run_linear_modes(HostPool& hp) {
         std::printf("op linear_fp8_quant name=%s n=%lld cols=%lld ms=%.5f GBps=%.1f\n", s.name, (long long)n,
                     (long long)s.cols, ms, double(n * s.cols) * (4.0 + 1.0 + 4.0 / 32) / (ms * 1e-3) / 1e9);
         // The FP8 GEMM kernels alone on those codes (no quantization): the three variants.
-        for (auto kind : {kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kMma}) {
-          const char* kname = kind == kernels::Fp8GemmKind::kMma ? "mma8" : kind == kernels::Fp8GemmKind::kWgmma ? "wgmma" : "wgmma3";
+        for (auto kind : {kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kWgmmaWide,
+                          kernels::Fp8GemmKind::kMma}) {
+          const char* kname = kind == kernels::Fp8GemmKind::kMma      ? "mma8"
+                              : kind == kernels::Fp8GemmKind::kWgmma  ? "wgmma"
+                              : kind == kernels::Fp8GemmKind::kWgmma3 ? "wgmma3"
+                                                                      : "wgmmaw";
           if (!fp8_kind_on(kname)) continue;
           const float gms = time_adaptive(tm, [&](int i) {
             kernels::Fp8GemmArgs g;

@@ -24,7 +24,7 @@ stamp machine
 # Each FP8 GEMM kind alone first, in its own process: a kind whose kernel faults (a sticky
 # CUDA error would end every later call of a process) is left out of the timings below.
 KINDS=""
-for k in wgmma wgmma3 mma8; do
+for k in wgmma wgmma3 wgmmaw mma8; do
   timeout "$(left 20)" "$HERE/test_ops_cuda" --gtest_filter="*linear_fp8_kernel_${k}_n250_*" >"$LOG/sanity_$k.log" 2>&1
   grep -q "^\[ fp8 \] linear_fp8_kernel_${k}_n250" "$LOG/sanity_$k.log" && KINDS="$KINDS${KINDS:+,}$k"
 done

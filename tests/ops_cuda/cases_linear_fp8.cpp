@@ -234,10 +234,13 @@ OpCase fp8_quant_case(int64_t n, int64_t cols) {
           }};
 }
 
-// The kernel-level GEMM of one kind on codes from the quantizer (the wgmma3 variant
-// has no LinearKernel of its own).
+// The kernel-level GEMM of one kind on codes from the quantizer (the wgmma3 / wide
+// variants have no LinearKernel of their own).
 OpCase fp8_kernel_case(kernels::Fp8GemmKind kind, int64_t n, int64_t rows, int64_t cols) {
-  const char* kn = kind == kernels::Fp8GemmKind::kWgmma3 ? "wgmma3" : kind == kernels::Fp8GemmKind::kWgmma ? "wgmma" : "mma8";
+  const char* kn = kind == kernels::Fp8GemmKind::kWgmma3      ? "wgmma3"
+                   : kind == kernels::Fp8GemmKind::kWgmmaWide ? "wgmmaw"
+                   : kind == kernels::Fp8GemmKind::kWgmma     ? "wgmma"
+                                                              : "mma8";
   const std::string name = std::string("linear_fp8_kernel_") + kn + "_n" + std::to_string(n) + "_" +
                            std::to_string(rows) + "x" + std::to_string(cols);
   return {name, "linear_fp8", [=](Rng& rng) {
@@ -292,11 +295,13 @@ std::vector<OpCase> linear_fp8_cases() {
   cases.push_back(fp8_case("kragged", K::kAuto, 3, 300, 1000));
   cases.push_back(fp8_case("inv", K::kAuto, 20, 512, 5120, 0, -1, true, gpu::LinearMode::kInvariant));
   cases.push_back(fp8_graph_case(200, 1280, 5120));
-  for (auto kind : {kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kMma}) {
+  for (auto kind : {kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kWgmmaWide, kernels::Fp8GemmKind::kWgmma,
+                    kernels::Fp8GemmKind::kMma}) {
     cases.push_back(fp8_kernel_case(kind, 4096, 2304, 5120));
-    cases.push_back(fp8_kernel_case(kind, 250, 1000, 1280));  // ragged tiles (192-token tiles too)
+    cases.push_back(fp8_kernel_case(kind, 250, 1000, 1280));  // ragged tiles (192 tokens, 256 rows too)
   }
   cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmma3, 8192, 5120, 8192));
+  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmmaWide, 1000, 5120, 8192));  // the largest smem (K 8192)
   cases.push_back(fp8_quant_case(7, 5120));
   cases.push_back(fp8_quant_case(5, 1000));  // K % 32 = 8
   cases.push_back(fp8_reject_case());

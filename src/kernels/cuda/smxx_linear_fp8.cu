@@ -210,7 +210,7 @@ bool linear_fp8_gemm_eligible(const Fp8GemmArgs& a, Fp8GemmKind kind) {
 cudaError_t linear_fp8_gemm(const Fp8GemmArgs& a, Fp8GemmKind kind, cudaStream_t stream) {
   if (!linear_fp8_gemm_eligible(a, kind)) return cudaErrorInvalidValue;
   if (a.n == 0 || a.num_rows == 0) return cudaSuccess;
-  if (kind != Fp8GemmKind::kMma) return linear_fp8_wgmma(a, kind == Fp8GemmKind::kWgmma3 ? 3 : 2, stream);
+  if (kind != Fp8GemmKind::kMma) return linear_fp8_wgmma(a, kind, stream);
   const size_t smem = mma8::smem_bytes(a.w.cols);
   // Set on every call (a host-side attribute, cheap, allowed during graph capture): the
   // opt-in size depends on K.

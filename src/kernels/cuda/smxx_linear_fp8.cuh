@@ -29,8 +29,9 @@ namespace deepinfer::kernels {
 cudaError_t quant_act_fp8(const float* x, int64_t n, int64_t k, uint8_t* codes, float* scales, float* deq,
                           cudaStream_t stream);
 
-// kWgmma: two consumer warpgroups (128 x 128 tiles); kWgmma3: three (192 x 128).
-enum class Fp8GemmKind : int { kMma, kWgmma, kWgmma3 };
+// kWgmma: two consumer warpgroups (128 x 128 tiles); kWgmma3: three (192 x 128);
+// kWgmmaWide: two, 128 x 256.
+enum class Fp8GemmKind : int { kMma, kWgmma, kWgmma3, kWgmmaWide };
 
 struct Fp8GemmArgs {
   const uint8_t* x_codes = nullptr;  // [n, w.cols] e4m3

@@ -38,6 +38,6 @@ __device__ __forceinline__ float fp8_weight_scale(const WeightArgs& w, int64_t r
 // Host side: the format checks both kinds share, and the wgmma kind (smxx_linear_fp8_wgmma.cu).
 bool fp8_gemm_weight_ok(const WeightArgs& w);
 bool linear_fp8_wgmma_eligible(const Fp8GemmArgs& a);
-cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, int warpgroups, cudaStream_t stream);
+cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, Fp8GemmKind kind, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels

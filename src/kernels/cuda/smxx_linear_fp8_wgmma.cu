@@ -1,7 +1,9 @@
-// Activations::kFP8 GEMM on Hopper wgmma (smxx_linear_fp8.cuh, kinds kWgmma / kWgmma3).
+// Activations::kFP8 GEMM on Hopper wgmma (smxx_linear_fp8.cuh, kinds kWgmma / kWgmma3 /
+// kWgmmaWide).
 //
-// Block: 64 kWG tokens (kWG = 2 or 3 consumer warpgroups of 64 tokens each) x 128 weight
-// rows, K in stages of 128 bytes (four 32-blocks) through a 4-deep cp.async ring written
+// Block: 64 kWG tokens (kWG = 2 or 3 consumer warpgroups of 64 tokens each) x 128 kNH
+// weight rows (kNH = 1, or 2 for kWgmmaWide: two n128 wgmmas per block and warpgroup,
+// more reuse of each staged byte: 87 MACs per byte staged vs 64 for 128 x 128), K in stages of 128 bytes (four 32-blocks) through a 4-deep cp.async ring written
 // in the 128-byte-swizzled K-major layout wgmma reads (16-byte chunk c of row r stored at
 // chunk c ^ (r % 8); 1024-byte aligned tiles). Per 32-block each warpgroup issues one
 // wgmma m64n128k32 e4m3 from zero, waits for it and promotes the fragment into its fp32
@@ -21,11 +23,12 @@ namespace deepinfer::kernels {
 namespace {
 namespace wg {
 
-// kWG consumer warpgroups of 64 tokens each: kBM = 64 kWG tokens x kBN weight rows.
-constexpr int kBN = 128, kBK = 128, kStages = 4;
-template <int kWG>
+// kWG consumer warpgroups of 64 tokens each: kBM = 64 kWG tokens x kBN = 128 kNH weight
+// rows (kNH halves of 128 rows, one wgmma n128 each per 32-block).
+constexpr int kBK = 128, kStages = 4;
+template <int kWG, int kNH>
 struct Cfg {
-  static constexpr int kBM = 64 * kWG, kThreads = 128 * kWG;
+  static constexpr int kBM = 64 * kWG, kBN = 128 * kNH, kThreads = 128 * kWG;
   static constexpr int kABytes = kBM * kBK, kBBytes = kBN * kBK;  // 1024-multiples
   static constexpr int kStageBytes = kABytes + kBBytes + kBM * 4 * 4;  // A, B, x scales [kBM][4]
   static constexpr int kStageStride = (kStageBytes + 1023) / 1024 * 1024;
@@ -110,10 +113,11 @@ __device__ __forceinline__ void promote(float (&acc)[64], const float (&d)[64], 
   }
 }
 
-template <int kWG>
-__global__ void __launch_bounds__(Cfg<kWG>::kThreads, 1) gemm_kernel(Fp8GemmArgs a) {
-  using C = Cfg<kWG>;
-  constexpr int kBM = C::kBM, kThreads = C::kThreads, kStageStride = C::kStageStride;
+template <int kWG, int kNH>
+__global__ void __launch_bounds__(Cfg<kWG, kNH>::kThreads, 1) gemm_kernel(Fp8GemmArgs a) {
+  using C = Cfg<kWG, kNH>;
+  constexpr int kBM = C::kBM, kBN = C::kBN, kThreads = C::kThreads, kStageStride = C::kStageStride;
+  constexpr int kGroups = 4 * kNH;  // 32-row weight scale groups of the tile
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // The dynamic window's start is only 16-byte aligned in general: round up to 1024.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -122,8 +126,8 @@ __global__ void __launch_bounds__(Cfg<kWG>::kThreads, 1) gemm_kernel(Fp8GemmArgs
   const int64_t n0 = int64_t(blockIdx.x) * kBN;  // weight rows of the slice
   const int tid = threadIdx.x, wgi = tid / 128, lane = tid % 32, wq = (tid % 128) / 32;
   const int g = lane / 4, tq = lane % 4;
-  float* wsc = reinterpret_cast<float*>(smem + kStages * kStageStride);  // [4 groups][nb]
-  for (int64_t i = tid; i < 4 * nb; i += kThreads) {
+  float* wsc = reinterpret_cast<float*>(smem + kStages * kStageStride);  // [kGroups][nb]
+  for (int64_t i = tid; i < kGroups * nb; i += kThreads) {
     const int64_t grp = i / nb, b = i % nb;
     wsc[i] = fp8_weight_scale(a.w, a.row0 + min64(n0 + grp * 32, a.num_rows - 1), b);
   }
@@ -152,9 +156,13 @@ __global__ void __launch_bounds__(Cfg<kWG>::kThreads, 1) gemm_kernel(Fp8GemmArgs
       cp_async4_zfill(Ss + c, a.x_scales + (in ? tok * nb + b : 0), in);
     }
   };
-  float acc[64], d[64];
+  float acc[kNH][64], d[64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f, d[i] = 0.0f;
+  for (int i = 0; i < 64; ++i) {
+    d[i] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < kNH; ++h) acc[h][i] = 0.0f;
+  }
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -178,18 +186,21 @@ __global__ void __launch_bounds__(Cfg<kWG>::kThreads, 1) gemm_kernel(Fp8GemmArgs
     // Block j of the stage: descriptors advance 32 bytes along the swizzled row. Issue,
     // wait, promote: reading a fragment while a later wgmma is in flight makes ptxas
     // serialize every wgmma of the kernel anyway (C7514), so the overlap of promotion and
-    // MMA comes from the other warpgroup, which runs its own block meanwhile.
+    // MMA comes from the other warpgroups, which run their own blocks meanwhile.
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if (j >= jn) break;
-      wgmma_fence();
-      wgmma_m64n128k32(d, smem_desc(a_tile + j * 32), smem_desc(Bs + j * 32));
-      wgmma_commit();
-#pragma unroll
-      for (int grp = 0; grp < 4; ++grp) sw[grp] = swb[grp * nb + j];
       const float sx0 = Ss[row_a * 4 + j], sx1 = Ss[(row_a + 8) * 4 + j];
-      wgmma_wait<0>();
-      promote(acc, d, sx0, sx1, sw);
+#pragma unroll
+      for (int h = 0; h < kNH; ++h) {
+        wgmma_fence();
+        wgmma_m64n128k32(d, smem_desc(a_tile + j * 32), smem_desc(Bs + h * 128 * kBK + j * 32));
+        wgmma_commit();
+#pragma unroll
+        for (int grp = 0; grp < 4; ++grp) sw[grp] = swb[(h * 4 + grp) * nb + j];
+        wgmma_wait<0>();
+        promote(acc[h], d, sx0, sx1, sw);
+      }
     }
   }
   cp_async_wait<0>();
@@ -200,27 +211,31 @@ __global__ void __launch_bounds__(Cfg<kWG>::kThreads, 1) gemm_kernel(Fp8GemmArgs
     if (tok >= a.n) continue;
     float* yr = a.y + tok * a.num_rows;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int64_t col = n0 + i * 8 + tq * 2;
-      if (col < a.num_rows) yr[col] = acc[i * 4 + 2 * h];
-      if (col + 1 < a.num_rows) yr[col + 1] = acc[i * 4 + 2 * h + 1];
-    }
+    for (int nh = 0; nh < kNH; ++nh)
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int64_t col = n0 + nh * 128 + i * 8 + tq * 2;
+        if (col < a.num_rows) yr[col] = acc[nh][i * 4 + 2 * h];
+        if (col + 1 < a.num_rows) yr[col + 1] = acc[nh][i * 4 + 2 * h + 1];
+      }
   }
 }
 
-template <int kWG>
+template <int kWG, int kNH>
 size_t smem_bytes(int64_t k) {
-  return 1024 + size_t(kStages) * Cfg<kWG>::kStageStride + size_t(4 * (k / 32)) * 4;
+  return 1024 + size_t(kStages) * Cfg<kWG, kNH>::kStageStride + size_t(4 * kNH * (k / 32)) * 4;
 }
 
-template <int kWG>
+template <int kWG, int kNH>
 cudaError_t launch(const Fp8GemmArgs& a, cudaStream_t stream) {
-  const size_t smem = smem_bytes<kWG>(a.w.cols);
+  using C = Cfg<kWG, kNH>;
+  const size_t smem = smem_bytes<kWG, kNH>(a.w.cols);
   // Set on every call (host-side, cheap, allowed during graph capture): the size depends on K.
-  const cudaError_t e = cudaFuncSetAttribute(gemm_kernel<kWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  const cudaError_t e =
+      cudaFuncSetAttribute(gemm_kernel<kWG, kNH>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
-  const dim3 grid(unsigned((a.num_rows + kBN - 1) / kBN), unsigned((a.n + Cfg<kWG>::kBM - 1) / Cfg<kWG>::kBM));
-  gemm_kernel<kWG><<<grid, Cfg<kWG>::kThreads, smem, stream>>>(a);
+  const dim3 grid(unsigned((a.num_rows + C::kBN - 1) / C::kBN), unsigned((a.n + C::kBM - 1) / C::kBM));
+  gemm_kernel<kWG, kNH><<<grid, C::kThreads, smem, stream>>>(a);
   return cudaGetLastError();
 }
 
@@ -237,9 +252,10 @@ bool linear_fp8_wgmma_eligible(const Fp8GemmArgs& a) {
   return major == 9 && minor == 0;  // wgmma: sm_90a code, which runs on compute capability 9.0 only
 }
 
-cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, int warpgroups, cudaStream_t stream) {
-  if (warpgroups == 3) return wg::launch<3>(a, stream);
-  return wg::launch<2>(a, stream);
+cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, Fp8GemmKind kind, cudaStream_t stream) {
+  if (kind == Fp8GemmKind::kWgmma3) return wg::launch<3, 1>(a, stream);
+  if (kind == Fp8GemmKind::kWgmmaWide) return wg::launch<2, 2>(a, stream);
+  return wg::launch<2, 1>(a, stream);
 }
 
 }  // namespace deepinfer::kernels
