@@ -4,7 +4,8 @@
 # (f32, bf16, fp8), torch's baselines for them (_scaled_mm), then the other linear op
 # tests with what time is left, each part
 # under a timeout and a shared deadline (BUDGET seconds, default 285), continuing past
-# failures. Logs to LOG_DIR.   fp8_device.sh LOG_DIR
+# failures. Logs to LOG_DIR (7 files; the device machine returned only 8 of 10 in run 1).
+#   fp8_device.sh LOG_DIR
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 LOG="${1:-/tmp/fp8_logs}"
@@ -25,12 +26,13 @@ stamp machine
 # CUDA error would end every later call of a process) is left out of the timings below.
 KINDS=""
 for k in wgmma wgmma3 wgmmaw mma8; do
-  timeout "$(left 20)" "$HERE/test_ops_cuda" --gtest_filter="*linear_fp8_kernel_${k}_n250_*" >"$LOG/sanity_$k.log" 2>&1
-  grep -q "^\[ fp8 \] linear_fp8_kernel_${k}_n250" "$LOG/sanity_$k.log" && KINDS="$KINDS${KINDS:+,}$k"
+  timeout "$(left 20)" "$HERE/test_ops_cuda" --gtest_filter="*linear_fp8_kernel_${k}_n250_*" >/tmp/fp8_sanity.log 2>&1
+  cat /tmp/fp8_sanity.log >>"$LOG/sanity.log"  # one file: the device returns only a few files
+  grep -q "^\[ fp8 \] linear_fp8_kernel_${k}_n250" /tmp/fp8_sanity.log && KINDS="$KINDS${KINDS:+,}$k"
 done
 echo "fp8 kinds that ran: ${KINDS:-none}" | tee -a "$LOG/steps.log"
 stamp "test_ops_cuda: FP8 activations and fake_quant"
-timeout "$(left 110)" stdbuf -oL "$HERE/test_ops_cuda" --gtest_filter='*linear_fp8_*:*fake_quant*' >"$LOG/ops_cuda_fp8.log" 2>&1
+timeout "$(left 120)" stdbuf -oL "$HERE/test_ops_cuda" --gtest_filter='*linear_fp8_*:*fake_quant*' >"$LOG/ops_cuda_fp8.log" 2>&1
 echo "test_ops_cuda fp8 rc=$?" | tee -a "$LOG/steps.log"
 grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$LOG/ops_cuda_fp8.log" | head -40
 stamp "flash_layers --ops-linear"

@@ -36,10 +36,55 @@ namespace {
 
 namespace gpu = ops::cuda;
 
+// Fast generators (xorshift): the Flash shapes have up to 42M weights and 67M activations,
+// which <random>'s normal distribution and the float -> e4m3 rounding take seconds per seed
+// to draw.
+struct XorShift {
+  uint64_t s;
+  uint64_t next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+  // Roughly normal (a sum of four uniforms, centred, unit variance).
+  float normal() {
+    const uint64_t r = next();
+    float t = 0.0f;
+    for (int i = 0; i < 4; ++i) t += float((r >> (16 * i)) & 0xffff) * (1.0f / 65536.0f);
+    return (t - 2.0f) * 1.7320508f;
+  }
+};
+
+// An FP8 weight in the released format (e4m3 codes, 32 x 32 ue8m0 blocks): random codes
+// with exponent fields 4..10 (magnitudes 2^-3 .. 2^3.9), a few zeros, scales 2^-9 .. 2^-5.
+std::unique_ptr<TestWeight> fp8_weight(Rng& rng, int64_t rows, int64_t cols) {
+  auto w = std::make_unique<TestWeight>();
+  w->dtype = DType::F8_E4M3;
+  w->rows = rows;
+  w->cols = cols;
+  w->block_rows = w->block_cols = 32;
+  w->scale_dtype = DType::F8_E8M0;
+  w->scale_cols = (cols + 31) / 32;
+  XorShift xs{rng() | 1};
+  w->scale.resize(size_t(((rows + 31) / 32) * w->scale_cols));
+  for (auto& b : w->scale) b = uint8_t(127 - 9 + int(xs.next() % 5));
+  w->data.resize(size_t(rows * cols));
+  for (auto& b : w->data) {
+    const uint64_t r = xs.next();
+    b = r % 61 == 0 ? 0 : uint8_t(((r >> 8) & 0x80) | ((4 + (r >> 16) % 7) << 3) | ((r >> 24) & 7));
+  }
+  w->d_data = std::make_unique<Dev<uint8_t>>(w->data);
+  w->d_scale = std::make_unique<Dev<uint8_t>>(w->scale);
+  return w;
+}
+
 // x with blocks of very different magnitude (different scales per block), blocks under
 // the 1e-4 amax clamp, and a few exact zeros.
 std::vector<float> fp8_x(Rng& rng, int64_t n, int64_t cols) {
-  std::vector<float> x = randn(rng, size_t(n * cols));
+  std::vector<float> x(size_t(n * cols));
+  XorShift xs{rng() | 1};
+  for (auto& v : x) v = xs.normal();
   const int64_t nb = (cols + 31) / 32;
   for (int64_t t = 0; t < n; ++t)
     for (int64_t b = 0; b < nb; ++b) {
@@ -129,7 +174,7 @@ OpCase fp8_case(const char* label, gpu::LinearKernel kernel, int64_t n, int64_t 
   if (!with_ws) name += "_nows";
   if (mode == gpu::LinearMode::kInvariant) name += "_invariant";
   return {name, "linear_fp8", [=](Rng& rng) {
-            const auto w = random_weight(rng, WKind::kFp8E8m0, rows, cols, 0.05f);
+            const auto w = fp8_weight(rng, rows, cols);
             const auto x = fp8_x(rng, n, cols);
             const int64_t out_rows = num_rows < 0 ? rows - row0 : num_rows;
             const size_t bytes = gpu::linear_fp8_workspace_bytes(n, cols);
@@ -148,7 +193,7 @@ OpCase fp8_graph_case(int64_t n, int64_t rows, int64_t cols) {
   const std::string name = "linear_fp8_graph_n" + std::to_string(n) + "_" + std::to_string(rows) + "x" +
                            std::to_string(cols);
   return {name, "linear_fp8", [=](Rng& rng) {
-            const auto w = random_weight(rng, WKind::kFp8E8m0, rows, cols, 0.05f);
+            const auto w = fp8_weight(rng, rows, cols);
             const auto x = fp8_x(rng, n, cols);
             Dev<float> dx(x), dy(size_t(n * rows));
             cudaStream_t s = nullptr;
@@ -244,7 +289,7 @@ OpCase fp8_kernel_case(kernels::Fp8GemmKind kind, int64_t n, int64_t rows, int64
   const std::string name = std::string("linear_fp8_kernel_") + kn + "_n" + std::to_string(n) + "_" +
                            std::to_string(rows) + "x" + std::to_string(cols);
   return {name, "linear_fp8", [=](Rng& rng) {
-            const auto w = random_weight(rng, WKind::kFp8E8m0, rows, cols, 0.05f);
+            const auto w = fp8_weight(rng, rows, cols);
             const auto x = fp8_x(rng, n, cols);
             Dev<float> dx(x), ds(size_t(n * (cols / 32))), dy(size_t(n * rows));
             Dev<uint8_t> dc(size_t(n * cols));
@@ -274,12 +319,12 @@ std::vector<OpCase> linear_fp8_cases() {
                           {"wo_b", 5120, 8192}, {"shared_w1", 2304, 5120}, {"shared_w2", 5120, 2304}};
   std::vector<OpCase> cases;
   for (const Shape& s : shapes) {
-    const bool big = s.rows * s.cols > (int64_t(16) << 20);  // wq_b, wo_b: slow to draw, fewer cases
+    const bool big = s.rows * s.cols > (int64_t(16) << 20);  // wq_b, wo_b: the oracle's sums take longest
     cases.push_back(fp8_case(s.name, K::kAuto, 1, s.rows, s.cols));
     if (!big) cases.push_back(fp8_case(s.name, K::kAuto, 8, s.rows, s.cols));
-    cases.push_back(fp8_case(s.name, K::kFp8Wgmma, 256, s.rows, s.cols));
+    if (!big) cases.push_back(fp8_case(s.name, K::kFp8Wgmma, 256, s.rows, s.cols));
     if (!big) cases.push_back(fp8_case(s.name, K::kFp8Mma, 256, s.rows, s.cols));
-    cases.push_back(fp8_case(s.name, K::kAuto, 4096, s.rows, s.cols));  // the wgmma GEMM
+    cases.push_back(fp8_case(s.name, K::kAuto, 4096, s.rows, s.cols));  // the wgmma GEMM (3 warpgroups)
     if (!big) cases.push_back(fp8_case(s.name, K::kFp8Mma, 4096, s.rows, s.cols));
     if (big) cases.push_back(fp8_case(s.name, K::kFp8Wgmma, 8192, s.rows, s.cols));
   }
@@ -300,8 +345,8 @@ std::vector<OpCase> linear_fp8_cases() {
     cases.push_back(fp8_kernel_case(kind, 4096, 2304, 5120));
     cases.push_back(fp8_kernel_case(kind, 250, 1000, 1280));  // ragged tiles (192 tokens, 256 rows too)
   }
-  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmma3, 8192, 5120, 8192));
-  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmmaWide, 1000, 5120, 8192));  // the largest smem (K 8192)
+  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmma3, 8192, 1024, 8192));
+  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmmaWide, 1000, 1024, 8192));  // the largest smem (K 8192)
   cases.push_back(fp8_quant_case(7, 5120));
   cases.push_back(fp8_quant_case(5, 1000));  // K % 32 = 8
   cases.push_back(fp8_reject_case());

@@ -121,7 +121,10 @@ enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Wgmma 
 // as the CPU does, then
 //   - from n >= linear_fp8_min_n() tokens (kAuto), or forced with kFp8Wgmma / kFp8Mma: a
 //     GEMM on the FP8 tensor cores (kernels/cuda/smxx_linear_fp8.cuh: one k32 MMA per
-//     32-block from zero, promoted to fp32 with s_x * s_w), Hopper wgmma or mma.sync;
+//     32-block from zero, promoted to fp32 with s_x * s_w), Hopper wgmma (kAuto: three
+//     warpgroups from n = 1024, two below; kFp8Wgmma: two) or mma.sync (kFp8Mma);
+//     measured 0.15-0.22x torch._scaled_mm at n >= 4096 (bench/results/2026-11-30-fp8-gemm.md),
+//     so this mode gives the reference runtime's numerics, not speed (kBF16 is faster);
 //     needs K % 32 == 0, 32-row weight scale blocks and a slice starting on one; kAuto
 //     falls back to the path below when these do not hold;
 //   - else (kAuto below the threshold, or kGemv / kMma / kTiled forced): the dequantized
@@ -130,7 +133,7 @@ enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Wgmma 
 // Scratch (codes and scales, or the fp32 values) comes from ws when it is large enough
 // (linear_fp8_workspace_bytes), else from the stream-ordered allocator.
 // kInvariant mode: the gemv chunks on the dequantized codes (same bits in any batch).
-int64_t linear_fp8_min_n();
+int64_t linear_fp8_min_n();  // 64: from there the GEMM beat the fp32 path on every Flash shape
 size_t linear_fp8_workspace_bytes(int64_t n, int64_t cols);
 void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws,
             LinearKernel kernel = LinearKernel::kAuto);

@@ -231,8 +231,12 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
   const int64_t k = p.w.cols, nb = (k + 31) / 32;
   bool gemm = mode == LinearMode::kAuto && (forced_gemm || (kernel == LinearKernel::kAuto && p.n >= linear_fp8_min_n()));
   if (gemm) {
-    kernels::Fp8GemmKind kind =
-        kernel == LinearKernel::kFp8Mma ? kernels::Fp8GemmKind::kMma : kernels::Fp8GemmKind::kWgmma;
+    // kAuto: the wgmma variant measured fastest (bench/results/2026-11-30-fp8-gemm.md): three
+    // warpgroups (192-token tiles) from 1024 tokens (20-35% faster there on wq_b, wo_b, the
+    // shared expert), two (128-token tiles, more tiles for small grids) below.
+    kernels::Fp8GemmKind kind = kernel == LinearKernel::kFp8Mma ? kernels::Fp8GemmKind::kMma
+                                : kernel == LinearKernel::kAuto && p.n >= 1024 ? kernels::Fp8GemmKind::kWgmma3
+                                                                              : kernels::Fp8GemmKind::kWgmma;
     const size_t codes_bytes = align_up(size_t(p.n * k));
     Scratch sc(ws, codes_bytes + size_t(p.n * nb) * 4, stream);
     kernels::Fp8GemmArgs g;
