@@ -919,8 +919,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
           // small=fused / small=former (default): the small tiles' split + two stages in
           // one persistent launch vs split + one launch per stage (moe_tc_set_fused; NOTES
           // "MoE at decode sizes"), with the default big-tile kernel.
-          for (auto big : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128,
-                           kernels::MoeTcBig::kRows64})
+          for (auto big : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWide2,
+                           kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
           for (bool fused : {true, false}) {
             const bool ab = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kBF16;
             if ((!ab && big != kernels::MoeTcBig::kWide) || (T > maxn && mode != ops::cuda::LinearMode::kAuto)) continue;
@@ -941,6 +941,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
             const char* bn = big == kernels::MoeTcBig::kWide     ? " big=wide"
                              : big == kernels::MoeTcBig::kWide2  ? " big=wide2"
                              : big == kernels::MoeTcBig::kWide128 ? " big=wide128"
+                             : big == kernels::MoeTcBig::kWgmma   ? " big=wgmma"
                                                                   : " big=rows64";
             std::printf("op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f%s%s\n",
                         (long long)T, (long long)act, mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant",

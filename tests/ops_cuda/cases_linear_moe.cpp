@@ -134,8 +134,8 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // batch); 1 = every token. invariant: kInvariant mode, and the rows of two sub-batches
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
 // both_big: the batch runs again with the other big-tile kernels (moe_tc_set_big: 64-row
-// tiles, 32 rows per warp, 128 rows per block) and must equal the default's output bit for bit
-// (same MMAs, same order).
+// tiles, 32 rows per warp, 128 rows per block, the wgmma tiles of 128 rows) and must equal
+// the default's output bit for bit (same MMAs, same order).
 // FP4 experts at moe_tc shapes also run with the former small-tile launches (moe_tc_set_fused(false):
 // split, then one moe_tc launch per stage) and must equal the fused persistent kernel's
 // output bit for bit (the same MMAs per output, the same K split and slice order).
@@ -189,13 +189,20 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
             if (both_big) {
               for (auto [kern, label] : {std::pair{kernels::MoeTcBig::kRows64, "rows64_vs_wide_differ"},
                                          std::pair{kernels::MoeTcBig::kWide2, "wide2_vs_wide_differ"},
-                                         std::pair{kernels::MoeTcBig::kWide128, "wide128_vs_wide_differ"}}) {
+                                         std::pair{kernels::MoeTcBig::kWide128, "wide128_vs_wide_differ"},
+                                         std::pair{kernels::MoeTcBig::kWgmma, "wgmma_vs_wide_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());
                 kernels::moe_tc_set_big(kernels::MoeTcBig::kWide);
                 const std::vector<float> other = alt.host();
                 o.ints.push_back({label, {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
+                if (kern == kernels::MoeTcBig::kWgmma) {  // also against the CPU on its own (a rounding
+                  std::vector<float> og(m * dim);          // difference in the k16 step would show here only)
+                  for (int64_t i = 0; i < m; ++i)
+                    std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, og.begin() + i * dim);
+                  o.floats.push_back({"y_wgmma", y, og});
+                }
               }
             }
             if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0) {  // moe_tc shapes
@@ -289,6 +296,15 @@ std::vector<OpCase> moe_cases() {
                                    false, true, false, 1, ops::Activations::kBF16, true));
   cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n4096", WKind::kFp4E8m0, 4096, 384, 6, 2304, 5120, 4, 384,
                                    false, true, false, 512, ops::Activations::kBF16, true));
+  // Prefill sizes with few experts, for the wgmma tiles (128 rows, a template case per 16
+  // rows): 8 experts at ~300 rows (hot ones ~700) give full tiles and tails of every
+  // height; K = 384 / 256 (3 and 2 chunks: odd and even chunk loops, fewer chunks than the
+  // 4-stage ring), K = 128 in stage 2 of the second (one chunk); dim 640 (5 stage-2 row
+  // blocks). The oracle on every 4th token.
+  cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n1200_wg", WKind::kFp4E8m0, 1200, 8, 2, 384, 640, 3, 8,
+                                   false, true, false, 4, ops::Activations::kBF16, true));
+  cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n2000_wg_k128", WKind::kFp4E8m0, 2000, 12, 3, 128, 256, 3,
+                                   12, false, false, false, 4, ops::Activations::kBF16, true));
   // kBF16 at the V4.1 shape (batch 1, 8 and the mixed 256), and on the SIMT paths: FP4
   // whose inter (96) no tensor-core tile takes, FP8 (3-term mma tiles on rounded x).
   cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n1", WKind::kFp4E8m0, 1, 384, 6, 2304, 5120, 4, 64, false,

@@ -93,6 +93,11 @@ constexpr int kMoeBigRows = 64;   // rows per mma tile (its token tile)
 // full tile + a few-row tail that streams and decodes the whole expert again; 80 rows
 // leave ~2% of them split (NOTES "MoE wide tiles").
 constexpr int kMoeTcWideRows = 80;
+// Rows per big tile of the wgmma kernel (kBF16, MoeTcBig::kWgmma, smxx_moe_wgmma.cu): the
+// largest tile whose two fp32 accumulator sets (the chain of a chunk and the sum) fit a
+// thread's registers next to two chunks of A fragments: at T = 8192 an expert gets
+// 128 +- 11 rows, so about half the experts are one tile.
+constexpr int kMoeTcWgmmaRows = 128;
 
 struct MoePlanArgs {
   const int64_t* expert_ids = nullptr;    // [n, k]
@@ -100,7 +105,7 @@ struct MoePlanArgs {
   int32_t n = 0, k = 0, num_experts = 0;
   int32_t big_threshold = INT32_MAX;  // experts with more rows than this use big tiles
   int32_t small_rows = kMoeSmallRows;  // small-tile height: 1, 2, 4 or 8 (moe_small_tile_rows)
-  int32_t big_rows = kMoeBigRows;      // big-tile height: kMoeBigRows or kMoeTcWideRows
+  int32_t big_rows = kMoeBigRows;      // big-tile height: kMoeBigRows, kMoeTcWideRows or kMoeTcWgmmaRows
   // Outputs / scratch (device):
   int32_t* counts = nullptr;      // [E]
   int32_t* offsets = nullptr;     // [E + 1]
@@ -176,9 +181,19 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // bitwise the same (same MMAs, same order; tested); kWide measured fastest at T >= 4096
 // (run 11: 10.1 ms, kWide2 10.0-10.1, kWide128 11.6, kRows64 16.0). A process-wide
 // switch for benchmarks and tests, read by the op when it plans the tiles.
-enum class MoeTcBig { kRows64, kWide, kWide2, kWide128 };
+// kWgmma (sm_90a, moe_tc_wgmma_supported): tiles of kMoeTcWgmmaRows on warpgroup MMAs
+// (smxx_moe_wgmma.cu); stage 1 reads x from moe_split_perm's planes and writes h in the
+// same permuted column order, which its stage 2 reads. The same MMA chains and promotion
+// as kWide (tested bitwise against it); elsewhere the op takes kWide instead.
+enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
+bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code
+// The kWgmma tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows here).
+cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream);
+// x [count] fp32 (rows of dim, dim % 128 == 0) -> one bf16 plane (round to nearest even)
+// with each 128-column chunk in the wgmma kernel's k order (smxx_moe_wgmma.cu).
+cudaError_t moe_split_perm(const float* x, uint16_t* out, int64_t count, int64_t dim, cudaStream_t stream);
 // Both stages of the small tiles (<= 8 rows) in one persistent launch (moe_tc_fused):
 // blocks take work items (stage 1 items of every tile, then stage 2 items) from a ticket
 // counter, and a stage 2 item waits on its tile's count of finished stage 1 items; the

@@ -94,11 +94,12 @@ bool use_big_tiles(int64_t n, const MoeExpertTable& t, LinearMode mode) {
 bool use_tc(const MoeExpertTable& t) { return kernels::moe_tc_eligible(t.w13(), t.w2()); }
 
 // Workspace layout, in order; every piece 256-byte aligned. xt / ht: the bf16 planes of
-// x and h for moe_tc (sized for 3 planes, the kF32 split); xr: bf16-rounded x for the
-// SIMT paths under kBF16. Sizes do not depend on the activation mode.
+// x and h for moe_tc (sized for 3 planes, the kF32 split); xp: bf16 x in the wgmma
+// tiles' column order (moe_split_perm); xr: bf16-rounded x for the SIMT paths under
+// kBF16. Sizes do not depend on the activation mode.
 struct MoeLayout {
   size_t counts, offsets, chunk_base, row_token, row_weight, slot_row, small_tiles, big_tiles, num_tiles, h, up, y,
-      xt, ht, xr, sync, total;
+      xt, ht, xp, xr, sync, total;
   MoeLayout(int64_t n, int64_t k, const MoeExpertTable& t, LinearMode mode) {
     const int64_t nk = n * k, E = t.num_experts(), inter = t.w13().rows, dim = t.w2().rows;
     const bool big = use_big_tiles(n, t, mode), tc = use_tc(t);
@@ -123,6 +124,7 @@ struct MoeLayout {
     y = take(size_t(nk * dim) * 4);
     xt = take(tc ? size_t(n * dim) * 2 * 3 : 0);
     ht = take(tc ? size_t(nk * inter) * 2 * 3 : 0);
+    xp = take(tc ? size_t(n * dim) * 2 : 0);
     xr = take(tc ? 0 : size_t(n * dim) * 4);
     // moe_tc_fused's ticket + per-small-tile counters (zeroed by the plan).
     sync = take(tc ? size_t(kernels::moe_tc_fused_sync_count(kernels::moe_small_tile_bound(
@@ -225,7 +227,9 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   // tiles (kMoeTcWideRows: one tile per expert at prefill sizes, smxx_moe.cuh).
   const bool wide = big && use_tc(t) && p.act == Activations::kBF16 &&
                     kernels::moe_tc_big() != kernels::MoeTcBig::kRows64;
-  pa.big_rows = wide ? kernels::kMoeTcWideRows : kernels::kMoeBigRows;
+  // kWgmma (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes.
+  const bool wg = wide && kernels::moe_tc_big() == kernels::MoeTcBig::kWgmma && kernels::moe_tc_wgmma_supported();
+  pa.big_rows = wg ? kernels::kMoeTcWgmmaRows : wide ? kernels::kMoeTcWideRows : kernels::kMoeBigRows;
   pa.counts = reinterpret_cast<int32_t*>(at(lay.counts));
   pa.offsets = reinterpret_cast<int32_t*>(at(lay.offsets));
   pa.chunk_base = reinterpret_cast<int32_t*>(at(lay.chunk_base));
@@ -287,6 +291,11 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
       s->xt_plane = p.n * dim;
       s->ht = ht;
       s->ht_plane = nk * inter;
+    }
+    if (wg) {  // the wgmma tiles read x in their own column order (and write h in it for stage 2)
+      uint16_t* xp = reinterpret_cast<uint16_t*>(at(lay.xp));
+      CUDA_CHECK(kernels::moe_split_perm(p.x, xp, p.n * dim, dim, stream));
+      tl.xt = xp;
     }
     const bool big_tc = big && bf16;
     // The small tiles' stage 2 arguments (the fused kernel takes both stages at once).

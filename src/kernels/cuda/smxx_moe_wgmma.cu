@@ -1,0 +1,407 @@
+// Big tiles of the FP4 MoE under Activations::kBF16 on Hopper's warpgroup MMA (wgmma,
+// sm_90a): moe_tc's tiles of up to kMoeTcWgmmaRows rows (one tile per expert at T = 8192
+// for ~half the experts, smxx_moe.cuh), both stages.
+//
+// Why (bench/flash/NOTES.md "MoE wide tiles at prefill sizes"): the mma.sync wide kernel
+// spends its time in turns: every warp decodes its FP4 rows, then every warp multiplies,
+// because a warp's MMAs and its decode share one instruction stream and a barrier per
+// chunk lines the warps up. wgmma is asynchronous: a warpgroup issues the 8 MMAs of a
+// 128-column chunk and decodes the next chunk while the tensor cores run them, and the
+// B operand (the tile's tokens) comes straight from shared memory instead of through
+// registers (no LDS per MMA).
+//
+// Block: 2 warpgroups (256 threads, one block per SM), 64 weight rows per warpgroup
+// (stage 1: 32 outputs as w1 / w3 row pairs; stage 2: 64 w2 rows), all kN tokens of the
+// tile (kN = its rows rounded up to 16, a template case per size). A thread decodes the
+// same 2 x 32 codes per chunk as the mma.sync kernels (decode8, smxx_moe_decode.cuh): its
+// registers are an mma.sync A fragment, which is exactly the RS-form wgmma A fragment of
+// its warp's 16 rows. Per chunk, through a kWgStages-deep cp.async ring: the tile's token
+// rows (kN x 256 bytes, K-major in the 128-byte swizzle the descriptor reads) and each
+// thread's own 2 x 16 weight bytes (read back by the thread that copied them).
+//
+// The k order. A thread's A registers of step j (0..7) of a chunk hold columns
+// 32 c + 8 q + 4 h + {0, 1} (k slots 2 c, 2 c + 1) and + {2, 3} (slots 2 c + 8, 2 c + 9),
+// j = 2 q + h (the mma.sync kernels' order: they read B from the same columns). wgmma
+// reads B's k slots from 16 consecutive elements of a row in shared memory, so the token
+// rows are stored in that order: within every 128-column chunk, column col sits at
+// chunk_pos(col) = 16 j + slot. Stage 1 reads x through moe_split_perm (a permuted copy of
+// the bf16 planes) and writes h permuted the same way, which is what stage 2 reads; the
+// small tiles keep the natural planes (their rows are disjoint from the big tiles').
+//
+// Arithmetic: per (row, token) each chunk is one chain of 8 k16 MMAs from zero (scale-d
+// = 0 on the first) added into the fp32 accumulator: the same products, the same chains,
+// the same promotion order as moe_tc_wide_kernel, whose output this kernel must equal bit
+// for bit (ops_cuda "wgmma_vs_wide_differ"; it holds when the k16 step rounds as mma.sync's).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/cuda/smxx_moe.cuh"
+#include "kernels/cuda/smxx_moe_decode.cuh"
+#include "kernels/cuda/smxx_moe_terms.cuh"
+#include "kernels/cuda/smxx_wgmma.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kWgThreads = 256;           // two warpgroups
+constexpr int kWgMaxN = kMoeTcWgmmaRows;  // tokens per tile = the largest wgmma N used
+constexpr int kWgStages = 4;              // chunks in the ring (3 in flight while one is multiplied)
+constexpr int kAtomBytes = kWgMaxN * 128;          // a 64-column half of a staged chunk
+constexpr int kXBytes = 2 * kAtomBytes;            // the tile's tokens x 128 columns
+constexpr int kWBytes = kWgThreads * 32;           // every thread's 2 x 16 weight bytes
+constexpr int kStageBytes = kXBytes + kWBytes;     // 40 KB
+constexpr int kXoBytes = (kWgMaxN / 16) * kWgThreads * 4;  // each thread's token source offsets
+constexpr int kWgSmem = kWgStages * kStageBytes + kXoBytes + 1024;  // + slack to align the ring to 1024
+static_assert(kAtomBytes % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
+static_assert(kWgMaxN % 16 == 0 && kWgMaxN <= 128, "one template case per 16 tokens, up to m64n128");
+
+// Position of column col (0..127) of a chunk in the permuted rows (see the top comment).
+__host__ __device__ constexpr int chunk_pos(int col) {
+  const int c = col >> 5, q = (col >> 3) & 3, h = (col >> 2) & 1, hi = (col >> 1) & 1, e = col & 1;
+  return 16 * (2 * q + h) + 8 * hi + 2 * c + e;
+}
+// Every column lands on its own position (a permutation of 0..127).
+constexpr bool chunk_pos_is_permutation() {
+  bool seen[128] = {};
+  for (int col = 0; col < 128; ++col) {
+    const int p = chunk_pos(col);
+    if (p < 0 || p >= 128 || seen[p]) return false;
+    seen[p] = true;
+  }
+  return true;
+}
+static_assert(chunk_pos_is_permutation(), "chunk_pos must permute a chunk's columns");
+static_assert(chunk_pos(1) == chunk_pos(0) + 1 && chunk_pos(2) == chunk_pos(0) + 8 && chunk_pos(3) == chunk_pos(0) + 9,
+              "moe_split_perm stores pairs (4 c, 4 c + 1) and (4 c + 2, 4 c + 3) at p and p + 8");
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+using moe_decode::decode8;
+using moe_decode::scale_bf16x2;
+
+constexpr int kScaleAhead = 4;  // scale bytes queued (one byte each in a word), chunks ahead of the decode
+
+// One tile, kN = its rows rounded up to 16 (tokens past the rows are zero in shared
+// memory: computed, never stored), for `items` consecutive row blocks from rb0 (stage 1:
+// 64 outputs, stage 2: 128 rows each). The row blocks run as one stream of items x chunks
+// through the ring, so the next block's first chunks load and decode under the current
+// one's last MMAs (no pipeline start-up per row block). sbase / sgen: the 1024-aligned
+// ring (shared-window address / generic pointer).
+template <int kStage, int kN>
+__device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
+                                        uint32_t sbase, uint8_t* sgen) {
+  constexpr int kD = kN / 2;      // accumulator registers per thread
+  constexpr int kUnits = kN / 16;  // 16-byte token copies per thread per chunk (kN rows x 16)
+  constexpr int kBlockRows = kStage == 1 ? 64 : 128;  // outputs (stage 1) / w2 rows (stage 2) per row block
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const MoeExpertPtrs& ex = a.experts[tile.expert];
+  const int64_t K = L.cols, out_rows = L.rows;
+  const int chunks = int(K / 128), total = items * chunks;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int rows = tile.rows;
+
+  // The warp's 16 weight rows in row block rb0 (rows 16 (warp % 4) .. of its warpgroup's
+  // 64): stage 1 w1 row o (A row g) and w3 row o (A row g + 8) of output o = o0 + g; stage
+  // 2 w2 rows o0 + g and o0 + 8 + g. Item r: + r kBlockRows rows. out_rows is a multiple
+  // of kBlockRows (host check).
+  const int64_t o0 = rb0 * kBlockRows + (kStage == 1 ? warp * 8 : warp * 16);
+  const int64_t ra = o0 + g, rb = kStage == 1 ? o0 + g : o0 + 8 + g;
+  const int64_t row_bytes = K / 2;
+  const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + ra * row_bytes + c * 16;
+  const uint8_t* wb = ex.w[kStage == 1 ? 1 : 2] + rb * row_bytes + c * 16;
+  const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols + c;
+  const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c;
+  const int64_t item_w = kBlockRows * row_bytes, item_s = kBlockRows * L.scale_cols;
+  // Stream chunk gc = item gc / chunks, chunk gc % chunks: its weight and scale offsets.
+  auto w_off = [&](int gc) { return int64_t(gc / chunks) * item_w + int64_t(gc % chunks) * 64; };
+  auto s_off = [&](int gc) { return int64_t(gc / chunks) * item_s + int64_t(gc % chunks) * 4; };
+
+  // Token copies: unit u = tid + 256 j = (row u >> 4, half (u >> 3) & 1, granule u & 7),
+  // stored at half * kAtomBytes + row * 128 + ((granule ^ (row % 8)) * 16): the 128-byte
+  // swizzle. row % 8 and the granule do not depend on j, so the destination is xdst +
+  // 2048 j. Sources as int32 element offsets into the planes (rows x K < 2^31: host check).
+  const int half = (tid >> 3) & 1, gran = tid & 7;
+  const uint32_t xdst = uint32_t(half * kAtomBytes + (tid >> 4) * 128 + ((gran ^ ((tid >> 4) & 7)) << 4));
+  // Kept in shared memory (xo[j * 256 + tid], read back by the same thread): registers
+  // are the scarce resource here.
+  int32_t* const xo = reinterpret_cast<int32_t*>(sgen + kWgStages * kStageBytes);
+#pragma unroll
+  for (int j = 0; j < kUnits; ++j) {
+    const int r = (tid >> 4) + 16 * j;
+    int32_t v = -1;
+    if (r < rows) {
+      const int64_t p = tile.row0 + r;
+      const int64_t xrow = kStage == 1 ? int64_t(a.row_token[p]) : p;
+      v = int32_t(xrow * K + half * 64 + gran * 8);
+    }
+    xo[j * kWgThreads + tid] = v;
+  }
+  const uint32_t wdst = uint32_t(kXBytes + tid * 16);  // row a; row b at + kWBytes / 2
+  // Stream chunk gc into buffer gc % kWgStages: the tokens' chunk (the same for every
+  // item) and this thread's weight bytes.
+  auto stage = [&](int gc) {
+    if (gc < total) {
+      const uint32_t st = sbase + uint32_t(gc % kWgStages) * kStageBytes;
+      const int64_t xc = int64_t(gc % chunks) * 128;
+#pragma unroll
+      for (int j = 0; j < kUnits; ++j) {
+        const int32_t o = xo[j * kWgThreads + tid];
+        if (o >= 0) cp_async16(st + xdst + j * 2048, a.xt + o + xc);
+      }
+      const int64_t wo = w_off(gc);
+      cp_async16(st + wdst, wa + wo);
+      cp_async16(st + wdst + kWBytes / 2, wb + wo);
+    }
+    cp_commit();  // empty groups past the end keep the count uniform
+  };
+
+  // Rows rows .. kN - 1 of every stage: zeros (no copy writes them in this block).
+  {
+    const int pad = kN - rows, per_stage = pad * 16;
+    for (int i = tid; i < kWgStages * per_stage; i += kWgThreads) {
+      const int s = i / per_stage, u = i % per_stage, r = rows + (u >> 4), hf = (u >> 3) & 1, gr = u & 7;
+      *reinterpret_cast<uint4*>(sgen + s * kStageBytes + hf * kAtomBytes + r * 128 + gr * 16) = make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // Scale bytes of rows a and b, kScaleAhead chunks ahead of the decode: byte d of qsa /
+  // qsb is stream chunk next - kScaleAhead + d (clamped reloads past the end).
+  uint32_t qsa = 0, qsb = 0;
+  int next_scale = 0;
+  auto push_scale = [&]() {
+    const int64_t so = s_off(min(next_scale++, total - 1));
+    qsa = (qsa >> 8) | (uint32_t(sa[so]) << 24);
+    qsb = (qsb >> 8) | (uint32_t(sb[so]) << 24);
+  };
+#pragma unroll
+  for (int d = 0; d < kScaleAhead; ++d) push_scale();
+  // Stream chunk gc's weights: this thread's 2 x 16 bytes in the ring and the two scales.
+  struct Raw {
+    uint4 va, vb;
+    uint32_t sca, scb;
+  };
+  auto load_raw = [&](int gc) {
+    const uint8_t* w = sgen + (gc % kWgStages) * kStageBytes + kXBytes + tid * 16;
+    Raw r{*reinterpret_cast<const uint4*>(w), *reinterpret_cast<const uint4*>(w + kWBytes / 2),
+          scale_bf16x2(uint8_t(qsa)), scale_bf16x2(uint8_t(qsb))};
+    push_scale();
+    return r;
+  };
+  // Word q of the chunk (codes 8 q .. 8 q + 7 of both rows) -> the A registers of steps
+  // 2 q and 2 q + 1.
+  uint32_t A[8][4];
+  auto decode_q = [&](const Raw& r, int q) {
+    const uint32_t ua = q == 0 ? r.va.x : q == 1 ? r.va.y : q == 2 ? r.va.z : r.va.w;
+    const uint32_t ub = q == 0 ? r.vb.x : q == 1 ? r.vb.y : q == 2 ? r.vb.z : r.vb.w;
+    uint32_t pa[4], pb[4];
+    decode8(ua, r.sca, pa);
+    decode8(ub, r.scb, pb);
+    A[2 * q][0] = pa[0], A[2 * q][1] = pb[0], A[2 * q][2] = pa[1], A[2 * q][3] = pb[1];
+    A[2 * q + 1][0] = pa[2], A[2 * q + 1][1] = pb[2], A[2 * q + 1][2] = pa[3], A[2 * q + 1][3] = pb[3];
+  };
+
+  float acc[kD], tmp[kD];
+#pragma unroll
+  for (int i = 0; i < kD; ++i) acc[i] = tmp[i] = 0.0f;
+
+  // Item r's outputs from acc, then acc = 0. acc[4 i + {0, 1}]: A row g, tokens
+  // 8 i + 2 c + {0, 1}; acc[4 i + {2, 3}]: A row g + 8.
+  auto store = [&](int r) {
+    const int64_t ob = o0 + int64_t(r) * kBlockRows;
+#pragma unroll
+    for (int i = 0; i < kD / 4; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int t = 8 * i + 2 * c + h;
+        if (t >= rows) continue;
+        const int64_t p = tile.row0 + t;
+        if constexpr (kStage == 1) {
+          const int64_t o = ob + g;  // output o, stored at its permuted column for stage 2
+          const float v = moe_terms::swiglu(acc[4 * i + h], acc[4 * i + 2 + h], a.limit,
+                                            a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
+          moe_terms::store_terms<1>(a.ht, a.ht_plane, p * out_rows + (o & ~int64_t(127)) + chunk_pos(int(o & 127)), v);
+        } else {
+          a.y[p * out_rows + ob + g] = acc[4 * i + h];
+          a.y[p * out_rows + ob + 8 + g] = acc[4 * i + 2 + h];
+        }
+      }
+#pragma unroll
+    for (int i = 0; i < kD; ++i) acc[i] = 0.0f;
+  };
+
+  // One stream chunk: its 8 MMAs, each its own wgmma group; as steps 2 q and 2 q + 1
+  // complete, word q of the next chunk is decoded into their A registers (the decode runs
+  // under the remaining MMAs, one set of A registers). Then the chain's sum is added into
+  // acc (and the item's outputs stored after its last chunk), a barrier (chunk gc + 1
+  // staged by every thread, every warpgroup past chunk gc) and the refill of chunk gc's
+  // buffer.
+  auto body = [&](int gc) {
+    const uint32_t xs = sbase + uint32_t(gc % kWgStages) * kStageBytes;
+    wgmma::fence();
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      wgmma::WgmmaRS<kN>::mma(tmp, A[j], wgmma::desc_k_sw128(xs + (j >> 2) * kAtomBytes + (j & 3) * 32), j);
+      wgmma::commit();
+    }
+    const bool more = gc + 1 < total;
+    Raw raw{};
+    if (more) {
+      cp_wait<kWgStages - 2>();  // stream chunk gc + 1's group (this thread's copies) has landed
+      raw = load_raw(gc + 1);
+    }
+    auto next_q = [&](auto qc) {
+      constexpr int q = decltype(qc)::value;
+      wgmma::wait<6 - 2 * q>();  // steps 2 q and 2 q + 1 are done with their A registers
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        wgmma::keep(A[2 * q][r]);
+        wgmma::keep(A[2 * q + 1][r]);
+      }
+      if (more) decode_q(raw, q);
+    };
+    next_q(std::integral_constant<int, 0>{});
+    next_q(std::integral_constant<int, 1>{});
+    next_q(std::integral_constant<int, 2>{});
+    next_q(std::integral_constant<int, 3>{});  // waits for all 8
+#pragma unroll
+    for (int i = 0; i < kD; ++i) wgmma::keep(tmp[i]);
+#pragma unroll
+    for (int i = 0; i < kD; ++i) acc[i] += tmp[i];
+    if (gc % chunks == chunks - 1) store(gc / chunks);
+    wgmma::fence_proxy_async();  // this thread's copies of chunk gc + 1, for the wgmma reads
+    __syncthreads();
+    stage(gc + kWgStages);  // into buffer gc % kWgStages, which no wgmma reads any more
+  };
+
+#pragma unroll 1
+  for (int s = 0; s < kWgStages; ++s) stage(s);
+  cp_wait<kWgStages - 1>();  // stream chunk 0
+  {
+    const Raw r0 = load_raw(0);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) decode_q(r0, q);
+  }
+  wgmma::fence_proxy_async();
+  __syncthreads();  // chunk 0, the zero rows and xo, from every thread
+#pragma unroll 1
+  for (int gc = 0; gc < total; ++gc) body(gc);
+}
+
+// Grid (group of row blocks, tile): block x takes row blocks [x items, (x + 1) items) of
+// tile y (the last group may be shorter); a tile's groups are neighbours in launch order, so
+// its staged tokens are read from L2 by blocks running at the same time.
+template <int kStage>
+__global__ void __launch_bounds__(kWgThreads, 1) moe_wgmma_kernel(MoeGroupedArgs a, int items) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(16) uint8_t wg_smem[];
+  if (int64_t(blockIdx.y) >= *a.num_tiles) return;
+  const MoeTile tile = a.tiles[blockIdx.y];
+  const int64_t blocks = (kStage == 1 ? a.w13.rows / 64 : a.w2.rows / 128);
+  const int64_t rb0 = int64_t(blockIdx.x) * items;
+  const int n = int(min(int64_t(items), blocks - rb0));
+  const uint32_t raw = smem_u32(wg_smem), pad = (1024u - raw % 1024u) % 1024u;
+  uint8_t* const sgen = wg_smem + pad;
+  const uint32_t sbase = raw + pad;
+  switch ((tile.rows + 15) / 16) {  // 1 .. kWgMaxN / 16: the plan's tiles have 1 .. kMoeTcWgmmaRows rows
+    case 1: wg_tile<kStage, 16>(a, tile, rb0, n, sbase, sgen); break;
+    case 2: wg_tile<kStage, 32>(a, tile, rb0, n, sbase, sgen); break;
+    case 3: wg_tile<kStage, 48>(a, tile, rb0, n, sbase, sgen); break;
+    case 4: wg_tile<kStage, 64>(a, tile, rb0, n, sbase, sgen); break;
+    case 5: wg_tile<kStage, 80>(a, tile, rb0, n, sbase, sgen); break;
+    case 6: wg_tile<kStage, 96>(a, tile, rb0, n, sbase, sgen); break;
+    case 7: wg_tile<kStage, 112>(a, tile, rb0, n, sbase, sgen); break;
+    case 8: wg_tile<kStage, 128>(a, tile, rb0, n, sbase, sgen); break;
+    default: __trap();  // a tile taller than the plan makes them
+  }
+#else
+  __trap();  // wgmma needs sm_90a; the host never launches this elsewhere (moe_tc_wgmma_supported)
+#endif
+}
+static_assert(kWgMaxN == 128, "the switch above lists the cases up to 128 tokens");
+
+// fp32 x -> bf16 (round to nearest even, as moe_split_terms<1>) at the permuted positions,
+// four columns per thread: (4 m, 4 m + 1) -> chunk_pos(4 m) + {0, 1}, (4 m + 2, 4 m + 3)
+// -> + {8, 9}. dim % 128 == 0, so chunks never straddle rows.
+__global__ void moe_split_perm_kernel(const float* x, uint16_t* out, int64_t count) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (i >= count) return;
+  const float4 v = *reinterpret_cast<const float4*>(x + i);
+  const int64_t at = (i & ~int64_t(127)) + chunk_pos(int(i & 127));
+  *reinterpret_cast<__nv_bfloat162*>(out + at) = __nv_bfloat162(__float2bfloat16_rn(v.x), __float2bfloat16_rn(v.y));
+  *reinterpret_cast<__nv_bfloat162*>(out + at + 8) = __nv_bfloat162(__float2bfloat16_rn(v.z), __float2bfloat16_rn(v.w));
+}
+
+// Row blocks per block: 1 while the tiles are few (every row block its own block, to fill
+// the GPU), up to 4 at prefill sizes, where the blocks are many and each block's pipeline
+// start-up (the first chunks' HBM latency with nothing else on its SM) is worth spreading.
+// From the host's tile bound (the device-side count is not known at launch; the bound is
+// >= n k / 64): 195 at T = 256 -> 1, 769 at T = 4096 -> 3, 1153 at T = 8192 -> 4.
+int wgmma_items(int64_t max_tiles, int64_t row_blocks) {
+  return int(std::clamp<int64_t>(max_tiles / 256, 1, std::min<int64_t>(4, row_blocks)));
+}
+
+template <int kStage>
+cudaError_t launch_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int64_t per_block = kStage == 1 ? 64 : 128;  // outputs (stage 1) / rows (stage 2) per row block
+  if (L.rows % per_block != 0 || L.rows / per_block > INT32_MAX || a.max_tiles > 65535 || a.xt_plane > INT32_MAX)
+    return cudaErrorInvalidValue;
+  const int64_t row_blocks = L.rows / per_block;
+  const int items = wgmma_items(a.max_tiles, row_blocks);
+  // Chunks in one block's stream: items x K / 128 < 2^31 (int counters).
+  if (int64_t(items) * (L.cols / 128) > INT32_MAX / 2) return cudaErrorInvalidValue;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(moe_wgmma_kernel<kStage>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
+  if (attr != cudaSuccess) return attr;
+  moe_wgmma_kernel<kStage><<<dim3(unsigned((row_blocks + items - 1) / items), unsigned(a.max_tiles)), kWgThreads,
+                             kWgSmem, stream>>>(a, items);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool moe_tc_wgmma_supported() {
+  static const bool ok = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+      return false;
+    return major == 9 && minor == 0;  // the binary's wgmma code is sm_90a only
+  }();
+  return ok;
+}
+
+cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
+  if (a.max_tiles <= 0) return cudaSuccess;
+  if (!moe_tc_eligible(a.w13, a.w2) || !a.experts || !a.xt || !a.tiles || !a.num_tiles || a.terms != 1 ||
+      a.tile_rows != kMoeTcWgmmaRows || (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) ||
+      (a.stage != 1 && a.stage != 2))
+    return cudaErrorInvalidValue;
+  if (!moe_tc_wgmma_supported()) return cudaErrorNotSupported;
+  return a.stage == 1 ? launch_wgmma<1>(a, stream) : launch_wgmma<2>(a, stream);
+}
+
+cudaError_t moe_split_perm(const float* x, uint16_t* out, int64_t count, int64_t dim, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  if (!x || !out || dim <= 0 || dim % 128 != 0 || count % dim != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(out) % 4 != 0)
+    return cudaErrorInvalidValue;
+  const int64_t blocks = (count / 4 + 255) / 256;
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  moe_split_perm_kernel<<<unsigned(blocks), 256, 0, stream>>>(x, out, count);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels
