@@ -17,7 +17,8 @@
 // registers are an mma.sync A fragment, which is exactly the RS-form wgmma A fragment of
 // its warp's 16 rows. Per chunk, through a kWgStages-deep cp.async ring: the tile's token
 // rows (kN x 256 bytes, K-major in the 128-byte swizzle the descriptor reads) and each
-// thread's own 2 x 16 weight bytes (read back by the thread that copied them).
+// thread's own 2 x 16 weight bytes and 2 scale words (read back by the thread that copied
+// them).
 //
 // The k order. A thread's A registers of step j (0..7) of a chunk hold columns
 // 32 c + 8 q + 4 h + {0, 1} (k slots 2 c, 2 c + 1) and + {2, 3} (slots 2 c + 8, 2 c + 9),
@@ -51,7 +52,8 @@ constexpr int kWgStages = 4;              // chunks in the ring (3 in flight whi
 constexpr int kAtomBytes = kWgMaxN * 128;          // a 64-column half of a staged chunk
 constexpr int kXBytes = 2 * kAtomBytes;            // the tile's tokens x 128 columns
 constexpr int kWBytes = kWgThreads * 32;           // every thread's 2 x 16 weight bytes
-constexpr int kStageBytes = kXBytes + kWBytes;     // 40 KB
+constexpr int kSBytes = kWgThreads * 8;            // every thread's 2 scale words (4 bytes each)
+constexpr int kStageBytes = kXBytes + kWBytes + kSBytes;  // 42 KB
 constexpr int kXoBytes = (kWgMaxN / 16) * kWgThreads * 4;  // each thread's token source offsets
 constexpr int kWgSmem = kWgStages * kStageBytes + kXoBytes + 1024;  // + slack to align the ring to 1024
 static_assert(kAtomBytes % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
@@ -81,6 +83,10 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
+// 4 bytes (the .ca form: .cg copies 16 only).
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void cp_wait() {
@@ -89,8 +95,6 @@ __device__ __forceinline__ void cp_wait() {
 
 using moe_decode::decode8;
 using moe_decode::scale_bf16x2;
-
-constexpr int kScaleAhead = 4;  // scale bytes queued (one byte each in a word), chunks ahead of the decode
 
 // One tile, kN = its rows rounded up to 16 (tokens past the rows are zero in shared
 // memory: computed, never stored), for `items` consecutive row blocks from rb0 (stage 1:
@@ -123,9 +127,16 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
   const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols + c;
   const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c;
   const int64_t item_w = kBlockRows * row_bytes, item_s = kBlockRows * L.scale_cols;
-  // Stream chunk gc = item gc / chunks, chunk gc % chunks: its weight and scale offsets.
-  auto w_off = [&](int gc) { return int64_t(gc / chunks) * item_w + int64_t(gc % chunks) * 64; };
-  auto s_off = [&](int gc) { return int64_t(gc / chunks) * item_s + int64_t(gc % chunks) * 4; };
+  // The scale bytes come through the ring too (a global load consumed in the chunk that
+  // issues it stalls the warp for a memory latency per chunk: the first run of this
+  // kernel, NOTES "MoE big tiles on wgmma"). cp.async copies whole aligned words, so each
+  // thread copies the 4-byte word holding its byte (a word never straddles an allocation)
+  // and keeps the byte's place in it: item_s, the chunk step 4 and the row offsets keep
+  // that place the same for every chunk (item_s = 64 or 128 rows x scale_cols).
+  const uint32_t sha = uint32_t(reinterpret_cast<uintptr_t>(sa) & 3) * 8,
+                 shb = uint32_t(reinterpret_cast<uintptr_t>(sb) & 3) * 8;
+  const uint8_t* const sa4 = sa - (reinterpret_cast<uintptr_t>(sa) & 3);
+  const uint8_t* const sb4 = sb - (reinterpret_cast<uintptr_t>(sb) & 3);
 
   // Token copies: unit u = tid + 256 j = (row u >> 4, half (u >> 3) & 1, granule u & 7),
   // stored at half * kAtomBytes + row * 128 + ((granule ^ (row % 8)) * 16): the 128-byte
@@ -147,21 +158,25 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
     }
     xo[j * kWgThreads + tid] = v;
   }
-  const uint32_t wdst = uint32_t(kXBytes + tid * 16);  // row a; row b at + kWBytes / 2
-  // Stream chunk gc into buffer gc % kWgStages: the tokens' chunk (the same for every
-  // item) and this thread's weight bytes.
+  const uint32_t wdst = uint32_t(kXBytes + tid * 16);            // row a; row b at + kWBytes / 2
+  const uint32_t sdst = uint32_t(kXBytes + kWBytes + tid * 4);  // row a's scale word; row b's at + kSBytes / 2
+  // Stream chunk gc (item gc / chunks, chunk gc % chunks) into buffer gc % kWgStages: the
+  // tokens' chunk (the same for every item), this thread's weight bytes and scale words.
   auto stage = [&](int gc) {
     if (gc < total) {
       const uint32_t st = sbase + uint32_t(gc % kWgStages) * kStageBytes;
-      const int64_t xc = int64_t(gc % chunks) * 128;
+      const int it = gc / chunks, ch = gc - it * chunks;
+      const int64_t xc = int64_t(ch) * 128;
 #pragma unroll
       for (int j = 0; j < kUnits; ++j) {
         const int32_t o = xo[j * kWgThreads + tid];
         if (o >= 0) cp_async16(st + xdst + j * 2048, a.xt + o + xc);
       }
-      const int64_t wo = w_off(gc);
+      const int64_t wo = it * item_w + int64_t(ch) * 64, so = it * item_s + int64_t(ch) * 4;
       cp_async16(st + wdst, wa + wo);
       cp_async16(st + wdst + kWBytes / 2, wb + wo);
+      cp_async4(st + sdst, sa4 + so);
+      cp_async4(st + sdst + kSBytes / 2, sb4 + so);
     }
     cp_commit();  // empty groups past the end keep the count uniform
   };
@@ -175,28 +190,17 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
     }
   }
 
-  // Scale bytes of rows a and b, kScaleAhead chunks ahead of the decode: byte d of qsa /
-  // qsb is stream chunk next - kScaleAhead + d (clamped reloads past the end).
-  uint32_t qsa = 0, qsb = 0;
-  int next_scale = 0;
-  auto push_scale = [&]() {
-    const int64_t so = s_off(min(next_scale++, total - 1));
-    qsa = (qsa >> 8) | (uint32_t(sa[so]) << 24);
-    qsb = (qsb >> 8) | (uint32_t(sb[so]) << 24);
-  };
-#pragma unroll
-  for (int d = 0; d < kScaleAhead; ++d) push_scale();
   // Stream chunk gc's weights: this thread's 2 x 16 bytes in the ring and the two scales.
   struct Raw {
     uint4 va, vb;
     uint32_t sca, scb;
   };
   auto load_raw = [&](int gc) {
-    const uint8_t* w = sgen + (gc % kWgStages) * kStageBytes + kXBytes + tid * 16;
-    Raw r{*reinterpret_cast<const uint4*>(w), *reinterpret_cast<const uint4*>(w + kWBytes / 2),
-          scale_bf16x2(uint8_t(qsa)), scale_bf16x2(uint8_t(qsb))};
-    push_scale();
-    return r;
+    const uint8_t* st = sgen + (gc % kWgStages) * kStageBytes;
+    const uint32_t wsa = *reinterpret_cast<const uint32_t*>(st + sdst),
+                   wsb = *reinterpret_cast<const uint32_t*>(st + sdst + kSBytes / 2);
+    return Raw{*reinterpret_cast<const uint4*>(st + wdst), *reinterpret_cast<const uint4*>(st + wdst + kWBytes / 2),
+               scale_bf16x2(uint8_t(wsa >> sha)), scale_bf16x2(uint8_t(wsb >> shb))};
   };
   // Word q of the chunk (codes 8 q .. 8 q + 7 of both rows) -> the A registers of steps
   // 2 q and 2 q + 1.
