@@ -915,16 +915,16 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       CK(cudaMemcpy(d_ids, ids.data(), ids.size() * 8, cudaMemcpyHostToDevice));
       for (auto mode : {ops::cuda::LinearMode::kAuto, ops::cuda::LinearMode::kInvariant})
         for (auto av : {ops::Activations::kF32, ops::Activations::kBF16})
-          // kAuto + kBF16: each big-tile kernel (moe_tc_set_big; default kWide first).
+          // kAuto + kBF16: each big-tile kernel (moe_tc_set_big; the default, kAuto, first).
           // small=fused / small=former (default): the small tiles' split + two stages in
           // one persistent launch vs split + one launch per stage (moe_tc_set_fused; NOTES
           // "MoE at decode sizes"), with the default big-tile kernel.
-          for (auto big : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWide2,
-                           kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
+          for (auto big : {kernels::MoeTcBig::kAuto, kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma,
+                           kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
           for (bool fused : {true, false}) {
             const bool ab = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kBF16;
-            if ((!ab && big != kernels::MoeTcBig::kWide) || (T > maxn && mode != ops::cuda::LinearMode::kAuto)) continue;
-            if (!fused && big != kernels::MoeTcBig::kWide) continue;
+            if ((!ab && big != kernels::MoeTcBig::kAuto) || (T > maxn && mode != ops::cuda::LinearMode::kAuto)) continue;
+            if (!fused && big != kernels::MoeTcBig::kAuto) continue;
             kernels::moe_tc_set_big(big);
             kernels::moe_tc_set_fused(fused);
             const float gms = tm.time_ms(
@@ -932,13 +932,14 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                   ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y, av}, table, mode, st, ws);
                 },
                 5, 3);
-            kernels::moe_tc_set_big(kernels::MoeTcBig::kWide);
+            kernels::moe_tc_set_big(kernels::MoeTcBig::kAuto);
             kernels::moe_tc_set_fused(false);
             int64_t act = 0;
             for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
             // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
             const double bytes = double(act) * 3 * I * D * (0.5 + 1.0 / 32), flops = 2.0 * 3 * T * k * I * D;
-            const char* bn = big == kernels::MoeTcBig::kWide     ? " big=wide"
+            const char* bn = big == kernels::MoeTcBig::kAuto     ? " big=auto"
+                             : big == kernels::MoeTcBig::kWide     ? " big=wide"
                              : big == kernels::MoeTcBig::kWide2  ? " big=wide2"
                              : big == kernels::MoeTcBig::kWide128 ? " big=wide128"
                              : big == kernels::MoeTcBig::kWgmma   ? " big=wgmma"

@@ -133,9 +133,9 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // token's output depends on its own row alone; the GPU still runs the whole ragged
 // batch); 1 = every token. invariant: kInvariant mode, and the rows of two sub-batches
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
-// both_big: the batch runs again with the other big-tile kernels (moe_tc_set_big: 64-row
-// tiles, 32 rows per warp, 128 rows per block, the wgmma tiles of 128 rows) and must equal
-// the default's output bit for bit (same MMAs, same order).
+// both_big: the batch runs again with each big-tile kernel (moe_tc_set_big: the wide one,
+// 64-row tiles, 32 rows per warp, 128 rows per block, the wgmma tiles of 128 rows) and must
+// equal the default's (kAuto's) output bit for bit (same MMAs, same order).
 // FP4 experts at moe_tc shapes also run with the former small-tile launches (moe_tc_set_fused(false):
 // split, then one moe_tc launch per stage) and must equal the fused persistent kernel's
 // output bit for bit (the same MMAs per output, the same K split and slice order).
@@ -187,14 +187,16 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               std::copy_n(full.begin() + picked[size_t(i)] * dim, dim, got.begin() + i * dim);
             Outputs o{{{"y", y, got}}, {}};
             if (both_big) {
-              for (auto [kern, label] : {std::pair{kernels::MoeTcBig::kRows64, "rows64_vs_wide_differ"},
-                                         std::pair{kernels::MoeTcBig::kWide2, "wide2_vs_wide_differ"},
-                                         std::pair{kernels::MoeTcBig::kWide128, "wide128_vs_wide_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmma, "wgmma_vs_wide_differ"}}) {
+              const kernels::MoeTcBig def = kernels::moe_tc_big();
+              for (auto [kern, label] : {std::pair{kernels::MoeTcBig::kWide, "wide_vs_default_differ"},
+                                         std::pair{kernels::MoeTcBig::kRows64, "rows64_vs_default_differ"},
+                                         std::pair{kernels::MoeTcBig::kWide2, "wide2_vs_default_differ"},
+                                         std::pair{kernels::MoeTcBig::kWide128, "wide128_vs_default_differ"},
+                                         std::pair{kernels::MoeTcBig::kWgmma, "wgmma_vs_default_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());
-                kernels::moe_tc_set_big(kernels::MoeTcBig::kWide);
+                kernels::moe_tc_set_big(def);
                 const std::vector<float> other = alt.host();
                 o.ints.push_back({label, {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
                 if (kern == kernels::MoeTcBig::kWgmma) {  // also against the CPU on its own (a rounding

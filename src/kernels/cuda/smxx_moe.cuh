@@ -98,6 +98,10 @@ constexpr int kMoeTcWideRows = 80;
 // thread's registers next to two chunks of A fragments: at T = 8192 an expert gets
 // 128 +- 11 rows, so about half the experts are one tile.
 constexpr int kMoeTcWgmmaRows = 128;
+// MoeTcBig::kAuto takes the wgmma tiles from this many tokens per call (the wide kernel
+// below: measured faster at T = 4096 and 8192, within 1.4% at T = 256; the two give the
+// same bits, so the choice by T changes no result).
+constexpr int64_t kMoeTcWgmmaMinTokens = 1024;
 
 struct MoePlanArgs {
   const int64_t* expert_ids = nullptr;    // [n, k]
@@ -173,7 +177,7 @@ cudaError_t moe_act(const MoeGroupedArgs& a, cudaStream_t stream);
 // planes and writes y (fp32). tile_rows <= 8: the small-tile list; kMoeBigRows: the big.
 bool moe_tc_eligible(const WeightArgs& w13, const WeightArgs& w2);
 cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
-// Which kernel takes the big tiles under kBF16 (terms = 1): kWide (default) and kWide2
+// Which kernel takes the big tiles under kBF16 (terms = 1): kWide and kWide2
 // take tiles of kMoeTcWideRows with 256 weight rows per block, activations and weights
 // staged through a 3-deep cp.async ring (kWide: 16 warps x 16 rows; kWide2: 8 warps x
 // 32 rows, each B fragment shared by two m-tiles); kRows64 the 8-warp kernel on tiles of
@@ -184,8 +188,11 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // kWgmma (sm_90a, moe_tc_wgmma_supported): tiles of kMoeTcWgmmaRows on warpgroup MMAs
 // (smxx_moe_wgmma.cu); stage 1 reads x from moe_split_perm's planes and writes h in the
 // same permuted column order, which its stage 2 reads. The same MMA chains and promotion
-// as kWide (tested bitwise against it); elsewhere the op takes kWide instead.
-enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma };
+// as kWide (tested bitwise against it); elsewhere the op takes kWide instead. Run
+// moewide: 8.9 / 15.0 ms at T = 4096 / 8192 against kWide's 9.6 / 18.5.
+// kAuto (default): kWgmma from kMoeTcWgmmaMinTokens tokens per call (where supported),
+// kWide below.
+enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kAuto };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code

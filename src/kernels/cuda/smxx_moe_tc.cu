@@ -802,7 +802,7 @@ void moe_tc_set_fused(bool on) { g_moe_tc_fused = on; }
 bool moe_tc_fused_on() { return g_moe_tc_fused; }
 
 namespace {
-MoeTcBig g_moe_tc_big = MoeTcBig::kWide;  // moe_tc_set_big: read by the op (plan) and the launcher
+MoeTcBig g_moe_tc_big = MoeTcBig::kAuto;  // moe_tc_set_big: read by the op (plan) and the launcher
 }  // namespace
 void moe_tc_set_big(MoeTcBig k) { g_moe_tc_big = k; }
 MoeTcBig moe_tc_big() { return g_moe_tc_big; }

@@ -225,10 +225,14 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   pa.small_rows = int32_t(kernels::moe_small_tile_rows(p.n));
   // The big tiles of e2m1 experts under kBF16 go to moe_tc; its wide kernel takes taller
   // tiles (kMoeTcWideRows: one tile per expert at prefill sizes, smxx_moe.cuh).
-  const bool wide = big && use_tc(t) && p.act == Activations::kBF16 &&
-                    kernels::moe_tc_big() != kernels::MoeTcBig::kRows64;
+  // kAuto: the wgmma tiles at prefill sizes, the wide kernel below (the same bits either way).
+  const kernels::MoeTcBig big_kind =
+      kernels::moe_tc_big() != kernels::MoeTcBig::kAuto ? kernels::moe_tc_big()
+      : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmma
+                                                        : kernels::MoeTcBig::kWide;
+  const bool wide = big && use_tc(t) && p.act == Activations::kBF16 && big_kind != kernels::MoeTcBig::kRows64;
   // kWgmma (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes.
-  const bool wg = wide && kernels::moe_tc_big() == kernels::MoeTcBig::kWgmma && kernels::moe_tc_wgmma_supported();
+  const bool wg = wide && big_kind == kernels::MoeTcBig::kWgmma && kernels::moe_tc_wgmma_supported();
   pa.big_rows = wg ? kernels::kMoeTcWgmmaRows : wide ? kernels::kMoeTcWideRows : kernels::kMoeBigRows;
   pa.counts = reinterpret_cast<int32_t*>(at(lay.counts));
   pa.offsets = reinterpret_cast<int32_t*>(at(lay.offsets));
