@@ -299,10 +299,11 @@ std::vector<OpCase> moe_cases() {
   cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n4096", WKind::kFp4E8m0, 4096, 384, 6, 2304, 5120, 4, 384,
                                    false, true, false, 512, ops::Activations::kBF16, true));
   // Prefill sizes with few experts, for the wgmma tiles (128 rows, a template case per 16
-  // rows): 8 experts at ~300 rows (hot ones ~700) give full tiles and tails of every
-  // height; K = 384 / 256 (3 and 2 chunks: odd and even chunk loops, fewer chunks than the
-  // 4-stage ring), K = 128 in stage 2 of the second (one chunk); dim 640 (5 stage-2 row
-  // blocks). The oracle on every 4th token.
+  // rows; kAuto takes them from 1024 tokens): 8 / 12 experts at ~300 / ~500 rows (hot ones
+  // more) give full tiles and tails of many heights; K = 640 / 384 (5 and 3 chunks, 6
+  // stage-1 and 5 stage-2 row blocks) and K = 256 / 128 (2 chunks, then one: fewer than the
+  // 4-stage ring). One row block per block at these tile counts; the V4.1 n4096 case above
+  // runs 3 per block (the last group of stage 2 shorter). The oracle on every 4th token.
   cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n1200_wg", WKind::kFp4E8m0, 1200, 8, 2, 384, 640, 3, 8,
                                    false, true, false, 4, ops::Activations::kBF16, true));
   cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n2000_wg_k128", WKind::kFp4E8m0, 2000, 12, 3, 128, 256, 3,
