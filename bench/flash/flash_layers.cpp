@@ -913,41 +913,83 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
         ids.insert(ids.end(), picks.begin(), picks.end());
       }
       CK(cudaMemcpy(d_ids, ids.data(), ids.size() * 8, cudaMemcpyHostToDevice));
+      using kernels::MoeTcSmall;
+      // The configurations timed at each T (NOTES "MoE at decode sizes" and "MoE decode
+      // tiles"): small = the small-tile kernel (moe_tc_set_small), plan = 1 / 3 launches
+      // (moe_plan_set_single_launch, T k <= 1024 only), pdl = the lean stage 2 as a
+      // programmatic dependent launch (moe_tc_set_pdl), f32big = the kF32 big-tile
+      // threshold (moe_tc_set_f32_big_threshold, kAuto + kF32 only), big = the kBF16
+      // big-tile kernel (moe_tc_set_big, kAuto + kBF16 only, with the default small kernel).
+      struct Cfg {
+        MoeTcSmall small;
+        bool plan_one, pdl;
+        int f32_big;
+        kernels::MoeTcBig big;
+      };
+      const Cfg def_cfg{kernels::moe_tc_small(), kernels::moe_plan_single_launch(), kernels::moe_tc_pdl(),
+                        kernels::moe_tc_f32_big_threshold(), kernels::MoeTcBig::kAuto};
+      const bool small_t = T <= 256, one_ok = T * k <= 1024;
+      std::vector<Cfg> cfgs;
+      auto add = [&](MoeTcSmall sm, bool one, bool pdl, int fb, kernels::MoeTcBig bg) {
+        if (one && !one_ok) return;
+        cfgs.push_back({sm, one, pdl, fb, bg});
+      };
+      const auto kAutoBig = kernels::MoeTcBig::kAuto;
+      add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
+      if (small_t) add(MoeTcSmall::kFused, false, false, 8, kAutoBig);
+      for (MoeTcSmall sm : {MoeTcSmall::kLean4, MoeTcSmall::kLean8}) {
+        add(sm, false, false, 8, kAutoBig);
+        if (!small_t) continue;
+        add(sm, true, false, 8, kAutoBig);
+        add(sm, one_ok, true, 8, kAutoBig);
+        add(sm, one_ok, false, 32, kAutoBig);
+      }
+      for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWide2,
+                      kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
+        add(def_cfg.small, def_cfg.plan_one, def_cfg.pdl, def_cfg.f32_big, bg);
+      auto apply = [](const Cfg& c) {
+        kernels::moe_tc_set_small(c.small);
+        kernels::moe_plan_set_single_launch(c.plan_one);
+        kernels::moe_tc_set_pdl(c.pdl);
+        kernels::moe_tc_set_f32_big_threshold(c.f32_big);
+        kernels::moe_tc_set_big(c.big);
+      };
       for (auto mode : {ops::cuda::LinearMode::kAuto, ops::cuda::LinearMode::kInvariant})
         for (auto av : {ops::Activations::kF32, ops::Activations::kBF16})
-          // kAuto + kBF16: each big-tile kernel (moe_tc_set_big; the default, kAuto, first).
-          // small=fused / small=former (default): the small tiles' split + two stages in
-          // one persistent launch vs split + one launch per stage (moe_tc_set_fused; NOTES
-          // "MoE at decode sizes"), with the default big-tile kernel.
-          for (auto big : {kernels::MoeTcBig::kAuto, kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma,
-                           kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
-          for (bool fused : {true, false}) {
+          for (const Cfg& cfg : cfgs) {
             const bool ab = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kBF16;
-            if ((!ab && big != kernels::MoeTcBig::kAuto) || (T > maxn && mode != ops::cuda::LinearMode::kAuto)) continue;
-            if (!fused && big != kernels::MoeTcBig::kAuto) continue;
-            kernels::moe_tc_set_big(big);
-            kernels::moe_tc_set_fused(fused);
+            const bool af = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kF32;
+            if ((!ab && cfg.big != kernels::MoeTcBig::kAuto) || (!af && cfg.f32_big != def_cfg.f32_big) ||
+                (T > maxn && mode != ops::cuda::LinearMode::kAuto))
+              continue;
+            apply(cfg);
             const float gms = tm.time_ms(
                 [&](int) {
                   ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y, av}, table, mode, st, ws);
                 },
                 5, 3);
-            kernels::moe_tc_set_big(kernels::MoeTcBig::kAuto);
-            kernels::moe_tc_set_fused(false);
+            apply(def_cfg);
             int64_t act = 0;
             for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
             // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
             const double bytes = double(act) * 3 * I * D * (0.5 + 1.0 / 32), flops = 2.0 * 3 * T * k * I * D;
-            const char* bn = big == kernels::MoeTcBig::kAuto     ? " big=auto"
-                             : big == kernels::MoeTcBig::kWide     ? " big=wide"
-                             : big == kernels::MoeTcBig::kWide2  ? " big=wide2"
-                             : big == kernels::MoeTcBig::kWide128 ? " big=wide128"
-                             : big == kernels::MoeTcBig::kWgmma   ? " big=wgmma"
-                                                                  : " big=rows64";
-            std::printf("op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f%s%s\n",
-                        (long long)T, (long long)act, mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant",
-                        av == ops::Activations::kBF16 ? "bf16" : "f32", gms, bytes / gms / 1e6, flops / gms / 1e9,
-                        ab ? bn : "", fused ? " small=fused" : " small=former");
+            const char* bn = cfg.big == kernels::MoeTcBig::kAuto     ? " big=auto"
+                             : cfg.big == kernels::MoeTcBig::kWide     ? " big=wide"
+                             : cfg.big == kernels::MoeTcBig::kWgmma    ? " big=wgmma"
+                             : cfg.big == kernels::MoeTcBig::kWide2  ? " big=wide2"
+                             : cfg.big == kernels::MoeTcBig::kWide128 ? " big=wide128"
+                                                                      : " big=rows64";
+            const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
+                             : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
+                             : cfg.small == MoeTcSmall::kFused ? " small=fused"
+                                                               : " small=former";
+            char fb[32] = "";
+            if (af) std::snprintf(fb, sizeof(fb), " f32big=%d", cfg.f32_big);
+            std::printf(
+                "op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f%s%s%s plan=%d pdl=%d\n",
+                (long long)T, (long long)act, mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant",
+                av == ops::Activations::kBF16 ? "bf16" : "f32", gms, bytes / gms / 1e6, flops / gms / 1e9,
+                ab ? bn : "", sn, fb, cfg.plan_one ? 1 : 3, cfg.pdl ? 1 : 0);
           }
       std::fflush(stdout);
       if (T > maxn) continue;

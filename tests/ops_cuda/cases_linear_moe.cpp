@@ -136,9 +136,10 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // both_big: the batch runs again with each big-tile kernel (moe_tc_set_big: the wide one,
 // 64-row tiles, 32 rows per warp, 128 rows per block, the wgmma tiles of 128 rows) and must
 // equal the default's (kAuto's) output bit for bit (same MMAs, same order).
-// FP4 experts at moe_tc shapes also run with the former small-tile launches (moe_tc_set_fused(false):
-// split, then one moe_tc launch per stage) and must equal the fused persistent kernel's
-// output bit for bit (the same MMAs per output, the same K split and slice order).
+// FP4 experts at moe_tc shapes also run with every other small-tile kernel (moe_tc_set_small:
+// the former launches, the fused persistent kernel, the lean kernels with a 4- / 8-chunk
+// ring) and must equal the default's output bit for bit (the same MMAs per output, the
+// same K split and slice order).
 OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int64_t k, int64_t inter, int64_t dim,
                         int64_t sets, int64_t used, bool invariant, bool residual, bool bad_id = false,
                         int64_t cpu_every = 1, ops::Activations act = ops::Activations::kF32,
@@ -175,11 +176,12 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
             const auto mode = invariant ? ops::cuda::LinearMode::kInvariant : ops::cuda::LinearMode::kAuto;
             Dev<float> dx(x), dw(wts), dres(res), dy(n * dim);
             Dev<int64_t> dids(ids);
-            auto run = [&](int64_t t0, int64_t cnt, float* out) {
+            auto run_mode = [&](int64_t t0, int64_t cnt, float* out, ops::cuda::LinearMode md) {
               ops::cuda::moe_experts({dx.get() + t0 * dim, cnt, k, dids.get() + t0 * k, dw.get() + t0 * k, nullptr, E,
                                       10.0f, residual ? dres.get() + t0 * dim : nullptr, out, act},
-                                     table, mode, nullptr);
+                                     table, md, nullptr);
             };
+            auto run = [&](int64_t t0, int64_t cnt, float* out) { run_mode(t0, cnt, out, mode); };
             run(0, n, dy.get());
             const std::vector<float> full = dy.host();
             std::vector<float> got(m * dim);
@@ -208,23 +210,83 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               }
             }
             if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0) {  // moe_tc shapes
+              // Every other small-tile kernel on the same batch, then back to the default.
+              // With n k <= 1024 also with the other plan (one launch vs three, moe_plan_set_single_launch).
+              const kernels::MoeTcSmall def = kernels::moe_tc_small();
+              const bool def_one = kernels::moe_plan_single_launch();
+              for (auto [kern, label] : {std::pair{kernels::MoeTcSmall::kFormer, "former"},
+                                         std::pair{kernels::MoeTcSmall::kFused, "fused"},
+                                         std::pair{kernels::MoeTcSmall::kLean4, "lean4"},
+                                         std::pair{kernels::MoeTcSmall::kLean8, "lean8"}})
+                for (bool one : {false, true}) {
+                  if ((kern == def && one == def_one) || (one != def_one && n * k > 1024)) continue;
+                  Dev<float> alt(n * dim);
+                  kernels::moe_tc_set_small(kern);
+                  kernels::moe_plan_set_single_launch(one);
+                  run(0, n, alt.get());
+                  kernels::moe_tc_set_small(def);
+                  kernels::moe_plan_set_single_launch(def_one);
+                  const std::vector<float> other = alt.host();
+                  o.ints.push_back({std::string(label) + (one ? "_plan1" : "_plan3") + "_vs_default_differ",
+                                    {0},
+                                    {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
+                }
+            } else if (n * k <= 1024) {  // other formats: the other plan
               Dev<float> alt(n * dim);
-              const bool was = kernels::moe_tc_fused_on();  // the other small-tile launch, then back
-              kernels::moe_tc_set_fused(!was);
+              const bool def_one = kernels::moe_plan_single_launch();
+              kernels::moe_plan_set_single_launch(!def_one);
               run(0, n, alt.get());
-              kernels::moe_tc_set_fused(was);
+              kernels::moe_plan_set_single_launch(def_one);
               const std::vector<float> other = alt.host();
-              o.ints.push_back({"fused_vs_former_differ", {0},
+              o.ints.push_back({"other_plan_vs_default_differ", {0},
                                 {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
             }
-            if (invariant) {
-              int64_t diff = 0;
-              for (auto [t0, cnt] : {std::pair<int64_t, int64_t>{0, 1}, {n / 2, n - n / 2}}) {
-                Dev<float> sub(cnt * dim);
-                run(t0, cnt, sub.get());
-                const std::vector<float> part = sub.host();
-                diff += int64_t(std::memcmp(part.data(), full.data() + t0 * dim, part.size() * 4) != 0);
+            if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0 && !bf16 && !invariant && n > 8) {
+              // kF32 with the big-tile threshold at 32 rows (moe_tc_set_f32_big_threshold):
+              // experts with 9..32 rows on the small tiles. Against the CPU, and, where no
+              // expert has more than 32 rows, bitwise against kInvariant (small tiles only).
+              const int was = kernels::moe_tc_f32_big_threshold();
+              Dev<float> alt(n * dim);
+              kernels::moe_tc_set_f32_big_threshold(32);
+              run(0, n, alt.get());
+              kernels::moe_tc_set_f32_big_threshold(was);
+              const std::vector<float> other = alt.host();
+              std::vector<float> got32(m * dim);
+              for (int64_t i = 0; i < m; ++i)
+                std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, got32.begin() + i * dim);
+              o.floats.push_back({"y_f32big32", y, got32});
+              std::vector<int64_t> cnt(size_t(E), 0);
+              for (int64_t v : ids)
+                if (v >= 0 && v < E) ++cnt[size_t(v)];
+              if (*std::max_element(cnt.begin(), cnt.end()) <= 32) {
+                Dev<float> inv(n * dim);
+                run_mode(0, n, inv.get(), ops::cuda::LinearMode::kInvariant);
+                const std::vector<float> iv = inv.host();
+                o.ints.push_back({"f32big32_vs_invariant_differ", {0},
+                                  {int64_t(std::memcmp(iv.data(), other.data(), iv.size() * 4) != 0)}});
               }
+            }
+            if (invariant) {
+              // Sub-batches against the full batch: with the default small-tile kernel, and
+              // at moe_tc shapes with every small-tile kernel (a token's bits may depend
+              // on neither the batch nor the kernel).
+              const kernels::MoeTcSmall def = kernels::moe_tc_small();
+              std::vector<kernels::MoeTcSmall> kinds = {def};
+              if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0)
+                for (auto kern : {kernels::MoeTcSmall::kFormer, kernels::MoeTcSmall::kFused,
+                                  kernels::MoeTcSmall::kLean4, kernels::MoeTcSmall::kLean8})
+                  if (kern != def) kinds.push_back(kern);
+              int64_t diff = 0;
+              for (auto kern : kinds) {
+                kernels::moe_tc_set_small(kern);
+                for (auto [t0, cnt] : {std::pair<int64_t, int64_t>{0, 1}, {n / 2, n - n / 2}}) {
+                  Dev<float> sub(cnt * dim);
+                  run(t0, cnt, sub.get());
+                  const std::vector<float> part = sub.host();
+                  diff += int64_t(std::memcmp(part.data(), full.data() + t0 * dim, part.size() * 4) != 0);
+                }
+              }
+              kernels::moe_tc_set_small(def);
               o.ints.push_back({"sub_batches_bitwise_differ", {0}, {diff}});
             }
             return o;

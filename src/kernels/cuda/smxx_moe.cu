@@ -343,6 +343,84 @@ __global__ void __launch_bounds__(kPlanChunk) moe_place_kernel(MoePlanArgs a) {
   a.slot_row[i] = p;
 }
 
+// Batches of at most kPlanOneMax assignments: the whole plan in one launch. Block 0
+// counts with shared atomics (order-free), runs the scan kernel's three block scans and
+// writes the same counts, offsets and tile lists, then places assignment i at row
+// offsets[e] + #{j < i : ids[j] = e}: the row hist + scan + place give it (rows of e in
+// earlier chunks + its rank in its chunk), so every output is the same. Blocks 1.. only
+// split x (as moe_hist_kernel's extra blocks). Three launches -> one at decode sizes,
+// where each launch is a few us of a ~50 us op (NOTES "MoE decode tiles").
+constexpr int kPlanOneMax = 1024;
+__global__ void __launch_bounds__(kScanThreads) moe_plan_one_kernel(MoePlanArgs a) {
+  if (blockIdx.x > 0) {
+    const int64_t i = (int64_t(blockIdx.x - 1) * kScanThreads + threadIdx.x) * 4;
+    if (i < a.split_count) {
+      if (a.split_terms == 1) moe_terms::split4<1>(a.split_x, a.split_out, a.split_count, i);
+      else moe_terms::split4<3>(a.split_x, a.split_out, a.split_count, i);
+    }
+    return;
+  }
+  extern __shared__ int32_t one_sm[];
+  const int E = a.num_experts, total = a.n * a.k, tid = threadIdx.x;
+  for (int64_t i = tid; i < a.sync_count; i += blockDim.x) a.sync[i] = 0;
+  int32_t* cnt = one_sm;
+  int32_t* nsmall = one_sm + E;
+  int32_t* nbig = one_sm + 2 * E;
+  int32_t* part = one_sm + 3 * E;
+  int32_t* ids = part + kScanThreads;  // [kPlanOneMax]
+  for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
+  for (int i = tid; i < total; i += blockDim.x) {
+    const int64_t v = a.expert_ids[i];
+    ids[i] = v >= 0 && v < E ? int32_t(v) : -1;
+  }
+  __syncthreads();
+  for (int i = tid; i < total; i += blockDim.x)
+    if (ids[i] >= 0) atomicAdd(&cnt[ids[i]], 1);
+  __syncthreads();
+  for (int e = tid; e < E; e += blockDim.x) {
+    const int32_t run = cnt[e];
+    a.counts[e] = run;
+    const bool big = run > a.big_threshold;
+    nsmall[e] = big ? 0 : (run + a.small_rows - 1) / a.small_rows;
+    nbig[e] = big ? (run + a.big_rows - 1) / a.big_rows : 0;
+  }
+  __syncthreads();
+  const int32_t rows_total = block_exclusive_scan(cnt, E, part);
+  const int32_t small_total = block_exclusive_scan(nsmall, E, part);
+  const int32_t big_total = block_exclusive_scan(nbig, E, part);
+  for (int e = tid; e < E; e += blockDim.x) {
+    const int32_t c = a.counts[e], off = cnt[e];  // counts[e]: written by this thread above
+    a.offsets[e] = off;
+    if (c > a.big_threshold) {
+      for (int32_t r = 0; r < c; r += a.big_rows)
+        a.big_tiles[nbig[e] + r / a.big_rows] = {e, off + r, min(a.big_rows, c - r), 0};
+    } else {
+      for (int32_t r = 0; r < c; r += a.small_rows)
+        a.small_tiles[nsmall[e] + r / a.small_rows] = {e, off + r, min(a.small_rows, c - r), 0};
+    }
+  }
+  if (tid == 0) {
+    a.offsets[E] = rows_total;
+    a.num_tiles[0] = small_total;
+    a.num_tiles[1] = big_total;
+  }
+  for (int i = tid; i < total; i += blockDim.x) {
+    const int32_t e = ids[i];
+    if (e < 0) {
+      a.slot_row[i] = -1;
+      continue;
+    }
+    int32_t rank = 0;
+    for (int j = 0; j < i; ++j) rank += ids[j] == e;
+    const int32_t p = cnt[e] + rank;
+    a.row_token[p] = int32_t(i / a.k);
+    a.row_weight[p] = a.expert_weights[i];
+    a.slot_row[i] = p;
+  }
+}
+
+bool g_moe_plan_one = false;  // moe_plan_set_single_launch
+
 using moe_terms::swiglu;
 
 // The grouped gemv. Grid (tile, block of output rows); block = 8 warps = (8 / ks)
@@ -570,6 +648,9 @@ bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
+void moe_plan_set_single_launch(bool on) { g_moe_plan_one = on; }
+bool moe_plan_single_launch() { return g_moe_plan_one; }
+
 int64_t moe_plan_chunks(int64_t assignments) { return (assignments + kPlanChunk - 1) / kPlanChunk; }
 int64_t moe_small_tile_rows(int64_t n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : kMoeSmallRows; }
 int64_t moe_small_tile_bound(int64_t assignments, int64_t num_experts, int64_t tile_rows) {
@@ -597,6 +678,18 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
       (a.split_x && (!a.split_out || a.split_count <= 0 || a.split_count % 4 != 0 ||
                      (a.split_terms != 1 && a.split_terms != 3) || reinterpret_cast<uintptr_t>(a.split_x) % 16 != 0)))
     return cudaErrorInvalidValue;
+  if (g_moe_plan_one && total <= kPlanOneMax) {
+    const int64_t blocks = 1 + (a.split_x ? (a.split_count / 4 + kScanThreads - 1) / kScanThreads : 0);
+    const size_t smem = (3 * E + kScanThreads + kPlanOneMax) * sizeof(int32_t);
+    if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+    if (smem > 48 * 1024) {
+      const cudaError_t err =
+          cudaFuncSetAttribute(moe_plan_one_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      if (err != cudaSuccess) return err;
+    }
+    moe_plan_one_kernel<<<unsigned(blocks), kScanThreads, smem, stream>>>(a);
+    return cudaGetLastError();
+  }
   const int64_t split_blocks = a.split_x ? (a.split_count / 4 + kPlanChunk - 1) / kPlanChunk : 0;
   const int64_t hist_blocks = std::max(chunks, split_blocks);
   if (hist_blocks > INT32_MAX) return cudaErrorInvalidValue;

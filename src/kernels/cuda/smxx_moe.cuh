@@ -137,6 +137,11 @@ int64_t moe_small_tile_rows(int64_t n);
 int64_t moe_small_tile_bound(int64_t assignments, int64_t num_experts, int64_t tile_rows);
 int64_t moe_big_tile_bound(int64_t assignments, int64_t num_experts);
 cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream);
+// Batches of at most 1024 assignments: the plan (and the folded split) in one launch
+// instead of three, the same outputs (tested bitwise through the op). A process-wide
+// switch for A/B tests and benchmarks.
+void moe_plan_set_single_launch(bool on);
+bool moe_plan_single_launch();
 
 struct MoeGroupedArgs {
   const MoeExpertPtrs* experts = nullptr;  // [E] device table
@@ -210,8 +215,30 @@ cudaError_t moe_split_perm(const float* x, uint16_t* out, int64_t count, int64_t
 // Returns cudaErrorNotSupported where it does not apply (the caller runs moe_tc twice).
 int64_t moe_tc_fused_sync_count(int64_t max_tiles);
 cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int32_t* sync, cudaStream_t stream);
-// Whether the op uses moe_tc_fused and the plan's folded split (default) or the former
-// launches (split, moe_tc per stage): a process-wide switch for A/B tests and benchmarks.
+// Which kernel takes the small tiles (<= 8 rows), a process-wide switch for A/B tests and
+// benchmarks, read by the op and by moe_tc. All give bitwise the same output (the same
+// MMAs per output, K split and slice order; tested):
+//   kFormer  moe_tc_kernel, one launch per stage after a split launch;
+//   kFused   moe_tc_fused (both stages in one persistent launch, the split in the plan);
+//   kLean4 / kLean8  moe_tc_lean_kernel with a 4- / 8-chunk cp.async weight ring per
+//            warp, one launch per stage, the split in the plan's histogram launch
+//            (NOTES "MoE decode tiles: fewer instructions per weight byte").
+enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8 };
+void moe_tc_set_small(MoeTcSmall k);
+MoeTcSmall moe_tc_small();
+// Under Activations::kF32 the big tiles of e2m1 experts run linear's 3-term mma block on
+// fp32 h (moe_mma + moe_act: two launches more, and ~0.5 ms at T = 256 for the ~8 experts
+// with 9+ rows, run 12); experts with at most this many rows stay on the small tiles
+// (ceil(rows / 8) tiles each). Default kMoeSmallRows (every expert above 8 rows on the big
+// tiles, the former behaviour). A process-wide switch, read by the op; kBF16 ignores it.
+void moe_tc_set_f32_big_threshold(int rows);
+int moe_tc_f32_big_threshold();
+// The lean kernels' stage 2 launched as a programmatic dependent launch: its blocks start
+// while stage 1's last wave drains, fill their weight ring, then wait for stage 1 (griddepcontrol)
+// before reading h. Off by default (opt-in; NOTES "MoE decode tiles").
+void moe_tc_set_pdl(bool on);
+bool moe_tc_pdl();
+// kFused on / kFormer (the former bool switch).
 void moe_tc_set_fused(bool on);
 bool moe_tc_fused_on();
 // x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).

@@ -280,6 +280,167 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
   }
 }
 
+// ---------------------------------------------------------------------------
+// Lean small tiles (moe_tc_lean_kernel, NOTES "MoE decode tiles: fewer instructions per
+// weight byte"). The same per-output arithmetic as tc_tile<kStage, kTerms, 1> (the same
+// A words in the same MMA slots, the same B columns, promotion windows, ks and slice
+// sum: bitwise the same output), with the instruction count per 1 KB warp-chunk cut
+// from ~264 (stage 1, kBF16, SASS of moe_tc_kernel) towards the decode's own ~150:
+//  - weights through a per-warp cp.async ring of kRing chunks in shared memory (a
+//    thread reads back only its own 32 bytes: no barrier), the chunk loop unrolled by
+//    kRing so every ring slot and scale register is static: no queue moves, no
+//    clamped reloads;
+//  - scale bytes -> bf16x2 words through a 256-entry shared table (one LDS instead of
+//    two compares, two selects and a shift per row and chunk on the ALU pipe);
+//  - B fragments through running pointers with immediate offsets;
+//  - the decode's m >> 16 as a mul.hi by an opaque 2^16 (FMA pipe instead of ALU:
+//    the ALU pipe, 16 lanes per scheduler, carries the ~14 PRMT / LOP3 per 8 codes and
+//    is the kernel's tightest pipe);
+//  - no token-tile loop (one n-tile of 8 columns), so no WARPSYNC before the MMAs.
+// Block = 8 warps of (8 / ks) row groups x ks slices, grid (tile, row block): the
+// former kernel's shape and work split.
+template <int kRing>
+__host__ __device__ constexpr int lean_smem(int warps) { return warps * kRing * 1024; }
+
+__device__ __forceinline__ void decode8_lean(uint32_t u, uint32_t sc, uint32_t k16, uint32_t (&p)[4]) {
+  const uint32_t m = u & 0x77777777u;
+  const uint32_t mh = __umulhi(m, k16);  // = m >> 16 (k16 = 2^16, opaque to the compiler)
+  const uint32_t l0 = prmt(kLo0, kLo1, m), l1 = prmt(kLo0, kLo1, mh);
+  uint32_t h0 = prmt(kHi0, kHi1, m), h1 = prmt(kHi0, kHi1, mh);
+  const uint32_t u4 = u * 16u;
+  h0 |= prmt(u, u4, 0x9D8Cu) & 0x80808080u;
+  h1 |= prmt(u, u4, 0xBFAEu) & 0x80808080u;
+  p[0] = mul_bf16x2(prmt(l0, h0, 0x5140u), sc);
+  p[1] = mul_bf16x2(prmt(l0, h0, 0x7362u), sc);
+  p[2] = mul_bf16x2(prmt(l1, h1, 0x5140u), sc);
+  p[3] = mul_bf16x2(prmt(l1, h1, 0x7362u), sc);
+}
+
+// Blocks per SM the kernel is compiled for: 3 (24 warps, <= 80 registers), except the
+// kF32 kernel with the 8-chunk ring: 2 (128 registers; at 80 it spilled ~160 bytes, its
+// 12 B vectors per chunk and 16 queued scale bytes do not fit).
+template <int kTerms, int kRing>
+constexpr int lean_blocks() { return kTerms == 3 && kRing == 8 ? 2 : 3; }
+
+template <int kStage, int kTerms, int kRing>
+__global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>()) moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16) {
+  constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
+  constexpr int kWindow = kTerms == 3 ? 1 : 4;
+  __shared__ float red[kTcWarps][32][4];
+  __shared__ uint32_t lut[256];
+  extern __shared__ __align__(16) uint8_t lean_ring[];  // [warp][kRing][1024]
+  // Programmatic dependent launch (moe_tc_set_pdl): let the next launch in the stream
+  // start its blocks once every block of this grid has started (no-op otherwise).
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  lut[threadIdx.x] = scale_bf16x2(uint8_t(threadIdx.x));  // blockDim = 256
+  if (int64_t(blockIdx.x) >= *a.num_tiles) return;        // block-uniform
+  __syncthreads();
+  const MoeTile tile = a.tiles[blockIdx.x];
+  const MoeExpertPtrs& ex = a.experts[tile.expert];
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int64_t K = L.cols, out_rows = L.rows;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int slice = warp % ks, group = warp / ks, groups = kTcWarps / ks;
+  const int64_t o0 = (int64_t(blockIdx.y) * groups + group) * kOutPerWarp;
+  const bool active = o0 < out_rows;
+  const int64_t ob = active ? o0 : 0;
+  const int64_t row_bytes = K / 2;
+  const int64_t ra = ob + g, rb = kStage == 1 ? ob + g : ob + 8 + g;
+  const int chunks = int(K / 128);
+  const int per = (chunks + ks - 1) / ks;
+  const int ch0 = slice * per, ch1 = min(chunks, ch0 + per);
+  const int rows = tile.rows;
+  // Running pointers, all at chunk ch0: weights (16 bytes of each row per chunk, 64
+  // apart), scales (one byte per chunk, 4 apart), B (one 16-byte vector per q and term).
+  const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + ra * row_bytes + c * 16 + int64_t(ch0) * 64;
+  const uint8_t* wb = ex.w[kStage == 1 ? 1 : 2] + rb * row_bytes + c * 16 + int64_t(ch0) * 64;
+  const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols + c + ch0 * 4;
+  const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c + ch0 * 4;
+  const int64_t p = tile.row0 + min(g, rows - 1);  // clamped columns: computed, never stored
+  const uint4* bp = reinterpret_cast<const uint4*>(a.xt + (kStage == 1 ? int64_t(a.row_token[p]) : p) * K + c * 32 +
+                                                   int64_t(ch0) * 128);
+  const int64_t plane16 = a.xt_plane / 8;  // plane stride in uint4 (xt_plane % 8 == 0: checked on the host)
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+
+  if (active && ch0 < ch1) {
+    uint8_t* const slot0 = lean_ring + (warp * kRing) * 1024 + lane * 16;  // + j * 1024: slot j
+    uint32_t qsa[kRing], qsb[kRing];
+    // Chunk ch0 + i into slot i % kRing (i = chunk index in the slice), one commit
+    // group per call, empty past ch1: group accounting stays uniform.
+    auto issue = [&](int i, int j) {
+      if (ch0 + i < ch1) {
+        uint8_t* d = slot0 + j * 1024;
+        cp_async16_mem(d, wa + int64_t(i) * 64);
+        cp_async16_mem(d + 512, wb + int64_t(i) * 64);
+        qsa[j] = __ldg(sa + i * 4);
+        qsb[j] = __ldg(sb + i * 4);
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+#pragma unroll
+    for (int j = 0; j < kRing; ++j) issue(j, j);
+    // Under PDL (stage 2 launched while stage 1 drains) the weights above need nothing
+    // from the previous grid; B (its h planes) is read only after it has completed and
+    // flushed. Without the launch attribute this returns at once.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    const int n = ch1 - ch0;
+    for (int base = 0; base < n; base += kRing) {
+#pragma unroll
+      for (int j = 0; j < kRing; ++j) {
+        const int i = base + j;
+        if (i < n) {  // warp-uniform
+          cp_async_wait<kRing - 1>();  // chunk i's group (the oldest in flight) has landed
+          const uint4 va = *reinterpret_cast<const uint4*>(slot0 + j * 1024);
+          const uint4 vb = *reinterpret_cast<const uint4*>(slot0 + j * 1024 + 512);
+          const uint32_t sca = lut[qsa[j]], scb = lut[qsb[j]];
+          const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+          const uint4* bq = bp + int64_t(i) * 16;
+          float tmp[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            uint32_t pa[4], pb[4];
+            decode8_lean(wa4[q], sca, k16, pa);
+            decode8_lean(wb4[q], scb, k16, pb);
+            const uint32_t a0[4] = {pa[0], pb[0], pa[1], pb[1]};
+            const uint32_t a1[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+            for (int t = kTerms - 1; t >= 0; --t) {  // smallest term first (tc_tile's order)
+              const uint4 b = bq[t * plane16 + q];
+              if (q % kWindow == 0 && t == kTerms - 1) mma_bf16_zero(tmp, a0, b.x, b.y);
+              else mma_bf16(tmp, a0, b.x, b.y);
+              mma_bf16(tmp, a1, b.z, b.w);
+            }
+            if (q % kWindow == kWindow - 1) {
+#pragma unroll
+              for (int r = 0; r < 4; ++r) acc[r] += tmp[r];
+            }
+          }
+          issue(i + kRing, j);  // slot j's words are decoded: it takes chunk i + kRing
+        }
+      }
+    }
+  }
+  if (ks > 1) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) red[warp][lane][r] = acc[r];
+    __syncthreads();
+    if (slice != 0) return;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      float s = red[warp][lane][r];
+      for (int k = 1; k < ks; ++k) s += red[warp + k][lane][r];
+      acc[r] = s;
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = 2 * c + h;
+    if (i >= rows) continue;
+    store_fragment_row<kStage, kTerms>(a, acc, h, tile.row0 + i, out_rows, o0 + g);
+  }
+}
+
 template <int kStage, int kTerms, int kNT8>
 __global__ void __launch_bounds__(kTcWarps * 32, kNT8 == 1 ? 3 : 2) moe_tc_kernel(MoeGroupedArgs a, int ks) {
   __shared__ float red[kNT8 == 1 ? kTcWarps : 1][32][4];
@@ -643,9 +804,54 @@ cudaError_t launch_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <int kStage, int kTerms, int kRing>
+cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int ks = small_tile_ks(int(L.cols / 128));  // the former kernel's K split: the same sums
+  const int64_t per_block = int64_t(kTcWarps / ks) * (kStage == 1 ? 8 : 16);
+  const int64_t gy = (L.rows + per_block - 1) / per_block;
+  if (gy > 65535 || a.max_tiles > INT32_MAX || a.xt_plane % 8 != 0) return cudaErrorInvalidValue;
+  constexpr int smem = lean_smem<kRing>(kTcWarps);
+  // Once per instantiation: the ring above 48 KB needs the opt-in, and the carveout asks
+  // for three blocks' shared memory (rings + red + lut); the rest stays L1 for B.
+  static const cudaError_t attr = [] {
+    cudaError_t e = cudaFuncSetAttribute(moe_tc_lean_kernel<kStage, kTerms, kRing>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess) {
+      const int per_block = smem + int(sizeof(float)) * kTcWarps * 32 * 4 + 1024 + 1024;  // + reserved
+      e = cudaFuncSetAttribute(moe_tc_lean_kernel<kStage, kTerms, kRing>,
+                               cudaFuncAttributePreferredSharedMemoryCarveout,
+                               std::min(100, (lean_blocks<kTerms, kRing>() * per_block * 100 + 228 * 1024 - 1) /
+                                                 (228 * 1024)));
+    }
+    return e;
+  }();
+  if (attr != cudaSuccess) return attr;
+  if (kStage == 2 && moe_tc_pdl()) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(a.max_tiles), unsigned(gy));
+    cfg.blockDim = dim3(kTcWarps * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, moe_tc_lean_kernel<kStage, kTerms, kRing>, a, ks, 65536u);
+  }
+  moe_tc_lean_kernel<kStage, kTerms, kRing>
+      <<<dim3(unsigned(a.max_tiles), unsigned(gy)), kTcWarps * 32, smem, stream>>>(a, ks, 65536u);
+  return cudaGetLastError();
+}
+
 template <int kStage, int kTerms>
 cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
-  if (a.tile_rows <= 8) return launch_tc<kStage, kTerms, 1>(a, stream);
+  if (a.tile_rows <= 8) switch (moe_tc_small()) {
+      case MoeTcSmall::kLean4: return launch_lean<kStage, kTerms, 4>(a, stream);
+      case MoeTcSmall::kLean8: return launch_lean<kStage, kTerms, 8>(a, stream);
+      default: return launch_tc<kStage, kTerms, 1>(a, stream);
+    }
   if constexpr (kTerms == 1) {  // big tiles, bf16: B staged in shared memory
     const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
     if (a.tile_rows == kMoeTcWideRows)
@@ -793,13 +999,23 @@ cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int
 }
 
 namespace {
-// moe_tc_set_fused: read by the op. Off by default: the persistent launch measured slower
-// than the former launches at every decode size on the H200 (run 12, NOTES "Integration of
-// session 4"); kept, bitwise equal and tested, as the base for the next attempt.
-bool g_moe_tc_fused = false;
+// moe_tc_set_small: read by the op and the launcher. kFused stays off: the persistent
+// launch measured slower than the former launches at every decode size on the H200 (run
+// 12, NOTES "Measured: moe6"); kept, bitwise equal and tested.
+MoeTcSmall g_moe_tc_small = MoeTcSmall::kFormer;
 }  // namespace
-void moe_tc_set_fused(bool on) { g_moe_tc_fused = on; }
-bool moe_tc_fused_on() { return g_moe_tc_fused; }
+void moe_tc_set_small(MoeTcSmall k) { g_moe_tc_small = k; }
+MoeTcSmall moe_tc_small() { return g_moe_tc_small; }
+namespace {
+int g_moe_tc_f32_big = kMoeSmallRows;  // moe_tc_set_f32_big_threshold
+bool g_moe_tc_pdl = false;             // moe_tc_set_pdl
+}  // namespace
+void moe_tc_set_pdl(bool on) { g_moe_tc_pdl = on; }
+bool moe_tc_pdl() { return g_moe_tc_pdl; }
+void moe_tc_set_f32_big_threshold(int rows) { g_moe_tc_f32_big = std::max(rows, kMoeSmallRows); }
+int moe_tc_f32_big_threshold() { return g_moe_tc_f32_big; }
+void moe_tc_set_fused(bool on) { g_moe_tc_small = on ? MoeTcSmall::kFused : MoeTcSmall::kFormer; }
+bool moe_tc_fused_on() { return g_moe_tc_small == MoeTcSmall::kFused; }
 
 namespace {
 MoeTcBig g_moe_tc_big = MoeTcBig::kAuto;  // moe_tc_set_big: read by the op (plan) and the launcher

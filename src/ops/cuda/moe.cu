@@ -221,7 +221,11 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   pa.n = int32_t(p.n);
   pa.k = int32_t(p.top_k);
   pa.num_experts = int32_t(E);
-  pa.big_threshold = big ? kernels::kMoeSmallRows : INT32_MAX;
+  // kF32 e2m1 experts: the small tiles up to moe_tc_f32_big_threshold rows (their big
+  // tiles are the slower 3-term fp32 block); otherwise every expert above the small height.
+  pa.big_threshold = !big ? INT32_MAX
+                     : use_tc(t) && p.act == Activations::kF32 ? kernels::moe_tc_f32_big_threshold()
+                                                                : kernels::kMoeSmallRows;
   pa.small_rows = int32_t(kernels::moe_small_tile_rows(p.n));
   // The big tiles of e2m1 experts under kBF16 go to moe_tc; its wide kernel takes taller
   // tiles (kMoeTcWideRows: one tile per expert at prefill sizes, smxx_moe.cuh).
@@ -245,17 +249,24 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   pa.num_tiles = reinterpret_cast<int32_t*>(at(lay.num_tiles));
   const bool bf16 = p.act == Activations::kBF16;
   const int64_t dim = t.w2().rows, inter = t.w13().rows;
-  // moe_tc_fused (opt-in, kernels::moe_tc_set_fused(true); off by default: measured slower): the
-  // plan's histogram launch also splits x into the bf16 planes, and the plan zeroes the
-  // fused kernel's counters, so the small tiles' split + two stages are one launch.
-  const bool fused = use_tc(t) && kernels::moe_tc_fused_on();
+  // The small-tile kernel (kernels::moe_tc_set_small). kFused (opt-in; measured slower):
+  // the plan's histogram launch also splits x into the bf16 planes, and the plan zeroes
+  // the fused kernel's counters, so the small tiles' split + two stages are one launch.
+  // kLean4 / kLean8: the split folded into the plan the same way (one launch fewer), then
+  // one lean moe_tc launch per stage. kFormer: split, then one launch per stage.
+  const kernels::MoeTcSmall small_kind = kernels::moe_tc_small();
+  const bool fused = use_tc(t) && small_kind == kernels::MoeTcSmall::kFused;
+  const bool folded_split =
+      fused || (use_tc(t) && (small_kind == kernels::MoeTcSmall::kLean4 || small_kind == kernels::MoeTcSmall::kLean8));
   const int terms = bf16 ? 1 : 3;
   int32_t* sync = reinterpret_cast<int32_t*>(at(lay.sync));
-  if (fused) {
+  if (folded_split) {
     pa.split_x = p.x;
     pa.split_out = reinterpret_cast<uint16_t*>(at(lay.xt));
     pa.split_count = p.n * dim;
     pa.split_terms = terms;
+  }
+  if (fused) {
     pa.sync = sync;
     pa.sync_count = kernels::moe_tc_fused_sync_count(kernels::moe_small_tile_bound(nk, E, pa.small_rows));
   }
@@ -285,7 +296,7 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
     // big tiles of the exact mode, which keep the 3-term mma block (moe_mma) on fp32 h.
     uint16_t* xt = reinterpret_cast<uint16_t*>(at(lay.xt));
     uint16_t* ht = reinterpret_cast<uint16_t*>(at(lay.ht));
-    if (!fused) CUDA_CHECK(kernels::moe_split_terms(p.x, xt, p.n * dim, terms, stream));
+    if (!folded_split) CUDA_CHECK(kernels::moe_split_terms(p.x, xt, p.n * dim, terms, stream));
     kernels::MoeGroupedArgs ts = small, tl = large;
     tl.tile_rows = pa.big_rows;
     for (kernels::MoeGroupedArgs* s : {&ts, &tl}) {
