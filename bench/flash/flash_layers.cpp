@@ -937,9 +937,13 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       const auto kAutoBig = kernels::MoeTcBig::kAuto;
       add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
       if (small_t) add(MoeTcSmall::kFused, false, false, 8, kAutoBig);
+      if (small_t) add(MoeTcSmall::kLean4T, one_ok, false, 8, kAutoBig);
       for (MoeTcSmall sm : {MoeTcSmall::kLean4, MoeTcSmall::kLean8}) {
         add(sm, false, false, 8, kAutoBig);
-        if (!small_t) continue;
+        if (!small_t) {  // prefill chunks: where 9..32-row experts still occur
+          if (T <= 2048) add(sm, false, false, 32, kAutoBig);
+          continue;
+        }
         add(sm, true, false, 8, kAutoBig);
         add(sm, one_ok, true, 8, kAutoBig);
         add(sm, one_ok, false, 32, kAutoBig);
@@ -981,6 +985,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                                                                       : " big=rows64";
             const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
+                             : cfg.small == MoeTcSmall::kLean4T ? " small=lean4t"
                              : cfg.small == MoeTcSmall::kFused ? " small=fused"
                                                                : " small=former";
             char fb[32] = "";

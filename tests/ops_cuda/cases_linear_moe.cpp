@@ -217,7 +217,8 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               for (auto [kern, label] : {std::pair{kernels::MoeTcSmall::kFormer, "former"},
                                          std::pair{kernels::MoeTcSmall::kFused, "fused"},
                                          std::pair{kernels::MoeTcSmall::kLean4, "lean4"},
-                                         std::pair{kernels::MoeTcSmall::kLean8, "lean8"}})
+                                         std::pair{kernels::MoeTcSmall::kLean8, "lean8"},
+                                         std::pair{kernels::MoeTcSmall::kLean4T, "lean4t"}})
                 for (bool one : {false, true}) {
                   if ((kern == def && one == def_one) || (one != def_one && n * k > 1024)) continue;
                   Dev<float> alt(n * dim);
@@ -274,7 +275,7 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               std::vector<kernels::MoeTcSmall> kinds = {def};
               if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0)
                 for (auto kern : {kernels::MoeTcSmall::kFormer, kernels::MoeTcSmall::kFused,
-                                  kernels::MoeTcSmall::kLean4, kernels::MoeTcSmall::kLean8})
+                                  kernels::MoeTcSmall::kLean4, kernels::MoeTcSmall::kLean8, kernels::MoeTcSmall::kLean4T})
                   if (kern != def) kinds.push_back(kern);
               int64_t diff = 0;
               for (auto kern : kinds) {

@@ -222,8 +222,10 @@ cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int
 //   kFused   moe_tc_fused (both stages in one persistent launch, the split in the plan);
 //   kLean4 / kLean8  moe_tc_lean_kernel with a 4- / 8-chunk cp.async weight ring per
 //            warp, one launch per stage, the split in the plan's histogram launch
-//            (NOTES "MoE decode tiles: fewer instructions per weight byte").
-enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8 };
+//            (NOTES "MoE decode tiles: fewer instructions per weight byte");
+//   kLean4T  kLean4 with the scale folded into per-row lookup tables (fewer multiplies,
+//            more PRMT: tells whether issue slots or the ALU pipe bind).
+enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T };
 void moe_tc_set_small(MoeTcSmall k);
 MoeTcSmall moe_tc_small();
 // Under Activations::kF32 the big tiles of e2m1 experts run linear's 3-term mma block on

@@ -322,7 +322,38 @@ __device__ __forceinline__ void decode8_lean(uint32_t u, uint32_t sc, uint32_t k
 template <int kTerms, int kRing>
 constexpr int lean_blocks() { return kTerms == 3 && kRing == 8 ? 2 : 3; }
 
-template <int kStage, int kTerms, int kRing>
+// The scale folded into the lookup tables (kLean4T): per row and chunk the eight e2m1
+// magnitudes times the scale (four bf16x2 multiplies of the same products decode8 forms
+// per element: exact, or the same rounding where they underflow or overflow), split into
+// a low-byte and a high-byte table (four PRMT); the per-code decode then needs no
+// multiply, and the sign is OR'ed in as before (-(v s) = (-v) s in round-to-nearest).
+// 8 multiplies + 8 PRMT per lane and chunk instead of 32 multiplies: fewer issue slots,
+// more ALU-pipe work. Bitwise the same A words (a NaN scale keeps NaN, sign aside).
+struct ScaleTab {
+  uint32_t lo0, lo1, hi0, hi1;
+};
+__device__ __forceinline__ ScaleTab scale_tab(uint32_t sc) {
+  // bf16x2 of (0, 0.5), (1, 1.5), (2, 3), (4, 6), low half first.
+  const uint32_t w0 = mul_bf16x2(0x3F000000u, sc), w1 = mul_bf16x2(0x3FC03F80u, sc);
+  const uint32_t w2 = mul_bf16x2(0x40404000u, sc), w3 = mul_bf16x2(0x40C04080u, sc);
+  return {prmt(w0, w1, 0x6420u), prmt(w2, w3, 0x6420u), prmt(w0, w1, 0x7531u), prmt(w2, w3, 0x7531u)};
+}
+
+__device__ __forceinline__ void decode8_tab(uint32_t u, const ScaleTab& t, uint32_t k16, uint32_t (&p)[4]) {
+  const uint32_t m = u & 0x77777777u;
+  const uint32_t mh = __umulhi(m, k16);
+  const uint32_t l0 = prmt(t.lo0, t.lo1, m), l1 = prmt(t.lo0, t.lo1, mh);
+  uint32_t h0 = prmt(t.hi0, t.hi1, m), h1 = prmt(t.hi0, t.hi1, mh);
+  const uint32_t u4 = u * 16u;
+  h0 |= prmt(u, u4, 0x9D8Cu) & 0x80808080u;
+  h1 |= prmt(u, u4, 0xBFAEu) & 0x80808080u;
+  p[0] = prmt(l0, h0, 0x5140u);
+  p[1] = prmt(l0, h0, 0x7362u);
+  p[2] = prmt(l1, h1, 0x5140u);
+  p[3] = prmt(l1, h1, 0x7362u);
+}
+
+template <int kStage, int kTerms, int kRing, bool kTab = false>
 __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>()) moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16) {
   constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
   constexpr int kWindow = kTerms == 3 ? 1 : 4;
@@ -393,14 +424,24 @@ __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>()) m
           const uint4 va = *reinterpret_cast<const uint4*>(slot0 + j * 1024);
           const uint4 vb = *reinterpret_cast<const uint4*>(slot0 + j * 1024 + 512);
           const uint32_t sca = lut[qsa[j]], scb = lut[qsb[j]];
+          ScaleTab ta, tb;
+          if constexpr (kTab) {
+            ta = scale_tab(sca);
+            tb = scale_tab(scb);
+          }
           const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
           const uint4* bq = bp + int64_t(i) * 16;
           float tmp[4];
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
             uint32_t pa[4], pb[4];
-            decode8_lean(wa4[q], sca, k16, pa);
-            decode8_lean(wb4[q], scb, k16, pb);
+            if constexpr (kTab) {
+              decode8_tab(wa4[q], ta, k16, pa);
+              decode8_tab(wb4[q], tb, k16, pb);
+            } else {
+              decode8_lean(wa4[q], sca, k16, pa);
+              decode8_lean(wb4[q], scb, k16, pb);
+            }
             const uint32_t a0[4] = {pa[0], pb[0], pa[1], pb[1]};
             const uint32_t a1[4] = {pa[2], pb[2], pa[3], pb[3]};
 #pragma unroll
@@ -804,7 +845,7 @@ cudaError_t launch_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int kStage, int kTerms, int kRing>
+template <int kStage, int kTerms, int kRing, bool kTab = false>
 cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
   const int ks = small_tile_ks(int(L.cols / 128));  // the former kernel's K split: the same sums
@@ -815,11 +856,11 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
   // Once per instantiation: the ring above 48 KB needs the opt-in, and the carveout asks
   // for three blocks' shared memory (rings + red + lut); the rest stays L1 for B.
   static const cudaError_t attr = [] {
-    cudaError_t e = cudaFuncSetAttribute(moe_tc_lean_kernel<kStage, kTerms, kRing>,
+    cudaError_t e = cudaFuncSetAttribute(moe_tc_lean_kernel<kStage, kTerms, kRing, kTab>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e == cudaSuccess) {
       const int per_block = smem + int(sizeof(float)) * kTcWarps * 32 * 4 + 1024 + 1024;  // + reserved
-      e = cudaFuncSetAttribute(moe_tc_lean_kernel<kStage, kTerms, kRing>,
+      e = cudaFuncSetAttribute(moe_tc_lean_kernel<kStage, kTerms, kRing, kTab>,
                                cudaFuncAttributePreferredSharedMemoryCarveout,
                                std::min(100, (lean_blocks<kTerms, kRing>() * per_block * 100 + 228 * 1024 - 1) /
                                                  (228 * 1024)));
@@ -838,9 +879,9 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, moe_tc_lean_kernel<kStage, kTerms, kRing>, a, ks, 65536u);
+    return cudaLaunchKernelEx(&cfg, moe_tc_lean_kernel<kStage, kTerms, kRing, kTab>, a, ks, 65536u);
   }
-  moe_tc_lean_kernel<kStage, kTerms, kRing>
+  moe_tc_lean_kernel<kStage, kTerms, kRing, kTab>
       <<<dim3(unsigned(a.max_tiles), unsigned(gy)), kTcWarps * 32, smem, stream>>>(a, ks, 65536u);
   return cudaGetLastError();
 }
@@ -850,6 +891,7 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.tile_rows <= 8) switch (moe_tc_small()) {
       case MoeTcSmall::kLean4: return launch_lean<kStage, kTerms, 4>(a, stream);
       case MoeTcSmall::kLean8: return launch_lean<kStage, kTerms, 8>(a, stream);
+      case MoeTcSmall::kLean4T: return launch_lean<kStage, kTerms, 4, true>(a, stream);
       default: return launch_tc<kStage, kTerms, 1>(a, stream);
     }
   if constexpr (kTerms == 1) {  // big tiles, bf16: B staged in shared memory

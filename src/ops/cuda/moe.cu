@@ -252,12 +252,13 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   // The small-tile kernel (kernels::moe_tc_set_small). kFused (opt-in; measured slower):
   // the plan's histogram launch also splits x into the bf16 planes, and the plan zeroes
   // the fused kernel's counters, so the small tiles' split + two stages are one launch.
-  // kLean4 / kLean8: the split folded into the plan the same way (one launch fewer), then
+  // kLean4 / kLean8 / kLean4T: the split folded into the plan the same way (one launch fewer), then
   // one lean moe_tc launch per stage. kFormer: split, then one launch per stage.
   const kernels::MoeTcSmall small_kind = kernels::moe_tc_small();
   const bool fused = use_tc(t) && small_kind == kernels::MoeTcSmall::kFused;
   const bool folded_split =
-      fused || (use_tc(t) && (small_kind == kernels::MoeTcSmall::kLean4 || small_kind == kernels::MoeTcSmall::kLean8));
+      fused || (use_tc(t) && (small_kind == kernels::MoeTcSmall::kLean4 || small_kind == kernels::MoeTcSmall::kLean8 ||
+                              small_kind == kernels::MoeTcSmall::kLean4T));
   const int terms = bf16 ? 1 : 3;
   int32_t* sync = reinterpret_cast<int32_t*>(at(lay.sync));
   if (folded_split) {
