@@ -37,12 +37,15 @@
 // that made copies labels its lines act=bf16w (report.py gives it its own section).
 // --ops-linear: only the op section's linear modes (the three
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192).
+// --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
+// small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
 //
 // Output: one line per measurement (see print formats), read by bench/flash/report.py.
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096[,8192]] [--activations f32|bf16|f32,bf16] [--budget-s 300]
 //                [--bf16-weights off|on|auto|off,on]
-//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--fp8-kinds wgmma,wgmma3,wgmmaw,mma8]
+//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-moe] [--ops-moe-profile]
+//                [--fp8-kinds wgmma,wgmma3,wgmmaw,mma8]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--graphs 1|0]
 #include <cuda_profiler_api.h>
@@ -814,6 +817,63 @@ void run_linear_modes(HostPool& hp) {
 }
 
 
+// --ops-moe-profile: the grouped MoE op once per (T in batches, activation mode, small-tile
+// configuration) inside cudaProfilerStart / Stop, each after a warm-up call outside, for
+// ncu --profile-from-start off (per-kernel time, issue and pipe utilisation, stall
+// reasons of the small-tile kernels; NOTES "MoE decode tiles"). Prints one line per call.
+void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches) {
+  const int64_t D = c.hidden_size, E = c.n_routed_experts, I = c.moe_intermediate_size, k = c.num_experts_per_tok;
+  int64_t maxn = 1;
+  for (int64_t T : batches) maxn = std::max(maxn, T);
+  float *x, *y, *rw;
+  int64_t* d_ids;
+  CK(cudaMalloc(&x, size_t(maxn * D) * 4));
+  CK(cudaMalloc(&y, size_t(maxn * D) * 4));
+  CK(cudaMalloc(&rw, size_t(maxn * k) * 4));
+  CK(cudaMalloc(&d_ids, size_t(maxn * k) * 8));
+  fill_random(x, size_t(maxn * D) * 4, 77);
+  fill_random(rw, size_t(maxn * k) * 4, 5);
+  std::vector<ops::MoeExpertRef> refs;
+  for (int64_t e = 0; e < E; ++e) refs.push_back({dev_copy(fp4(hp, I, D)), dev_copy(fp4(hp, I, D)), dev_copy(fp4(hp, D, I))});
+  const ops::cuda::MoeExpertTable table(refs);
+  void* ws;
+  CK(cudaMalloc(&ws, ops::cuda::moe_experts_workspace_bytes(maxn, k, table, ops::cuda::LinearMode::kAuto)));
+  using kernels::MoeTcSmall;
+  for (int64_t T : batches) {
+    std::vector<int64_t> ids;
+    uint64_t s = 99 + uint64_t(T);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int64_t> picks;
+      while (int64_t(picks.size()) < k) {
+        const int64_t e = int64_t(splitmix(s) % uint64_t(E));
+        if (std::find(picks.begin(), picks.end(), e) == picks.end()) picks.push_back(e);
+      }
+      ids.insert(ids.end(), picks.begin(), picks.end());
+    }
+    CK(cudaMemcpy(d_ids, ids.data(), ids.size() * 8, cudaMemcpyHostToDevice));
+    for (auto av : {ops::Activations::kBF16, ops::Activations::kF32})
+      for (MoeTcSmall sm : {MoeTcSmall::kFormer, MoeTcSmall::kLean4, MoeTcSmall::kLean8, MoeTcSmall::kLean4T}) {
+        kernels::moe_tc_set_small(sm);
+        kernels::moe_plan_set_single_launch(sm != MoeTcSmall::kFormer);
+        auto call = [&] {
+          ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y, av}, table,
+                                 ops::cuda::LinearMode::kAuto, nullptr, ws);
+        };
+        call();
+        CK(cudaDeviceSynchronize());
+        CK(cudaProfilerStart());
+        call();
+        CK(cudaDeviceSynchronize());
+        CK(cudaProfilerStop());
+        std::printf("profile moe T=%lld act=%s small=%d\n", (long long)T, av == ops::Activations::kBF16 ? "bf16" : "f32",
+                    int(sm));
+      }
+    kernels::moe_tc_set_small(MoeTcSmall::kFormer);
+    kernels::moe_plan_set_single_launch(false);
+  }
+  std::fflush(stdout);
+}
+
 // moe_only (--ops-moe): the MoE part alone (grouped op in both activation modes, the
 // former per-expert loop, the router) and the FP4 linear gemv; skips the FP8 linears.
 void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches, bool moe_only) {
@@ -1309,6 +1369,7 @@ int main(int argc, char** argv) {
   std::vector<ops::Activations> acts = {ops::Activations::kF32};
   std::vector<v41::Bf16Weights> bf16w = {v41::Bf16Weights::kOff};
   double budget = 300;
+  bool moe_profile = false;
   bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   bool graphs = true;  // decode also as graph replays (--graphs 0: eager only)
   bool linear_only = false;
@@ -1364,6 +1425,7 @@ int main(int argc, char** argv) {
     else if (a == "--ops") with_ops = true;
     else if (a == "--ops-only") ops_only = with_ops = true;
     else if (a == "--ops-moe") ops_only = with_ops = moe_only = true;
+    else if (a == "--ops-moe-profile") moe_profile = true;
     else if (a == "--indexer-only") indexer_only = true;  // top-k and indexer-score op sections alone
     else if (a == "--engram-tables") {
       const std::string v = next();
@@ -1410,6 +1472,10 @@ int main(int argc, char** argv) {
   }
   if (linear_only) {
     run_linear_modes(hp);
+    return 0;
+  }
+  if (moe_profile) {
+    run_moe_profile(cfg, hp, batches);
     return 0;
   }
   if (ops_only) {  // the op section needs only the config and its own device weights
