@@ -854,7 +854,7 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
     for (auto av : {ops::Activations::kBF16, ops::Activations::kF32})
       for (MoeTcSmall sm : {MoeTcSmall::kFormer, MoeTcSmall::kLean4, MoeTcSmall::kLean8, MoeTcSmall::kLean4T}) {
         kernels::moe_tc_set_small(sm);
-        kernels::moe_plan_set_single_launch(sm != MoeTcSmall::kFormer);
+        kernels::moe_plan_set_single_launch_max(sm != MoeTcSmall::kFormer ? kernels::kMoePlanOneMax : 0);
         auto call = [&] {
           ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y, av}, table,
                                  ops::cuda::LinearMode::kAuto, nullptr, ws);
@@ -868,8 +868,8 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
         std::printf("profile moe T=%lld act=%s small=%d\n", (long long)T, av == ops::Activations::kBF16 ? "bf16" : "f32",
                     int(sm));
       }
-    kernels::moe_tc_set_small(MoeTcSmall::kFormer);
-    kernels::moe_plan_set_single_launch(false);
+    kernels::moe_tc_set_small(MoeTcSmall::kAuto);
+    kernels::moe_plan_set_single_launch_max(64);
   }
   std::fflush(stdout);
 }
@@ -982,19 +982,21 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       // big-tile kernel (moe_tc_set_big, kAuto + kBF16 only, with the default small kernel).
       struct Cfg {
         MoeTcSmall small;
-        bool plan_one, pdl;
+        int plan_max;  // one-launch plan up to this many assignments
+        bool pdl;
         int f32_big;
         kernels::MoeTcBig big;
       };
-      const Cfg def_cfg{kernels::moe_tc_small(), kernels::moe_plan_single_launch(), kernels::moe_tc_pdl(),
+      const Cfg def_cfg{kernels::moe_tc_small(), kernels::moe_plan_single_launch_max(), kernels::moe_tc_pdl(),
                         kernels::moe_tc_f32_big_threshold(), kernels::MoeTcBig::kAuto};
       const bool small_t = T <= 256, one_ok = T * k <= 1024;
       std::vector<Cfg> cfgs;
       auto add = [&](MoeTcSmall sm, bool one, bool pdl, int fb, kernels::MoeTcBig bg) {
         if (one && !one_ok) return;
-        cfgs.push_back({sm, one, pdl, fb, bg});
+        cfgs.push_back({sm, one ? kernels::kMoePlanOneMax : 0, pdl, fb, bg});
       };
       const auto kAutoBig = kernels::MoeTcBig::kAuto;
+      cfgs.push_back(def_cfg);  // the defaults (small = auto, plan as set, f32big 32, big = auto)
       add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
       if (small_t) add(MoeTcSmall::kFused, false, false, 8, kAutoBig);
       if (small_t) add(MoeTcSmall::kLean4T, one_ok, false, 8, kAutoBig);
@@ -1010,10 +1012,10 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       }
       for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWide2,
                       kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
-        add(def_cfg.small, def_cfg.plan_one, def_cfg.pdl, def_cfg.f32_big, bg);
+        cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});  // kBF16 only: f32big unused
       auto apply = [](const Cfg& c) {
         kernels::moe_tc_set_small(c.small);
-        kernels::moe_plan_set_single_launch(c.plan_one);
+        kernels::moe_plan_set_single_launch_max(c.plan_max);
         kernels::moe_tc_set_pdl(c.pdl);
         kernels::moe_tc_set_f32_big_threshold(c.f32_big);
         kernels::moe_tc_set_big(c.big);
@@ -1023,7 +1025,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
           for (const Cfg& cfg : cfgs) {
             const bool ab = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kBF16;
             const bool af = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kF32;
-            if ((!ab && cfg.big != kernels::MoeTcBig::kAuto) || (!af && cfg.f32_big != def_cfg.f32_big) ||
+            // f32big only matters in kAuto + kF32: elsewhere only the default line runs it at 32.
+            if ((!ab && cfg.big != kernels::MoeTcBig::kAuto) || (!af && cfg.f32_big == 32 && &cfg != &cfgs[0]) ||
                 (T > maxn && mode != ops::cuda::LinearMode::kAuto))
               continue;
             apply(cfg);
@@ -1047,6 +1050,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
                              : cfg.small == MoeTcSmall::kLean4T ? " small=lean4t"
                              : cfg.small == MoeTcSmall::kFused ? " small=fused"
+                             : cfg.small == MoeTcSmall::kAuto ? " small=auto"
                                                                : " small=former";
             char fb[32] = "";
             if (af) std::snprintf(fb, sizeof(fb), " f32big=%d", cfg.f32_big);
@@ -1054,7 +1058,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                 "op moe_grouped T=%lld active=%lld mode=%s act=%s ms=%.5f GBps=%.1f TFLOPs=%.2f%s%s%s plan=%d pdl=%d\n",
                 (long long)T, (long long)act, mode == ops::cuda::LinearMode::kAuto ? "auto" : "invariant",
                 av == ops::Activations::kBF16 ? "bf16" : "f32", gms, bytes / gms / 1e6, flops / gms / 1e9,
-                ab ? bn : "", sn, fb, cfg.plan_one ? 1 : 3, cfg.pdl ? 1 : 0);
+                ab ? bn : "", sn, fb, T * k <= cfg.plan_max ? 1 : 3, cfg.pdl ? 1 : 0);
           }
       std::fflush(stdout);
       if (T > maxn) continue;

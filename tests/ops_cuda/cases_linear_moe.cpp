@@ -211,60 +211,65 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
             }
             if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0) {  // moe_tc shapes
               // Every other small-tile kernel on the same batch, then back to the default.
-              // With n k <= 1024 also with the other plan (one launch vs three, moe_plan_set_single_launch).
+              // Each with the three-launch plan and, where n k <= 1024, the one-launch plan
+              // (moe_plan_set_single_launch_max 0 / 1024).
               const kernels::MoeTcSmall def = kernels::moe_tc_small();
-              const bool def_one = kernels::moe_plan_single_launch();
+              const int def_one = kernels::moe_plan_single_launch_max();
               for (auto [kern, label] : {std::pair{kernels::MoeTcSmall::kFormer, "former"},
                                          std::pair{kernels::MoeTcSmall::kFused, "fused"},
                                          std::pair{kernels::MoeTcSmall::kLean4, "lean4"},
                                          std::pair{kernels::MoeTcSmall::kLean8, "lean8"},
                                          std::pair{kernels::MoeTcSmall::kLean4T, "lean4t"}})
                 for (bool one : {false, true}) {
-                  if ((kern == def && one == def_one) || (one != def_one && n * k > 1024)) continue;
+                  if (one && n * k > kernels::kMoePlanOneMax) continue;
                   Dev<float> alt(n * dim);
                   kernels::moe_tc_set_small(kern);
-                  kernels::moe_plan_set_single_launch(one);
+                  kernels::moe_plan_set_single_launch_max(one ? kernels::kMoePlanOneMax : 0);
                   run(0, n, alt.get());
                   kernels::moe_tc_set_small(def);
-                  kernels::moe_plan_set_single_launch(def_one);
+                  kernels::moe_plan_set_single_launch_max(def_one);
                   const std::vector<float> other = alt.host();
                   o.ints.push_back({std::string(label) + (one ? "_plan1" : "_plan3") + "_vs_default_differ",
                                     {0},
                                     {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
                 }
-            } else if (n * k <= 1024) {  // other formats: the other plan
-              Dev<float> alt(n * dim);
-              const bool def_one = kernels::moe_plan_single_launch();
-              kernels::moe_plan_set_single_launch(!def_one);
-              run(0, n, alt.get());
-              kernels::moe_plan_set_single_launch(def_one);
-              const std::vector<float> other = alt.host();
-              o.ints.push_back({"other_plan_vs_default_differ", {0},
-                                {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
+            } else {  // other formats: both plans
+              const int def_one = kernels::moe_plan_single_launch_max();
+              for (bool one : {false, true}) {
+                if (one && n * k > kernels::kMoePlanOneMax) continue;
+                Dev<float> alt(n * dim);
+                kernels::moe_plan_set_single_launch_max(one ? kernels::kMoePlanOneMax : 0);
+                run(0, n, alt.get());
+                kernels::moe_plan_set_single_launch_max(def_one);
+                const std::vector<float> other = alt.host();
+                o.ints.push_back({one ? "plan1_vs_default_differ" : "plan3_vs_default_differ", {0},
+                                  {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
+              }
             }
             if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0 && !bf16 && !invariant && n > 8) {
-              // kF32 with the big-tile threshold at 32 rows (moe_tc_set_f32_big_threshold):
-              // experts with 9..32 rows on the small tiles. Against the CPU, and, where no
-              // expert has more than 32 rows, bitwise against kInvariant (small tiles only).
+              // kF32 with the big-tile threshold at 8 rows (the former behaviour; the default
+              // is 32: experts with 9..32 rows on the small tiles) against the CPU; and the
+              // default, where no expert has more than 32 rows, bitwise against kInvariant
+              // (small tiles only).
               const int was = kernels::moe_tc_f32_big_threshold();
               Dev<float> alt(n * dim);
-              kernels::moe_tc_set_f32_big_threshold(32);
+              kernels::moe_tc_set_f32_big_threshold(8);
               run(0, n, alt.get());
               kernels::moe_tc_set_f32_big_threshold(was);
               const std::vector<float> other = alt.host();
               std::vector<float> got32(m * dim);
               for (int64_t i = 0; i < m; ++i)
                 std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, got32.begin() + i * dim);
-              o.floats.push_back({"y_f32big32", y, got32});
+              o.floats.push_back({"y_f32big8", y, got32});
               std::vector<int64_t> cnt(size_t(E), 0);
               for (int64_t v : ids)
                 if (v >= 0 && v < E) ++cnt[size_t(v)];
-              if (*std::max_element(cnt.begin(), cnt.end()) <= 32) {
+              if (*std::max_element(cnt.begin(), cnt.end()) <= kernels::moe_tc_f32_big_threshold()) {
                 Dev<float> inv(n * dim);
                 run_mode(0, n, inv.get(), ops::cuda::LinearMode::kInvariant);
                 const std::vector<float> iv = inv.host();
-                o.ints.push_back({"f32big32_vs_invariant_differ", {0},
-                                  {int64_t(std::memcmp(iv.data(), other.data(), iv.size() * 4) != 0)}});
+                o.ints.push_back({"f32big_default_vs_invariant_differ", {0},
+                                  {int64_t(std::memcmp(iv.data(), full.data(), iv.size() * 4) != 0)}});
               }
             }
             if (invariant) {

@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kPlanChunk) moe_place_kernel(MoePlanArgs a) {
 // earlier chunks + its rank in its chunk), so every output is the same. Blocks 1.. only
 // split x (as moe_hist_kernel's extra blocks). Three launches -> one at decode sizes,
 // where each launch is a few us of a ~50 us op (NOTES "MoE decode tiles").
-constexpr int kPlanOneMax = 1024;
+constexpr int kPlanOneMax = kMoePlanOneMax;
 __global__ void __launch_bounds__(kScanThreads) moe_plan_one_kernel(MoePlanArgs a) {
   if (blockIdx.x > 0) {
     const int64_t i = (int64_t(blockIdx.x - 1) * kScanThreads + threadIdx.x) * 4;
@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_one_kernel(MoePlanArgs 
   }
 }
 
-bool g_moe_plan_one = false;  // moe_plan_set_single_launch
+int g_moe_plan_one_max = 64;  // moe_plan_set_single_launch_max
 
 using moe_terms::swiglu;
 
@@ -648,8 +648,10 @@ bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
-void moe_plan_set_single_launch(bool on) { g_moe_plan_one = on; }
-bool moe_plan_single_launch() { return g_moe_plan_one; }
+void moe_plan_set_single_launch_max(int assignments) {
+  g_moe_plan_one_max = std::clamp(assignments, 0, kPlanOneMax);
+}
+int moe_plan_single_launch_max() { return g_moe_plan_one_max; }
 
 int64_t moe_plan_chunks(int64_t assignments) { return (assignments + kPlanChunk - 1) / kPlanChunk; }
 int64_t moe_small_tile_rows(int64_t n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : kMoeSmallRows; }
@@ -678,7 +680,7 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
       (a.split_x && (!a.split_out || a.split_count <= 0 || a.split_count % 4 != 0 ||
                      (a.split_terms != 1 && a.split_terms != 3) || reinterpret_cast<uintptr_t>(a.split_x) % 16 != 0)))
     return cudaErrorInvalidValue;
-  if (g_moe_plan_one && total <= kPlanOneMax) {
+  if (total <= g_moe_plan_one_max) {
     const int64_t blocks = 1 + (a.split_x ? (a.split_count / 4 + kScanThreads - 1) / kScanThreads : 0);
     const size_t smem = (3 * E + kScanThreads + kPlanOneMax) * sizeof(int32_t);
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;

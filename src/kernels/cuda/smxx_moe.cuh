@@ -137,11 +137,15 @@ int64_t moe_small_tile_rows(int64_t n);
 int64_t moe_small_tile_bound(int64_t assignments, int64_t num_experts, int64_t tile_rows);
 int64_t moe_big_tile_bound(int64_t assignments, int64_t num_experts);
 cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream);
-// Batches of at most 1024 assignments: the plan (and the folded split) in one launch
-// instead of three, the same outputs (tested bitwise through the op). A process-wide
-// switch for A/B tests and benchmarks.
-void moe_plan_set_single_launch(bool on);
-bool moe_plan_single_launch();
+// Batches of at most this many assignments (<= kMoePlanOneMax) run the plan (and the
+// folded split) as one launch instead of three, with the same outputs (tested bitwise
+// through the op); 0: never. Default 64: run 13 measured the one launch faster at 6 and
+// 48 assignments (T = 1 / 8 x top-6, kBF16 -6% / -2% of the op) and slower at 768 (T = 128,
+// +1-2%: each assignment counts its earlier equals, O(n^2) in one block). A process-wide
+// setting for A/B tests and benchmarks.
+constexpr int kMoePlanOneMax = 1024;
+void moe_plan_set_single_launch_max(int assignments);
+int moe_plan_single_launch_max();
 
 struct MoeGroupedArgs {
   const MoeExpertPtrs* experts = nullptr;  // [E] device table
@@ -166,6 +170,9 @@ struct MoeGroupedArgs {
   uint16_t* ht = nullptr;
   int64_t ht_plane = 0;
   int terms = 3;
+  // moe_tc, tiles of <= 8 rows: the MoeTcSmall kernel (as int; the op sets it from
+  // moe_tc_small_for), -1: moe_tc_small() resolved for this tile height alone.
+  int small_kernel = -1;
 };
 // Whether the grouped kernels take this expert layout (format, vector alignment,
 // power-of-two scale blocks).
@@ -224,15 +231,24 @@ cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int
 //            warp, one launch per stage, the split in the plan's histogram launch
 //            (NOTES "MoE decode tiles: fewer instructions per weight byte");
 //   kLean4T  kLean4 with the scale folded into per-row lookup tables (fewer multiplies,
-//            more PRMT: tells whether issue slots or the ALU pipe bind).
-enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T };
+//            more PRMT: tells whether issue slots or the ALU pipe bind);
+//   kAuto    (default) the one run 13 measured fastest for the batch (moe_tc_small_for).
+enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T, kAuto };
 void moe_tc_set_small(MoeTcSmall k);
 MoeTcSmall moe_tc_small();
+// moe_tc_small() for a batch of n tokens; kAuto resolves (run 13, H200, V4.1 shapes):
+// kBF16: kLean4 for n <= 256 (-7..-16% of the op at T = 1..256) and in kInvariant mode at
+// every n (-5..-10% at T = 1024 / 4096), else kFormer (kAuto at T >= 1024: +1..5% with
+// kLean4, whose empty blocks of the small-tile bound cost more); kF32: kLean4 for n <= 8
+// (-2..-4%), else kFormer (kLean4 +3..8% at T >= 128: kF32 is L1-bound on the B loads and
+// the ring adds shared-memory traffic to the same pipe). Others are returned as they are.
+MoeTcSmall moe_tc_small_for(int64_t n, bool bf16, bool invariant);
 // Under Activations::kF32 the big tiles of e2m1 experts run linear's 3-term mma block on
 // fp32 h (moe_mma + moe_act: two launches more, and ~0.5 ms at T = 256 for the ~8 experts
 // with 9+ rows, run 12); experts with at most this many rows stay on the small tiles
-// (ceil(rows / 8) tiles each). Default kMoeSmallRows (every expert above 8 rows on the big
-// tiles, the former behaviour). A process-wide switch, read by the op; kBF16 ignores it.
+// (ceil(rows / 8) tiles each). Default 32: run 13 measured kF32 kAuto T = 256 6.24 -> 5.71 ms
+// and T = 1024 22.5 -> 16.0 ms (experts of ~16 rows: two small tiles beat one 3-term block);
+// 8 = the former behaviour. A process-wide setting, read by the op; kBF16 ignores it.
 void moe_tc_set_f32_big_threshold(int rows);
 int moe_tc_f32_big_threshold();
 // The lean kernels' stage 2 launched as a programmatic dependent launch: its blocks start
@@ -240,9 +256,6 @@ int moe_tc_f32_big_threshold();
 // before reading h. Off by default (opt-in; NOTES "MoE decode tiles").
 void moe_tc_set_pdl(bool on);
 bool moe_tc_pdl();
-// kFused on / kFormer (the former bool switch).
-void moe_tc_set_fused(bool on);
-bool moe_tc_fused_on();
 // x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).
 cudaError_t moe_split_terms(const float* x, uint16_t* out, int64_t count, int terms, cudaStream_t stream);
 // out = bf16-rounded x (fp32 storage), for the SIMT paths under Activations::kBF16.

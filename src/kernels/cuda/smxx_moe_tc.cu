@@ -299,6 +299,11 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
 //  - no token-tile loop (one n-tile of 8 columns), so no WARPSYNC before the MMAs.
 // Block = 8 warps of (8 / ks) row groups x ks slices, grid (tile, row block): the
 // former kernel's shape and work split.
+// Measured (run 13, NOTES §7): the ALU work per byte fell as counted (ncu, T = 256 stage 1:
+// ALU pipe 77% of 2.72 ms -> 63% of 2.32 ms, i.e. -31%), but the kernel then binds on L1TEX
+// (75% in kBF16, 89% in kF32: the B fragment loads touch 2 lines per token per quarter-warp,
+// and the ring's LDGSTS + LDS add to the same pipe), so the op gained 7-16% in kBF16 and
+// nothing (or lost, T >= 128) in kF32; moe_tc_small_for picks it only where it measured faster.
 template <int kRing>
 __host__ __device__ constexpr int lean_smem(int warps) { return warps * kRing * 1024; }
 
@@ -888,7 +893,7 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
 
 template <int kStage, int kTerms>
 cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
-  if (a.tile_rows <= 8) switch (moe_tc_small()) {
+  if (a.tile_rows <= 8) switch (a.small_kernel >= 0 ? MoeTcSmall(a.small_kernel) : moe_tc_small_for(a.tile_rows, a.terms == 1, false)) {
       case MoeTcSmall::kLean4: return launch_lean<kStage, kTerms, 4>(a, stream);
       case MoeTcSmall::kLean8: return launch_lean<kStage, kTerms, 8>(a, stream);
       case MoeTcSmall::kLean4T: return launch_lean<kStage, kTerms, 4, true>(a, stream);
@@ -1044,20 +1049,23 @@ namespace {
 // moe_tc_set_small: read by the op and the launcher. kFused stays off: the persistent
 // launch measured slower than the former launches at every decode size on the H200 (run
 // 12, NOTES "Measured: moe6"); kept, bitwise equal and tested.
-MoeTcSmall g_moe_tc_small = MoeTcSmall::kFormer;
+MoeTcSmall g_moe_tc_small = MoeTcSmall::kAuto;
 }  // namespace
 void moe_tc_set_small(MoeTcSmall k) { g_moe_tc_small = k; }
 MoeTcSmall moe_tc_small() { return g_moe_tc_small; }
+MoeTcSmall moe_tc_small_for(int64_t n, bool bf16, bool invariant) {
+  if (g_moe_tc_small != MoeTcSmall::kAuto) return g_moe_tc_small;
+  if (bf16) return invariant || n <= 256 ? MoeTcSmall::kLean4 : MoeTcSmall::kFormer;
+  return n <= 8 ? MoeTcSmall::kLean4 : MoeTcSmall::kFormer;
+}
 namespace {
-int g_moe_tc_f32_big = kMoeSmallRows;  // moe_tc_set_f32_big_threshold
+int g_moe_tc_f32_big = 32;  // moe_tc_set_f32_big_threshold
 bool g_moe_tc_pdl = false;             // moe_tc_set_pdl
 }  // namespace
 void moe_tc_set_pdl(bool on) { g_moe_tc_pdl = on; }
 bool moe_tc_pdl() { return g_moe_tc_pdl; }
 void moe_tc_set_f32_big_threshold(int rows) { g_moe_tc_f32_big = std::max(rows, kMoeSmallRows); }
 int moe_tc_f32_big_threshold() { return g_moe_tc_f32_big; }
-void moe_tc_set_fused(bool on) { g_moe_tc_small = on ? MoeTcSmall::kFused : MoeTcSmall::kFormer; }
-bool moe_tc_fused_on() { return g_moe_tc_small == MoeTcSmall::kFused; }
 
 namespace {
 MoeTcBig g_moe_tc_big = MoeTcBig::kAuto;  // moe_tc_set_big: read by the op (plan) and the launcher

@@ -249,12 +249,14 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   pa.num_tiles = reinterpret_cast<int32_t*>(at(lay.num_tiles));
   const bool bf16 = p.act == Activations::kBF16;
   const int64_t dim = t.w2().rows, inter = t.w13().rows;
-  // The small-tile kernel (kernels::moe_tc_set_small). kFused (opt-in; measured slower):
+  // The small-tile kernel: kernels::moe_tc_set_small, kAuto (default) resolved per batch
+  // by moe_tc_small_for (the kernel run 13 measured fastest). kFused (opt-in; slower):
   // the plan's histogram launch also splits x into the bf16 planes, and the plan zeroes
   // the fused kernel's counters, so the small tiles' split + two stages are one launch.
   // kLean4 / kLean8 / kLean4T: the split folded into the plan the same way (one launch fewer), then
   // one lean moe_tc launch per stage. kFormer: split, then one launch per stage.
-  const kernels::MoeTcSmall small_kind = kernels::moe_tc_small();
+  const kernels::MoeTcSmall small_kind =
+      kernels::moe_tc_small_for(p.n, p.act == Activations::kBF16, mode == LinearMode::kInvariant);
   const bool fused = use_tc(t) && small_kind == kernels::MoeTcSmall::kFused;
   const bool folded_split =
       fused || (use_tc(t) && (small_kind == kernels::MoeTcSmall::kLean4 || small_kind == kernels::MoeTcSmall::kLean8 ||
@@ -287,6 +289,7 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   small.num_tiles = pa.num_tiles;
   small.max_tiles = kernels::moe_small_tile_bound(nk, E, pa.small_rows);
   small.tile_rows = pa.small_rows;
+  small.small_kernel = int(small_kind);
   large.tiles = pa.big_tiles;
   large.num_tiles = pa.num_tiles + 1;
   large.max_tiles = big ? kernels::moe_big_tile_bound(nk, E) : 0;
