@@ -139,10 +139,10 @@ int64_t moe_big_tile_bound(int64_t assignments, int64_t num_experts);
 cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream);
 // Batches of at most this many assignments (<= kMoePlanOneMax) run the plan (and the
 // folded split) as one launch instead of three, with the same outputs (tested bitwise
-// through the op); 0: never. Default 64: run 13 measured the one launch faster at 6 and
-// 48 assignments (T = 1 / 8 x top-6, kBF16 -6% / -2% of the op) and slower at 768 (T = 128,
-// +1-2%: each assignment counts its earlier equals, O(n^2) in one block). A process-wide
-// setting for A/B tests and benchmarks.
+// through the op); 0: never. Default 64: the one launch measured faster at 6 and 48
+// assignments (T = 1 / 8 x top-6, kBF16 -6% / -2% of the op) and slower at 768 (T = 128,
+// +1-2%: each assignment counts its earlier equals, O(n^2) in one block; bench/results/
+// 2026-11-30-moe-decode.md). A process-wide setting for A/B tests and benchmarks.
 constexpr int kMoePlanOneMax = 1024;
 void moe_plan_set_single_launch_max(int assignments);
 int moe_plan_single_launch_max();
@@ -232,21 +232,22 @@ cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int
 //            (NOTES "MoE decode tiles: fewer instructions per weight byte");
 //   kLean4T  kLean4 with the scale folded into per-row lookup tables (fewer multiplies,
 //            more PRMT: tells whether issue slots or the ALU pipe bind);
-//   kAuto    (default) the one run 13 measured fastest for the batch (moe_tc_small_for).
+//   kAuto    (default) the one measured fastest for the batch (moe_tc_small_for).
 enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T, kAuto };
 void moe_tc_set_small(MoeTcSmall k);
 MoeTcSmall moe_tc_small();
-// moe_tc_small() for a batch of n tokens; kAuto resolves (run 13, H200, V4.1 shapes):
+// moe_tc_small() for a batch of n tokens; kAuto resolves as measured on the H200 at the
+// V4.1 shapes (bench/results/2026-11-30-moe-decode.md):
 // kBF16: kLean4 for n <= 256 (-7..-16% of the op at T = 1..256) and in kInvariant mode at
 // every n (-5..-10% at T = 1024 / 4096), else kFormer (kAuto at T >= 1024: +1..5% with
-// kLean4, whose empty blocks of the small-tile bound cost more); kF32: kLean4 for n <= 8
+// kLean4, likely its empty blocks of the small-tile bound, costlier to start); kF32: kLean4 for n <= 8
 // (-2..-4%), else kFormer (kLean4 +3..8% at T >= 128: kF32 is L1-bound on the B loads and
 // the ring adds shared-memory traffic to the same pipe). Others are returned as they are.
 MoeTcSmall moe_tc_small_for(int64_t n, bool bf16, bool invariant);
 // Under Activations::kF32 the big tiles of e2m1 experts run linear's 3-term mma block on
 // fp32 h (moe_mma + moe_act: two launches more, and ~0.5 ms at T = 256 for the ~8 experts
 // with 9+ rows, run 12); experts with at most this many rows stay on the small tiles
-// (ceil(rows / 8) tiles each). Default 32: run 13 measured kF32 kAuto T = 256 6.24 -> 5.71 ms
+// (ceil(rows / 8) tiles each). Default 32: measured kF32 kAuto T = 256 6.24 -> 5.71 ms
 // and T = 1024 22.5 -> 16.0 ms (experts of ~16 rows: two small tiles beat one 3-term block);
 // 8 = the former behaviour. A process-wide setting, read by the op; kBF16 ignores it.
 void moe_tc_set_f32_big_threshold(int rows);

@@ -299,8 +299,9 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
 //  - no token-tile loop (one n-tile of 8 columns), so no WARPSYNC before the MMAs.
 // Block = 8 warps of (8 / ks) row groups x ks slices, grid (tile, row block): the
 // former kernel's shape and work split.
-// Measured (run 13, NOTES §7): the ALU work per byte fell as counted (ncu, T = 256 stage 1:
-// ALU pipe 77% of 2.72 ms -> 63% of 2.32 ms, i.e. -31%), but the kernel then binds on L1TEX
+// Measured (NOTES §7, bench/results/2026-11-30-moe-decode.md): the ALU work per byte fell
+// as counted (ncu, T = 256 stage 1: ALU pipe 77% of 2.72 ms -> 63% of 2.32 ms, i.e. -31%),
+// but the kernel then binds on L1TEX
 // (75% in kBF16, 89% in kF32: the B fragment loads touch 2 lines per token per quarter-warp,
 // and the ring's LDGSTS + LDS add to the same pipe), so the op gained 7-16% in kBF16 and
 // nothing (or lost, T >= 128) in kF32; moe_tc_small_for picks it only where it measured faster.
@@ -359,7 +360,8 @@ __device__ __forceinline__ void decode8_tab(uint32_t u, const ScaleTab& t, uint3
 }
 
 template <int kStage, int kTerms, int kRing, bool kTab = false>
-__global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>()) moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16) {
+__global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
+    moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16) {
   constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
   constexpr int kWindow = kTerms == 3 ? 1 : 4;
   __shared__ float red[kTcWarps][32][4];
@@ -893,7 +895,9 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
 
 template <int kStage, int kTerms>
 cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
-  if (a.tile_rows <= 8) switch (a.small_kernel >= 0 ? MoeTcSmall(a.small_kernel) : moe_tc_small_for(a.tile_rows, a.terms == 1, false)) {
+  const MoeTcSmall small =
+      a.small_kernel >= 0 ? MoeTcSmall(a.small_kernel) : moe_tc_small_for(a.tile_rows, a.terms == 1, false);
+  if (a.tile_rows <= 8) switch (small) {
       case MoeTcSmall::kLean4: return launch_lean<kStage, kTerms, 4>(a, stream);
       case MoeTcSmall::kLean8: return launch_lean<kStage, kTerms, 8>(a, stream);
       case MoeTcSmall::kLean4T: return launch_lean<kStage, kTerms, 4, true>(a, stream);

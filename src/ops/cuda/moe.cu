@@ -250,7 +250,7 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   const bool bf16 = p.act == Activations::kBF16;
   const int64_t dim = t.w2().rows, inter = t.w13().rows;
   // The small-tile kernel: kernels::moe_tc_set_small, kAuto (default) resolved per batch
-  // by moe_tc_small_for (the kernel run 13 measured fastest). kFused (opt-in; slower):
+  // by moe_tc_small_for (the kernel measured fastest, bench/results/2026-11-30-moe-decode.md). kFused (opt-in; slower):
   // the plan's histogram launch also splits x into the bf16 planes, and the plan zeroes
   // the fused kernel's counters, so the small tiles' split + two stages are one launch.
   // kLean4 / kLean8 / kLean4T: the split folded into the plan the same way (one launch fewer), then
