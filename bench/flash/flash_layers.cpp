@@ -839,6 +839,8 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
   void* ws;
   CK(cudaMalloc(&ws, ops::cuda::moe_experts_workspace_bytes(maxn, k, table, ops::cuda::LinearMode::kAuto)));
   using kernels::MoeTcSmall;
+  const MoeTcSmall small_def = kernels::moe_tc_small();
+  const int plan_def = kernels::moe_plan_single_launch_max();
   for (int64_t T : batches) {
     std::vector<int64_t> ids;
     uint64_t s = 99 + uint64_t(T);
@@ -868,8 +870,8 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
         std::printf("profile moe T=%lld act=%s small=%d\n", (long long)T, av == ops::Activations::kBF16 ? "bf16" : "f32",
                     int(sm));
       }
-    kernels::moe_tc_set_small(MoeTcSmall::kAuto);
-    kernels::moe_plan_set_single_launch_max(64);
+    kernels::moe_tc_set_small(small_def);
+    kernels::moe_plan_set_single_launch_max(plan_def);
   }
   std::fflush(stdout);
 }
