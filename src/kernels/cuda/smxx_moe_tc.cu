@@ -299,7 +299,7 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
 //  - no token-tile loop (one n-tile of 8 columns), so no WARPSYNC before the MMAs.
 // Block = 8 warps of (8 / ks) row groups x ks slices, grid (tile, row block): the
 // former kernel's shape and work split.
-// Measured (NOTES §7, bench/results/2026-11-30-moe-decode.md): the ALU work per byte fell
+// Measured (NOTES §8, bench/results/2026-11-30-moe-decode.md): the ALU work per byte fell
 // as counted (ncu, T = 256 stage 1: ALU pipe 77% of 2.72 ms -> 63% of 2.32 ms, i.e. -31%),
 // but the kernel then binds on L1TEX
 // (75% in kBF16, 89% in kF32: the B fragment loads touch 2 lines per token per quarter-warp,
