@@ -1289,17 +1289,25 @@ void engram_compare(int64_t ev, const std::vector<int64_t>& batches, int steps, 
 //          layer event to the last), plus the graph's node count per layer kind
 //          ("graph_nodes": launches a layer costs; kernels_ counts kernel nodes only);
 //   graph_untimed: the same replay captured without event nodes, wall only
-//          ("decode_graph_untimed"), to show what the events cost.
+//          ("decode_graph_untimed"), to show what the events cost;
+//   graph_vector: graph_untimed through forward_batch, whose logits come back in a new
+//          std::vector ("decode_graph_vector"): the other modes read them in place
+//          (forward_batch_view, the engine's path), so the difference is that copy.
+// Every mode also prints its host phases ("decode_host", CudaModel::StepTiming medians:
+// plan, upload, launch, wait, copy, total; head / download device ms with the events;
+// param_MB the parameter block bytes a graph step uploaded).
 // Each mode runs `steps` measured steps after two warm-up steps (the first graph step
 // captures); the slots keep advancing, so the context grows by a few tokens per mode.
 void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vector<int64_t>>& tables, int64_t ctx,
                  int64_t B, int steps, bool profile, double fill_s, const std::function<int64_t()>& rand_tok,
                  bool graphs, const char* act_name) {
-  for (int mode = 0; mode < (graphs ? 3 : 1); ++mode) {
+  static const char* const kModeNames[] = {"eager", "graph", "graph_untimed", "graph_vector"};
+  for (int mode = 0; mode < (graphs ? 4 : 1); ++mode) {
     m.set_cuda_graphs(mode > 0);
     m.set_layer_timing(mode < 2);
     const auto stats0 = m.graph_stats();
     std::vector<float> walls, devs;
+    std::vector<v41::CudaModel::StepTiming> host;
     int64_t nonfinite = 0;
     std::vector<std::vector<float>> per_layer(size_t(cfg.num_hidden_layers));
     for (int s = 0; s < steps + 2; ++s) {
@@ -1312,13 +1320,22 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
       const bool prof = profile && mode == 0 && s == steps + 1;
       if (prof) CK(cudaProfilerStart());
       const auto a = Clock::now();
-      const std::vector<float> logits = m.forward_batch(items);
+      std::vector<float> vec;
+      v41::LogitsView view;
+      if (mode == 3) {
+        vec = m.forward_batch(items);
+        view = {vec.data(), B, cfg.vocab_size};
+      } else {
+        view = m.forward_batch_view(items);
+      }
       const float ms = float(secs(a) * 1e3);
       if (prof) CK(cudaProfilerStop());
       if (s == 0)
-        nonfinite = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+        nonfinite = std::count_if(view.data, view.data + view.rows * view.vocab,
+                                  [](float v) { return !std::isfinite(v); });
       if (s >= 2) {  // two warm-up steps
         walls.push_back(ms);
+        host.push_back(m.last_step_timing());
         if (mode < 2) {
           const auto lm = m.last_layer_ms();
           float dev = 0;
@@ -1341,8 +1358,9 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
                   act_name, (long long)ctx, (long long)B, median(walls), median(devs), replays,
                   (long long)(stats1.fallbacks - stats0.fallbacks), (long long)nonfinite);
     } else {
-      std::printf("decode_graph_untimed act=%s ctx=%lld batch=%lld wall_ms=%.3f replays=%lld nonfinite=%lld\n",
-                  act_name, (long long)ctx, (long long)B, median(walls), replays, (long long)nonfinite);
+      std::printf("%s act=%s ctx=%lld batch=%lld wall_ms=%.3f replays=%lld nonfinite=%lld\n",
+                  mode == 2 ? "decode_graph_untimed" : "decode_graph_vector", act_name, (long long)ctx, (long long)B,
+                  median(walls), replays, (long long)nonfinite);
     }
     if (mode < 2) {
       for (auto& v : per_layer) std::printf("%.4f,", median(v));
@@ -1359,6 +1377,22 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
         for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) std::printf("%lld,", (long long)gn.kernels[size_t(l)]);
         std::printf("\n");
       }
+    }
+    {
+      auto med = [&](auto field) {
+        std::vector<float> v;
+        for (const auto& t : host) v.push_back(float(field(t)));
+        return median(v);
+      };
+      using T = v41::CudaModel::StepTiming;
+      std::printf("decode_host act=%s ctx=%lld batch=%lld mode=%s plan_ms=%.3f upload_ms=%.3f launch_ms=%.3f "
+                  "wait_ms=%.3f copy_ms=%.3f total_ms=%.3f head_ms=%.3f download_ms=%.3f param_MB=%.3f\n",
+                  act_name, (long long)ctx, (long long)B, kModeNames[mode], med([](const T& t) { return t.plan; }),
+                  med([](const T& t) { return t.upload; }), med([](const T& t) { return t.launch; }),
+                  med([](const T& t) { return t.wait; }), med([](const T& t) { return t.copy; }),
+                  med([](const T& t) { return t.total; }), med([](const T& t) { return t.head_ms; }),
+                  med([](const T& t) { return t.download_ms; }),
+                  med([](const T& t) { return double(t.param_bytes) / 1e6; }));
     }
     std::fflush(stdout);
   }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,22 @@ class ModelRunner {
   virtual void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) = 0;
   // Runs the items (distinct slots) as one batch; returns the requested logits rows in
   // item order, [rows, vocab].
-  virtual std::vector<float> forward(std::vector<RunItem>& items) = 0;  // Forks (n parallel samples): slot `to` becomes a copy of slot `from` (rings, pending
+  virtual std::vector<float> forward(std::vector<RunItem>& items) = 0;
+  // The same rows in memory the runner owns, valid until its next call: what the step
+  // runner samples from. A device runner returns its host download buffer in place
+  // (the CUDA runner: pinned; a copy into a new vector is 132 MB per step at 256 rows
+  // of V4.1's vocabulary). The default keeps forward()'s vector.
+  virtual std::span<const float> forward_view(std::vector<RunItem>& items) {
+    held_logits_ = forward(items);
+    return held_logits_;
+  }
+  // Forks (n parallel samples): slot `to` becomes a copy of slot `from` (rings, pending
   // compressor rows, counters), and history block `to` a copy of block `from`.
   virtual void copy_slot(int64_t from, int64_t to) = 0;
   virtual void copy_block(int64_t from, int64_t to) = 0;
+
+ private:
+  std::vector<float> held_logits_;  // forward_view's default
 };
 
 // Loads the model at `model_dir` onto `o.device`; InputError for an unknown device or

@@ -16,8 +16,9 @@ RunResult StepRunner::execute(const RunPlan& plan) {
     items[i].blocks = &ch.block_table;
     items[i].tokens = ch.tokens;
   }
-  std::vector<float> logits;
-  if (!items.empty()) logits = model_.forward(items);
+  // Read in place (the runner's buffer) until the draws below are done.
+  std::span<const float> logits;
+  if (!items.empty()) logits = model_.forward_view(items);
 
   // Forks copy the state the forward has just left in the leader's slot and block.
   for (const RunFork& f : plan.forks) {
@@ -29,6 +30,7 @@ RunResult StepRunner::execute(const RunPlan& plan) {
   for (size_t k = 0; k < plan.draws.size(); ++k) {
     const RunDraw& d = plan.draws[k];
     sampling::SampleInput& in = rows[k];
+    DI_CHECK(size_t((d.chunk + 1) * c.vocab_size) <= logits.size(), "draw of chunk ", d.chunk, " has no logits row");
     in.logits = logits.data() + d.chunk * c.vocab_size;
     in.vocab = c.vocab_size;
     in.params = &d.params;

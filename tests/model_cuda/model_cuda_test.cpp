@@ -490,6 +490,61 @@ TEST(CudaGraphs, StepsOutsideTheBucketsRunEagerly) {
   EXPECT_EQ(off->graph_stats().captures, 0);
 }
 
+// The parameter block's keyed lists (model/v41/graph_params.h: the window-ring copy
+// pointers, built and uploaded only when the slots of the rows change): steps of one
+// bucket (4) with the same slots, the same slots in another order, other slots and a
+// padded batch, each bitwise an eager step (invariant mode); the view the engine reads
+// equals the vector; a step whose rows hold the previous step's slots uploads less.
+TEST(CudaGraphs, KeyedListsFollowTheSlotsOfEachRow) {
+  for (const char* name : kFixtures) {
+    SCOPED_TRACE(name);
+    auto on = v41::CudaModel::load(fixture(name), graph_options(16, true, true));
+    auto off = v41::CudaModel::load(fixture(name), graph_options(16, true, false));
+    std::vector<std::vector<int64_t>> tables;
+    for (int64_t s = 0; s < 16; ++s) tables.push_back(table_for(s));
+    const int64_t vocab = on->config().vocab_size;
+    std::vector<Call> prefill;
+    for (int64_t s = 0; s < 8; ++s) prefill.push_back({s, tokens_for(uint32_t(50 + s), size_t(5 + 3 * s), vocab)});
+    EXPECT_EQ(step_both(*on, *off, {prefill}, tables).unequal_steps, 0);
+    const std::vector<std::vector<int64_t>> rows = {{0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, {3, 2, 1, 0},
+                                                    {3, 2, 1, 0}, {4, 5, 6, 7}, {4, 5, 6, 7}, {0, 1, 2, 3},
+                                                    {0, 1, 2},    {0, 1, 2},    {0, 1, 2, 3}, {0, 1, 2, 3}};
+    const auto before = on->graph_stats();
+    std::vector<int64_t> bytes;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      SCOPED_TRACE(k);
+      std::vector<v41::CudaBatchItem> a, b;
+      for (int64_t s : rows[k]) {
+        v41::CudaBatchItem it;
+        it.slot = s;
+        it.block_table = &tables[size_t(s)];
+        it.tokens = tokens_for(uint32_t(1000 * k + s), 1, vocab);
+        a.push_back(it);
+        b.push_back(it);
+      }
+      const v41::LogitsView v = on->forward_batch_view(a);
+      ASSERT_EQ(v.rows, int64_t(rows[k].size()));
+      ASSERT_EQ(v.vocab, vocab);
+      const std::vector<float> la(v.data, v.data + v.rows * v.vocab), lb = off->forward_batch(b);
+      EXPECT_EQ(la, lb) << "worst " << max_abs_diff(la, lb);
+      const auto t = on->last_step_timing();
+      EXPECT_TRUE(t.graph);
+      EXPECT_EQ(t.copy, 0.0);  // read in place
+      EXPECT_GE(t.total, t.plan + t.wait);
+      bytes.push_back(t.param_bytes);
+    }
+    const auto after = on->graph_stats();
+    EXPECT_EQ(after.replays - before.replays, int64_t(rows.size()));
+    EXPECT_EQ(after.fallbacks, 0);
+    // Step 0 captured and wrote the whole block; a step whose rows hold the previous
+    // step's slots uploads the step region alone, any other the whole block again.
+    const int64_t whole = bytes[0], step_only = bytes[1];
+    EXPECT_LT(step_only, whole);
+    for (size_t k = 1; k < rows.size(); ++k)
+      EXPECT_EQ(bytes[k], rows[k] == rows[k - 1] ? step_only : whole) << "step " << k;
+  }
+}
+
 // Per-step decode time on the fixtures (a record, not a benchmark): batch 1, 8 and 64,
 // default and invariant mode, graphs off and on, after a warm-up.
 TEST(CudaGraphs, DecodeStepTiming) {

@@ -5,6 +5,7 @@
 #include "model/v41/model_cuda.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "kernels/cuda/smxx_moe.cuh"
 #include "kernels/cuda/smxx_selection.cuh"
 #include "model/v41/engram.h"
+#include "model/v41/graph_params.h"
 #include "model/v41/weights.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_ops.h"
@@ -241,17 +243,36 @@ struct CudaModel::Impl {
   bool layer_timing = false;
   std::vector<cudaEvent_t> layer_events;
   std::vector<float> layer_ms;
-  void mark_layer(int64_t l) {
-    if (gp != nullptr && gp->launch) node_marks.push_back(count_nodes());
+  // Event i of the step: layer i's start for i < layers, the end of the last layer at
+  // i == layers, the end of the head at layers + 1.
+  void timing_event(int64_t i) {
     if (!layer_timing || !launching()) return;
-    while (int64_t(layer_events.size()) <= l) {
+    while (int64_t(layer_events.size()) <= i) {
       cudaEvent_t e;
       CUDA_CHECK(cudaEventCreate(&e));
       layer_events.push_back(e);
     }
-    if (gp != nullptr) CUDA_CHECK(cudaEventRecordWithFlags(layer_events[l], stream, cudaEventRecordExternal));
-    else CUDA_CHECK(cudaEventRecord(layer_events[l], stream));
+    if (gp != nullptr) CUDA_CHECK(cudaEventRecordWithFlags(layer_events[i], stream, cudaEventRecordExternal));
+    else CUDA_CHECK(cudaEventRecord(layer_events[i], stream));
   }
+  void mark_layer(int64_t l) {
+    if (gp != nullptr && gp->launch) node_marks.push_back(count_nodes());
+    timing_event(l);
+  }
+  // Host phases of the last forward (CudaModel::StepTiming), and the two events around
+  // the logits download (recorded with layer timing on, outside any graph).
+  using Clock = std::chrono::steady_clock;
+  static double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+  CudaModel::StepTiming timing;
+  cudaEvent_t download_events[2] = {nullptr, nullptr};
+  // The logits' host side: pinned (grown to the largest step up to kPinnedLogits), or
+  // a pageable vector above that (a long prefill's every-position logits); two pinned
+  // ints receive the step's device-side error flags with the same sync.
+  static constexpr size_t kPinnedLogits = size_t(256) << 20;
+  float* pinned_logits = nullptr;
+  size_t pinned_logits_bytes = 0;
+  std::vector<float> pageable_logits;
+  int* pinned_flags = nullptr;
   // Launch count of a decode step (benchmark): the capture's node count at each layer
   // boundary, as {nodes less event records, kernel nodes}.
   std::vector<std::pair<int64_t, int64_t>> node_marks;
@@ -282,6 +303,10 @@ struct CudaModel::Impl {
       if (g.host) cudaFreeHost(g.host);
     }
     for (cudaEvent_t e : layer_events) cudaEventDestroy(e);
+    for (cudaEvent_t e : download_events)
+      if (e) cudaEventDestroy(e);
+    if (pinned_logits) cudaFreeHost(pinned_logits);
+    if (pinned_flags) cudaFreeHost(pinned_flags);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -292,13 +317,10 @@ struct CudaModel::Impl {
   // block at the offset it had at capture (lists padded to fixed capacities), and
   // every arena allocation repeats at the same address (same sizes, same order).
   struct GraphPass {
-    int64_t rows = 0;        // the bucket: the batch padded to it
-    bool launch = false;     // capture pass
-    uint8_t* host = nullptr; // the parameter block's host image (null: sizing only)
-    uint8_t* dev = nullptr;  // its device copy
-    size_t cap = 0;          // its size (from the sizing pass)
-    size_t off = 0;          // bytes used so far
-    uint64_t sig = 0;        // arena marks along the pass (checked against the capture's)
+    int64_t rows = 0;              // the bucket: the batch padded to it
+    bool launch = false;           // capture pass
+    GraphParamBlock* pb = nullptr; // the parameter block (sizing or writing)
+    uint64_t sig = 0;              // arena marks along the pass (checked against the capture's)
   };
   GraphPass* gp = nullptr;
   bool launching() const { return gp == nullptr || gp->launch; }
@@ -309,9 +331,9 @@ struct CudaModel::Impl {
   }
   struct DecodeGraph {
     cudaGraphExec_t exec = nullptr;
-    DeviceBuffer params;
-    uint8_t* host = nullptr;  // pinned
-    size_t bytes = 0;
+    GraphParamBlock block;    // layout and keyed-list bookkeeping of the parameter block
+    DeviceBuffer params;      // its device copy
+    uint8_t* host = nullptr;  // its host image (pinned)
     uint64_t sig = 0;
     bool failed = false;  // capture unsupported: this bucket always runs eagerly
     bool timed = false;   // captured with the layer-timing event records
@@ -333,15 +355,8 @@ struct CudaModel::Impl {
   template <class T>
   T* upload(const std::vector<T>& v, DeviceArena& arena, int64_t cap = -1, std::type_identity_t<T> pad = T()) {
     if (gp != nullptr) {
-      DI_CHECK(cap >= int64_t(v.size()), "graph step: a list of ", v.size(), " exceeds its capacity ", cap);
-      const size_t off = (gp->off + 15) / 16 * 16, bytes = sizeof(T) * size_t(std::max<int64_t>(cap, 1));
-      gp->off = off + bytes;
-      if (gp->host == nullptr) return nullptr;  // sizing pass
-      DI_CHECK(gp->off <= gp->cap, "graph step: the parameter block outgrew its sizing pass");
-      T* h = reinterpret_cast<T*>(gp->host + off);
-      std::copy(v.begin(), v.end(), h);
-      std::fill(h + v.size(), h + std::max<int64_t>(cap, 1), pad);
-      return reinterpret_cast<T*>(gp->dev + off);
+      DI_CHECK(cap >= 0, "graph step: a list without a capacity");
+      return gp->pb->put(GraphParamBlock::Region::kStep, v, size_t(cap), pad);
     }
     T* d = arena.alloc<T>(int64_t(v.size()));
     if (v.empty()) return d;
@@ -349,13 +364,6 @@ struct CudaModel::Impl {
     std::memcpy(h, v.data(), v.size() * sizeof(T));
     CUDA_CHECK(cudaMemcpyAsync(d, h, v.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
     return d;
-  }
-  template <class T>
-  std::vector<T> download(const T* d, int64_t count) {
-    std::vector<T> h(size_t(std::max<int64_t>(count, 0)));
-    if (count > 0) CUDA_CHECK(cudaMemcpyAsync(h.data(), d, sizeof(T) * size_t(count), cudaMemcpyDeviceToHost, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    return h;
   }
   // Row copies from host-built pointer lists (one launch). In a graph pass the lists
   // have `cap` rows, the padding copying zero_row to dump_row.
@@ -367,6 +375,30 @@ struct CudaModel::Impl {
     auto* s = upload(src, *layer_arena, cap, zero_row);
     auto* d = upload(dst, *layer_arena, cap, dump_row);
     if (launching()) CUDA_CHECK(kernels::copy_rows({s, d, count, dim}, stream));
+  }
+  // Row copies whose lists depend only on the slot each row holds (see graph_params.h):
+  // `build` fills them; a graph pass whose parameter block already holds them for this
+  // batch's slots skips it. Eager: copy_rows.
+  template <class Build>
+  void copy_rows_keyed(Build&& build, int64_t dim, int64_t cap) {
+    std::vector<const float*> src;
+    std::vector<float*> dst;
+    if (gp == nullptr) {
+      build(src, dst);
+      copy_rows(src, dst, dim);
+      return;
+    }
+    if (cap <= 0) return;
+    DI_CHECK(dim <= pad_dim, "graph step: row copies of ", dim, " floats exceed the padding rows");
+    if (gp->pb->keyed_needed()) {
+      src.reserve(size_t(cap));
+      dst.reserve(size_t(cap));
+      build(src, dst);
+      DI_CHECK(src.size() == dst.size(), "copy_rows: list sizes differ");
+    }
+    auto* s = gp->pb->put(GraphParamBlock::Region::kKeyed, src, size_t(cap), zero_row);
+    auto* d = gp->pb->put(GraphParamBlock::Region::kKeyed, dst, size_t(cap), dump_row);
+    if (launching() && cap > 0) CUDA_CHECK(kernels::copy_rows({s, d, cap, dim}, stream));
   }
   void d2d(float* dst, const float* src, int64_t count) {
     if (count > 0 && launching())
@@ -452,13 +484,14 @@ struct CudaModel::Impl {
     return key ? s.keys + row * cfg.index_head_dim : s.entries + row * cfg.head_dim;
   }
 
-  std::vector<float> forward(std::vector<CudaBatchItem>& items);
+  LogitsView forward(std::vector<CudaBatchItem>& items);
   Batch make_batch(std::vector<CudaBatchItem>& items, int64_t rows) const;
   float* run(Batch& b, const std::vector<int64_t>& all_tokens, int*& d_bad_row);
-  std::vector<float> finish(const Batch& b, const float* d_logits, int64_t rows, const int* d_bad_row);
+  LogitsView finish(const Batch& b, const float* d_logits, int64_t rows, const int* d_bad_row);
+  float* logits_buffer(size_t count);
   int64_t graph_bucket(const std::vector<CudaBatchItem>& items) const;
   bool forward_graph(std::vector<CudaBatchItem>& items, const std::vector<int64_t>& all_tokens, int64_t bucket,
-                     std::vector<float>& logits);
+                     LogitsView& logits);
   void attention(Batch& b, int64_t l, const float* x, float* out);
   void compressor(Batch& b, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos,
                   std::vector<size_t>& group_item);
@@ -510,7 +543,16 @@ void CudaModel::copy_block(int64_t from, int64_t to) {
   }
 }
 
-std::vector<float> CudaModel::forward_batch(std::vector<CudaBatchItem>& items) { return impl_->forward(items); }
+std::vector<float> CudaModel::forward_batch(std::vector<CudaBatchItem>& items) {
+  const LogitsView v = impl_->forward(items);
+  const auto t = Impl::Clock::now();
+  std::vector<float> out(v.data, v.data + v.rows * v.vocab);
+  impl_->timing.copy = Impl::ms_since(t);
+  impl_->timing.total += impl_->timing.copy;
+  return out;
+}
+LogitsView CudaModel::forward_batch_view(std::vector<CudaBatchItem>& items) { return impl_->forward(items); }
+CudaModel::StepTiming CudaModel::last_step_timing() const { return impl_->timing; }
 
 void CudaModel::set_layer_timing(bool on) { impl_->layer_timing = on; }
 void CudaModel::set_cuda_graphs(bool on) { impl_->opts.cuda_graphs = on; }
@@ -865,8 +907,10 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
 // The forward pass (model.cpp's forward_batch).
 // ---------------------------------------------------------------------------
 
-std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
+LogitsView CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
   const ModelConfig& c = cfg;
+  const Clock::time_point t0 = Clock::now();
+  timing = {};
   DI_CHECK_INPUT(!items.empty(), "forward: no items");
   std::vector<int64_t> all_tokens;
   std::vector<bool> seen(slots.size(), false);
@@ -886,16 +930,25 @@ std::vector<float> CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
   CUDA_CHECK(cudaSetDevice(opts.device));
   const int64_t bucket = graph_bucket(items);
   if (bucket > 0) {
-    std::vector<float> logits;
-    if (forward_graph(items, all_tokens, bucket, logits)) return logits;
+    LogitsView logits;
+    if (forward_graph(items, all_tokens, bucket, logits)) {
+      timing.total = ms_since(t0);
+      return logits;
+    }
+    timing = {};  // an eager step after all: its phases alone
   }
   Batch b = make_batch(items, int64_t(all_tokens.size()));
   try {
+    timing.plan = ms_since(t0);
+    const Clock::time_point t1 = Clock::now();
     int* d_bad_row = nullptr;
     const float* d_logits = run(b, all_tokens, d_bad_row);
+    timing.launch = ms_since(t1);
     int64_t m = 0;
     for (size_t i = 0; i < items.size(); ++i) m += items[i].all_logits ? b.count(i) : 1;
-    return finish(b, d_logits, m, d_bad_row);
+    const LogitsView v = finish(b, d_logits, m, d_bad_row);
+    timing.total = ms_since(t0);
+    return v;
   } catch (...) {
     // Leave the stream drained so the arenas can be reused by the next call.
     cudaStreamSynchronize(stream);
@@ -1068,32 +1121,72 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   collapse_norm(hs, pm, xs, m, norm);
   float* d_logits = layer_arena->alloc<float>(m * c.vocab_size);
   linear(xs, d_logits, m, head);
+  timing_event(c.num_hidden_layers + 1);
   sign(*layer_arena);
   sign(*step_arena);
   return d_logits;
 }
 
-// The first `rows` logits rows to the host (this synchronizes the stream), and the
-// step's device-side checks.
-std::vector<float> CudaModel::Impl::finish(const Batch& b, const float* d_logits, int64_t rows, const int* d_bad_row) {
+// Host memory for `count` logits floats: the pinned buffer (grown as needed) up to
+// kPinnedLogits, else the pageable vector. Called after the previous step's sync, so
+// nothing still reads either.
+float* CudaModel::Impl::logits_buffer(size_t count) {
+  const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
+  if (bytes > kPinnedLogits) {
+    pageable_logits.resize(count);
+    return pageable_logits.data();
+  }
+  if (bytes > pinned_logits_bytes) {
+    if (pinned_logits) CUDA_CHECK(cudaFreeHost(pinned_logits));
+    pinned_logits = nullptr;
+    pinned_logits_bytes = 0;
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_logits), bytes));
+    pinned_logits_bytes = bytes;
+  }
+  return pinned_logits;
+}
+
+// The first `rows` logits rows to the host and the step's device-side error flags, one
+// sync for all (async copies into pinned memory); then the checks and, with layer
+// timing, the device times of the layers, the head and the download.
+LogitsView CudaModel::Impl::finish(const Batch& b, const float* d_logits, int64_t rows, const int* d_bad_row) {
   const ModelConfig& c = cfg;
-  std::vector<float> logits = download(d_logits, rows * c.vocab_size);
-  int bad = 0;
-  CUDA_CHECK(cudaMemcpy(&bad, d_bad_row, sizeof(int), cudaMemcpyDeviceToHost));
-  DI_CHECK(bad == 0, "engram row out of range");
-  if (b.d_bad_selection != nullptr) {
-    CUDA_CHECK(cudaMemcpy(&bad, b.d_bad_selection, sizeof(int), cudaMemcpyDeviceToHost));
-    DI_CHECK(bad == 0, "an indexer selection names an entry outside the compressed history");
+  const size_t count = size_t(std::max<int64_t>(rows, 0)) * size_t(c.vocab_size);
+  float* host = logits_buffer(count);
+  if (pinned_flags == nullptr) CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_flags), 2 * sizeof(int)));
+  pinned_flags[0] = pinned_flags[1] = 0;  // the previous step's sync ended every copy into them
+  if (layer_timing)
+    for (cudaEvent_t& e : download_events)
+      if (e == nullptr) CUDA_CHECK(cudaEventCreate(&e));
+  if (layer_timing) CUDA_CHECK(cudaEventRecord(download_events[0], stream));
+  if (count > 0)
+    CUDA_CHECK(cudaMemcpyAsync(host, d_logits, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  if (layer_timing) CUDA_CHECK(cudaEventRecord(download_events[1], stream));
+  CUDA_CHECK(cudaMemcpyAsync(&pinned_flags[0], d_bad_row, sizeof(int), cudaMemcpyDeviceToHost, stream));
+  if (b.d_bad_selection != nullptr)
+    CUDA_CHECK(cudaMemcpyAsync(&pinned_flags[1], b.d_bad_selection, sizeof(int), cudaMemcpyDeviceToHost, stream));
+  const Clock::time_point t = Clock::now();
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  timing.wait = ms_since(t);
+  DI_CHECK(pinned_flags[0] == 0, "engram row out of range");
+  DI_CHECK(pinned_flags[1] == 0, "an indexer selection names an entry outside the compressed history");
+  // A benchmark hook: an event pair that cannot be read reports -1 rather than failing the step.
+  auto elapsed = [](cudaEvent_t a, cudaEvent_t z) {
+    float ms = -1.0f;
+    if (cudaEventElapsedTime(&ms, a, z) != cudaSuccess) {
+      cudaGetLastError();
+      ms = -1.0f;
+    }
+    return ms;
+  };
+  const int64_t L = c.num_hidden_layers;
+  if (layer_timing && int64_t(layer_events.size()) > L) {
+    layer_ms.assign(size_t(L), 0.0f);
+    for (int64_t l = 0; l < L; ++l) layer_ms[l] = elapsed(layer_events[l], layer_events[l + 1]);
+    if (int64_t(layer_events.size()) > L + 1) timing.head_ms = elapsed(layer_events[L], layer_events[L + 1]);
+    timing.download_ms = elapsed(download_events[0], download_events[1]);
   }
-  if (layer_timing && int64_t(layer_events.size()) > c.num_hidden_layers) {  // the download synchronized
-    layer_ms.assign(size_t(c.num_hidden_layers), 0.0f);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-      if (cudaEventElapsedTime(&layer_ms[l], layer_events[l], layer_events[l + 1]) != cudaSuccess) {
-        cudaGetLastError();  // a benchmark hook: report -1 rather than fail the step
-        layer_ms[l] = -1.0f;
-      }
-  }
-  return logits;
+  return LogitsView{host, rows, c.vocab_size};
 }
 
 // ---------------------------------------------------------------------------
@@ -1132,8 +1225,10 @@ int64_t CudaModel::Impl::graph_bucket(const std::vector<CudaBatchItem>& items) c
 // Runs a decode step from its bucket's graph (capturing it first if needed). Returns
 // false, with every host counter as it was, when the step must run eagerly instead.
 bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std::vector<int64_t>& all_tokens,
-                                    int64_t bucket, std::vector<float>& logits) {
+                                    int64_t bucket, LogitsView& logits) {
+  const Clock::time_point t0 = Clock::now();
   std::vector<StateSlot> saved;
+  saved.reserve(items.size());
   for (const CudaBatchItem& it : items) saved.push_back(slots[it.slot]);
   auto restore = [&] {
     for (size_t i = 0; i < items.size(); ++i) slots[items[i].slot] = saved[i];
@@ -1149,24 +1244,27 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
   Batch b;
   GraphPass pass;
   pass.rows = bucket;
+  pass.pb = &g.block;
+  // The key of the block's keyed lists: the slot of each row (padding rows hold none).
+  std::vector<int64_t> key(items.size());
+  for (size_t i = 0; i < items.size(); ++i) key[i] = items[i].slot;
   bool capturing = false;
   try {
     if (g.exec == nullptr) {
       // Sizing pass (host only), then the capture pass, which also plans this step.
       GraphPass sizing = pass;
+      g.block.begin_sizing();
       gp = &sizing;
       b = make_batch(items, bucket);
       run(b, all_tokens, d_bad_row);
       gp = nullptr;
       restore();
-      g.bytes = std::max<size_t>(sizing.off, 16);
-      g.params = DeviceBuffer(g.bytes);
+      g.block.end_sizing();
+      g.params = DeviceBuffer(g.block.bytes());
       if (g.host) cudaFreeHost(g.host), g.host = nullptr;
-      CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&g.host), g.bytes));
+      CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&g.host), g.block.bytes()));
       pass.launch = true;
-      pass.host = g.host;
-      pass.dev = g.params.data();
-      pass.cap = g.bytes;
+      g.block.begin_pass(g.host, g.params.data(), key);
       CUDA_CHECK(cudaStreamSynchronize(stream));
       capturing = true;
       cudaGraph_t graph = nullptr;
@@ -1185,10 +1283,10 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
       }
       gp = nullptr;
       CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-      if (pass.off != sizing.off) {  // a plan that depends on more than the bucket: not replayable
+      if (!g.block.end_pass()) {  // a plan that depends on more than the bucket: not replayable
         cudaGraphDestroy(graph);
-        DI_CHECK(false, "graph step: the capture pass planned ", pass.off, " parameter bytes, the sizing pass ",
-                 sizing.off);
+        DI_CHECK(false, "graph step: the capture pass planned another parameter layout than the sizing pass (",
+                 g.block.step_bytes(), " + ", g.block.keyed_bytes(), " bytes)");
       }
       const cudaError_t inst = cudaGraphInstantiate(&g.exec, graph, 0);
       cudaGraphDestroy(graph);
@@ -1209,14 +1307,12 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
         add(marks - 2, marks - 1);
       }
     } else {
-      pass.host = g.host;
-      pass.dev = g.params.data();
-      pass.cap = g.bytes;
+      g.block.begin_pass(g.host, g.params.data(), key);
       gp = &pass;
       b = make_batch(items, bucket);
       d_logits = run(b, all_tokens, d_bad_row);
       gp = nullptr;
-      if (pass.sig != g.sig || pass.off != g.bytes) {  // never replay a plan the graph does not hold
+      if (!g.block.end_pass() || pass.sig != g.sig) {  // never replay a plan the graph does not hold
         restore();
         ++graph_stats.fallbacks;
         return false;
@@ -1238,8 +1334,18 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
     return false;
   }
   try {
-    CUDA_CHECK(cudaMemcpyAsync(g.params.data(), g.host, g.bytes, cudaMemcpyHostToDevice, stream));
+    timing.graph = true;
+    timing.plan = ms_since(t0);
+    Clock::time_point t = Clock::now();
+    // One copy: the step region, and the keyed lists after it when this pass wrote them.
+    const size_t up = g.block.upload_bytes();
+    if (up > 0) CUDA_CHECK(cudaMemcpyAsync(g.params.data(), g.host, up, cudaMemcpyHostToDevice, stream));
+    g.block.commit();
+    timing.param_bytes = int64_t(up);
+    timing.upload = ms_since(t);
+    t = Clock::now();
     CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
+    timing.launch = ms_since(t);
     ++graph_stats.replays;
     logits = finish(b, d_logits, int64_t(items.size()), d_bad_row);
   } catch (...) {
@@ -1415,22 +1521,32 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     }
   }
   float* pool = layer_arena->alloc<float>(pool_rows * hd);
-  std::vector<const float*> src;
-  std::vector<float*> dst;
-  std::vector<int64_t> offsets{0}, ids;
+  // The pool's copies: each item's ring rows, then its new rows. In a graph step these
+  // depend only on the slot of each row (ring addresses; the pool rows, kv and the
+  // padding rows sit at the capture's addresses), so they are keyed lists: built and
+  // uploaded again only when the batch's slots change (graph_params.h). At batch 256
+  // they are 2 x 33,024 pointers per layer, most of a step's plan.
+  auto pool_copies = [&](std::vector<const float*>& src, std::vector<float*>& dst) {
+    for (size_t i = 0; i < items; ++i) {
+      const int64_t t0 = b.begin[i], cnt = b.count(i), base = item_base[i];
+      const float* ring = window((*b.items)[i].slot, l);
+      for (int64_t r = 0; r < win; ++r) {
+        src.push_back(ring + r * hd);
+        dst.push_back(pool + (base + r) * hd);
+      }
+      for (int64_t k = 0; k < cnt; ++k) {
+        src.push_back(kv + (t0 + k) * hd);
+        dst.push_back(pool + (base + win + k) * hd);
+      }
+    }
+  };
+  std::vector<int64_t> offsets, ids;
+  offsets.reserve(size_t(n) + 1);
+  offsets.push_back(0);
+  ids.reserve(size_t(graph ? n * win : b.begin.back() * win));
   for (size_t i = 0; i < items; ++i) {
-    const int64_t slot_id = (*b.items)[i].slot;
     StateSlot& slot = slot_of(b, i);
     const int64_t t0 = b.begin[i], cnt = b.count(i), base = item_base[i];
-    const float* ring = window(slot_id, l);
-    for (int64_t r = 0; r < win; ++r) {
-      src.push_back(ring + r * hd);
-      dst.push_back(pool + (base + r) * hd);
-    }
-    for (int64_t k = 0; k < cnt; ++k) {
-      src.push_back(kv + (t0 + k) * hd);
-      dst.push_back(pool + (base + win + k) * hd);
-    }
     const int64_t new_base = base + win;
     const int64_t p0 = b.positions[t0];
     for (int64_t k = 0; k < cnt; ++k) {
@@ -1447,12 +1563,12 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     offsets.push_back(int64_t(ids.size()));
   }
   const int64_t window_ids = graph ? n * win : int64_t(ids.size());
-  copy_rows(src, dst, hd, n * (win + 1));
+  copy_rows_keyed(pool_copies, hd, n * (win + 1));
   // The new tokens go into the rings after the pool has copied the old contents
   // (stream order). Only an item's last `win` tokens survive in its ring; they land
   // on distinct rows, so one launch writes them all.
-  src.clear();
-  dst.clear();
+  std::vector<const float*> src;
+  std::vector<float*> dst;
   for (size_t i = 0; i < b.items->size(); ++i) {
     const int64_t slot_id = (*b.items)[i].slot, t0 = b.begin[i], cnt = b.count(i);
     for (int64_t k = std::max<int64_t>(0, cnt - win); k < cnt; ++k) {

@@ -24,7 +24,8 @@
 //   std::vector<v41::CudaBatchItem> items = {{slot, &block_table, {1, 2, 3}}};
 //   std::vector<float> logits = m->forward_batch(items);  // last row per item
 //
-// The only host sync inside a forward is the logits download at the end: the MoE is
+// The only host sync inside a forward is the logits download at the end (into a pinned
+// buffer the model keeps: forward_batch_view reads it in place): the MoE is
 // routed and permuted on the device, and the indexer is batched over the items with
 // its selections turned into attention entry lists there. Not thread-safe: one caller
 // at a time.
@@ -33,6 +34,8 @@
 // plans every step (positions, block-table rows, pointer and entry lists, counters) the
 // way an eager step does, but writes everything that changes per step into one fixed
 // parameter block (one upload) and replays the bucket's graph instead of launching.
+// Lists that depend only on which slot each row holds (the window-ring copy pointers)
+// are built and uploaded only when the batch's slots change (graph_params.h).
 #pragma once
 
 #include <cstdint>
@@ -94,6 +97,13 @@ struct CudaBatchItem {
   bool all_logits = false;  // true: logits of every position; false: the last only
 };
 
+// Logits rows in host memory the model owns ([rows, vocab], row-major): see
+// CudaModel::forward_batch_view.
+struct LogitsView {
+  const float* data = nullptr;
+  int64_t rows = 0, vocab = 0;
+};
+
 struct CudaMemoryPlan {
   size_t weights = 0, slots = 0, history = 0, arena = 0;  // device bytes
   size_t gemm = 0;  // the bf16 mode's GEMM workspace (largest dense weight in bf16 + bf16 x); 0 in f32 mode
@@ -143,6 +153,32 @@ class CudaModel {
   // [rows, vocab]. Per-sequence results do not depend on the other items up to
   // rounding, and bitwise with batch_invariant.
   std::vector<float> forward_batch(std::vector<CudaBatchItem>& items);
+  // The same rows left in the model's host buffer (pinned, where the D2H copy runs at
+  // the bus's speed; pageable above 256 MiB of logits): valid until the next forward
+  // or the model's end. Saves forward_batch's copy into a new vector, which at 256 rows
+  // of V4.1's 129,280-token vocabulary is 132 MB allocated, zeroed and copied per step.
+  LogitsView forward_batch_view(std::vector<CudaBatchItem>& items);
+
+  // Host time of the last forward (always measured: a few clock reads per step), in
+  // milliseconds by phase:
+  //   plan    the checks and the batch plan; in a graph step the plan pass that fills
+  //           the parameter block (an eager step plans while it launches: see launch);
+  //   upload  enqueueing the parameter block's copy (graph steps);
+  //   launch  the graph launch, or an eager step's planning and launches;
+  //   wait    blocked until the device has run the step and copied the logits;
+  //   copy    forward_batch's copy of the logits into its vector (0 for the view);
+  //   total   the whole call.
+  // param_bytes: the parameter block bytes this graph step uploaded (the step region,
+  // or the whole block when its keyed lists were rewritten; 0 eager). With layer timing
+  // on, head_ms (final norm and head, device events) and download_ms (the logits copy
+  // to the host) are device times; -1 otherwise.
+  struct StepTiming {
+    double plan = 0, upload = 0, launch = 0, wait = 0, copy = 0, total = 0;
+    float head_ms = -1, download_ms = -1;
+    int64_t param_bytes = 0;
+    bool graph = false;
+  };
+  StepTiming last_step_timing() const;
 
   // Benchmark hooks. With layer timing on, each forward records a device event at
   // the start of every layer and after the last one; last_layer_ms() gives the

@@ -39,6 +39,11 @@ class CudaRunner final : public ModelRunner {
   void copy_slot(int64_t from, int64_t to) override { model_->copy_slot(from, to); }
   void copy_block(int64_t from, int64_t to) override { model_->copy_block(from, to); }
   std::vector<float> forward(std::vector<RunItem>& items) override {
+    const std::span<const float> v = forward_view(items);
+    return std::vector<float>(v.begin(), v.end());
+  }
+  // The model's pinned download buffer, read in place (valid until the next forward).
+  std::span<const float> forward_view(std::vector<RunItem>& items) override {
     std::vector<v41::CudaBatchItem> b(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       b[i].slot = items[i].slot;
@@ -46,7 +51,8 @@ class CudaRunner final : public ModelRunner {
       b[i].tokens = std::move(items[i].tokens);
       b[i].all_logits = items[i].all_logits;
     }
-    return model_->forward_batch(b);
+    const v41::LogitsView v = model_->forward_batch_view(b);
+    return {v.data, size_t(v.rows * v.vocab)};
   }
 
  private:
