@@ -151,7 +151,10 @@ class CudaModel {
 
   // One ragged batch (distinct slots); returns the requested logits rows in item order,
   // [rows, vocab]. Per-sequence results do not depend on the other items up to
-  // rounding, and bitwise with batch_invariant.
+  // rounding, and bitwise with batch_invariant. The rows are copied out of the view
+  // below into a new vector: cheap for a few rows, but at 256 rows (132 MB) the fresh
+  // pages cost ~70 ms on the H200 host (bench/results/2026-11-30-host-step.md), so
+  // large batches read the view.
   std::vector<float> forward_batch(std::vector<CudaBatchItem>& items);
   // The same rows left in the model's host buffer (pinned, where the D2H copy runs at
   // the bus's speed; pageable above 256 MiB of logits): valid until the next forward
