@@ -39,6 +39,7 @@
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
+// --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192).
 //
 // Output: one line per measurement (see print formats), read by bench/flash/report.py.
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
@@ -47,7 +48,7 @@
 //                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-moe] [--ops-moe-profile]
 //                [--fp8-kinds wgmma,wgmma3,wgmmaw,mma8]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
-//                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--graphs 1|0]
+//                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -876,6 +877,68 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
   std::fflush(stdout);
 }
 
+// Sink attention in both precisions (ops/attention.h: kF32 the exact SIMT kernel, kBF16
+// the tensor-core one) at n = 1, 8, 256 (decode: each query its own 640 entries, 128
+// window + 512 selected, entry regions rotated as run_ops' decode attention does) and n = 8192 (one prefill chunk
+// of a sequence: query t's window is pool rows t - 127 .. t, its 512 selected entries
+// random rows of a 4096-entry compressed pool, as the runner's pool lays them out; the
+// whole pool, 25 MB, stays in L2 as it does in the model). FLOPs = n x 64 heads x
+// entries x 512 x 4 (QK and PV). "op attention_mode" lines (report.py).
+void run_attention_ops(const ModelConfig& c) {
+  cudaStream_t st = nullptr;
+  EvTimer tm;
+  const int64_t H = c.num_attention_heads, hd = c.head_dim, win = c.sliding_window, per = win + c.index_topk;
+  const int64_t comp = 4096, nmax = 8192;
+  float *q, *out, *pool, *sink;
+  CK(cudaMalloc(&q, size_t(nmax * H * hd) * 4));
+  CK(cudaMalloc(&out, size_t(nmax * H * hd) * 4));
+  const int64_t decode_region = 256 * per, pool_rows = std::max<int64_t>(2 * decode_region, nmax + comp);
+  CK(cudaMalloc(&pool, size_t(pool_rows * hd) * 4));
+  CK(cudaMalloc(&sink, size_t(H) * 4));
+  fill_random(q, size_t(nmax * H * hd) * 4, 5);
+  fill_random(pool, size_t(pool_rows * hd) * 4, 6);
+  fill_random(sink, size_t(H) * 4, 7);
+  for (int64_t n : {int64_t(1), int64_t(8), int64_t(256), nmax}) {
+    const bool prefill = n > 256;
+    std::vector<int64_t> ho{0}, hi;
+    uint64_t seed = 1234;
+    for (int64_t t = 0; t < n; ++t) {
+      if (prefill) {
+        for (int64_t s = std::max<int64_t>(0, t - win + 1); s <= t; ++s) hi.push_back(s);
+        for (int64_t j = 0; j < c.index_topk; ++j) hi.push_back(nmax + int64_t(splitmix(seed) % uint64_t(comp)));
+      } else {
+        for (int64_t j = 0; j < per; ++j) hi.push_back(t * per + j);
+      }
+      ho.push_back(int64_t(hi.size()));
+    }
+    int64_t *off, *idv;
+    CK(cudaMalloc(&off, ho.size() * 8));
+    CK(cudaMalloc(&idv, hi.size() * 8));
+    CK(cudaMemcpy(off, ho.data(), ho.size() * 8, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(idv, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
+    const int rot = prefill ? 1 : int(std::min<int64_t>(16, pool_rows / (n * per)));
+    const double flop = 4.0 * double(hi.size()) * double(H) * double(hd);
+    for (const ops::Activations act : {ops::Activations::kF32, ops::Activations::kBF16}) {
+      const float ms = tm.time_ms(
+          [&](int i) {
+            const float* kv = pool + size_t(i % rot) * size_t(n * per * hd);
+            ops::cuda::sink_attention({q, kv, off, idv, sink, 0.0442f, out, n, H, hd, act}, st);
+          },
+          prefill ? 3 : 7, prefill ? 1 : 10);
+      std::printf("op attention_mode n=%lld entries=%lld layout=%s act=%s ms=%.5f tflops=%.1f\n", (long long)n,
+                  (long long)(hi.size() / size_t(n)), prefill ? "prefill" : "decode",
+                  act == ops::Activations::kBF16 ? "bf16" : "f32", ms, flop / (double(ms) * 1e-3) / 1e12);
+      std::fflush(stdout);
+    }
+    CK(cudaFree(off));
+    CK(cudaFree(idv));
+  }
+  CK(cudaFree(q));
+  CK(cudaFree(out));
+  CK(cudaFree(pool));
+  CK(cudaFree(sink));
+}
+
 // moe_only (--ops-moe): the MoE part alone (grouped op in both activation modes, the
 // former per-expert loop, the router) and the FP4 linear gemv; skips the FP8 linears.
 void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches, bool moe_only) {
@@ -1149,6 +1212,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
   CK(cudaFree(x));
   CK(cudaFree(y));
   std::fflush(stdout);
+  run_attention_ops(c);
 }
 
 // Sum of `count` consecutive primes from `from` (the Engram layout's moduli).
@@ -1410,6 +1474,8 @@ int main(int argc, char** argv) {
   std::vector<v41::Bf16Weights> bf16w = {v41::Bf16Weights::kOff};
   double budget = 300;
   bool moe_profile = false;
+
+  bool attention_only = false;
   bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   bool graphs = true;  // decode also as graph replays (--graphs 0: eager only)
   bool linear_only = false;
@@ -1467,6 +1533,7 @@ int main(int argc, char** argv) {
     else if (a == "--ops-moe") ops_only = with_ops = moe_only = true;
     else if (a == "--ops-moe-profile") moe_profile = true;
     else if (a == "--indexer-only") indexer_only = true;  // top-k and indexer-score op sections alone
+    else if (a == "--ops-attention") attention_only = true;  // the attention op in both precisions alone
     else if (a == "--engram-tables") {
       const std::string v = next();
       if (v == "host") tables = v41::EngramTables::kHost;
@@ -1501,6 +1568,10 @@ int main(int argc, char** argv) {
   }
   const ModelConfig cfg = load_model_config(cfg_path);
   HostPool hp;
+  if (attention_only) {
+    run_attention_ops(cfg);
+    return 0;
+  }
   if (indexer_only) {
     run_topk();
     run_index_score();

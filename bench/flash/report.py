@@ -419,6 +419,13 @@ def ops_report(flash, torch_log):
             fb = n * (640 * 512 * 4 + 2 * 64 * 512 * 4) / BW * 1e3
             pb = n * (128 * 528 + 512 * 288) / BW * 1e3
             print(f"| {n} | {ms:.4f} | {fb:.4f} | {fb/ms*100:.1f}% | {pb:.4f} |")
+        if ours.get("attention_mode"):
+            print("\nSink attention by precision (f32: exact SIMT kernel; bf16: tensor cores; "
+                  "FLOPs = n x 64 x entries x 512 x 4):\n")
+            print("| n | layout | entries | act | ms | TFLOP/s |")
+            print("|---|---|---|---|---|---|")
+            for r in ours["attention_mode"]:
+                print(f"| {r['n']} | {r['layout']} | {r['entries']} | {r['act']} | {float(r['ms']):.4f} | {r['tflops']} |")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,29 @@
 // For query t and head h: logits_j = scale * q[t,h] . kv[e_j]; the sink joins the
 // softmax as one extra logit with no value, so it only enlarges the denominator and
 // a query with no entries still gets a finite (zero) output.
+//
+// Two precisions (SinkAttentionParams::act, the model's --activations):
+//   kF32: the exact mode: fp32 inputs, the oracle sums in double.
+//   kBF16: the tensor-core mode, after HF's bf16 run (MODEL_V41.md §3.6: QK and PV in
+//     bf16, the softmax in fp32, probabilities cast to bf16 before PV):
+//       q and the entries rounded to bf16 (the model's entries are FP8 / FP4
+//         fake-quantized, so exact already), so every product is exact;
+//       y_j = fp32(q . k_j) * log2_scale, y_s = sink * log2(e)   (base-2 logits);
+//       M = ceil(max(y_s, y_j)): an INTEGER max, so p_j = bf16(2^(y_j - M)) is the same
+//         value whichever running max an online softmax used (rescaling by a power of two
+//         commutes with rounding to bf16), and a tiled kernel rounds what the oracle rounds;
+//       D = 2^(y_s - M) + sum_j 2^(y_j - M) (fp32 values, not rounded);
+//       out = (sum_j p_j k_j) / D.
+//     Only the fp32 summation orders differ between the CPU and a kernel (and, rarely,
+//     a p_j next to a bf16 rounding boundary). HF rounds the logits themselves to bf16
+//     and the normalized probabilities; this mode keeps fp32 logits (more accurate) and
+//     rounds the unnormalized ones, the form an online softmax can reproduce.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+
+#include "ops/linear.h"
 
 namespace deepinfer::ops {
 
@@ -18,7 +38,13 @@ struct SinkAttentionParams {
   float scale = 1.0f;
   float* out = nullptr;          // [n, heads, dim]
   int64_t n = 0, heads = 0, dim = 0;
+  Activations act = Activations::kF32;  // kBF16: the bf16 mode above
 };
+
+// log2(e) as the bf16 mode uses it (fp32), and the fp32 factor that turns q . k into a
+// base-2 logit: one rounding of scale * log2(e), computed the same way for every device.
+constexpr float kAttnLog2e = 1.44269504088896340736f;
+inline float attention_log2_scale(float scale) { return float(double(scale) * 1.44269504088896340736); }
 
 namespace cpu {
 void sink_attention(const SinkAttentionParams& p);

@@ -60,8 +60,10 @@ struct WeightRef {
 //     truncation; tests/ops_cuda/cases_linear_fp8.cpp checks |gpu - cpu| <= 2^-9 S per
 //     element and reports the worst ratio seen.
 // In the MoE the rounding applies to x before w1 / w3 and to the scaled SwiGLU output
-// before w2 (kBF16 only: kFP8 is for the dense FP8 linears). Nothing else (attention,
-// norms, the indexer, hyper-connections) changes.
+// before w2 (kBF16 only: kFP8 is for the dense FP8 linears). The attention
+// (SinkAttentionParams::act) takes kBF16 too: bf16 q and entries, probabilities rounded to
+// bf16 before PV (ops/attention.h). Nothing else (norms, the indexer, hyper-connections)
+// changes.
 enum class Activations : uint8_t { kF32, kBF16, kFP8 };
 
 // Whether a weight can take Activations::kFP8 (see above).

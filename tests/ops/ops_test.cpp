@@ -66,6 +66,44 @@ TEST(SinkAttention, SinkOnlyEnlargesTheDenominator) {
   EXPECT_EQ(out[0], 0.0f);
 }
 
+// Activations::kBF16 (ops/attention.h): q and entries rounded to bf16, base-2 logits,
+// an integer max, probabilities rounded to bf16 before PV. One head, dim 1, q = 1 + 2^-10
+// (rounds to 1), entries +-(1 + 2^-10) (round to +-1), a scale whose base-2 factor is
+// 0.5: y = +-0.5, no sink (-inf), M = ceil(0.5) = 1, so e = 2^-0.5, 2^-1.5 (fp32) and
+// p = bf16(e) = 0.70703125, 0.353515625; D = e0 + e1 = 1.5 * 2^-0.5 (unrounded);
+// out = (p0 - p1) / D = 0.33329... kF32 gives tanh(ln 2 / 2) = 1/3 instead.
+TEST(SinkAttention, Bf16ModeRoundsOperandsAndProbabilities) {
+  const float scale = float(0.5 / 1.44269504088896340736);
+  ASSERT_EQ(ops::attention_log2_scale(scale), 0.5f);
+  const float a = 1.0f + 1.0f / 1024.0f;
+  std::vector<float> q = {a}, kv = {a, -a}, out(1), sink = {-INFINITY};
+  std::vector<int64_t> off = {0, 2}, ids = {0, 1};
+  ops::SinkAttentionParams p{q.data(), kv.data(), off.data(), ids.data(), sink.data(), scale, out.data(), 1, 1, 1};
+  p.act = ops::Activations::kBF16;
+  ops::cpu::sink_attention(p);
+  const double d = 1.5 * std::sqrt(0.5);
+  EXPECT_NEAR(out[0], (0.70703125 - 0.353515625) / d, 1e-7);
+  EXPECT_LT(out[0], 1.0f / 3.0f - 2e-5f);  // the rounding is visible
+  // kF32 on the same inputs: unrounded a, exact softmax: a * tanh(a^2 * scale).
+  p.act = ops::Activations::kF32;
+  ops::cpu::sink_attention(p);
+  EXPECT_NEAR(out[0], double(a) * std::tanh(double(a) * a * scale), 1e-6);
+  // The integer max: the same logits shifted by a whole number (q scaled by 2 doubles the
+  // logits: y = +-1, M = 1, e = 1, 2^-2, both exact in bf16) leave nothing to round.
+  q[0] = 2.0f;
+  kv = {1.0f, -1.0f};
+  p.act = ops::Activations::kBF16;
+  ops::cpu::sink_attention(p);
+  EXPECT_FLOAT_EQ(out[0], float((1.0 - 0.25) / 1.25));
+  // No entries: zeros, also with a finite sink.
+  sink[0] = 0.3f;
+  std::vector<int64_t> off0 = {0, 0};
+  p.offsets = off0.data();
+  out[0] = 7.0f;
+  ops::cpu::sink_attention(p);
+  EXPECT_EQ(out[0], 0.0f);
+}
+
 TEST(HyperConnection, SinkhornIsNearlyDoublyStochastic) {
   const int64_t hc = 4, dim = 8, mix = (2 + hc) * hc;
   std::vector<float> h(hc * dim), fn(mix * hc * dim), base(mix), scale = {1.0f, 1.0f, 1.0f};

@@ -151,27 +151,32 @@ AttnInputs attention_inputs(Rng& rng, int64_t n, int64_t heads, int64_t dim, int
   return in;
 }
 
+// act = kBF16: the tensor-core mode (ops/attention.h), its own tolerance family.
 template <class Count>
-OpCase attention_counts_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, Count count) {
-  return {name, "sink_attention", [=](Rng& rng) {
+OpCase attention_counts_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, Count count,
+                             ops::Activations act = ops::Activations::kF32) {
+  const char* family = act == ops::Activations::kBF16 ? "sink_attention_bf16" : "sink_attention";
+  return {name, family, [=](Rng& rng) {
             const AttnInputs in = attention_inputs(rng, n, heads, dim, pool, count);
             const float scale = 1.0f / std::sqrt(float(dim));
             std::vector<float> out(n * heads * dim);
             ops::cpu::sink_attention({in.q.data(), in.kv.data(), in.offsets.data(), in.ids.data(), in.sink.data(), scale,
-                                      out.data(), n, heads, dim});
+                                      out.data(), n, heads, dim, act});
             Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dout(n * heads * dim);
             Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids);
             ops::cuda::sink_attention({dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dout.get(), n,
-                                       heads, dim},
+                                       heads, dim, act},
                                       nullptr);
             return Outputs{{{"out", out, dout.host()}}, {}};
           }};
 }
 
 // Query 0 has no entries; the others a random count in [1, max_entries].
-OpCase attention_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, int64_t max_entries) {
-  return attention_counts_case(name, n, heads, dim, pool,
-                               [max_entries](Rng& rng, int64_t t) { return t == 0 ? int64_t(0) : randint(rng, 1, max_entries); });
+OpCase attention_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, int64_t max_entries,
+                      ops::Activations act = ops::Activations::kF32) {
+  return attention_counts_case(
+      name, n, heads, dim, pool,
+      [max_entries](Rng& rng, int64_t t) { return t == 0 ? int64_t(0) : randint(rng, 1, max_entries); }, act);
 }
 
 // Counts that hit the kernel's edges: empty (sink only), fewer entries than the 8
@@ -182,7 +187,9 @@ constexpr int64_t kRagged[] = {0, 1, 5, 31, 32, 33, 640, 0, 7, 300, 2000, 639, 1
 // Batch invariance: the same queries computed inside one batch and alone (n = 1, and
 // n = 3 around them) must give the same bits; the kernel picks its block shape from
 // the batch size, so this runs both shapes on the same rows. "cpu" = inside the batch.
-OpCase attention_invariance_case(std::string name, int64_t n, int64_t heads, int64_t dim) {
+// Under kBF16 one kernel serves every n; the case checks that its per-query order holds.
+OpCase attention_invariance_case(std::string name, int64_t n, int64_t heads, int64_t dim,
+                                 ops::Activations act = ops::Activations::kF32) {
   return {name, "sink_attention_batch", [=](Rng& rng) {
             const AttnInputs in = attention_inputs(rng, n, heads, dim, 1500, [](Rng& r, int64_t t) {
               return t % 5 == 0 ? kRagged[(t / 5) % std::size(kRagged)] : randint(r, 600, 640);
@@ -192,7 +199,7 @@ OpCase attention_invariance_case(std::string name, int64_t n, int64_t heads, int
             Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dbatch(n * row);
             Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids);
             ops::cuda::sink_attention({dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dbatch.get(), n,
-                                       heads, dim},
+                                       heads, dim, act},
                                       nullptr);
             const std::vector<float> batch = dbatch.host();
             std::vector<float> in_batch, apart;
@@ -203,7 +210,7 @@ OpCase attention_invariance_case(std::string name, int64_t n, int64_t heads, int
                 // offsets are absolute positions into ids, so a sub-range of the
                 // batch is a valid smaller batch over the same ids and pool.
                 ops::cuda::sink_attention({dq.get() + t0 * row, dkv.get(), doff.get() + t0, dids.get(), dsink.get(), scale,
-                                           dsub.get(), m, heads, dim},
+                                           dsub.get(), m, heads, dim, act},
                                           nullptr);
                 const std::vector<float> sub = dsub.host();
                 in_batch.insert(in_batch.end(), batch.begin() + t * row, batch.begin() + (t + 1) * row);
@@ -232,6 +239,7 @@ std::vector<OpCase> hyper_connection_cases() {
 }
 
 std::vector<OpCase> attention_cases() {
+  constexpr ops::Activations kBf16 = ops::Activations::kBF16;
   return {
       attention_case("sink_attention_v41", 6, 64, 512, 700, 640),
       attention_case("sink_attention_heads12", 4, 12, 512, 300, 200),
@@ -246,6 +254,24 @@ std::vector<OpCase> attention_cases() {
       attention_case("sink_attention_heads3_dim64", 16, 3, 64, 200, 300),
       attention_invariance_case("sink_attention_batch_invariance_v41", 64, 64, 512),
       attention_invariance_case("sink_attention_batch_invariance_dim100", 40, 40, 100),
+      // Activations::kBF16: the tensor-core kernel (one block per query and 64 heads).
+      attention_counts_case("sink_attention_bf16_v41_n1", 1, 64, 512, 4096, [](Rng&, int64_t) { return int64_t(640); },
+                            kBf16),
+      attention_counts_case("sink_attention_bf16_v41_n3", 3, 64, 512, 4096, [](Rng& r, int64_t) { return randint(r, 1, 640); },
+                            kBf16),
+      attention_counts_case("sink_attention_bf16_v41_n256", 256, 64, 512, 8192,
+                            [](Rng& r, int64_t) { return randint(r, 600, 640); }, kBf16),
+      // Ratio-0 layers: the 128 window entries alone.
+      attention_counts_case("sink_attention_bf16_ratio0", 8, 64, 512, 1024, [](Rng&, int64_t) { return int64_t(128); },
+                            kBf16),
+      attention_counts_case("sink_attention_bf16_v41_ragged", int64_t(std::size(kRagged)), 64, 512, 3000,
+                            [](Rng&, int64_t t) { return kRagged[t]; }, kBf16),
+      attention_case("sink_attention_bf16_heads12", 4, 12, 512, 300, 200, kBf16),
+      attention_case("sink_attention_bf16_heads128_dim256", 3, 128, 256, 900, 700, kBf16),
+      attention_case("sink_attention_bf16_dim100", 5, 3, 100, 50, 40, kBf16),  // rows not 16-byte multiples
+      attention_case("sink_attention_bf16_heads3_dim64", 16, 3, 64, 200, 300, kBf16),
+      attention_invariance_case("sink_attention_bf16_batch_invariance_v41", 64, 64, 512, kBf16),
+      attention_invariance_case("sink_attention_bf16_batch_invariance_dim100", 40, 40, 100, kBf16),
   };
 }
 

@@ -33,6 +33,12 @@ const std::map<std::string, double> kTolerance = {
     {"hc_expand", 0.0},
     {"sink_attention", 5e-5}, // online softmax over up to 640 entries (seen: 1.1e-5)
     {"sink_attention_batch", 0.0},  // CUDA vs CUDA: a query alone and inside a batch
+    // Activations::kBF16 (ops/attention.h): fp32 sums in another order than the oracle's,
+    // and now and then a probability next to a bf16 rounding boundary rounds the other
+    // way: one p off by 2^-8 moves the output by up to ~1e-3 of the rms (numpy emulation
+    // of the kernel at V4.1 shapes: <= 9e-4). Skipping the rounding of q or p costs
+    // 1-3e-2, so the limit still tells the semantics apart.
+    {"sink_attention_bf16", 4e-3},
     // SIMT paths: fp32 sums over up to 5120 products (seen 1.4e-5). The mma path adds
     // each K step's MMAs into an fp32 register sum (promotion): without it the tensor-core
     // accumulator's truncation biased long sums, 6.4e-5 at K = 5120; with it <= 6.9e-6.

@@ -10,6 +10,10 @@
 // through distributed shared memory in a fixed order. The slices depend only on
 // the query's own entry count, and every head runs the same arithmetic whatever
 // the group size, so a query's output is bitwise the same alone or in any batch.
+//
+// The bf16 mode (SinkAttentionArgs::bf16) runs a tensor-core kernel instead: one block
+// per query and 64 heads, the heads as the M of mma.sync, the entries in tiles of 32 in
+// list order (smxx_attention.cu, namespace tc).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,6 +24,7 @@ namespace deepinfer::kernels {
 
 constexpr int64_t kAttnMaxDim = 512;  // V4.1 head_dim; a lane keeps 16 channels of a row
 constexpr int kAttnSplits = 8;        // entry slices per query = cluster size
+constexpr float kAttnLog2eDev = 1.44269504088896340736f;  // = ops::kAttnLog2e (the bf16 mode's log2(e))
 
 struct SinkAttentionArgs {
   const float* q = nullptr;          // [n, heads, dim]
@@ -30,6 +35,11 @@ struct SinkAttentionArgs {
   float scale = 1.0f;
   float* out = nullptr;              // [n, heads, dim]
   int64_t n = 0, heads = 0, dim = 0;  // dim <= kAttnMaxDim
+  // The bf16 mode (ops/attention.h, Activations::kBF16): q and the entries rounded to
+  // bf16, base-2 logits q . k * log2_scale with an integer max, probabilities rounded to
+  // bf16 before PV; one tensor-core kernel for every n. log2_scale replaces scale there.
+  bool bf16 = false;
+  float log2_scale = 0.0f;
 };
 cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
 

@@ -258,7 +258,7 @@ void Model::attention(Batch& b, int64_t l, const float* x, float* out) const {
   }
   std::vector<float> o(n * heads * hd);
   cpu::sink_attention({q.data(), pool.data(), offsets.data(), ids.data(), a.attn_sink.data(),
-                       1.0f / std::sqrt(float(hd)), o.data(), n, heads, hd});
+                       1.0f / std::sqrt(float(hd)), o.data(), n, heads, hd, act_});
   // The values carried RoPE; rotate the output back by the query position.
   cpu::rope({o.data(), n, heads, hd, rd, b.positions.data(), inv_freq.data(), /*inverse=*/true, af});
 

@@ -1621,7 +1621,8 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   }
   float* o = layer_arena->alloc<float>(n * heads * hd);
   if (go)
-    gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd}, stream);
+    gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd, act},
+                        stream);
   // The values carried RoPE; rotate the output back by the query position.
   if (go) gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
 

@@ -5,6 +5,8 @@
 
 namespace deepinfer::ops::cuda {
 
+static_assert(kernels::kAttnLog2eDev == kAttnLog2e, "the bf16 mode's log2(e) must be one constant");
+
 void sink_attention(const SinkAttentionParams& p, cudaStream_t stream) {
   CUDA_OP_CHECK(p.n >= 0 && p.heads > 0 && p.dim > 0, "sink_attention: bad shape");
   CUDA_OP_CHECK(p.dim <= kernels::kAttnMaxDim, "sink_attention: head dim above the kernel's 512");
@@ -19,6 +21,8 @@ void sink_attention(const SinkAttentionParams& p, cudaStream_t stream) {
   a.n = p.n;
   a.heads = p.heads;
   a.dim = p.dim;
+  a.bf16 = p.act == Activations::kBF16;
+  a.log2_scale = attention_log2_scale(p.scale);
   CUDA_CHECK(kernels::sink_attention(a, stream));
 }
 
