@@ -470,7 +470,10 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_tc_kernel(SinkAtten
     for (int i = tid; i < kTileE * (kLd / 4); i += kThreads) {
       const int r = i / (kLd / 4), col = 4 * (i % (kLd / 4));
       float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (r < c) {
+      if (r < c && col + 4 <= dim) {  // a whole 16-byte piece: one shared load
+        const float4 w = *reinterpret_cast<const float4*>(stage + r * int(kAttnMaxDim) + col);
+        v[0] = w.x, v[1] = w.y, v[2] = w.z, v[3] = w.w;
+      } else if (r < c) {
 #pragma unroll
         for (int k = 0; k < 4; ++k)
           if (col + k < dim) v[k] = stage[r * int(kAttnMaxDim) + col + k];
