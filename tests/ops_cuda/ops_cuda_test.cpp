@@ -5,6 +5,7 @@
 // so a run's log doubles as the accuracy record.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -33,12 +34,12 @@ const std::map<std::string, double> kTolerance = {
     {"hc_expand", 0.0},
     {"sink_attention", 5e-5}, // online softmax over up to 640 entries (seen: 1.1e-5)
     {"sink_attention_batch", 0.0},  // CUDA vs CUDA: a query alone and inside a batch
-    // Activations::kBF16 (ops/attention.h): fp32 sums in another order than the oracle's,
-    // and now and then a probability next to a bf16 rounding boundary rounds the other
-    // way: one p off by 2^-8 moves the output by up to ~1e-3 of the rms (numpy emulation
-    // of the kernel at V4.1 shapes: <= 9e-4). Skipping the rounding of q or p costs
-    // 1-3e-2, so the limit still tells the semantics apart.
-    {"sink_attention_bf16", 4e-3},
+    // Activations::kBF16 (ops/attention.h): fp32 sums in another order than the oracle's
+    // (~1e-5), and now and then a probability next to a bf16 rounding midpoint that the two
+    // sums put on different sides: one p off by one bf16 step (2^-8 relative) moves its
+    // outputs by up to ~1e-2 of the rms (H200: 138 of 8.4M elements above 4e-3, worst
+    // 1.25e-2 at n = 256). So this family allows rare outliers (kOutliers below).
+    {"sink_attention_bf16", 1e-3},
     // SIMT paths: fp32 sums over up to 5120 products (seen 1.4e-5). The mma path adds
     // each K step's MMAs into an fp32 register sum (promotion): without it the tensor-core
     // accumulator's truncation biased long sums, 6.4e-5 at K = 5120; with it <= 6.9e-6.
@@ -65,6 +66,16 @@ const std::map<std::string, double> kTolerance = {
     {"indexer_select", 0.0},  // masked scores pass through untouched
     {"fused", 0.0},  // a fused kernel vs the ops it replaces (same arithmetic, same order)
     {"former", 0.0},  // a reworked kernel vs its former self (cases_former.cpp)
+};
+
+// Families whose elements may, rarely, exceed their tolerance: {fraction of the elements
+// allowed above it, a cap that no element may exceed}. sink_attention_bf16: the numpy
+// emulation of the kernel at V4.1 shapes puts 0.025% of the elements above 1e-3 (bf16
+// rounding flips of single probabilities), worst 2e-3; skipping the rounding of the
+// probabilities would put 41% above it (and 80% above 3e-4), a wrong fragment or channel
+// errors of O(1): 1% and 0.1 keep both apart with a wide margin.
+const std::map<std::string, std::pair<double, double>> kOutliers = {
+    {"sink_attention_bf16", {1e-2, 0.1}},
 };
 
 struct Compared {
@@ -121,6 +132,18 @@ TEST_P(CudaVsCpu, MatchesOracle) {
                   (unsigned long long)seed, o.cpu.size(), r.metric, tol);
       EXPECT_EQ(r.mismatched_specials, 0) << o.label << ": inf/NaN positions differ, first at " << r.worst << " cpu="
                                           << o.cpu[r.worst] << " cuda=" << o.gpu[r.worst];
+      const auto outliers = kOutliers.find(c.family);
+      if (outliers != kOutliers.end()) {
+        const auto [fraction, cap] = outliers->second;
+        std::printf("[ metric ] %s.%s seed=%llu above_tol=%lld (%.2e of the elements, allowed %.0e), cap=%.0e\n",
+                    c.name.c_str(), o.label.c_str(), (unsigned long long)seed, (long long)r.failures,
+                    double(r.failures) / double(std::max<size_t>(1, o.cpu.size())), fraction, cap);
+        EXPECT_LE(double(r.failures), fraction * double(o.cpu.size()))
+            << o.label << ": " << r.failures << "/" << o.cpu.size() << " elements above " << tol << " seed=" << seed;
+        EXPECT_LE(r.metric, cap) << o.label << ": worst at " << r.worst << " cpu=" << o.cpu[r.worst]
+                                 << " cuda=" << o.gpu[r.worst] << " err/rms=" << r.metric << " seed=" << seed;
+        continue;
+      }
       EXPECT_EQ(r.failures, 0) << o.label << ": " << r.failures << "/" << o.cpu.size()
                                << " elements out of tolerance; worst at " << r.worst << " cpu="
                                << (r.worst >= 0 ? o.cpu[r.worst] : 0.f) << " cuda=" << (r.worst >= 0 ? o.gpu[r.worst] : 0.f)
