@@ -337,6 +337,10 @@ cudaError_t launch(const SinkAttentionArgs& a, cudaStream_t stream) {
 // Entries arrive as fp32 rows: cp.async copies the next tile's rows into an fp32
 // staging buffer while the current tile computes; a pass then rounds them to bf16
 // into the tile the MMAs read (rows padded to 520: ldmatrix rows on distinct banks).
+// Measured on the H200 (bench/flash/NOTES.md §7): 3.7-3.9x the SIMT kernel from n = 256
+// (8192-token prefill 34 -> 8.7 ms), but 3x slower at n = 1 (0.039 -> 0.119 ms): a block
+// takes ~120-146 us at every n, latency-bound (2 warps per scheduler at 240 registers),
+// and one SM walks all of a query's tiles.
 namespace tc {
 
 constexpr int kHeads = 64;                   // heads per block (4 warps x m16)
