@@ -65,6 +65,12 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
 
 using moe_decode::decode8;
 using moe_decode::scale_bf16x2;
+using moe_decode::kHi0;
+using moe_decode::kHi1;
+using moe_decode::kLo0;
+using moe_decode::kLo1;
+using moe_decode::mul_bf16x2;
+using moe_decode::prmt;
 
 using moe_terms::store_terms;
 
