@@ -308,6 +308,48 @@ __device__ __forceinline__ uint32_t pack2(__nv_bfloat16 first, __nv_bfloat16 sec
 
 using mma::mma_bf16;  // d += a b (m16n8k16, bf16 in, fp32 out)
 
+// A fragment of a 16-channel step from the lane's four float2 (keys g and g + 8, channels
+// 2tq.. and 8 + 2tq..): bf16-exact operands as the top halves of their fp32 patterns (one
+// PRMT per pair), any operand as its exact hi / mid / lo bf16 pieces.
+__device__ __forceinline__ void fragment_exact(const float2 (&x)[4], uint32_t (&ah)[4]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) ah[r] = __byte_perm(__float_as_uint(x[r].x), __float_as_uint(x[r].y), 0x7632);
+}
+// The lane's key values for one warp pass: keys sa and sb (zeros past `nk`), channels
+// 8j + 2tq, +1 for j = 0..15. Returns whether the warp's 16 keys are all bf16-exact: a value
+// is iff the low 16 bits of its fp32 pattern are zero (bf16 is the top half), one OR per
+// value instead of a round trip through bf16. (A NaN with zero low bits counts as exact;
+// its key's dot is NaN on either path and relu() maps it to 0.)
+__device__ __forceinline__ bool load_keys(const PagedIndexerScoreArgs& a, const int64_t* table, int64_t sa, int64_t sb,
+                                          int64_t nk, int tq, float2 (&ra)[16], float2 (&rb)[16]) {
+  const int64_t epb = a.entries_per_block;
+  const float* ka = sa < nk ? a.keys + (table[sa / epb] * epb + sa % epb) * kMmaDim : nullptr;
+  const float* kb = sb < nk ? a.keys + (table[sb / epb] * epb + sb % epb) * kMmaDim : nullptr;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int c = 8 * j + 2 * tq;  // j = 2kk + half
+    ra[j] = ka != nullptr ? *reinterpret_cast<const float2*>(ka + c) : make_float2(0.f, 0.f);
+    rb[j] = kb != nullptr ? *reinterpret_cast<const float2*>(kb + c) : make_float2(0.f, 0.f);
+  }
+  uint32_t low = 0;
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+    low |= __float_as_uint(ra[j].x) | __float_as_uint(ra[j].y) | __float_as_uint(rb[j].x) | __float_as_uint(rb[j].y);
+  return !__any_sync(0xffffffffu, (low & 0xffffu) != 0);
+}
+__device__ __forceinline__ void fragment_split(const float2 (&x)[4], uint32_t (&ah)[4], uint32_t (&am)[4],
+                                               uint32_t (&al)[4]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    __nv_bfloat16 h0, m0, l0, h1, m1, l1;
+    split3(x[r].x, h0, m0, l0);
+    split3(x[r].y, h1, m1, l1);
+    ah[r] = pack2(h0, h1);
+    am[r] = pack2(m0, m1);
+    al[r] = pack2(l0, l1);
+  }
+}
+
 __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(PagedIndexerScoreArgs a, int64_t row0,
                                                                             int64_t tile) {
   const int64_t t = row0 + blockIdx.y;
@@ -335,7 +377,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(Paged
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
   const int64_t* table = a.tables + info[kRowTable];
-  const int64_t epb = a.entries_per_block;
   float* out = a.scores + info[kRowScore];
   const int64_t tile_end = min(nk, tile0 + tile);
   const float scale = a.softmax_scale;
@@ -344,23 +385,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(Paged
     // This lane's A-fragment rows: keys s0 + g and s0 + g + 8; per 16-channel step kk it
     // holds channels 16kk + 2tq (+1) and 16kk + 8 + 2tq (+1) of both.
     const int64_t sa = s0 + g, sb = s0 + g + 8;
-    const float* ka = sa < nk ? a.keys + (table[sa / epb] * epb + sa % epb) * kMmaDim : nullptr;
-    const float* kb = sb < nk ? a.keys + (table[sb / epb] * epb + sb % epb) * kMmaDim : nullptr;
     float2 ra[16], rb[16];
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const int c = 8 * j + 2 * tq;  // j = 2kk + half
-      ra[j] = ka != nullptr ? *reinterpret_cast<const float2*>(ka + c) : make_float2(0.f, 0.f);
-      rb[j] = kb != nullptr ? *reinterpret_cast<const float2*>(kb + c) : make_float2(0.f, 0.f);
-    }
-    // A value is bf16-exact iff the low 16 bits of its fp32 pattern are zero (bf16 is the
-    // top half): one OR per value instead of a round trip through bf16. (A NaN with zero low
-    // bits now counts as exact; its key's dot is NaN on either path and relu() maps it to 0.)
-    uint32_t low = 0;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      low |= __float_as_uint(ra[j].x) | __float_as_uint(ra[j].y) | __float_as_uint(rb[j].x) | __float_as_uint(rb[j].y);
-    const bool full = q_inexact || __any_sync(0xffffffffu, (low & 0xffffu) != 0);  // warp-uniform
+    const bool k_exact = load_keys(a, table, sa, sb, nk, tq, ra, rb);
+    const bool full = q_inexact || !k_exact;  // warp-uniform
     float acc[4][4] = {}, fix[4][4] = {};
     if (!full) {
       // Every operand is bf16-exact (the model's FP4 values): its bf16 is the top half of its
@@ -370,8 +397,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(Paged
       for (int kk = 0; kk < 8; ++kk) {
         const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
         uint32_t ah[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) ah[r] = __byte_perm(__float_as_uint(x[r].x), __float_as_uint(x[r].y), 0x7632);
+        fragment_exact(x, ah);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int at = (8 * j + g) * kQWords + 8 * kk + tq;
@@ -385,15 +411,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(Paged
         // a2 (key g, ch 8 + 2tq..), a3 (key g + 8, ch 8 + 2tq..).
         const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
         uint32_t ah[4], am[4], al[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          __nv_bfloat16 h0, m0, l0, h1, m1, l1;
-          split3(x[r].x, h0, m0, l0);
-          split3(x[r].y, h1, m1, l1);
-          ah[r] = pack2(h0, h1);
-          am[r] = pack2(m0, m1);
-          al[r] = pack2(l0, l1);
-        }
+        fragment_split(x, ah, am, al);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           // B fragment (channels x heads 8j..8j+7): b0 = q[8j + g][16kk + 2tq ..], b1 = + 8.
@@ -504,7 +522,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kern
   __syncthreads();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-  const int64_t epb = a.entries_per_block;
   const float scale = a.softmax_scale;
   float* rw = red[warp];
   const int64_t tile_end = min(nk_max, tile0 + tile);
@@ -519,22 +536,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kern
       if (s0 >= nk) continue;  // warp-uniform
       if (table_s[r] != loaded) {
         loaded = table_s[r];
-        const int64_t* table = a.tables + loaded;
-        const int64_t nl = nk_load[r];
-        const float* ka = sa < nl ? a.keys + (table[sa / epb] * epb + sa % epb) * kMmaDim : nullptr;
-        const float* kb = sb < nl ? a.keys + (table[sb / epb] * epb + sb % epb) * kMmaDim : nullptr;
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          const int c = 8 * j + 2 * tq;
-          ra[j] = ka != nullptr ? *reinterpret_cast<const float2*>(ka + c) : make_float2(0.f, 0.f);
-          rb[j] = kb != nullptr ? *reinterpret_cast<const float2*>(kb + c) : make_float2(0.f, 0.f);
-        }
-        uint32_t low = 0;
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-          low |= __float_as_uint(ra[j].x) | __float_as_uint(ra[j].y) | __float_as_uint(rb[j].x) |
-                 __float_as_uint(rb[j].y);
-        k_exact = !__any_sync(0xffffffffu, (low & 0xffffu) != 0);
+        k_exact = load_keys(a, a.tables + loaded, sa, sb, nk_load[r], tq, ra, rb);
       }
       float acc[4][4] = {}, fix[4][4] = {};
       if (k_exact && q_rest_s[r] == 0) {
@@ -542,8 +544,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kern
         for (int kk = 0; kk < 8; ++kk) {
           const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
           uint32_t ah[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) ah[q] = __byte_perm(__float_as_uint(x[q].x), __float_as_uint(x[q].y), 0x7632);
+          fragment_exact(x, ah);
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int at = (8 * j + g) * kQWords + 8 * kk + tq;
@@ -556,15 +557,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kern
         for (int kk = 0; kk < 8; ++kk) {
           const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
           uint32_t ah[4], am[4], al[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            __nv_bfloat16 h0, m0, l0, h1, m1, l1;
-            split3(x[q].x, h0, m0, l0);
-            split3(x[q].y, h1, m1, l1);
-            ah[q] = pack2(h0, h1);
-            am[q] = pack2(m0, m1);
-            al[q] = pack2(l0, l1);
-          }
+          fragment_split(x, ah, am, al);
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const float* qa = qrow + (8 * j + g) * kMmaDim + 16 * kk + 2 * tq;
