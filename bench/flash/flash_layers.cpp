@@ -434,6 +434,27 @@ void fill_fp4(void* dst, size_t bytes, uint64_t seed) {
   CK(cudaFreeHost(h));
 }
 
+// The arguments of one paged indexer score call (V4.1's 32 heads x 128, scale 1 / sqrt(128)).
+kernels::PagedIndexerScoreArgs index_args(const float* q, const float* w, const float* pool, const int64_t* tables,
+                                          const int64_t* info, int64_t rows, int64_t epb, int64_t max_keys,
+                                          float* scores, kernels::IndexerScorePath path) {
+  kernels::PagedIndexerScoreArgs a;
+  a.q = q;
+  a.w = w;
+  a.keys = pool;
+  a.tables = tables;
+  a.row_info = info;
+  a.rows = rows;
+  a.heads = 32;
+  a.head_dim = 128;
+  a.entries_per_block = epb;
+  a.max_keys = max_keys;
+  a.softmax_scale = 1.0f / std::sqrt(128.0f);
+  a.scores = scores;
+  a.path = path;
+  return a;
+}
+
 // The paged indexer score (indexer_score_paged) at V4.1's shape: rows queries x 32 heads
 // x 128 against each row's own `keys` keys (context / ratio) in a paged pool of 64-entry
 // blocks, FP4-grid q and keys, on both kernel paths (simt; mma = the tensor cores).
@@ -462,20 +483,8 @@ void run_index_score() {
       CK(cudaMemcpy(info, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
       float ms[2];
       for (int p = 0; p < 2; ++p) {
-        kernels::PagedIndexerScoreArgs a;
-        a.q = q;
-        a.w = w;
-        a.keys = pool;
-        a.tables = tables;
-        a.row_info = info;
-        a.rows = rows;
-        a.heads = H;
-        a.head_dim = HD;
-        a.entries_per_block = epb;
-        a.max_keys = keys;
-        a.softmax_scale = 1.0f / std::sqrt(float(HD));
-        a.scores = scores;
-        a.path = p == 0 ? kernels::IndexerScorePath::kSimt : kernels::IndexerScorePath::kMma;
+        const auto a = index_args(q, w, pool, tables, info, rows, epb, keys, scores,
+                                  p == 0 ? kernels::IndexerScorePath::kSimt : kernels::IndexerScorePath::kMma);
         const cudaError_t e = kernels::indexer_score_paged(a, st);
         if (e != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) {
           std::printf("op index_score_error rows=%lld keys=%lld path=%d error=%s\n", (long long)rows, (long long)keys, p,
@@ -526,20 +535,8 @@ void run_index_score() {
     CK(cudaMemcpy(info, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
     float ms[2];
     for (int p = 0; p < 2; ++p) {
-      kernels::PagedIndexerScoreArgs a;
-      a.q = q;
-      a.w = w;
-      a.keys = pool;
-      a.tables = tables;
-      a.row_info = info;
-      a.rows = rows;
-      a.heads = H;
-      a.head_dim = HD;
-      a.entries_per_block = epb;
-      a.max_keys = keys;
-      a.softmax_scale = 1.0f / std::sqrt(float(HD));
-      a.scores = scores;
-      a.path = p == 0 ? kernels::IndexerScorePath::kMma : kernels::IndexerScorePath::kMmaRows;
+      const auto a = index_args(q, w, pool, tables, info, rows, epb, keys, scores,
+                                p == 0 ? kernels::IndexerScorePath::kMma : kernels::IndexerScorePath::kMmaRows);
       const cudaError_t e = kernels::indexer_score_paged(a, st);
       if (e != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) {
         std::printf("op index_score_prefill_error rows=%lld ratio=%lld path=%d error=%s\n", (long long)rows,

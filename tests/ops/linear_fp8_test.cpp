@@ -13,6 +13,7 @@
 #include "common/numeric.h"
 #include "ops/linear.h"
 #include "ops/quant.h"
+#include "fp8_test_weight.h"
 
 namespace deepinfer {
 namespace {
@@ -113,22 +114,9 @@ TEST(Fp8Activations, LinearBlockScalesAndRaggedTail) {
 // Random case against the definition: per-block exact dot of codes, scaled, summed.
 TEST(Fp8Activations, LinearMatchesDefinitionAndDiffersFromBf16) {
   std::mt19937 rng(7);
-  std::uniform_int_distribution<int> byte(0, 255);
   const int64_t rows = 40, cols = 96, n = 3;
-  std::vector<uint8_t> w(rows * cols), sc(2 * 3);
-  for (auto& b : w) {
-    do b = uint8_t(byte(rng));
-    while ((b & 0x7f) == 0x7f);
-  }
-  for (auto& b : sc) b = uint8_t(120 + byte(rng) % 8);
-  ops::WeightRef ref;
-  ref.dtype = DType::F8_E4M3;
-  ref.data = w.data();
-  ref.rows = rows;
-  ref.cols = cols;
-  ref.scale = sc.data();
-  ref.scale_cols = 3;
-  ref.block_rows = ref.block_cols = 32;
+  const testing::Fp8TestWeight fw(rng, rows, cols);
+  const ops::WeightRef ref = fw.ref();
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(n * cols);
   for (auto& v : x) v = nd(rng);
@@ -143,8 +131,8 @@ TEST(Fp8Activations, LinearMatchesDefinitionAndDiffersFromBf16) {
       for (int64_t b = 0; b < 3; ++b) {
         const float s = ops::quant_fp8_block(x.data() + t * cols + 32 * b, 32, codes.data());
         double dot = 0;
-        for (int i = 0; i < 32; ++i) dot += double(decode(codes[i])) * double(decode(w[r * cols + 32 * b + i]));
-        acc += dot * double(s) * double(e8m0_to_float(sc[(r / 32) * 3 + b]));
+        for (int i = 0; i < 32; ++i) dot += double(decode(codes[i])) * double(decode(fw.codes[r * cols + 32 * b + i]));
+        acc += dot * double(s) * double(e8m0_to_float(fw.scales[(r / 32) * 3 + b]));
       }
       EXPECT_EQ(y[t * rows + r], float(acc)) << t << "," << r;
       max_shift = std::max(max_shift, std::fabs(double(y[t * rows + r]) - double(yb[t * rows + r])));

@@ -15,6 +15,7 @@
 #include "ops/linear.h"
 #include "ops/moe.h"
 #include "ops/rope.h"
+#include "fp8_test_weight.h"
 
 namespace deepinfer {
 namespace {
@@ -249,22 +250,9 @@ TEST(Linear, Bf16ActivationsRoundXFirst) {
 
   // FP8 e4m3 with 32x32 e8m0 blocks (the released dense format), 40 x 96, n = 5.
   std::mt19937 rng(3);
-  std::uniform_int_distribution<int> byte(0, 255);
   const int64_t rows = 40, cols = 96, n = 5;
-  std::vector<uint8_t> w(rows * cols), sc(2 * 3);
-  for (auto& b : w) {
-    do b = uint8_t(byte(rng));
-    while ((b & 0x7f) == 0x7f);  // no NaN codes
-  }
-  for (auto& b : sc) b = uint8_t(120 + byte(rng) % 8);
-  ops::WeightRef ref;
-  ref.dtype = DType::F8_E4M3;
-  ref.data = w.data();
-  ref.rows = rows;
-  ref.cols = cols;
-  ref.scale = sc.data();
-  ref.scale_cols = 3;
-  ref.block_rows = ref.block_cols = 32;
+  const testing::Fp8TestWeight fw(rng, rows, cols);
+  const ops::WeightRef ref = fw.ref();
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(n * cols);
   for (auto& v : x) v = nd(rng);

@@ -152,6 +152,27 @@ void to_fp4_grid(Rng& rng, std::vector<float>& v) {
   }
 }
 
+// The kernel's arguments for V4.1-like paged scores (scale 1 / sqrt(hd)).
+kernels::PagedIndexerScoreArgs paged_args(const float* q, const float* w, const float* pool, const int64_t* tables,
+                                          const int64_t* row_info, int64_t rows, int64_t heads, int64_t hd,
+                                          int64_t epb, int64_t max_keys, float* out, kernels::IndexerScorePath path) {
+  kernels::PagedIndexerScoreArgs a;
+  a.q = q;
+  a.w = w;
+  a.keys = pool;
+  a.tables = tables;
+  a.row_info = row_info;
+  a.rows = rows;
+  a.heads = heads;
+  a.head_dim = hd;
+  a.entries_per_block = epb;
+  a.max_keys = max_keys;
+  a.softmax_scale = 1.0f / std::sqrt(float(hd));
+  a.scores = out;
+  a.path = path;
+  return a;
+}
+
 // Scores of ragged sequences against their own paged keys vs the CPU op per
 // sequence; and the first sequence alone gives the same bits as inside the batch.
 // `path` forces the kernel's SIMT or tensor-core path (kAuto: through the op);
@@ -185,20 +206,7 @@ OpCase paged_score_case(std::string name, std::vector<Seq> seqs, int64_t heads, 
                     {dq.get(), dw.get(), dpool.get(), dtab.get(), row_info, n, heads, hd, epb, mk, scale, out}, nullptr);
                 return;
               }
-              kernels::PagedIndexerScoreArgs a;
-              a.q = dq.get();
-              a.w = dw.get();
-              a.keys = dpool.get();
-              a.tables = dtab.get();
-              a.row_info = row_info;
-              a.rows = n;
-              a.heads = heads;
-              a.head_dim = hd;
-              a.entries_per_block = epb;
-              a.max_keys = mk;
-              a.softmax_scale = scale;
-              a.scores = out;
-              a.path = path;
+              const auto a = paged_args(dq.get(), dw.get(), dpool.get(), dtab.get(), row_info, n, heads, hd, epb, mk, out, path);
               check_cuda(kernels::indexer_score_paged(a, nullptr), "indexer_score_paged");
             };
             score(dinfo.get(), rows, max_keys, ds.get());
@@ -259,20 +267,8 @@ OpCase rows_vs_per_row_case(std::string name, std::vector<Seq> seqs, int64_t epb
             Dev<int64_t> dtab(pk.tables), dinfo(info);
             for (auto [path, out] : {std::pair{kernels::IndexerScorePath::kMmaRows, d_rows.get()},
                                      std::pair{kernels::IndexerScorePath::kMma, d_one.get()}}) {
-              kernels::PagedIndexerScoreArgs a;
-              a.q = dq.get();
-              a.w = dw.get();
-              a.keys = dpool.get();
-              a.tables = dtab.get();
-              a.row_info = dinfo.get();
-              a.rows = rows;
-              a.heads = heads;
-              a.head_dim = hd;
-              a.entries_per_block = epb;
-              a.max_keys = max_keys;
-              a.softmax_scale = 1.0f / std::sqrt(float(hd));
-              a.scores = out;
-              a.path = path;
+              const auto a = paged_args(dq.get(), dw.get(), dpool.get(), dtab.get(), dinfo.get(), rows, heads, hd, epb,
+                                        max_keys, out, path);
               check_cuda(kernels::indexer_score_paged(a, nullptr), "indexer_score_paged");
             }
             Outputs o;
