@@ -17,6 +17,7 @@
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_linear_fp8.cuh"
 #include "kernels/cuda/smxx_linear_fp8_common.cuh"
+#include "kernels/cuda/smxx_wgmma.cuh"
 
 namespace deepinfer::kernels {
 
@@ -34,41 +35,10 @@ struct Cfg {
   static constexpr int kStageStride = (kStageBytes + 1023) / 1024 * 1024;
 };
 
-// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes
-// apart (stride byte offset), start address in 16-byte units. The leading byte offset
-// is unused for swizzled K-major layouts (set to 1, as the PTX ISA's examples do).
+// The shared-memory descriptor (K-major, 128-byte swizzle), fence / commit / wait and the
+// proxy fence are smxx_wgmma.cuh's.
 __device__ __forceinline__ uint64_t smem_desc(const void* p) {
-  const uint32_t addr = uint32_t(__cvta_generic_to_shared(p));
-  uint64_t d = 0;
-  d |= uint64_t((addr & 0x3ffff) >> 4);
-  d |= uint64_t(1) << 16;
-  d |= uint64_t(1024 >> 4) << 32;
-  d |= uint64_t(1) << 62;  // SWIZZLE_128B
-  return d;
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgmma_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-// cp.async writes are generic-proxy writes; wgmma reads shared memory through the async
-// proxy, which needs this fence between them.
-__device__ __forceinline__ void fence_proxy_async() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
+  return wgmma::desc_k_sw128(uint32_t(__cvta_generic_to_shared(p)));
 }
 
 // D (64 x 128 fp32, the m64n128 fragment) = A (64 x 32 e4m3) . B (128 x 32 e4m3)^T, from
@@ -172,7 +142,7 @@ __global__ void __launch_bounds__(Cfg<kWG, kNH>::kThreads, 1) gemm_kernel(Fp8Gem
   const int row_a = wgi * 64 + wq * 16 + g;  // this thread's token rows in the tile: row_a, row_a + 8
   for (int64_t st = 0; st < stages_total; ++st) {
     cp_async_wait<kStages - 2>();
-    fence_proxy_async();
+    wgmma::fence_proxy_async();
     __syncthreads();  // stage st is in shared memory; slot (st - 1) % kStages is free
     if (st + kStages - 1 < stages_total) load_stage(st + kStages - 1, int((st + kStages - 1) % kStages));
     cp_async_commit();
@@ -193,12 +163,12 @@ __global__ void __launch_bounds__(Cfg<kWG, kNH>::kThreads, 1) gemm_kernel(Fp8Gem
       const float sx0 = Ss[row_a * 4 + j], sx1 = Ss[(row_a + 8) * 4 + j];
 #pragma unroll
       for (int h = 0; h < kNH; ++h) {
-        wgmma_fence();
+        wgmma::fence();
         wgmma_m64n128k32(d, smem_desc(a_tile + j * 32), smem_desc(Bs + h * 128 * kBK + j * 32));
-        wgmma_commit();
+        wgmma::commit();
 #pragma unroll
         for (int grp = 0; grp < 4; ++grp) sw[grp] = swb[(h * 4 + grp) * nb + j];
-        wgmma_wait<0>();
+        wgmma::wait<0>();
         promote(acc[h], d, sx0, sx1, sw);
       }
     }

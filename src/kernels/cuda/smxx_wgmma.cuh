@@ -23,13 +23,26 @@ __device__ __forceinline__ uint64_t desc_k_sw128(uint32_t addr) {
   return (uint64_t(1) << 62) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 16) | uint64_t((addr >> 4) & 0x3fff);
 }
 
+// The asm is emitted for sm_90a only (__CUDA_ARCH_FEAT_SM90_ALL), so a translation unit
+// that also targets another architecture still compiles (the project builds 90a,
+// CMakeLists.txt; the FP8 GEMM's launcher falls back to mma.sync off sm_90).
 // Before the first wgmma that reads registers written by ordinary instructions.
-__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
 // Waits until at most kPending of this warpgroup's committed wgmma groups are in flight.
 template <int kPending>
 __device__ __forceinline__ void wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+#endif
 }
 // Ties a register to this point of the program: the compiler neither reads it earlier
 // (an accumulator the wgmma is still writing) nor reuses it before (an A fragment a
@@ -39,7 +52,11 @@ __device__ __forceinline__ void keep(uint32_t& r) { asm volatile("" : "+r"(r)::"
 
 // Writes by ordinary (generic-proxy) stores and cp.async into shared memory, made
 // visible to the wgmma operand reads (async proxy) that follow a barrier.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
 
 // d (+)= a b for one m64nNk16 step: scale_d == 0 starts from zero (d's old value ignored).
 template <int N>
