@@ -209,7 +209,9 @@ TEST(StructuredEngine, WhitespaceIsCompactOrBounded) {
       longest = std::max(longest, run);
     }
     EXPECT_EQ(longest, size_t(ws)) << res.text;  // pushed to the bound, never past it
-    if (ws == 0) EXPECT_EQ(total, 0u) << res.text;
+    if (ws == 0) {
+      EXPECT_EQ(total, 0u) << res.text;
+    }
   }
 }
 

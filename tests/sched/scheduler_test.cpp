@@ -122,8 +122,11 @@ TEST(Scheduler, PrefixHitReplaysBeforeTheHitPoint) {
   // A miss never starts before position 0, whatever the replay length.
   Request* c = h.add(3, 1, 500);
   auto pc = h.step();
-  for (auto& ch : pc.chunks)
-    if (ch.request == c) EXPECT_EQ(ch.start, 0);
+  for (auto& ch : pc.chunks) {
+    if (ch.request == c) {
+      EXPECT_EQ(ch.start, 0);
+    }
+  }
   EXPECT_EQ(c->cached_tokens, 0);
 }
 
