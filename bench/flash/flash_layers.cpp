@@ -1150,14 +1150,20 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       float* rwt;
       CK(cudaMalloc(&rid, size_t(maxn * k) * 8));
       CK(cudaMalloc(&rwt, size_t(maxn * k) * 4));
-      for (int64_t T : ns) {
-        const float ms = tm.time_ms(
-            [&](int) {
-              ops::cuda::moe_router({x, T, gate, nullptr, k, 1.0f, true, 1.5f, rid, rwt}, st);
-            },
-            7, 10);
-        std::printf("op router T=%lld experts=%lld dim=%lld ms=%.5f\n", (long long)T, (long long)E, (long long)D, ms);
-      }
+      // logits=wide: four expert rows per warp (kernels::router_logits_set_wide; same bits).
+      const bool wide_def = kernels::router_logits_wide();
+      for (int64_t T : ns)
+        for (bool wide : {false, true}) {
+          kernels::router_logits_set_wide(wide);
+          const float ms = tm.time_ms(
+              [&](int) {
+                ops::cuda::moe_router({x, T, gate, nullptr, k, 1.0f, true, 1.5f, rid, rwt}, st);
+              },
+              7, 10);
+          std::printf("op router T=%lld experts=%lld dim=%lld ms=%.5f logits=%s\n", (long long)T, (long long)E,
+                      (long long)D, ms, wide ? "wide" : "vec");
+        }
+      kernels::router_logits_set_wide(wide_def);
       CK(cudaFree(const_cast<uint8_t*>(gate.data)));
       CK(cudaFree(rid));
       CK(cudaFree(rwt));

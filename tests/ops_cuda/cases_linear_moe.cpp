@@ -1,6 +1,7 @@
 // linear in every weight format (both kernel paths), the MoE router and the
 // SwiGLU expert.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -10,6 +11,7 @@
 #include "harness.h"
 #include "kernels/cuda/smxx_moe.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/weight_args.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
 
@@ -70,6 +72,34 @@ OpCase router_case(std::string name, WKind kind, int64_t n, int64_t experts, int
             dp.expert_weights = dwts.get();
             ops::cuda::moe_router(dp, nullptr);
             return Outputs{{{"weights", wts, dwts.host()}}, {{"ids", ids, dids.host()}}};
+          }};
+}
+
+// The router's logits with four expert rows per warp (router_logits_set_wide) against the
+// one-row vector kernel: bitwise (same products, same order, same warp tree). Token and
+// expert counts that leave partial groups of 8 tokens and of 4 rows.
+OpCase router_wide_case(std::string name, WKind kind, int64_t n, int64_t experts, int64_t dim) {
+  return {name, "moe_router", [=](Rng& rng) {
+            auto w = random_weight(rng, kind, experts, dim, 0.02f);
+            const auto x = randn(rng, n * dim);
+            Dev<float> dx(x), vec(n * experts), wide(n * experts);
+            kernels::RouterLogitsArgs a;
+            a.x = dx.get();
+            a.n = n;
+            a.gate = ops::cuda::to_weight_args(w->ref(true));
+            const bool def = kernels::router_logits_wide();
+            for (auto [on, out] : {std::pair{false, vec.get()}, std::pair{true, wide.get()}}) {
+              kernels::router_logits_set_wide(on);
+              a.logits = out;
+              check_cuda(kernels::router_logits(a, nullptr), "router_logits");
+            }
+            kernels::router_logits_set_wide(def);
+            auto bits = [](const std::vector<float>& v) {
+              std::vector<int64_t> b(v.size());
+              for (size_t i = 0; i < v.size(); ++i) b[i] = int64_t(std::bit_cast<uint32_t>(v[i]));
+              return b;
+            };
+            return Outputs{{}, {{"wide_vs_vec_bits", bits(vec.host()), bits(wide.host())}}};
           }};
 }
 
@@ -323,6 +353,8 @@ std::vector<OpCase> moe_cases() {
       router_case("moe_router_v41_bf16", WKind::kBF16, 7, 384, 5120, 6, true, false, true),
       router_case("moe_router_ties_f32", WKind::kF32, 4, 64, 256, 6, false, true, true),
       router_case("moe_router_top1_nonorm", WKind::kBF16, 5, 16, 64, 1, true, false, false),
+      router_wide_case("router_logits_wide_v41_bf16", WKind::kBF16, 70, 384, 5120),
+      router_wide_case("router_logits_wide_odd_f32", WKind::kF32, 9, 13, 256),
       expert_case("swiglu_expert_fp4_routed", WKind::kFp4E8m0, 3, 256, 512, true, 10.0f),
       expert_case("swiglu_expert_fp8_shared_n12", WKind::kFp8E8m0, 12, 256, 512, false, 10.0f),
       expert_case("swiglu_expert_bf16_nolimit", WKind::kBF16, 2, 64, 128, true, 0.0f),

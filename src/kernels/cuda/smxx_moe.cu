@@ -85,6 +85,76 @@ __global__ void __launch_bounds__(kVecWarps * 32) router_logits_vec_kernel(Route
   }
 }
 
+// The same sums with kWideExperts expert rows per warp (router_logits_set_wide): at
+// prefill sizes the vector kernel converts every x value to double once per expert row
+// (8192 tokens x 5120 x 384 conversions per call, ~4x the DFMA work on a pipe a quarter as
+// wide: ~7 ms per call at 8K tokens, run 15). Here a lane converts its x values once for
+// kWideExperts rows and each weight value once for the eight tokens. Per (token, expert)
+// the lane's products and their order are the vector kernel's (vectors v = lane, lane +
+// 32, ...; elements 0..7 of each, one fused multiply-add each) and the warp tree is the
+// same warp_sum, so the logits are the vector kernel's bits (ops case router_logits_wide_*).
+constexpr int kWideExperts = 4;
+template <WFormat F>
+__global__ void __launch_bounds__(kVecWarps * 32) router_logits_wide_kernel(RouterLogitsArgs a) {
+  constexpr int kPerWord = gemv::Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t e0 = (int64_t(blockIdx.x) * kVecWarps + warp) * kWideExperts;
+  const int64_t t0 = int64_t(blockIdx.y) * kLogitTokens;
+  if (e0 >= a.gate.rows) return;
+  const int ne = int(a.gate.rows - e0 < kWideExperts ? a.gate.rows - e0 : kWideExperts);
+  const int64_t dim = a.gate.cols;
+  const int nvec = int(dim / kPerVec);
+  const int nt = int(a.n - t0 < kLogitTokens ? a.n - t0 : kLogitTokens);
+  const int64_t row_bytes = dim * (F == WFormat::kF32 ? 4 : 2);
+  double acc[kWideExperts][kLogitTokens];
+#pragma unroll
+  for (int r = 0; r < kWideExperts; ++r)
+#pragma unroll
+    for (int t = 0; t < kLogitTokens; ++t) acc[r][t] = 0.0;
+  for (int v = lane; v < nvec; v += 32) {
+    float wf[kWideExperts][kPerVec];
+#pragma unroll
+    for (int r = 0; r < kWideExperts; ++r) {
+      uint4 wv = make_uint4(0u, 0u, 0u, 0u);  // rows past the last expert: zeros, never stored
+      if (r < ne) wv = gemv::load_stream(a.gate.data + (e0 + r) * row_bytes + int64_t(v) * 16);
+      gemv::decode_word<F>(wv.x, wf[r]);
+      gemv::decode_word<F>(wv.y, wf[r] + kPerWord);
+      gemv::decode_word<F>(wv.z, wf[r] + 2 * kPerWord);
+      gemv::decode_word<F>(wv.w, wf[r] + 3 * kPerWord);
+    }
+#pragma unroll
+    for (int i = 0; i < kPerVec / 4; ++i) {
+      double xd[kLogitTokens][4];
+#pragma unroll
+      for (int t = 0; t < kLogitTokens; ++t) {
+        float4 xv = make_float4(0.f, 0.f, 0.f, 0.f);  // tokens past the last: never stored
+        if (t < nt) xv = reinterpret_cast<const float4*>(a.x + (t0 + t) * dim + int64_t(v) * kPerVec)[i];
+        xd[t][0] = double(xv.x);
+        xd[t][1] = double(xv.y);
+        xd[t][2] = double(xv.z);
+        xd[t][3] = double(xv.w);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int r = 0; r < kWideExperts; ++r) {
+          const double wd = double(wf[r][4 * i + j]);
+#pragma unroll
+          for (int t = 0; t < kLogitTokens; ++t) acc[r][t] = __fma_rn(wd, xd[t][j], acc[r][t]);
+        }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kWideExperts; ++r)
+#pragma unroll
+    for (int t = 0; t < kLogitTokens; ++t) {
+      const double s = warp_sum(acc[r][t]);
+      if (lane == 0 && t < nt && r < ne) a.logits[(t0 + t) * a.gate.rows + e0 + r] = float(s);
+    }
+}
+
+bool g_router_wide = false;  // router_logits_set_wide: off until measured on the GPU
+
 // One block of kSelectWarps warps per token; scores and biased scores live in shared
 // memory, computed by all the block's threads (each element as before: a double
 // log1p(exp) per expert, which on one warp was 12 in a row per lane at 384 experts),
@@ -170,6 +240,14 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
                    (w.format == WFormat::kF32 || w.format == WFormat::kBF16 || w.format == WFormat::kF16) &&
                    w.cols % per_vec == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+  if (vec && g_router_wide) {
+    const int64_t per_block = int64_t(kVecWarps) * kWideExperts;
+    const dim3 grid(unsigned((w.rows + per_block - 1) / per_block), unsigned(gy));
+    if (w.format == WFormat::kF32) router_logits_wide_kernel<WFormat::kF32><<<grid, kVecWarps * 32, 0, stream>>>(a);
+    else if (w.format == WFormat::kBF16) router_logits_wide_kernel<WFormat::kBF16><<<grid, kVecWarps * 32, 0, stream>>>(a);
+    else router_logits_wide_kernel<WFormat::kF16><<<grid, kVecWarps * 32, 0, stream>>>(a);
+    return cudaGetLastError();
+  }
   if (vec) {
     const dim3 grid(unsigned((w.rows + kVecWarps - 1) / kVecWarps), unsigned(gy));
     if (w.format == WFormat::kF32) router_logits_vec_kernel<WFormat::kF32><<<grid, kVecWarps * 32, 0, stream>>>(a);
@@ -181,6 +259,9 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
   router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(a);
   return cudaGetLastError();
 }
+
+void router_logits_set_wide(bool on) { g_router_wide = on; }
+bool router_logits_wide() { return g_router_wide; }
 
 cudaError_t router_select(const RouterSelectArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.num_experts <= 0 || a.num_experts > 4096 || a.top_k < 1 || a.top_k > a.num_experts ||

@@ -27,6 +27,11 @@ struct RouterLogitsArgs {
   float* logits = nullptr;   // [n, num_experts]
 };
 cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream);
+// Four expert rows per warp for the vector gates (x converted to double once per four
+// rows): the same logits bit for bit. Off by default: written after the session's last
+// GPU run, not yet measured (NOTES 11); the ops case router_logits_wide_* checks the bits.
+void router_logits_set_wide(bool on);
+bool router_logits_wide();
 
 struct RouterSelectArgs {
   const float* logits = nullptr;  // [n, num_experts]
