@@ -28,21 +28,25 @@ constexpr uint32_t kLo0 = 0xC0800000u, kLo1 = 0xC0804000u;
 constexpr uint32_t kHi0 = 0x3F3F3F00u, kHi1 = 0x40404040u;
 
 // Eight codes (nibble i = element i) -> four bf16x2 words (elements (0,1), (2,3),
-// (4,5), (6,7)) times the bf16x2 scale sc.
-__device__ __forceinline__ void decode8(uint32_t u, uint32_t sc, uint32_t (&p)[4]) {
-  const uint32_t m = u & 0x77777777u;  // magnitude indices (bit 3 would select PRMT's sign mode)
-  const uint32_t mh = m >> 16;
+// (4,5), (6,7)) times the bf16x2 scale sc, given m = u & 0x77777777 (the magnitude
+// indices: bit 3 would select PRMT's sign mode), mh = m >> 16 and u4 = u << 4, so that a
+// caller may compute those two shifts on another pipe (smxx_moe_tc.cu's decode8_lean).
+__device__ __forceinline__ void decode8_from(uint32_t u, uint32_t m, uint32_t mh, uint32_t u4, uint32_t sc,
+                                             uint32_t (&p)[4]) {
   const uint32_t l0 = prmt(kLo0, kLo1, m), l1 = prmt(kLo0, kLo1, mh);
   uint32_t h0 = prmt(kHi0, kHi1, m), h1 = prmt(kHi0, kHi1, mh);
   // Sign of code i: the msb of a byte of u (odd codes) or of u << 4 (even codes); PRMT's
   // sign mode replicates it over the output byte.
-  const uint32_t u4 = u << 4;
   h0 |= prmt(u, u4, 0x9D8Cu) & 0x80808080u;
   h1 |= prmt(u, u4, 0xBFAEu) & 0x80808080u;
   p[0] = mul_bf16x2(prmt(l0, h0, 0x5140u), sc);
   p[1] = mul_bf16x2(prmt(l0, h0, 0x7362u), sc);
   p[2] = mul_bf16x2(prmt(l1, h1, 0x5140u), sc);
   p[3] = mul_bf16x2(prmt(l1, h1, 0x7362u), sc);
+}
+__device__ __forceinline__ void decode8(uint32_t u, uint32_t sc, uint32_t (&p)[4]) {
+  const uint32_t m = u & 0x77777777u;
+  decode8_from(u, m, m >> 16, u << 4, sc, p);
 }
 
 // ue8m0 byte -> the same power of two as bf16 bits, in both halves.

@@ -314,18 +314,11 @@ __device__ __forceinline__ void tc_tile(const MoeGroupedArgs& a, int ks, int64_t
 template <int kRing>
 __host__ __device__ constexpr int lean_smem(int warps) { return warps * kRing * 1024; }
 
+// decode8 with m >> 16 as a multiply-high by k16 = 2^16 (opaque to the compiler, so it
+// stays on the FMA pipe instead of the ALU's shifter).
 __device__ __forceinline__ void decode8_lean(uint32_t u, uint32_t sc, uint32_t k16, uint32_t (&p)[4]) {
   const uint32_t m = u & 0x77777777u;
-  const uint32_t mh = __umulhi(m, k16);  // = m >> 16 (k16 = 2^16, opaque to the compiler)
-  const uint32_t l0 = prmt(kLo0, kLo1, m), l1 = prmt(kLo0, kLo1, mh);
-  uint32_t h0 = prmt(kHi0, kHi1, m), h1 = prmt(kHi0, kHi1, mh);
-  const uint32_t u4 = u * 16u;
-  h0 |= prmt(u, u4, 0x9D8Cu) & 0x80808080u;
-  h1 |= prmt(u, u4, 0xBFAEu) & 0x80808080u;
-  p[0] = mul_bf16x2(prmt(l0, h0, 0x5140u), sc);
-  p[1] = mul_bf16x2(prmt(l0, h0, 0x7362u), sc);
-  p[2] = mul_bf16x2(prmt(l1, h1, 0x5140u), sc);
-  p[3] = mul_bf16x2(prmt(l1, h1, 0x7362u), sc);
+  moe_decode::decode8_from(u, m, __umulhi(m, k16), u * 16u, sc, p);
 }
 
 // Blocks per SM the kernel is compiled for: 3 (24 warps, <= 80 registers), except the
