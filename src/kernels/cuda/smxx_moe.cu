@@ -348,6 +348,41 @@ __device__ int32_t block_exclusive_scan(int32_t* s, int E, int32_t* part) {
   return total;
 }
 
+// Expert e's tiles for its `run` rows: big tiles above the big threshold, else small ones.
+__device__ __forceinline__ void tile_counts(const MoePlanArgs& a, int32_t run, int32_t& nsmall, int32_t& nbig) {
+  const bool big = run > a.big_threshold;
+  nsmall = big ? 0 : (run + a.small_rows - 1) / a.small_rows;
+  nbig = big ? (run + a.big_rows - 1) / a.big_rows : 0;
+}
+
+// The plan's second half, shared by the scan kernel and the one-launch plan: with cnt,
+// nsmall and nbig holding every expert's rows and tile counts (a.counts[e] written by the
+// thread that handles e here), the three block scans (cnt becomes the experts' row
+// offsets), the offsets, both tile lists in expert order and the totals.
+__device__ __forceinline__ void plan_tiles(const MoePlanArgs& a, int32_t* cnt, int32_t* nsmall, int32_t* nbig,
+                                           int32_t* part) {
+  const int E = a.num_experts;
+  const int32_t rows_total = block_exclusive_scan(cnt, E, part);
+  const int32_t small_total = block_exclusive_scan(nsmall, E, part);
+  const int32_t big_total = block_exclusive_scan(nbig, E, part);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const int32_t c = a.counts[e], off = cnt[e];  // counts[e]: written by this thread before
+    a.offsets[e] = off;
+    if (c > a.big_threshold) {
+      for (int32_t r = 0; r < c; r += a.big_rows)
+        a.big_tiles[nbig[e] + r / a.big_rows] = {e, off + r, min(a.big_rows, c - r), 0};
+    } else {
+      for (int32_t r = 0; r < c; r += a.small_rows)
+        a.small_tiles[nsmall[e] + r / a.small_rows] = {e, off + r, min(a.small_rows, c - r), 0};
+    }
+  }
+  if (threadIdx.x == 0) {
+    a.offsets[E] = rows_total;
+    a.num_tiles[0] = small_total;
+    a.num_tiles[1] = big_total;
+  }
+}
+
 // One block: chunk histograms -> each chunk's base inside its expert's run (a column
 // scan over chunks), counts, offsets, and the two tile lists in expert order.
 __global__ void __launch_bounds__(kScanThreads) moe_scan_kernel(MoePlanArgs a, int chunks) {
@@ -370,30 +405,10 @@ __global__ void __launch_bounds__(kScanThreads) moe_scan_kernel(MoePlanArgs a, i
     }
     cnt[e] = run;
     a.counts[e] = run;
-    const bool big = run > a.big_threshold;
-    nsmall[e] = big ? 0 : (run + a.small_rows - 1) / a.small_rows;
-    nbig[e] = big ? (run + a.big_rows - 1) / a.big_rows : 0;
+    tile_counts(a, run, nsmall[e], nbig[e]);
   }
   __syncthreads();
-  const int32_t total = block_exclusive_scan(cnt, E, part);
-  const int32_t small_total = block_exclusive_scan(nsmall, E, part);
-  const int32_t big_total = block_exclusive_scan(nbig, E, part);
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const int32_t c = a.counts[e], off = cnt[e];
-    a.offsets[e] = off;
-    if (c > a.big_threshold) {
-      for (int32_t r = 0; r < c; r += a.big_rows)
-        a.big_tiles[nbig[e] + r / a.big_rows] = {e, off + r, min(a.big_rows, c - r), 0};
-    } else {
-      for (int32_t r = 0; r < c; r += a.small_rows)
-        a.small_tiles[nsmall[e] + r / a.small_rows] = {e, off + r, min(a.small_rows, c - r), 0};
-    }
-  }
-  if (threadIdx.x == 0) {
-    a.offsets[E] = total;
-    a.num_tiles[0] = small_total;
-    a.num_tiles[1] = big_total;
-  }
+  plan_tiles(a, cnt, nsmall, nbig, part);
 }
 
 // Assignment i = (token i / k, slot i % k) goes to row offsets[e] + (rows of e in
@@ -461,30 +476,10 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_one_kernel(MoePlanArgs 
   for (int e = tid; e < E; e += blockDim.x) {
     const int32_t run = cnt[e];
     a.counts[e] = run;
-    const bool big = run > a.big_threshold;
-    nsmall[e] = big ? 0 : (run + a.small_rows - 1) / a.small_rows;
-    nbig[e] = big ? (run + a.big_rows - 1) / a.big_rows : 0;
+    tile_counts(a, run, nsmall[e], nbig[e]);
   }
   __syncthreads();
-  const int32_t rows_total = block_exclusive_scan(cnt, E, part);
-  const int32_t small_total = block_exclusive_scan(nsmall, E, part);
-  const int32_t big_total = block_exclusive_scan(nbig, E, part);
-  for (int e = tid; e < E; e += blockDim.x) {
-    const int32_t c = a.counts[e], off = cnt[e];  // counts[e]: written by this thread above
-    a.offsets[e] = off;
-    if (c > a.big_threshold) {
-      for (int32_t r = 0; r < c; r += a.big_rows)
-        a.big_tiles[nbig[e] + r / a.big_rows] = {e, off + r, min(a.big_rows, c - r), 0};
-    } else {
-      for (int32_t r = 0; r < c; r += a.small_rows)
-        a.small_tiles[nsmall[e] + r / a.small_rows] = {e, off + r, min(a.small_rows, c - r), 0};
-    }
-  }
-  if (tid == 0) {
-    a.offsets[E] = rows_total;
-    a.num_tiles[0] = small_total;
-    a.num_tiles[1] = big_total;
-  }
+  plan_tiles(a, cnt, nsmall, nbig, part);
   for (int i = tid; i < total; i += blockDim.x) {
     const int32_t e = ids[i];
     if (e < 0) {
