@@ -315,6 +315,24 @@ __device__ __forceinline__ void fragment_exact(const float2 (&x)[4], uint32_t (&
 #pragma unroll
   for (int r = 0; r < 4; ++r) ah[r] = __byte_perm(__float_as_uint(x[r].x), __float_as_uint(x[r].y), 0x7632);
 }
+
+// acc[j] = the warp's 16 keys (ra / rb) . heads 8j .. 8j + 7 of q, when every operand is
+// bf16-exact: one MMA per (16-channel step, 8 heads), steps in channel order. q: one
+// row's bf16 pairs in shared memory, [head][kQWords].
+__device__ __forceinline__ void dots_exact(const float2 (&ra)[16], const float2 (&rb)[16], const uint32_t* q, int g,
+                                           int tq, float (&acc)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
+    uint32_t ah[4];
+    fragment_exact(x, ah);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int at = (8 * j + g) * kQWords + 8 * kk + tq;
+      mma_bf16(acc[j], ah, q[at], q[at + 4]);
+    }
+  }
+}
 // The lane's key values for one warp pass: keys sa and sb (zeros past `nk`), channels
 // 8j + 2tq, +1 for j = 0..15. Returns whether the warp's 16 keys are all bf16-exact: a value
 // is iff the low 16 bits of its fp32 pattern are zero (bf16 is the top half), one OR per
@@ -393,17 +411,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(Paged
       // Every operand is bf16-exact (the model's FP4 values): its bf16 is the top half of its
       // fp32 pattern, one PRMT per pair; the MMAs and their order are those of the general
       // path below, whose correction terms would all be exact zeros here.
-#pragma unroll
-      for (int kk = 0; kk < 8; ++kk) {
-        const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
-        uint32_t ah[4];
-        fragment_exact(x, ah);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int at = (8 * j + g) * kQWords + 8 * kk + tq;
-          mma_bf16(acc[j], ah, qs[0][at], qs[0][at + 4]);
-        }
-      }
+      dots_exact(ra, rb, qs[0], g, tq, acc);
     } else {
 #pragma unroll
       for (int kk = 0; kk < 8; ++kk) {
@@ -540,17 +548,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kern
       }
       float acc[4][4] = {}, fix[4][4] = {};
       if (k_exact && q_rest_s[r] == 0) {
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-          const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
-          uint32_t ah[4];
-          fragment_exact(x, ah);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int at = (8 * j + g) * kQWords + 8 * kk + tq;
-            mma_bf16(acc[j], ah, qs[r][at], qs[r][at + 4]);
-          }
-        }
+        dots_exact(ra, rb, qs[r], g, tq, acc);
       } else {
         const float* qrow = a.q + (r_begin + r) * kMmaHeads * kMmaDim;
 #pragma unroll
