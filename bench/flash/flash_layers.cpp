@@ -455,108 +455,104 @@ kernels::PagedIndexerScoreArgs index_args(const float* q, const float* w, const 
   return a;
 }
 
-// The paged indexer score (indexer_score_paged) at V4.1's shape: rows queries x 32 heads
-// x 128 against each row's own `keys` keys (context / ratio) in a paged pool of 64-entry
-// blocks, FP4-grid q and keys, on both kernel paths (simt; mma = the tensor cores).
-void run_index_score() {
-  cudaStream_t st = nullptr;
-  EvTimer tm;
-  const int64_t H = 32, HD = 128, epb = 64;
-  for (int64_t keys : {4096, 32768}) {
-    for (int64_t rows : {1, 8, 32, 256}) {
-      const int64_t blocks = rows * ((keys + epb - 1) / epb);
-      float *q, *w, *pool, *scores;
-      int64_t *tables, *info;
-      CK(cudaMalloc(&q, size_t(rows * H * HD) * 4));
-      CK(cudaMalloc(&w, size_t(rows * H) * 4));
-      CK(cudaMalloc(&pool, size_t(blocks * epb * HD) * 4));
-      CK(cudaMalloc(&scores, size_t(rows * keys) * 4));
-      CK(cudaMalloc(&tables, size_t(blocks) * 8));
-      CK(cudaMalloc(&info, size_t(rows) * 4 * 8));
-      fill_fp4(q, size_t(rows * H * HD) * 4, 11);
-      fill_random(w, size_t(rows * H) * 4, 12);
-      fill_fp4(pool, size_t(blocks * epb * HD) * 4, 13);
-      std::vector<int64_t> ht(static_cast<size_t>(blocks)), hi;
-      for (int64_t b = 0; b < blocks; ++b) ht[size_t(b)] = (b * 7919) % blocks;  // scattered blocks (7919 is prime)
-      for (int64_t r = 0; r < rows; ++r) hi.insert(hi.end(), {keys, r * keys, r * ((keys + epb - 1) / epb), -1});
-      CK(cudaMemcpy(tables, ht.data(), ht.size() * 8, cudaMemcpyHostToDevice));
-      CK(cudaMemcpy(info, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
-      float ms[2];
-      for (int p = 0; p < 2; ++p) {
-        const auto a = index_args(q, w, pool, tables, info, rows, epb, keys, scores,
-                                  p == 0 ? kernels::IndexerScorePath::kSimt : kernels::IndexerScorePath::kMma);
-        const cudaError_t e = kernels::indexer_score_paged(a, st);
-        if (e != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) {
-          std::printf("op index_score_error rows=%lld keys=%lld path=%d error=%s\n", (long long)rows, (long long)keys, p,
-                      cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
-          ms[p] = -1;
-          continue;
-        }
-        ms[p] = tm.time_ms([&](int) { CK(kernels::indexer_score_paged(a, st)); }, 5, 3);
-      }
-      // Bytes: the keys once (fp32 here; 68 B packed in the released format) + q + scores.
-      const double bytes = double(rows) * (keys * HD * 4.0 + H * HD * 4.0 + keys * 4.0);
-      std::printf("op index_score rows=%lld keys=%lld simt_ms=%.5f mma_ms=%.5f fp32_floor_ms=%.5f\n", (long long)rows,
-                  (long long)keys, ms[0], ms[1], bytes / 4.27e9);
-      std::fflush(stdout);
-      CK(cudaFree(q));
-      CK(cudaFree(w));
-      CK(cudaFree(pool));
-      CK(cudaFree(scores));
-      CK(cudaFree(tables));
-      CK(cudaFree(info));
-    }
-  }
-  // A prefill chunk: `rows` consecutive tokens of one sequence from position 0 scoring
-  // its compressed keys causally (row t sees (t + 1) / ratio keys), one block table:
-  // the per-row kernel (mma) against the grouped-rows kernel (rows; same bits).
-  for (const int64_t ratio : {2, 1}) {
-    const int64_t rows = 8192, keys = rows / ratio, blocks = (keys + epb - 1) / epb;
-    float *q, *w, *pool, *scores;
-    int64_t *tables, *info;
+// Device buffers of one paged-score measurement at V4.1's shape (32 heads x 128): FP4-grid
+// q and keys and random head weights (seeds seed, seed + 1, seed + 2), `blocks` pool blocks
+// of epb entries scattered by a prime stride in the block table, the rows' info; freed on
+// scope exit.
+struct IndexScoreBuffers {
+  static constexpr int64_t H = 32, HD = 128;
+  float *q = nullptr, *w = nullptr, *pool = nullptr, *scores = nullptr;
+  int64_t *tables = nullptr, *info = nullptr;
+  IndexScoreBuffers(int64_t rows, int64_t blocks, int64_t epb, int64_t score_count, const std::vector<int64_t>& hi,
+                    uint64_t seed) {
     CK(cudaMalloc(&q, size_t(rows * H * HD) * 4));
     CK(cudaMalloc(&w, size_t(rows * H) * 4));
     CK(cudaMalloc(&pool, size_t(blocks * epb * HD) * 4));
-    CK(cudaMalloc(&scores, size_t(rows * keys) * 4));
+    CK(cudaMalloc(&scores, size_t(score_count) * 4));
     CK(cudaMalloc(&tables, size_t(blocks) * 8));
-    CK(cudaMalloc(&info, size_t(rows) * 4 * 8));
-    fill_fp4(q, size_t(rows * H * HD) * 4, 21);
-    fill_random(w, size_t(rows * H) * 4, 22);
-    fill_fp4(pool, size_t(blocks * epb * HD) * 4, 23);
-    std::vector<int64_t> ht(static_cast<size_t>(blocks)), hi;
-    for (int64_t b = 0; b < blocks; ++b) ht[size_t(b)] = (b * 7919) % blocks;
-    double pairs = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t nk = (r + 1) / ratio;
-      hi.insert(hi.end(), {nk, r * keys, 0, -1});
-      pairs += double(nk);
-    }
+    CK(cudaMalloc(&info, hi.size() * 8));
+    fill_fp4(q, size_t(rows * H * HD) * 4, seed);
+    fill_random(w, size_t(rows * H) * 4, seed + 1);
+    fill_fp4(pool, size_t(blocks * epb * HD) * 4, seed + 2);
+    std::vector<int64_t> ht(static_cast<size_t>(blocks));
+    for (int64_t b = 0; b < blocks; ++b) ht[size_t(b)] = (b * 7919) % blocks;  // scattered blocks (7919 is prime)
     CK(cudaMemcpy(tables, ht.data(), ht.size() * 8, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(info, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
-    float ms[2];
-    for (int p = 0; p < 2; ++p) {
-      const auto a = index_args(q, w, pool, tables, info, rows, epb, keys, scores,
-                                p == 0 ? kernels::IndexerScorePath::kMma : kernels::IndexerScorePath::kMmaRows);
-      const cudaError_t e = kernels::indexer_score_paged(a, st);
-      if (e != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) {
-        std::printf("op index_score_prefill_error rows=%lld ratio=%lld path=%d error=%s\n", (long long)rows,
-                    (long long)ratio, p, cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
-        ms[p] = -1;
-        continue;
-      }
-      ms[p] = tm.time_ms([&](int) { CK(kernels::indexer_score_paged(a, st)); }, 3, 2);
-    }
-    // FLOPs of the visible (row, key) pairs: 32 heads x 128 channels x 2.
-    const double tflop = pairs * H * HD * 2.0 / 1e12;
-    std::printf("op index_score_prefill rows=%lld ratio=%lld keys=%lld mma_ms=%.4f rows_ms=%.4f tflops_rows=%.1f\n",
-                (long long)rows, (long long)ratio, (long long)keys, ms[0], ms[1], ms[1] > 0 ? tflop / (ms[1] / 1e3) : 0.0);
-    std::fflush(stdout);
+  }
+  IndexScoreBuffers(const IndexScoreBuffers&) = delete;
+  IndexScoreBuffers& operator=(const IndexScoreBuffers&) = delete;
+  ~IndexScoreBuffers() {
     CK(cudaFree(q));
     CK(cudaFree(w));
     CK(cudaFree(pool));
     CK(cudaFree(scores));
     CK(cudaFree(tables));
     CK(cudaFree(info));
+  }
+
+  // indexer_score_paged on each path: ms per call (reps of `inner` calls), -1 where the
+  // path fails (the error is printed as "op <what>_error").
+  std::array<float, 2> time_paths(EvTimer& tm, int64_t rows, int64_t epb, int64_t max_keys,
+                                  std::array<kernels::IndexerScorePath, 2> paths, const char* what, int reps,
+                                  int inner) const {
+    std::array<float, 2> ms{};
+    for (int p = 0; p < 2; ++p) {
+      const auto a = index_args(q, w, pool, tables, info, rows, epb, max_keys, scores, paths[size_t(p)]);
+      const cudaError_t e = kernels::indexer_score_paged(a, nullptr);
+      if (e != cudaSuccess || cudaStreamSynchronize(nullptr) != cudaSuccess) {
+        std::printf("op %s_error rows=%lld max_keys=%lld path=%d error=%s\n", what, (long long)rows,
+                    (long long)max_keys, p, cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
+        ms[size_t(p)] = -1;
+        continue;
+      }
+      ms[size_t(p)] = tm.time_ms([&](int) { CK(kernels::indexer_score_paged(a, nullptr)); }, reps, inner);
+    }
+    return ms;
+  }
+};
+
+// The paged indexer score (indexer_score_paged) at V4.1's shape: rows queries x 32 heads
+// x 128 against each row's own `keys` keys (context / ratio) in a paged pool of 64-entry
+// blocks, FP4-grid q and keys, on both kernel paths (simt; mma = the tensor cores).
+void run_index_score() {
+  EvTimer tm;
+  constexpr int64_t H = IndexScoreBuffers::H, HD = IndexScoreBuffers::HD, epb = 64;
+  using kernels::IndexerScorePath;
+  for (int64_t keys : {4096, 32768}) {
+    for (int64_t rows : {1, 8, 32, 256}) {
+      const int64_t per_row = (keys + epb - 1) / epb;
+      std::vector<int64_t> hi;
+      for (int64_t r = 0; r < rows; ++r) hi.insert(hi.end(), {keys, r * keys, r * per_row, -1});
+      const IndexScoreBuffers b(rows, rows * per_row, epb, rows * keys, hi, 11);
+      const auto ms =
+          b.time_paths(tm, rows, epb, keys, {IndexerScorePath::kSimt, IndexerScorePath::kMma}, "index_score", 5, 3);
+      // Bytes: the keys once (fp32 here; 68 B packed in the released format) + q + scores.
+      const double bytes = double(rows) * (keys * HD * 4.0 + H * HD * 4.0 + keys * 4.0);
+      std::printf("op index_score rows=%lld keys=%lld simt_ms=%.5f mma_ms=%.5f fp32_floor_ms=%.5f\n", (long long)rows,
+                  (long long)keys, ms[0], ms[1], bytes / 4.27e9);
+      std::fflush(stdout);
+    }
+  }
+  // A prefill chunk: `rows` consecutive tokens of one sequence from position 0 scoring
+  // its compressed keys causally (row t sees (t + 1) / ratio keys), one block table:
+  // the per-row kernel (mma) against the grouped-rows kernel (rows; same bits).
+  for (const int64_t ratio : {2, 1}) {
+    const int64_t rows = 8192, keys = rows / ratio;
+    std::vector<int64_t> hi;
+    double pairs = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t nk = (r + 1) / ratio;
+      hi.insert(hi.end(), {nk, r * keys, 0, -1});
+      pairs += double(nk);
+    }
+    const IndexScoreBuffers b(rows, (keys + epb - 1) / epb, epb, rows * keys, hi, 21);
+    const auto ms = b.time_paths(tm, rows, epb, keys, {IndexerScorePath::kMma, IndexerScorePath::kMmaRows},
+                                 "index_score_prefill", 3, 2);
+    // FLOPs of the visible (row, key) pairs: 32 heads x 128 channels x 2.
+    const double tflop = pairs * H * HD * 2.0 / 1e12;
+    std::printf("op index_score_prefill rows=%lld ratio=%lld keys=%lld mma_ms=%.4f rows_ms=%.4f tflops_rows=%.1f\n",
+                (long long)rows, (long long)ratio, (long long)keys, ms[0], ms[1], ms[1] > 0 ? tflop / (ms[1] / 1e3) : 0.0);
+    std::fflush(stdout);
   }
 }
 
