@@ -88,14 +88,7 @@ TEST(Fp8Activations, LinearBlockScalesAndRaggedTail) {
   w[cols + 1] = 0x40;
   w[cols + 39] = 0xb8;
   std::vector<uint8_t> sc = {127 + 2, 127 - 1};  // block (0, 0): 4, block (0, 1): 0.5
-  ops::WeightRef ref;
-  ref.dtype = DType::F8_E4M3;
-  ref.data = w.data();
-  ref.rows = rows;
-  ref.cols = cols;
-  ref.scale = sc.data();
-  ref.scale_cols = 2;
-  ref.block_rows = ref.block_cols = 32;
+  const ops::WeightRef ref = testing::fp8_ref(w, sc, rows, cols);
   std::vector<float> x(cols, 0.0f);
   x[0] = 0.3f;  // block 0 amax 1 (x[1]): s = 2^-8, 0.3 -> 80 / 256 = 0.3125
   x[1] = 1.0f;
