@@ -49,6 +49,7 @@
 //                [--fp8-kinds wgmma,wgmma3,wgmmaw,mma8]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
+//                [--router vec|wide|dmma]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -1146,20 +1147,22 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       float* rwt;
       CK(cudaMalloc(&rid, size_t(maxn * k) * 8));
       CK(cudaMalloc(&rwt, size_t(maxn * k) * 4));
-      // logits=wide: four expert rows per warp (kernels::router_logits_set_wide; same bits).
-      const bool wide_def = kernels::router_logits_wide();
+      // logits=vec|wide|dmma (kernels::RouterLogitsPath; wide: vec's bits; dmma: FP64 tensor cores).
+      using kernels::RouterLogitsPath;
+      const RouterLogitsPath path_def = kernels::router_logits_path();
       for (int64_t T : ns)
-        for (bool wide : {false, true}) {
-          kernels::router_logits_set_wide(wide);
+        for (auto [path, name] : {std::pair{RouterLogitsPath::kVec, "vec"}, std::pair{RouterLogitsPath::kWide, "wide"},
+                                  std::pair{RouterLogitsPath::kDmma, "dmma"}}) {
+          kernels::router_logits_set_path(path);
           const float ms = tm.time_ms(
               [&](int) {
                 ops::cuda::moe_router({x, T, gate, nullptr, k, 1.0f, true, 1.5f, rid, rwt}, st);
               },
               7, 10);
           std::printf("op router T=%lld experts=%lld dim=%lld ms=%.5f logits=%s\n", (long long)T, (long long)E,
-                      (long long)D, ms, wide ? "wide" : "vec");
+                      (long long)D, ms, name);
         }
-      kernels::router_logits_set_wide(wide_def);
+      kernels::router_logits_set_path(path_def);
       CK(cudaFree(const_cast<uint8_t*>(gate.data)));
       CK(cudaFree(rid));
       CK(cudaFree(rwt));
@@ -1546,6 +1549,17 @@ int main(int argc, char** argv) {
     else if (a == "--engram-compare") compare = std::atoi(next()) != 0;
     else if (a == "--engram-only") engram_only = true;
     else if (a == "--graphs") graphs = std::atoi(next()) != 0;
+    else if (a == "--router") {
+      // The router logits kernel for the whole run (kernels::RouterLogitsPath).
+      const std::string v = next();
+      if (v == "vec") kernels::router_logits_set_path(kernels::RouterLogitsPath::kVec);
+      else if (v == "wide") kernels::router_logits_set_path(kernels::RouterLogitsPath::kWide);
+      else if (v == "dmma") kernels::router_logits_set_path(kernels::RouterLogitsPath::kDmma);
+      else {
+        std::fprintf(stderr, "--router must be vec, wide or dmma, got '%s'\n", v.c_str());
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

@@ -75,7 +75,7 @@ OpCase router_case(std::string name, WKind kind, int64_t n, int64_t experts, int
           }};
 }
 
-// The router's logits with four expert rows per warp (router_logits_set_wide) against the
+// The router's logits with four expert rows per warp (RouterLogitsPath::kWide) against the
 // one-row vector kernel: bitwise (same products, same order, same warp tree). Token and
 // expert counts that leave partial groups of 8 tokens and of 4 rows.
 OpCase router_wide_case(std::string name, WKind kind, int64_t n, int64_t experts, int64_t dim) {
@@ -87,19 +87,69 @@ OpCase router_wide_case(std::string name, WKind kind, int64_t n, int64_t experts
             a.x = dx.get();
             a.n = n;
             a.gate = ops::cuda::to_weight_args(w->ref(true));
-            const bool def = kernels::router_logits_wide();
-            for (auto [on, out] : {std::pair{false, vec.get()}, std::pair{true, wide.get()}}) {
-              kernels::router_logits_set_wide(on);
+            using kernels::RouterLogitsPath;
+            const RouterLogitsPath def = kernels::router_logits_path();
+            for (auto [path, out] : {std::pair{RouterLogitsPath::kVec, vec.get()}, std::pair{RouterLogitsPath::kWide, wide.get()}}) {
+              kernels::router_logits_set_path(path);
               a.logits = out;
               check_cuda(kernels::router_logits(a, nullptr), "router_logits");
             }
-            kernels::router_logits_set_wide(def);
+            kernels::router_logits_set_path(def);
             auto bits = [](const std::vector<float>& v) {
               std::vector<int64_t> b(v.size());
               for (size_t i = 0; i < v.size(); ++i) b[i] = int64_t(std::bit_cast<uint32_t>(v[i]));
               return b;
             };
             return Outputs{{}, {{"wide_vs_vec_bits", bits(vec.host()), bits(wide.host())}}};
+          }};
+}
+
+// The FP64 tensor-core logits (RouterLogitsPath::kDmma) against the vector kernel: at most
+// one f32 ulp apart (both round an almost exact double sum; only the sum order differs),
+// and batch-invariant: the first `few` tokens alone (the 8-token tile) give the same bits
+// as inside the n-token call (the 32-token tile when n > 64).
+OpCase router_dmma_case(std::string name, WKind kind, int64_t n, int64_t few, int64_t experts, int64_t dim) {
+  return {name, "moe_router", [=](Rng& rng) {
+            auto w = random_weight(rng, kind, experts, dim, 0.02f);
+            const auto x = randn(rng, n * dim);
+            Dev<float> dx(x), vec(n * experts), dmma(n * experts), alone(few * experts);
+            kernels::RouterLogitsArgs a;
+            a.x = dx.get();
+            a.gate = ops::cuda::to_weight_args(w->ref(true));
+            using kernels::RouterLogitsPath;
+            const RouterLogitsPath def = kernels::router_logits_path();
+            for (auto [path, out, rows] : {std::tuple{RouterLogitsPath::kVec, vec.get(), n},
+                                           std::tuple{RouterLogitsPath::kDmma, dmma.get(), n},
+                                           std::tuple{RouterLogitsPath::kDmma, alone.get(), few}}) {
+              kernels::router_logits_set_path(path);
+              a.n = rows;
+              a.logits = out;
+              check_cuda(kernels::router_logits(a, nullptr), "router_logits");
+            }
+            kernels::router_logits_set_path(def);
+            const auto v = vec.host(), d = dmma.host(), f = alone.host();
+            int64_t over_one_ulp = 0;
+            for (size_t i = 0; i < v.size(); ++i) {
+              const int64_t bv = int64_t(std::bit_cast<int32_t>(v[i])), bd = int64_t(std::bit_cast<int32_t>(d[i]));
+              over_one_ulp += (bv - bd > 1 || bd - bv > 1) || (std::signbit(v[i]) != std::signbit(d[i]) && v[i] != d[i]);
+            }
+            std::vector<int64_t> head(size_t(few * experts)), few_bits(head.size());
+            for (size_t i = 0; i < head.size(); ++i) {
+              head[i] = int64_t(std::bit_cast<uint32_t>(d[i]));
+              few_bits[i] = int64_t(std::bit_cast<uint32_t>(f[i]));
+            }
+            return Outputs{{}, {{"dmma_vs_vec_over_1ulp", {0}, {over_one_ulp}}, {"dmma_batch_invariant", head, few_bits}}};
+          }};
+}
+
+// The whole router (logits + select) on the DMMA path against the CPU oracle.
+OpCase router_path_case(std::string name, kernels::RouterLogitsPath path, OpCase inner) {
+  return {name, inner.family, [=](Rng& rng) {
+            const kernels::RouterLogitsPath def = kernels::router_logits_path();
+            kernels::router_logits_set_path(path);
+            Outputs o = inner.run(rng);
+            kernels::router_logits_set_path(def);
+            return o;
           }};
 }
 
@@ -355,6 +405,13 @@ std::vector<OpCase> moe_cases() {
       router_case("moe_router_top1_nonorm", WKind::kBF16, 5, 16, 64, 1, true, false, false),
       router_wide_case("router_logits_wide_v41_bf16", WKind::kBF16, 70, 384, 5120),
       router_wide_case("router_logits_wide_odd_f32", WKind::kF32, 9, 13, 256),
+      router_dmma_case("router_logits_dmma_v41_bf16", WKind::kBF16, 200, 3, 384, 5120),
+      router_dmma_case("router_logits_dmma_odd_f32", WKind::kF32, 70, 9, 13, 256),
+      router_dmma_case("router_logits_dmma_f16_small", WKind::kF16, 5, 2, 40, 128),
+      router_path_case("moe_router_dmma_v41_bf16", kernels::RouterLogitsPath::kDmma,
+                       router_case("x", WKind::kBF16, 77, 384, 5120, 6, true, false, true)),
+      router_path_case("moe_router_dmma_ties_f32", kernels::RouterLogitsPath::kDmma,
+                       router_case("x", WKind::kF32, 4, 64, 256, 6, false, true, true)),
       expert_case("swiglu_expert_fp4_routed", WKind::kFp4E8m0, 3, 256, 512, true, 10.0f),
       expert_case("swiglu_expert_fp8_shared_n12", WKind::kFp8E8m0, 12, 256, 512, false, 10.0f),
       expert_case("swiglu_expert_bf16_nolimit", WKind::kBF16, 2, 64, 128, true, 0.0f),

@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kVecWarps * 32) router_logits_vec_kernel(Route
   }
 }
 
-// The same sums with kWideExperts expert rows per warp (router_logits_set_wide): at
+// The same sums with kWideExperts expert rows per warp (RouterLogitsPath::kWide): at
 // prefill sizes the vector kernel converts every x value to double once per expert row
 // (8192 tokens x 5120 x 384 conversions per call, ~4x the DFMA work on a pipe a quarter as
 // wide: ~7 ms per call at 8K tokens, run 15). Here a lane converts its x values once for
@@ -153,7 +153,156 @@ __global__ void __launch_bounds__(kVecWarps * 32) router_logits_wide_kernel(Rout
     }
 }
 
-bool g_router_wide = false;  // router_logits_set_wide: off until measured on the GPU
+// The same logits on the FP64 tensor cores (mma.sync m8n8k4 f64, RouterLogitsPath::kDmma).
+// At prefill sizes the DFMA kernels are bound by the FP64 pipe plus one f32 -> f64
+// conversion per x value per expert row group (~7 ms per call at 8K tokens for the vector
+// kernel, run 15); DMMA doubles the FP64 rate and feeds each converted value to four (or
+// TM / 8) products. Products of bf16 / f32 operands are exact in double, so the logits
+// differ from the vector kernel's only by the order of the double sums (at most one f32
+// ulp after rounding; equal rows still give equal logits, so ties stay ties).
+// The order, fixed for every n and every tile shape (batch-invariant):
+//   - K is cut into 4 contiguous quarters; warp q of a block sums quarter q;
+//   - within a quarter, groups of 32 channels in order; in group j, lane slot t holds
+//     channels 32j + 8t .. 32j + 8t + 7, and step s (0..7) is one DMMA over the four
+//     slots' channel 32j + 8t + s (the MMA's own k = 4 sum, then the accumulate);
+//   - logit = float(((q0 + q1) + q2) + q3).
+// A block = 4 warps (the quarters) x a tile of TM tokens x TE experts: 8 x 8 for n <= 64
+// (48 blocks at n = 1, loads of four groups in flight per warp), 32 x 32 otherwise (each
+// converted value feeds four DMMAs); the tile shape does not enter the order above.
+constexpr int kDmmaQuarters = 4;
+
+__device__ __forceinline__ void dmma_8x8x4(double (&c)[2], double a, double b) {
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(c[0]), "+d"(c[1])
+               : "d"(a), "d"(b));
+}
+
+template <WFormat F, int TM, int TE>
+__global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(RouterLogitsArgs a) {
+  constexpr int kMt = TM / 8, kNt = TE / 8;
+  constexpr int kElem = F == WFormat::kF32 ? 4 : 2;
+  __shared__ double part[kDmmaQuarters - 1][TM * TE];
+  const int q = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t e0 = int64_t(blockIdx.x) * TE, t0 = int64_t(blockIdx.y) * TM;
+  const int64_t dim = a.gate.cols, quarter = dim / kDmmaQuarters, k0 = q * quarter + 8 * t;
+  const float* xr[kMt];
+  bool xok[kMt];
+#pragma unroll
+  for (int i = 0; i < kMt; ++i) {
+    const int64_t tok = t0 + 8 * i + g;
+    xok[i] = tok < a.n;
+    xr[i] = a.x + (xok[i] ? tok : 0) * dim + k0;
+  }
+  const uint8_t* wr[kNt];
+  bool wok[kNt];
+#pragma unroll
+  for (int j = 0; j < kNt; ++j) {
+    const int64_t e = e0 + 8 * j + g;
+    wok[j] = e < a.gate.rows;
+    wr[j] = a.gate.data + ((wok[j] ? e : 0) * dim + k0) * kElem;
+  }
+  double acc[kMt][kNt][2];
+#pragma unroll
+  for (int i = 0; i < kMt; ++i)
+#pragma unroll
+    for (int j = 0; j < kNt; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
+  // Raw 16-byte loads of one 32-channel group; the small tile loads the next group before
+  // it multiplies the current one (at n = 1 a warp's 40 groups would otherwise wait on 40
+  // serial L2 / HBM round trips), the big tile has 16 independent DMMAs per step instead.
+  constexpr int kWVec = F == WFormat::kF32 ? 2 : 1;
+  struct Raw {
+    float4 x[kMt][2];
+    uint4 w[kNt][kWVec];
+  };
+  auto load = [&](int64_t k, Raw& r) {
+#pragma unroll
+    for (int i = 0; i < kMt; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)  // tokens past n: zeros, never stored
+        r.x[i][h] = xok[i] ? *reinterpret_cast<const float4*>(xr[i] + k + 4 * h) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int j = 0; j < kNt; ++j)
+#pragma unroll
+      for (int h = 0; h < kWVec; ++h)
+        r.w[j][h] = wok[j] ? *reinterpret_cast<const uint4*>(wr[j] + k * kElem + 16 * h) : make_uint4(0u, 0u, 0u, 0u);
+  };
+  auto multiply = [&](const Raw& r) {
+    float xf[kMt][8], wf[kNt][8];
+#pragma unroll
+    for (int i = 0; i < kMt; ++i) {
+      const float4 u = r.x[i][0], v = r.x[i][1];
+      xf[i][0] = u.x, xf[i][1] = u.y, xf[i][2] = u.z, xf[i][3] = u.w;
+      xf[i][4] = v.x, xf[i][5] = v.y, xf[i][6] = v.z, xf[i][7] = v.w;
+    }
+#pragma unroll
+    for (int j = 0; j < kNt; ++j) {
+      if constexpr (F == WFormat::kF32) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint4 u = r.w[j][h];
+          wf[j][4 * h] = __uint_as_float(u.x), wf[j][4 * h + 1] = __uint_as_float(u.y);
+          wf[j][4 * h + 2] = __uint_as_float(u.z), wf[j][4 * h + 3] = __uint_as_float(u.w);
+        }
+      } else {
+        gemv::decode_word<F>(r.w[j][0].x, wf[j]);
+        gemv::decode_word<F>(r.w[j][0].y, wf[j] + 2);
+        gemv::decode_word<F>(r.w[j][0].z, wf[j] + 4);
+        gemv::decode_word<F>(r.w[j][0].w, wf[j] + 6);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      double xd[kMt], wd[kNt];
+#pragma unroll
+      for (int i = 0; i < kMt; ++i) xd[i] = double(xf[i][s]);
+#pragma unroll
+      for (int j = 0; j < kNt; ++j) wd[j] = double(wf[j][s]);
+#pragma unroll
+      for (int i = 0; i < kMt; ++i)
+#pragma unroll
+        for (int j = 0; j < kNt; ++j) dmma_8x8x4(acc[i][j], xd[i], wd[j]);
+    }
+  };
+  if constexpr (TM == 8) {
+    Raw cur, nxt;
+    load(0, cur);
+    for (int64_t k = 0; k < quarter; k += 32) {
+      if (k + 32 < quarter) load(k + 32, nxt);
+      multiply(cur);
+      cur = nxt;
+    }
+  } else {
+    for (int64_t k = 0; k < quarter; k += 32) {
+      Raw r;
+      load(k, r);
+      multiply(r);
+    }
+  }
+  // Accumulator (i, j, c) of a lane: token 8i + g, expert 8j + 2t + c of the tile.
+  if (q > 0) {
+#pragma unroll
+    for (int i = 0; i < kMt; ++i)
+#pragma unroll
+      for (int j = 0; j < kNt; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) part[q - 1][(8 * i + g) * TE + 8 * j + 2 * t + c] = acc[i][j][c];
+  }
+  __syncthreads();
+  if (q != 0) return;
+#pragma unroll
+  for (int i = 0; i < kMt; ++i)
+#pragma unroll
+    for (int j = 0; j < kNt; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int r = (8 * i + g) * TE + 8 * j + 2 * t + c;
+        const int64_t tok = t0 + 8 * i + g, e = e0 + 8 * j + 2 * t + c;
+        const double v = ((acc[i][j][c] + part[0][r]) + part[1][r]) + part[2][r];
+        if (tok < a.n && e < a.gate.rows) a.logits[tok * a.gate.rows + e] = float(v);
+      }
+}
+
+RouterLogitsPath g_router_path = RouterLogitsPath::kVec;  // kWide / kDmma: chosen after a GPU run (NOTES 17)
 
 // One block of kSelectWarps warps per token; scores and biased scores live in shared
 // memory, computed by all the block's threads (each element as before: a double
@@ -240,7 +389,26 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
                    (w.format == WFormat::kF32 || w.format == WFormat::kBF16 || w.format == WFormat::kF16) &&
                    w.cols % per_vec == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
-  if (vec && g_router_wide) {
+  // DMMA: K quarters of whole 32-channel groups; 16-byte row starts for the vector loads.
+  const bool dmma = vec && w.cols % (kDmmaQuarters * 32) == 0 && (w.cols * (w.format == WFormat::kF32 ? 4 : 2)) % 16 == 0;
+  if (dmma && g_router_path == RouterLogitsPath::kDmma) {
+    const bool small = a.n <= 64;
+    const int64_t tile = small ? 8 : 32;  // tokens and experts per block
+    const dim3 grid(unsigned((w.rows + tile - 1) / tile), unsigned((a.n + tile - 1) / tile));
+    const int threads = kDmmaQuarters * 32;
+    if (w.format == WFormat::kF32) {
+      if (small) router_logits_dmma_kernel<WFormat::kF32, 8, 8><<<grid, threads, 0, stream>>>(a);
+      else router_logits_dmma_kernel<WFormat::kF32, 32, 32><<<grid, threads, 0, stream>>>(a);
+    } else if (w.format == WFormat::kBF16) {
+      if (small) router_logits_dmma_kernel<WFormat::kBF16, 8, 8><<<grid, threads, 0, stream>>>(a);
+      else router_logits_dmma_kernel<WFormat::kBF16, 32, 32><<<grid, threads, 0, stream>>>(a);
+    } else {
+      if (small) router_logits_dmma_kernel<WFormat::kF16, 8, 8><<<grid, threads, 0, stream>>>(a);
+      else router_logits_dmma_kernel<WFormat::kF16, 32, 32><<<grid, threads, 0, stream>>>(a);
+    }
+    return cudaGetLastError();
+  }
+  if (vec && g_router_path == RouterLogitsPath::kWide) {
     const int64_t per_block = int64_t(kVecWarps) * kWideExperts;
     const dim3 grid(unsigned((w.rows + per_block - 1) / per_block), unsigned(gy));
     if (w.format == WFormat::kF32) router_logits_wide_kernel<WFormat::kF32><<<grid, kVecWarps * 32, 0, stream>>>(a);
@@ -260,8 +428,8 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-void router_logits_set_wide(bool on) { g_router_wide = on; }
-bool router_logits_wide() { return g_router_wide; }
+void router_logits_set_path(RouterLogitsPath p) { g_router_path = p; }
+RouterLogitsPath router_logits_path() { return g_router_path; }
 
 cudaError_t router_select(const RouterSelectArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.num_experts <= 0 || a.num_experts > 4096 || a.top_k < 1 || a.top_k > a.num_experts ||

@@ -27,11 +27,18 @@ struct RouterLogitsArgs {
   float* logits = nullptr;   // [n, num_experts]
 };
 cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream);
-// Four expert rows per warp for the vector gates (x converted to double once per four
-// rows): the same logits bit for bit. Off by default: written after the session's last
-// GPU run, not yet measured (NOTES 11); the ops case router_logits_wide_* checks the bits.
-void router_logits_set_wide(bool on);
-bool router_logits_wide();
+// Which kernel computes the logits of the vector gates (unscaled F32 / BF16 / F16):
+//   kVec   one expert row per warp, lane-strided DFMA chains, warp tree;
+//   kWide  four expert rows per warp (x converted to double once per four rows): the
+//          kVec logits bit for bit (ops case router_logits_wide_*);
+//   kDmma  FP64 tensor cores, gates with cols % 128 == 0 (smxx_moe.cu states the order);
+//          its own fixed order for every n, so within one path logits never depend on the
+//          batch; against kVec at most one f32 ulp apart (ops cases router_logits_dmma_*).
+// A process-wide setting (like the other path switches) so that every call of a run, and
+// every batch size, takes the same path.
+enum class RouterLogitsPath : uint8_t { kVec, kWide, kDmma };
+void router_logits_set_path(RouterLogitsPath p);
+RouterLogitsPath router_logits_path();
 
 struct RouterSelectArgs {
   const float* logits = nullptr;  // [n, num_experts]
