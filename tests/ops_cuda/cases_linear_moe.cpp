@@ -142,7 +142,7 @@ OpCase router_dmma_case(std::string name, WKind kind, int64_t n, int64_t few, in
           }};
 }
 
-// The whole router (logits + select) on the DMMA path against the CPU oracle.
+// The whole router (logits + select) on a given logits path against the CPU oracle.
 OpCase router_path_case(std::string name, kernels::RouterLogitsPath path, OpCase inner) {
   return {name, inner.family, [=](Rng& rng) {
             const kernels::RouterLogitsPath def = kernels::router_logits_path();
@@ -408,9 +408,10 @@ std::vector<OpCase> moe_cases() {
       router_dmma_case("router_logits_dmma_v41_bf16", WKind::kBF16, 200, 3, 384, 5120),
       router_dmma_case("router_logits_dmma_odd_f32", WKind::kF32, 70, 9, 13, 256),
       router_dmma_case("router_logits_dmma_f16_small", WKind::kF16, 5, 2, 40, 128),
-      router_path_case("moe_router_dmma_v41_bf16", kernels::RouterLogitsPath::kDmma,
+      // The cases above run the default path (kDmma); the vector kernel against the oracle too.
+      router_path_case("moe_router_vec_v41_bf16", kernels::RouterLogitsPath::kVec,
                        router_case("x", WKind::kBF16, 77, 384, 5120, 6, true, false, true)),
-      router_path_case("moe_router_dmma_ties_f32", kernels::RouterLogitsPath::kDmma,
+      router_path_case("moe_router_vec_ties_f32", kernels::RouterLogitsPath::kVec,
                        router_case("x", WKind::kF32, 4, 64, 256, 6, false, true, true)),
       expert_case("swiglu_expert_fp4_routed", WKind::kFp4E8m0, 3, 256, 512, true, 10.0f),
       expert_case("swiglu_expert_fp8_shared_n12", WKind::kFp8E8m0, 12, 256, 512, false, 10.0f),

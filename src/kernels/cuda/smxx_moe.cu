@@ -206,9 +206,9 @@ __global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(
   for (int i = 0; i < kMt; ++i)
 #pragma unroll
     for (int j = 0; j < kNt; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
-  // Raw 16-byte loads of one 32-channel group; the small tile loads the next group before
-  // it multiplies the current one (at n = 1 a warp's 40 groups would otherwise wait on 40
-  // serial L2 / HBM round trips), the big tile has 16 independent DMMAs per step instead.
+  // Raw 16-byte loads of one 32-channel group; the small tile loads groups ahead of the one
+  // it multiplies (at n = 1 a warp's 40 groups would otherwise wait on 40 serial L2 / HBM
+  // round trips), the big tile has 16 independent DMMAs per step instead.
   constexpr int kWVec = F == WFormat::kF32 ? 2 : 1;
   struct Raw {
     float4 x[kMt][2];
@@ -264,12 +264,21 @@ __global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(
     }
   };
   if constexpr (TM == 8) {
-    Raw cur, nxt;
-    load(0, cur);
-    for (int64_t k = 0; k < quarter; k += 32) {
-      if (k + 32 < quarter) load(k + 32, nxt);
-      multiply(cur);
-      cur = nxt;
+    // Four groups in flight: run r1 measured 27 us per call at n = 1 with one (the loads,
+    // not the 320-step DMMA chain, set the time).
+    constexpr int kAhead = 4;
+    Raw buf[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u)
+      if (32 * u < quarter) load(32 * u, buf[u]);
+    for (int64_t k = 0; k < quarter; k += 32 * kAhead) {
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        if (k + 32 * u >= quarter) break;
+        multiply(buf[u]);
+        const int64_t kn = k + 32 * (u + kAhead);
+        if (kn < quarter) load(kn, buf[u]);
+      }
     }
   } else {
     for (int64_t k = 0; k < quarter; k += 32) {
@@ -302,7 +311,9 @@ __global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(
       }
 }
 
-RouterLogitsPath g_router_path = RouterLogitsPath::kVec;  // kWide / kDmma: chosen after a GPU run (NOTES 17)
+// kDmma by default: run r1 of session 6 (NOTES 17), per call vs kVec: 6.6 -> 1.1 ms at 8192
+// tokens, 0.19 -> 0.08 ms at 256, 0.055 -> 0.028 ms at 8.
+RouterLogitsPath g_router_path = RouterLogitsPath::kDmma;
 
 // One block of kSelectWarps warps per token; scores and biased scores live in shared
 // memory, computed by all the block's threads (each element as before: a double
