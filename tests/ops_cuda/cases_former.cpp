@@ -158,7 +158,7 @@ std::vector<OpCase> former_cases() {
       combine_case("former_moe_combine_n1", 1, 6, 5120, true),
       combine_case("former_moe_combine_n70", 70, 6, 5120, false),
       combine_case("former_moe_combine_odd", 13, 16, 333, true),
-      combine_case("former_moe_combine_n300", 300, 6, 5120, true),    // 7 chunks of 3 x 256 columns
+      combine_case("former_moe_combine_n300", 300, 6, 5120, true),    // 5 chunks of 1024 columns (4 per thread)
       combine_case("former_moe_combine_n2100", 2100, 6, 1000, false),  // one block per token
   };
 }
