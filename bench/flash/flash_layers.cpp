@@ -1069,8 +1069,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
         add(sm, one_ok, true, 8, kAutoBig);
         add(sm, one_ok, false, 32, kAutoBig);
       }
-      for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWide2,
-                      kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
+      for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWgmmaDeep,
+                      kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
         cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});  // kBF16 only: f32big unused
       auto apply = [](const Cfg& c) {
         kernels::moe_tc_set_small(c.small);
@@ -1102,6 +1102,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
             const char* bn = cfg.big == kernels::MoeTcBig::kAuto     ? " big=auto"
                              : cfg.big == kernels::MoeTcBig::kWide     ? " big=wide"
                              : cfg.big == kernels::MoeTcBig::kWgmma    ? " big=wgmma"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaDeep ? " big=wgmmadeep"
                              : cfg.big == kernels::MoeTcBig::kWide2  ? " big=wide2"
                              : cfg.big == kernels::MoeTcBig::kWide128 ? " big=wide128"
                                                                       : " big=rows64";

@@ -214,7 +214,8 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // batch); 1 = every token. invariant: kInvariant mode, and the rows of two sub-batches
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
 // both_big: the batch runs again with each big-tile kernel (moe_tc_set_big: the wide one,
-// 64-row tiles, 32 rows per warp, 128 rows per block, the wgmma tiles of 128 rows) and must
+// 64-row tiles, 32 rows per warp, 128 rows per block, the wgmma tiles of 128 rows with the
+// measured 4-stage ring and with the deep weight ring) and must
 // equal the default's (kAuto's) output bit for bit (same MMAs, same order).
 // FP4 experts at moe_tc shapes also run with every other small-tile kernel (moe_tc_set_small:
 // the former launches, the fused persistent kernel, the lean kernels with a 4- / 8-chunk
@@ -274,18 +275,21 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                                          std::pair{kernels::MoeTcBig::kRows64, "rows64_vs_default_differ"},
                                          std::pair{kernels::MoeTcBig::kWide2, "wide2_vs_default_differ"},
                                          std::pair{kernels::MoeTcBig::kWide128, "wide128_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmma, "wgmma_vs_default_differ"}}) {
+                                         std::pair{kernels::MoeTcBig::kWgmma, "wgmma_vs_default_differ"},
+                                         std::pair{kernels::MoeTcBig::kWgmmaDeep, "wgmmadeep_vs_default_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());
                 kernels::moe_tc_set_big(def);
                 const std::vector<float> other = alt.host();
                 o.ints.push_back({label, {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
-                if (kern == kernels::MoeTcBig::kWgmma) {  // also against the CPU on its own (a rounding
-                  std::vector<float> og(m * dim);          // difference in the k16 step would show here only)
+                if (kern == kernels::MoeTcBig::kWgmma || kern == kernels::MoeTcBig::kWgmmaDeep) {
+                  // Also against the CPU on its own (a rounding difference in the k16 step
+                  // would show here only).
+                  std::vector<float> og(m * dim);
                   for (int64_t i = 0; i < m; ++i)
                     std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, og.begin() + i * dim);
-                  o.floats.push_back({"y_wgmma", y, og});
+                  o.floats.push_back({kern == kernels::MoeTcBig::kWgmma ? "y_wgmma" : "y_wgmmadeep", y, og});
                 }
               }
             }
@@ -466,6 +470,12 @@ std::vector<OpCase> moe_cases() {
                                    false, true, false, 4, ops::Activations::kBF16, true));
   cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n2000_wg_k128", WKind::kFp4E8m0, 2000, 12, 3, 128, 256, 3,
                                    12, false, false, false, 4, ops::Activations::kBF16, true));
+  // Enough assignments (32100: a tile bound of 514) for 2 row blocks per wgmma block, with
+  // odd chunk counts (5 in stage 1, 3 in stage 2): the deep weight ring's line-sized runs
+  // then straddle row blocks, and a stage-2 group is one row block short. Oracle on every
+  // 64th token.
+  cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n10700_wg_items", WKind::kFp4E8m0, 10700, 12, 3, 384, 640,
+                                   3, 12, false, true, false, 64, ops::Activations::kBF16, true));
   // kBF16 at the V4.1 shape (batch 1, 8 and the mixed 256), and on the SIMT paths: FP4
   // whose inter (96) no tensor-core tile takes, FP8 (3-term mma tiles on rounded x).
   cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n1", WKind::kFp4E8m0, 1, 384, 6, 2304, 5120, 4, 64, false,

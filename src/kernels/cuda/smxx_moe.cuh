@@ -215,13 +215,18 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // same permuted column order, which its stage 2 reads. The same MMA chains and promotion
 // as kWide (tested bitwise against it); elsewhere the op takes kWide instead. Run
 // moewide: 8.9 / 15.0 ms at T = 4096 / 8192 against kWide's 9.6 / 18.5.
-// kAuto (default): kWgmma from kMoeTcWgmmaMinTokens tokens per call (where supported),
-// kWide below.
-enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kAuto };
+// kWgmmaDeep: the kWgmma tiles with the weights in their own, deeper ring (8 chunks, the
+// two 64-byte halves of a weight row's 128-byte line copied together) instead of sharing
+// the tokens' 4 stages: the same MMAs, the same bits (NOTES "MoE big tiles: the weight
+// stream", helper moepf).
+// kAuto (default): kWgmmaDeep from kMoeTcWgmmaMinTokens tokens per call (where
+// supported), kWide below.
+enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kWgmmaDeep, kAuto };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code
-// The kWgmma tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows here).
+// The kWgmma / kWgmmaDeep tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows
+// here; moe_tc_big() == kWgmma takes the measured 4-stage ring, anything else the deep one).
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream);
 // x [count] fp32 (rows of dim, dim % 128 == 0) -> one bf16 plane (round to nearest even)
 // with each 128-column chunk in the wgmma kernel's k order (smxx_moe_wgmma.cu).

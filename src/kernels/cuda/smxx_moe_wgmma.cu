@@ -15,10 +15,10 @@
 // tile (kN = its rows rounded up to 16, a template case per size). A thread decodes the
 // same 2 x 32 codes per chunk as the mma.sync kernels (decode8, smxx_moe_decode.cuh): its
 // registers are an mma.sync A fragment, which is exactly the RS-form wgmma A fragment of
-// its warp's 16 rows. Per chunk, through a kWgStages-deep cp.async ring: the tile's token
-// rows (kN x 256 bytes, K-major in the 128-byte swizzle the descriptor reads) and each
-// thread's own 2 x 16 weight bytes and 2 scale words (read back by the thread that copied
-// them).
+// its warp's 16 rows. Per chunk, through two cp.async rings (WgRing: the tokens' and a
+// deeper one for the weights): the tile's token rows (kN x 256 bytes, K-major in the
+// 128-byte swizzle the descriptor reads) and each thread's own 2 x 16 weight bytes and 2
+// scale words (read back by the thread that copied them).
 //
 // The k order. A thread's A registers of step j (0..7) of a chunk hold columns
 // 32 c + 8 q + 4 h + {0, 1} (k slots 2 c, 2 c + 1) and + {2, 3} (slots 2 c + 8, 2 c + 9),
@@ -48,16 +48,42 @@ namespace {
 
 constexpr int kWgThreads = 256;           // two warpgroups
 constexpr int kWgMaxN = kMoeTcWgmmaRows;  // tokens per tile = the largest wgmma N used
-constexpr int kWgStages = 4;              // chunks in the ring (3 in flight while one is multiplied)
 constexpr int kAtomBytes = kWgMaxN * 128;          // a 64-column half of a staged chunk
-constexpr int kXBytes = 2 * kAtomBytes;            // the tile's tokens x 128 columns
+constexpr int kXBytes = 2 * kAtomBytes;            // a token stage: the tile's tokens x 128 columns (32 KB)
 constexpr int kWBytes = kWgThreads * 32;           // every thread's 2 x 16 weight bytes
 constexpr int kSBytes = kWgThreads * 8;            // every thread's 2 scale words (4 bytes each)
-constexpr int kStageBytes = kXBytes + kWBytes + kSBytes;  // 42 KB
+constexpr int kWSlotBytes = kWBytes + kSBytes;     // a weight stage (10 KB)
 constexpr int kXoBytes = (kWgMaxN / 16) * kWgThreads * 4;  // each thread's token source offsets
-constexpr int kWgSmem = kWgStages * kStageBytes + kXoBytes + 1024;  // + slack to align the ring to 1024
-static_assert(kAtomBytes % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
+constexpr int kWgSmemMax = 227 * 1024;                      // dynamic shared memory per block on sm_90
+static_assert(kAtomBytes % 1024 == 0 && kXBytes % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
 static_assert(kWgMaxN % 16 == 0 && kWgMaxN <= 128, "one template case per 16 tokens, up to m64n128");
+
+// The two cp.async rings of a block: kX token stages (the tile's tokens of one chunk) and
+// kW weight stages (each thread's weight bytes and scale words of one chunk); kRun
+// consecutive chunks' weights are copied at once, so the 64-byte halves of a weight row's
+// 128-byte line reach the memory system together. Layout: token stages (1024-aligned),
+// weight stages, the token offsets (xo).
+// Why a separate, deeper weight ring (helper moepf, NOTES "MoE big tiles: the weight
+// stream"): every measured big-tile kernel ran at ~0.8 TB/s of expert weights (wide:
+// 7.4 GB in 9.6 ms at T = 4096, 14 GB in 18.5 ms at T = 8192; wgmma 6.9 GB in 8.4 ms, 10
+// GB in 13.8 ms), whatever the tile width: time per tile, not per FLOP. A block held 3
+// chunks x 8 KB of weights in flight, 64 bytes per row per chunk at a 2.5 / 1.1 KB stride,
+// each 64-byte piece requested ~one chunk (1.5 us) after its line's other half; the
+// tokens (L2 hits) need the depth far less than the weights (HBM).
+template <int kX, int kW, int kRun>
+struct WgRing {
+  static constexpr int kXStages = kX, kWStages = kW, kWRun = kRun;
+  static constexpr int kWBase = kX * kXBytes;                   // first weight stage
+  static constexpr int kXoBase = kWBase + kW * kWSlotBytes;     // the token offsets
+  static constexpr int kSmem = kXoBase + kXoBytes + 1024;       // + slack to align the ring to 1024
+  // kW >= kX: a chunk's weights are never in a later cp.async group than its tokens (the
+  // wait for the tokens covers them); kRun <= 2: the stages a run overwrites were read
+  // (the second one in the chunk that issues the run, see wg_tile).
+  static_assert(kX >= 2 && kW >= kX && kW % kRun == 0 && (kRun == 1 || kRun == 2), "ring shape");
+  static_assert(kSmem <= kWgSmemMax, "the rings must fit the block's shared memory");
+};
+using RingShared = WgRing<4, 4, 1>;  // MoeTcBig::kWgmma: the schedule run moewide measured (one ring of 4)
+using RingDeep = WgRing<4, 8, 2>;    // MoeTcBig::kWgmmaDeep: 8 weight stages, line-sized runs
 
 // Position of column col (0..127) of a chunk in the permuted rows (see the top comment).
 __host__ __device__ constexpr int chunk_pos(int col) {
@@ -99,10 +125,10 @@ using moe_decode::scale_bf16x2;
 // One tile, kN = its rows rounded up to 16 (tokens past the rows are zero in shared
 // memory: computed, never stored), for `items` consecutive row blocks from rb0 (stage 1:
 // 64 outputs, stage 2: 128 rows each). The row blocks run as one stream of items x chunks
-// through the ring, so the next block's first chunks load and decode under the current
+// through the rings (R), so the next block's first chunks load and decode under the current
 // one's last MMAs (no pipeline start-up per row block). sbase / sgen: the 1024-aligned
-// ring (shared-window address / generic pointer).
-template <int kStage, int kN>
+// rings (shared-window address / generic pointer).
+template <int kStage, int kN, class R>
 __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
                                         uint32_t sbase, uint8_t* sgen) {
   constexpr int kD = kN / 2;      // accumulator registers per thread
@@ -146,7 +172,7 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
   const uint32_t xdst = uint32_t(half * kAtomBytes + (tid >> 4) * 128 + ((gran ^ ((tid >> 4) & 7)) << 4));
   // Kept in shared memory (xo[j * 256 + tid], read back by the same thread): registers
   // are the scarce resource here.
-  int32_t* const xo = reinterpret_cast<int32_t*>(sgen + kWgStages * kStageBytes);
+  int32_t* const xo = reinterpret_cast<int32_t*>(sgen + R::kXoBase);
 #pragma unroll
   for (int j = 0; j < kUnits; ++j) {
     const int r = (tid >> 4) + 16 * j;
@@ -158,35 +184,40 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
     }
     xo[j * kWgThreads + tid] = v;
   }
-  const uint32_t wdst = uint32_t(kXBytes + tid * 16);            // row a; row b at + kWBytes / 2
-  const uint32_t sdst = uint32_t(kXBytes + kWBytes + tid * 4);  // row a's scale word; row b's at + kSBytes / 2
-  // Stream chunk gc (item gc / chunks, chunk gc % chunks) into buffer gc % kWgStages: the
-  // tokens' chunk (the same for every item), this thread's weight bytes and scale words.
-  auto stage = [&](int gc) {
+  const uint32_t wdst = uint32_t(tid * 16);            // in a weight stage: row a; row b at + kWBytes / 2
+  const uint32_t sdst = uint32_t(kWBytes + tid * 4);  // row a's scale word; row b's at + kSBytes / 2
+  // Stream chunk gc (item gc / chunks, chunk gc % chunks): its tokens (the same for every
+  // item) into token stage gc % kXStages, this thread's weight bytes and scale words into
+  // weight stage gc % kWStages. The caller commits the cp.async group.
+  auto stage_x = [&](int gc) {
     if (gc < total) {
-      const uint32_t st = sbase + uint32_t(gc % kWgStages) * kStageBytes;
-      const int it = gc / chunks, ch = gc - it * chunks;
-      const int64_t xc = int64_t(ch) * 128;
+      const uint32_t st = sbase + uint32_t(gc % R::kXStages) * kXBytes;
+      const int64_t xc = int64_t(gc % chunks) * 128;
 #pragma unroll
       for (int j = 0; j < kUnits; ++j) {
         const int32_t o = xo[j * kWgThreads + tid];
         if (o >= 0) cp_async16(st + xdst + j * 2048, a.xt + o + xc);
       }
+    }
+  };
+  auto stage_w = [&](int gc) {
+    if (gc < total) {
+      const uint32_t st = sbase + uint32_t(R::kWBase + (gc % R::kWStages) * kWSlotBytes);
+      const int it = gc / chunks, ch = gc - it * chunks;
       const int64_t wo = it * item_w + int64_t(ch) * 64, so = it * item_s + int64_t(ch) * 4;
       cp_async16(st + wdst, wa + wo);
       cp_async16(st + wdst + kWBytes / 2, wb + wo);
       cp_async4(st + sdst, sa4 + so);
       cp_async4(st + sdst + kSBytes / 2, sb4 + so);
     }
-    cp_commit();  // empty groups past the end keep the count uniform
   };
 
-  // Rows rows .. kN - 1 of every stage: zeros (no copy writes them in this block).
+  // Rows rows .. kN - 1 of every token stage: zeros (no copy writes them in this block).
   {
     const int pad = kN - rows, per_stage = pad * 16;
-    for (int i = tid; i < kWgStages * per_stage; i += kWgThreads) {
+    for (int i = tid; i < R::kXStages * per_stage; i += kWgThreads) {
       const int s = i / per_stage, u = i % per_stage, r = rows + (u >> 4), hf = (u >> 3) & 1, gr = u & 7;
-      *reinterpret_cast<uint4*>(sgen + s * kStageBytes + hf * kAtomBytes + r * 128 + gr * 16) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(sgen + s * kXBytes + hf * kAtomBytes + r * 128 + gr * 16) = make_uint4(0, 0, 0, 0);
     }
   }
 
@@ -196,7 +227,7 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
     uint32_t sca, scb;
   };
   auto load_raw = [&](int gc) {
-    const uint8_t* st = sgen + (gc % kWgStages) * kStageBytes;
+    const uint8_t* st = sgen + R::kWBase + (gc % R::kWStages) * kWSlotBytes;
     const uint32_t wsa = *reinterpret_cast<const uint32_t*>(st + sdst),
                    wsb = *reinterpret_cast<const uint32_t*>(st + sdst + kSBytes / 2);
     return Raw{*reinterpret_cast<const uint4*>(st + wdst), *reinterpret_cast<const uint4*>(st + wdst + kWBytes / 2),
@@ -248,10 +279,12 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
   // complete, word q of the next chunk is decoded into their A registers (the decode runs
   // under the remaining MMAs, one set of A registers). Then the chain's sum is added into
   // acc (and the item's outputs stored after its last chunk), a barrier (chunk gc + 1
-  // staged by every thread, every warpgroup past chunk gc) and the refill of chunk gc's
-  // buffer.
+  // staged by every thread, every warpgroup past chunk gc) and the refills: chunk gc +
+  // kXStages' tokens into chunk gc's token stage; on every kWRun-th chunk, the weights of
+  // chunks gc + kWStages .. + kWRun - 1 into the weight stages of chunks gc .. gc + kWRun
+  // - 1, which this thread has read (chunk gc + 1's by load_raw in this body).
   auto body = [&](int gc) {
-    const uint32_t xs = sbase + uint32_t(gc % kWgStages) * kStageBytes;
+    const uint32_t xs = sbase + uint32_t(gc % R::kXStages) * kXBytes;
     wgmma::fence();
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -261,7 +294,7 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
     const bool more = gc + 1 < total;
     Raw raw{};
     if (more) {
-      cp_wait<kWgStages - 2>();  // stream chunk gc + 1's group (this thread's copies) has landed
+      cp_wait<R::kXStages - 2>();  // group gc + 1 (chunk gc + 1's tokens and, earlier, its weights) has landed
       raw = load_raw(gc + 1);
     }
     auto next_q = [&](auto qc) {
@@ -285,12 +318,27 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
     if (gc % chunks == chunks - 1) store(gc / chunks);
     wgmma::fence_proxy_async();  // this thread's copies of chunk gc + 1, for the wgmma reads
     __syncthreads();
-    stage(gc + kWgStages);  // into buffer gc % kWgStages, which no wgmma reads any more
+    stage_x(gc + R::kXStages);  // into token stage gc % kXStages, which no wgmma reads any more
+    if (gc % R::kWRun == 0)
+#pragma unroll
+      for (int r = 0; r < R::kWRun; ++r) stage_w(gc + R::kWStages + r);
+    cp_commit();  // group gc + kXStages (empty past the end: the count stays uniform)
   };
 
+  // Groups 0 .. kXStages - 1: chunk s's tokens, and the weights of chunks 0 .. kWStages - 1,
+  // chunk c's in group min(c, kXStages - 1) (never later than its tokens' group).
 #pragma unroll 1
-  for (int s = 0; s < kWgStages; ++s) stage(s);
-  cp_wait<kWgStages - 1>();  // stream chunk 0
+  for (int s = 0; s < R::kXStages; ++s) {
+    stage_x(s);
+    if (s < R::kXStages - 1) {
+      stage_w(s);
+    } else {
+#pragma unroll 1
+      for (int c = s; c < R::kWStages; ++c) stage_w(c);
+    }
+    cp_commit();
+  }
+  cp_wait<R::kXStages - 1>();  // group 0: stream chunk 0
   {
     const Raw r0 = load_raw(0);
 #pragma unroll
@@ -305,7 +353,7 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
 // Grid (group of row blocks, tile): block x takes row blocks [x items, (x + 1) items) of
 // tile y (the last group may be shorter); a tile's groups are neighbours in launch order, so
 // its staged tokens are read from L2 by blocks running at the same time.
-template <int kStage>
+template <int kStage, class R>
 __global__ void __launch_bounds__(kWgThreads, 1) moe_wgmma_kernel(MoeGroupedArgs a, int items) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) uint8_t wg_smem[];
@@ -318,14 +366,14 @@ __global__ void __launch_bounds__(kWgThreads, 1) moe_wgmma_kernel(MoeGroupedArgs
   uint8_t* const sgen = wg_smem + pad;
   const uint32_t sbase = raw + pad;
   switch ((tile.rows + 15) / 16) {  // 1 .. kWgMaxN / 16: the plan's tiles have 1 .. kMoeTcWgmmaRows rows
-    case 1: wg_tile<kStage, 16>(a, tile, rb0, n, sbase, sgen); break;
-    case 2: wg_tile<kStage, 32>(a, tile, rb0, n, sbase, sgen); break;
-    case 3: wg_tile<kStage, 48>(a, tile, rb0, n, sbase, sgen); break;
-    case 4: wg_tile<kStage, 64>(a, tile, rb0, n, sbase, sgen); break;
-    case 5: wg_tile<kStage, 80>(a, tile, rb0, n, sbase, sgen); break;
-    case 6: wg_tile<kStage, 96>(a, tile, rb0, n, sbase, sgen); break;
-    case 7: wg_tile<kStage, 112>(a, tile, rb0, n, sbase, sgen); break;
-    case 8: wg_tile<kStage, 128>(a, tile, rb0, n, sbase, sgen); break;
+    case 1: wg_tile<kStage, 16, R>(a, tile, rb0, n, sbase, sgen); break;
+    case 2: wg_tile<kStage, 32, R>(a, tile, rb0, n, sbase, sgen); break;
+    case 3: wg_tile<kStage, 48, R>(a, tile, rb0, n, sbase, sgen); break;
+    case 4: wg_tile<kStage, 64, R>(a, tile, rb0, n, sbase, sgen); break;
+    case 5: wg_tile<kStage, 80, R>(a, tile, rb0, n, sbase, sgen); break;
+    case 6: wg_tile<kStage, 96, R>(a, tile, rb0, n, sbase, sgen); break;
+    case 7: wg_tile<kStage, 112, R>(a, tile, rb0, n, sbase, sgen); break;
+    case 8: wg_tile<kStage, 128, R>(a, tile, rb0, n, sbase, sgen); break;
     default: __trap();  // a tile taller than the plan makes them
   }
 #else
@@ -355,7 +403,7 @@ int wgmma_items(int64_t max_tiles, int64_t row_blocks) {
   return int(std::clamp<int64_t>(max_tiles / 256, 1, std::min<int64_t>(4, row_blocks)));
 }
 
-template <int kStage>
+template <int kStage, class R>
 cudaError_t launch_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
   const int64_t per_block = kStage == 1 ? 64 : 128;  // outputs (stage 1) / rows (stage 2) per row block
@@ -366,10 +414,10 @@ cudaError_t launch_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   // Chunks in one block's stream: items x K / 128 < 2^31 (int counters).
   if (int64_t(items) * (L.cols / 128) > INT32_MAX / 2) return cudaErrorInvalidValue;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(moe_wgmma_kernel<kStage>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmem);
+      cudaFuncSetAttribute(moe_wgmma_kernel<kStage, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, R::kSmem);
   if (attr != cudaSuccess) return attr;
-  moe_wgmma_kernel<kStage><<<dim3(unsigned((row_blocks + items - 1) / items), unsigned(a.max_tiles)), kWgThreads,
-                             kWgSmem, stream>>>(a, items);
+  moe_wgmma_kernel<kStage, R><<<dim3(unsigned((row_blocks + items - 1) / items), unsigned(a.max_tiles)), kWgThreads,
+                                R::kSmem, stream>>>(a, items);
   return cudaGetLastError();
 }
 
@@ -394,7 +442,9 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
       (a.stage != 1 && a.stage != 2))
     return cudaErrorInvalidValue;
   if (!moe_tc_wgmma_supported()) return cudaErrorNotSupported;
-  return a.stage == 1 ? launch_wgmma<1>(a, stream) : launch_wgmma<2>(a, stream);
+  if (moe_tc_big() == MoeTcBig::kWgmma)  // the measured single ring, kept for A/B
+    return a.stage == 1 ? launch_wgmma<1, RingShared>(a, stream) : launch_wgmma<2, RingShared>(a, stream);
+  return a.stage == 1 ? launch_wgmma<1, RingDeep>(a, stream) : launch_wgmma<2, RingDeep>(a, stream);
 }
 
 cudaError_t moe_split_perm(const float* x, uint16_t* out, int64_t count, int64_t dim, cudaStream_t stream) {

@@ -232,11 +232,12 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   // kAuto: the wgmma tiles at prefill sizes, the wide kernel below (the same bits either way).
   const kernels::MoeTcBig big_kind =
       kernels::moe_tc_big() != kernels::MoeTcBig::kAuto ? kernels::moe_tc_big()
-      : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmma
+      : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmmaDeep
                                                         : kernels::MoeTcBig::kWide;
   const bool wide = big && use_tc(t) && p.act == Activations::kBF16 && big_kind != kernels::MoeTcBig::kRows64;
   // kWgmma (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes.
-  const bool wg = wide && big_kind == kernels::MoeTcBig::kWgmma && kernels::moe_tc_wgmma_supported();
+  const bool wg = wide && (big_kind == kernels::MoeTcBig::kWgmma || big_kind == kernels::MoeTcBig::kWgmmaDeep) &&
+                  kernels::moe_tc_wgmma_supported();
   pa.big_rows = wg ? kernels::kMoeTcWgmmaRows : wide ? kernels::kMoeTcWideRows : kernels::kMoeBigRows;
   pa.counts = reinterpret_cast<int32_t*>(at(lay.counts));
   pa.offsets = reinterpret_cast<int32_t*>(at(lay.offsets));
