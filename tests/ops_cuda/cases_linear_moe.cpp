@@ -461,7 +461,8 @@ std::vector<OpCase> moe_cases() {
   cases.push_back(moe_experts_case("moe_experts_v41_fp4_bf16_n4096", WKind::kFp4E8m0, 4096, 384, 6, 2304, 5120, 4, 384,
                                    false, true, false, 512, ops::Activations::kBF16, true));
   // Prefill sizes with few experts, for the wgmma tiles (128 rows, a template case per 16
-  // rows; kAuto takes them from 1024 tokens): 8 / 12 experts at ~300 / ~500 rows (hot ones
+  // rows; kAuto takes them from 2048 tokens, so the default here is the wide kernel and
+  // both wgmma rings run in the both_big comparison): 8 / 12 experts at ~300 / ~500 rows (hot ones
   // more) give full tiles and tails of many heights; K = 640 / 384 (5 and 3 chunks, 6
   // stage-1 and 5 stage-2 row blocks) and K = 256 / 128 (2 chunks, then one: fewer than the
   // 4-stage ring). One row block per block at these tile counts; the V4.1 n4096 case above

@@ -111,10 +111,11 @@ constexpr int kMoeTcWideRows = 80;
 // thread's registers next to two chunks of A fragments: at T = 8192 an expert gets
 // 128 +- 11 rows, so about half the experts are one tile.
 constexpr int kMoeTcWgmmaRows = 128;
-// MoeTcBig::kAuto takes the wgmma tiles from this many tokens per call (the wide kernel
-// below: measured faster at T = 4096 and 8192, within 1.4% at T = 256; the two give the
-// same bits, so the choice by T changes no result).
-constexpr int64_t kMoeTcWgmmaMinTokens = 1024;
+// MoeTcBig::kAuto takes the wgmma tiles from this many tokens per call, the wide kernel
+// below (the two give the same bits, so the choice by T changes no result). Measured (run
+// moepf, op moe_grouped): wide faster at T = 1024 (5.20 vs 6.02 ms), wgmma at T = 4096 (8.26
+// vs 10.09) and 8192; 2048, between the two, is not measured.
+constexpr int64_t kMoeTcWgmmaMinTokens = 2048;
 
 struct MoePlanArgs {
   const int64_t* expert_ids = nullptr;    // [n, k]
@@ -215,18 +216,19 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // same permuted column order, which its stage 2 reads. The same MMA chains and promotion
 // as kWide (tested bitwise against it); elsewhere the op takes kWide instead. Run
 // moewide: 8.9 / 15.0 ms at T = 4096 / 8192 against kWide's 9.6 / 18.5.
-// kWgmmaDeep: the kWgmma tiles with the weights in their own, deeper ring (8 chunks, the
-// two 64-byte halves of a weight row's 128-byte line copied together) instead of sharing
-// the tokens' 4 stages: the same MMAs, the same bits (NOTES "MoE big tiles: the weight
-// stream", helper moepf).
-// kAuto (default): kWgmmaDeep from kMoeTcWgmmaMinTokens tokens per call (where
-// supported), kWide below.
+// kWgmmaDeep (opt-in): the kWgmma tiles with the weights in their own, deeper ring (8
+// chunks, the two 64-byte halves of a weight row's 128-byte line copied together) instead
+// of sharing the tokens' 4 stages: the same MMAs, the same bits. Measured 7-10% slower than
+// kWgmma (T = 1024 / 4096: 6.48 / 9.09 vs 6.02 / 8.26 ms): the weight stream is not what
+// binds these tiles (NOTES 14, helper moepf). Kept for A/B once the per-chunk cost falls.
+// kAuto (default): kWgmma from kMoeTcWgmmaMinTokens tokens per call (where supported),
+// kWide below.
 enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kWgmmaDeep, kAuto };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code
 // The kWgmma / kWgmmaDeep tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows
-// here; moe_tc_big() == kWgmma takes the measured 4-stage ring, anything else the deep one).
+// here; moe_tc_big() == kWgmmaDeep takes the deep weight ring, anything else the 4-stage one).
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream);
 // x [count] fp32 (rows of dim, dim % 128 == 0) -> one bf16 plane (round to nearest even)
 // with each 128-column chunk in the wgmma kernel's k order (smxx_moe_wgmma.cu).

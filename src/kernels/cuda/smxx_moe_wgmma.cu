@@ -63,13 +63,13 @@ static_assert(kWgMaxN % 16 == 0 && kWgMaxN <= 128, "one template case per 16 tok
 // consecutive chunks' weights are copied at once, so the 64-byte halves of a weight row's
 // 128-byte line reach the memory system together. Layout: token stages (1024-aligned),
 // weight stages, the token offsets (xo).
-// Why a separate, deeper weight ring (helper moepf, NOTES "MoE big tiles: the weight
-// stream"): every measured big-tile kernel ran at ~0.8 TB/s of expert weights (wide:
-// 7.4 GB in 9.6 ms at T = 4096, 14 GB in 18.5 ms at T = 8192; wgmma 6.9 GB in 8.4 ms, 10
-// GB in 13.8 ms), whatever the tile width: time per tile, not per FLOP. A block held 3
-// chunks x 8 KB of weights in flight, 64 bytes per row per chunk at a 2.5 / 1.1 KB stride,
-// each 64-byte piece requested ~one chunk (1.5 us) after its line's other half; the
-// tokens (L2 hits) need the depth far less than the weights (HBM).
+// Why a separate, deeper weight ring was tried (helper moepf, NOTES 14): every big-tile
+// kernel had run at ~0.8 TB/s of expert weights whatever its tile width, with 3 chunks x 8
+// KB of weights in flight per block and each row's 128-byte line fetched as two 64-byte
+// pieces a chunk apart. Measured: RingDeep (8 weight stages, line-sized runs) is 7-10%
+// slower than RingShared, with DRAM at 18% of its peak and the tensor pipe at 26% (ncu, T
+// = 8192): the weights were not the bind, and the extra requests in flight only slow the
+// token copies the next chunk waits for. RingShared stays the default.
 template <int kX, int kW, int kRun>
 struct WgRing {
   static constexpr int kXStages = kX, kWStages = kW, kWRun = kRun;
@@ -82,8 +82,8 @@ struct WgRing {
   static_assert(kX >= 2 && kW >= kX && kW % kRun == 0 && (kRun == 1 || kRun == 2), "ring shape");
   static_assert(kSmem <= kWgSmemMax, "the rings must fit the block's shared memory");
 };
-using RingShared = WgRing<4, 4, 1>;  // MoeTcBig::kWgmma: the schedule run moewide measured (one ring of 4)
-using RingDeep = WgRing<4, 8, 2>;    // MoeTcBig::kWgmmaDeep: 8 weight stages, line-sized runs
+using RingShared = WgRing<4, 4, 1>;  // MoeTcBig::kWgmma (and kAuto): tokens and weights 4 chunks deep
+using RingDeep = WgRing<4, 8, 2>;    // MoeTcBig::kWgmmaDeep (opt-in): 8 weight stages, line-sized runs
 
 // Position of column col (0..127) of a chunk in the permuted rows (see the top comment).
 __host__ __device__ constexpr int chunk_pos(int col) {
@@ -442,9 +442,9 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
       (a.stage != 1 && a.stage != 2))
     return cudaErrorInvalidValue;
   if (!moe_tc_wgmma_supported()) return cudaErrorNotSupported;
-  if (moe_tc_big() == MoeTcBig::kWgmma)  // the measured single ring, kept for A/B
-    return a.stage == 1 ? launch_wgmma<1, RingShared>(a, stream) : launch_wgmma<2, RingShared>(a, stream);
-  return a.stage == 1 ? launch_wgmma<1, RingDeep>(a, stream) : launch_wgmma<2, RingDeep>(a, stream);
+  if (moe_tc_big() == MoeTcBig::kWgmmaDeep)  // opt-in, measured slower (see WgRing)
+    return a.stage == 1 ? launch_wgmma<1, RingDeep>(a, stream) : launch_wgmma<2, RingDeep>(a, stream);
+  return a.stage == 1 ? launch_wgmma<1, RingShared>(a, stream) : launch_wgmma<2, RingShared>(a, stream);
 }
 
 cudaError_t moe_split_perm(const float* x, uint16_t* out, int64_t count, int64_t dim, cudaStream_t stream) {
