@@ -872,7 +872,8 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
 }
 
 // Sink attention in both precisions (ops/attention.h: kF32 the exact SIMT kernel, kBF16
-// the tensor-core one) at n = 1, 8, 256 (decode: each query its own 640 entries, 128
+// the tensor-core one; at decode sizes also the small-batch kernel, path=small) at n = 1,
+// 8, 16, 64, 256 (decode: each query its own 640 entries, 128
 // window + 512 selected, entry regions rotated as run_ops' decode attention does) and n = 8192 (one prefill chunk
 // of a sequence: query t's window is pool rows t - 127 .. t, its 512 selected entries
 // random rows of a 4096-entry compressed pool, as the runner's pool lays them out; the
@@ -892,7 +893,7 @@ void run_attention_ops(const ModelConfig& c) {
   fill_random(q, size_t(nmax * H * hd) * 4, 5);
   fill_random(pool, size_t(pool_rows * hd) * 4, 6);
   fill_random(sink, size_t(H) * 4, 7);
-  for (int64_t n : {int64_t(1), int64_t(8), int64_t(256), nmax}) {
+  for (int64_t n : {int64_t(1), int64_t(8), int64_t(16), int64_t(64), int64_t(256), nmax}) {
     const bool prefill = n > 256;
     std::vector<int64_t> ho{0}, hi;
     uint64_t seed = 1234;
@@ -912,18 +913,23 @@ void run_attention_ops(const ModelConfig& c) {
     CK(cudaMemcpy(idv, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
     const int rot = prefill ? 1 : int(std::min<int64_t>(16, pool_rows / (n * per)));
     const double flop = 4.0 * double(hi.size()) * double(H) * double(hd);
-    for (const ops::Activations act : {ops::Activations::kF32, ops::Activations::kBF16}) {
-      const float ms = tm.time_ms(
-          [&](int i) {
-            const float* kv = pool + size_t(i % rot) * size_t(n * per * hd);
-            ops::cuda::sink_attention({q, kv, off, idv, sink, 0.0442f, out, n, H, hd, act}, st);
-          },
-          prefill ? 3 : 7, prefill ? 1 : 10);
-      std::printf("op attention_mode n=%lld entries=%lld layout=%s act=%s ms=%.5f tflops=%.1f\n", (long long)n,
-                  (long long)(hi.size() / size_t(n)), prefill ? "prefill" : "decode",
-                  act == ops::Activations::kBF16 ? "bf16" : "f32", ms, flop / (double(ms) * 1e-3) / 1e12);
-      std::fflush(stdout);
-    }
+    // path (ops::SinkAttentionParams::gpu_path): 0 the batch-invariant kernels (SIMT f32,
+    // tensor-core bf16), 2 the small-batch kernel (decode sizes only).
+    for (const int path : {0, 2})
+      for (const ops::Activations act : {ops::Activations::kF32, ops::Activations::kBF16}) {
+        if (path == 2 && prefill) continue;
+        const float ms = tm.time_ms(
+            [&](int i) {
+              const float* kv = pool + size_t(i % rot) * size_t(n * per * hd);
+              ops::cuda::sink_attention({q, kv, off, idv, sink, 0.0442f, out, n, H, hd, act, path}, st);
+            },
+            prefill ? 3 : 7, prefill ? 1 : 10);
+        std::printf("op attention_mode n=%lld entries=%lld layout=%s act=%s ms=%.5f tflops=%.1f path=%s\n", (long long)n,
+                    (long long)(hi.size() / size_t(n)), prefill ? "prefill" : "decode",
+                    act == ops::Activations::kBF16 ? "bf16" : "f32", ms, flop / (double(ms) * 1e-3) / 1e12,
+                    path == 2 ? "small" : "invariant");
+        std::fflush(stdout);
+      }
     CK(cudaFree(off));
     CK(cudaFree(idv));
   }

@@ -422,10 +422,11 @@ def ops_report(flash, torch_log):
         if ours.get("attention_mode"):
             print("\nSink attention by precision (f32: exact SIMT kernel; bf16: tensor cores; "
                   "FLOPs = n x 64 x entries x 512 x 4):\n")
-            print("| n | layout | entries | act | ms | TFLOP/s |")
-            print("|---|---|---|---|---|---|")
+            print("| n | layout | entries | act | kernel | ms | TFLOP/s |")
+            print("|---|---|---|---|---|---|---|")
             for r in ours["attention_mode"]:
-                print(f"| {r['n']} | {r['layout']} | {r['entries']} | {r['act']} | {float(r['ms']):.4f} | {r['tflops']} |")
+                print(f"| {r['n']} | {r['layout']} | {r['entries']} | {r['act']} | {r.get('path', 'invariant')} "
+                      f"| {float(r['ms']):.4f} | {r['tflops']} |")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,17 @@ struct SinkAttentionParams {
   float* out = nullptr;          // [n, heads, dim]
   int64_t n = 0, heads = 0, dim = 0;
   Activations act = Activations::kF32;  // kBF16: the bf16 mode above
+  // CUDA only (the CPU ignores it): kernels::SinkAttentionArgs::path. 0 = one kernel and
+  // one order for every n (batch-invariant); 1 = the small-batch kernel at small n (the
+  // model outside its batch-invariant mode); 2 = the small-batch kernel at every n.
+  int gpu_path = 0;
+  // CUDA only, with the small-batch kernel (kernels::SinkAttentionArgs::rope_dim): q given
+  // unrotated, RoPE applied to it and the inverse to the output inside the kernel. The CPU
+  // op does not take it (rope_dim must be 0 there).
+  const int64_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  int64_t rope_dim = 0;
+  float rope_factor = 1.0f;
 };
 
 // log2(e) as the bf16 mode uses it (fp32), and the fp32 factor that turns q . k into a

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "harness.h"
+#include "kernels/cuda/smxx_attention.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "ops/attention.h"
 #include "ops/cuda/cuda_ops.h"
@@ -105,6 +106,43 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
           }};
 }
 
+// The mixes' finish on one warp (finish_variant 0, the default) against the former
+// one-thread finish (1), bitwise: pre / post / comb, through hc_mixes or (fused) through
+// hc_mixes_collapse_norm, whose finish blocks run the same code.
+OpCase mixes_finish_ab_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t iters, bool fused) {
+  return {name, "former", [=](Rng& rng) {
+            const int64_t width = hc * dim, num_mix = (2 + hc) * hc;
+            const auto h = randn(rng, n * width, 2.0f);
+            const auto fn = randn(rng, num_mix * width, 1.0f / std::sqrt(float(width)));
+            const auto base = randn(rng, num_mix, 0.5f);
+            const auto scale = uniform(rng, 3, 0.5f, 2.0f);
+            const auto pre_prev = uniform(rng, n * hc, 0.0f, 1.0f);
+            Dev<float> dh(h), dfn(fn), dbase(base), dscale(scale), dprev(pre_prev), dx(n * dim);
+            Dev<float> ws(n * kernels::hc_mixes_splits(hc, dim) * (kernels::kMaxMixes + 1));
+            struct Out {
+              std::vector<float> pre, post, comb;
+            };
+            auto run = [&](int finish_variant) {
+              Dev<float> dpre(n * hc), dpost(n * hc), dcomb(n * hc * hc);
+              kernels::HcMixesArgs m;
+              m.h = dh.get(), m.fn = dfn.get(), m.base = dbase.get(), m.scale = dscale.get();
+              m.n = n, m.hc = hc, m.dim = dim, m.sinkhorn_iters = iters;
+              m.pre = dpre.get(), m.post = dpost.get(), m.comb = dcomb.get(), m.workspace = ws.get();
+              m.finish_variant = finish_variant;
+              if (fused) {
+                const kernels::HcCollapseNormArgs cn{dh.get(), dprev.get(), nullptr, dx.get(), n, hc, dim, 1e-6f};
+                check_cuda(kernels::hc_mixes_collapse_norm(m, cn, nullptr), "hc_mixes_collapse_norm");
+              } else {
+                check_cuda(kernels::hc_mixes(m, nullptr), "hc_mixes");
+              }
+              return Out{dpre.host(), dpost.host(), dcomb.host()};
+            };
+            const Out former = run(1), warp = run(0);
+            return Outputs{{{"pre", former.pre, warp.pre}, {"post", former.post, warp.post}, {"comb", former.comb, warp.comb}},
+                           {}};
+          }};
+}
+
 OpCase collapse_case(std::string name, int64_t n, int64_t hc, int64_t dim) {
   return {name, "hc_collapse", [=](Rng& rng) {
             const auto h = randn(rng, n * hc * dim);
@@ -152,9 +190,11 @@ AttnInputs attention_inputs(Rng& rng, int64_t n, int64_t heads, int64_t dim, int
 }
 
 // act = kBF16: the tensor-core mode (ops/attention.h), its own tolerance family.
+// path: ops::SinkAttentionParams::gpu_path (0 the batch-invariant kernels, 1 by n, 2 the
+// small-batch kernel at every n).
 template <class Count>
 OpCase attention_counts_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, Count count,
-                             ops::Activations act = ops::Activations::kF32) {
+                             ops::Activations act = ops::Activations::kF32, int path = 0) {
   const char* family = act == ops::Activations::kBF16 ? "sink_attention_bf16" : "sink_attention";
   return {name, family, [=](Rng& rng) {
             const AttnInputs in = attention_inputs(rng, n, heads, dim, pool, count);
@@ -165,7 +205,7 @@ OpCase attention_counts_case(std::string name, int64_t n, int64_t heads, int64_t
             Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dout(n * heads * dim);
             Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids);
             ops::cuda::sink_attention({dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dout.get(), n,
-                                       heads, dim, act},
+                                       heads, dim, act, path},
                                       nullptr);
             return Outputs{{{"out", out, dout.host()}}, {}};
           }};
@@ -173,10 +213,10 @@ OpCase attention_counts_case(std::string name, int64_t n, int64_t heads, int64_t
 
 // Query 0 has no entries; the others a random count in [1, max_entries].
 OpCase attention_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, int64_t max_entries,
-                      ops::Activations act = ops::Activations::kF32) {
+                      ops::Activations act = ops::Activations::kF32, int path = 0) {
   return attention_counts_case(
       name, n, heads, dim, pool,
-      [max_entries](Rng& rng, int64_t t) { return t == 0 ? int64_t(0) : randint(rng, 1, max_entries); }, act);
+      [max_entries](Rng& rng, int64_t t) { return t == 0 ? int64_t(0) : randint(rng, 1, max_entries); }, act, path);
 }
 
 // Counts that hit the kernel's edges: empty (sink only), fewer entries than the 8
@@ -188,8 +228,10 @@ constexpr int64_t kRagged[] = {0, 1, 5, 31, 32, 33, 640, 0, 7, 300, 2000, 639, 1
 // n = 3 around them) must give the same bits; the kernel picks its block shape from
 // the batch size, so this runs both shapes on the same rows. "cpu" = inside the batch.
 // Under kBF16 one kernel serves every n; the case checks that its per-query order holds.
+// path 2: the small-batch kernel, batch-invariant by itself (path 1 is not: it switches
+// kernels with n).
 OpCase attention_invariance_case(std::string name, int64_t n, int64_t heads, int64_t dim,
-                                 ops::Activations act = ops::Activations::kF32) {
+                                 ops::Activations act = ops::Activations::kF32, int path = 0) {
   return {name, "sink_attention_batch", [=](Rng& rng) {
             const AttnInputs in = attention_inputs(rng, n, heads, dim, 1500, [](Rng& r, int64_t t) {
               return t % 5 == 0 ? kRagged[(t / 5) % std::size(kRagged)] : randint(r, 600, 640);
@@ -199,7 +241,7 @@ OpCase attention_invariance_case(std::string name, int64_t n, int64_t heads, int
             Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dbatch(n * row);
             Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids);
             ops::cuda::sink_attention({dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dbatch.get(), n,
-                                       heads, dim, act},
+                                       heads, dim, act, path},
                                       nullptr);
             const std::vector<float> batch = dbatch.host();
             std::vector<float> in_batch, apart;
@@ -210,7 +252,7 @@ OpCase attention_invariance_case(std::string name, int64_t n, int64_t heads, int
                 // offsets are absolute positions into ids, so a sub-range of the
                 // batch is a valid smaller batch over the same ids and pool.
                 ops::cuda::sink_attention({dq.get() + t0 * row, dkv.get(), doff.get() + t0, dids.get(), dsink.get(), scale,
-                                           dsub.get(), m, heads, dim, act},
+                                           dsub.get(), m, heads, dim, act, path},
                                           nullptr);
                 const std::vector<float> sub = dsub.host();
                 in_batch.insert(in_batch.end(), batch.begin() + t * row, batch.begin() + (t + 1) * row);
@@ -218,6 +260,40 @@ OpCase attention_invariance_case(std::string name, int64_t n, int64_t heads, int
               }
             }
             return Outputs{{{"alone_vs_batch", in_batch, apart}}, {}};
+          }};
+}
+
+// The small-batch kernel with RoPE folded in (SinkAttentionParams::rope_dim) against
+// rope(q) -> the same kernel -> inverse rope(out), bitwise; q is passed unrotated to the
+// fused call. Also: the invariant kernels (path 0) reject the folded RoPE.
+template <class Count>
+OpCase attention_rope_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t rope_dim, int64_t pool,
+                           Count count, ops::Activations act) {
+  return {name, "fused", [=](Rng& rng) {
+            const AttnInputs in = attention_inputs(rng, n, heads, dim, pool, count);
+            const float scale = 1.0f / std::sqrt(float(dim)), factor = 1.25f;
+            std::vector<int64_t> pos(n);
+            for (auto& p : pos) p = randint(rng, 0, 70000);
+            std::vector<float> inv_freq(rope_dim / 2);
+            for (int64_t i = 0; i < rope_dim / 2; ++i)
+              inv_freq[i] = float(std::pow(10000.0, -2.0 * double(i) / double(rope_dim)));
+            Dev<float> dkv(in.kv), dsink(in.sink), dfreq(inv_freq), dq(in.q), dq_rot(in.q);
+            Dev<float> dseq(n * heads * dim), dfused(n * heads * dim);
+            Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids), dpos(pos);
+            ops::cuda::rope({dq_rot.get(), n, heads, dim, rope_dim, dpos.get(), dfreq.get(), false, factor}, nullptr);
+            ops::cuda::sink_attention({dq_rot.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dseq.get(), n,
+                                       heads, dim, act, 2},
+                                      nullptr);
+            ops::cuda::rope({dseq.get(), n, heads, dim, rope_dim, dpos.get(), dfreq.get(), true, factor}, nullptr);
+            ops::cuda::sink_attention({dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dfused.get(), n,
+                                       heads, dim, act, 2, dpos.get(), dfreq.get(), rope_dim, factor},
+                                      nullptr);
+            kernels::SinkAttentionArgs bad;
+            bad.q = dq.get(), bad.kv = dkv.get(), bad.offsets = doff.get(), bad.ids = dids.get(), bad.sink = dsink.get();
+            bad.out = dfused.get(), bad.n = n, bad.heads = heads, bad.dim = dim, bad.path = 0;
+            bad.positions = dpos.get(), bad.inv_freq = dfreq.get(), bad.rope_dim = rope_dim;
+            const bool rejected = kernels::sink_attention(bad, nullptr) == cudaErrorInvalidValue;
+            return Outputs{{{"out", dseq.host(), dfused.host()}}, {{"path0_rope_rejected", {1}, {rejected ? 1 : 0}}}};
           }};
 }
 
@@ -232,6 +308,11 @@ std::vector<OpCase> hyper_connection_cases() {
       mixes_collapse_norm_case("fused_hc_mixes_collapse_norm_odd", 3, 3, 333, 3, false),
       mixes_collapse_norm_case("fused_hc_expand_mixes_collapse_norm_v41", 5, 4, 5120, 20, true, true),
       mixes_collapse_norm_case("fused_hc_expand_mixes_collapse_norm_odd", 3, 3, 333, 3, false, true),
+      mixes_finish_ab_case("former_hc_mixes_finish_warp_v41", 5, 4, 5120, 20, true),
+      mixes_finish_ab_case("former_hc_mixes_finish_warp_n1", 1, 4, 5120, 20, false),
+      mixes_finish_ab_case("former_hc_mixes_finish_warp_hc3", 11, 3, 333, 3, false),
+      mixes_finish_ab_case("former_hc_mixes_finish_warp_hc2", 9, 2, 96, 7, true),
+      mixes_finish_ab_case("former_hc_mixes_finish_warp_hc1", 3, 1, 64, 1, false),
       collapse_case("hc_collapse_v41", 5, 4, 5120),
       expand_case("hc_expand_v41", 5, 4, 5120),
       expand_case("hc_expand_odd", 3, 3, 77),
@@ -272,6 +353,42 @@ std::vector<OpCase> attention_cases() {
       attention_case("sink_attention_bf16_heads3_dim64", 16, 3, 64, 200, 300, kBf16),
       attention_invariance_case("sink_attention_bf16_batch_invariance_v41", 64, 64, 512, kBf16),
       attention_invariance_case("sink_attention_bf16_batch_invariance_dim100", 40, 40, 100, kBf16),
+      // The small-batch kernel (gpu_path 1 at n <= kAttnSmallMaxN, 2 at any n), both modes.
+      attention_counts_case("sink_attention_small_v41_n1", 1, 64, 512, 4096, [](Rng&, int64_t) { return int64_t(640); },
+                            ops::Activations::kF32, 1),
+      attention_counts_case("sink_attention_small_v41_ragged", int64_t(std::size(kRagged)), 64, 512, 3000,
+                            [](Rng&, int64_t t) { return kRagged[t]; }, ops::Activations::kF32, 1),
+      attention_counts_case("sink_attention_small_v41_n64", 64, 64, 512, 8192,
+                            [](Rng& r, int64_t) { return randint(r, 600, 640); }, ops::Activations::kF32, 2),
+      attention_case("sink_attention_small_heads12", 4, 12, 512, 300, 200, ops::Activations::kF32, 1),
+      attention_case("sink_attention_small_dim100", 5, 3, 100, 50, 40, ops::Activations::kF32, 1),
+      attention_case("sink_attention_small_heads128_dim256", 3, 128, 256, 900, 700, ops::Activations::kF32, 1),
+      attention_case("sink_attention_small_long", 2, 8, 64, 9000, 8000, ops::Activations::kF32, 1),
+      attention_counts_case("sink_attention_bf16_small_v41_n1", 1, 64, 512, 4096,
+                            [](Rng&, int64_t) { return int64_t(640); }, kBf16, 1),
+      attention_counts_case("sink_attention_bf16_small_ratio0", 8, 64, 512, 1024,
+                            [](Rng&, int64_t) { return int64_t(128); }, kBf16, 1),
+      attention_counts_case("sink_attention_bf16_small_v41_ragged", int64_t(std::size(kRagged)), 64, 512, 3000,
+                            [](Rng&, int64_t t) { return kRagged[t]; }, kBf16, 1),
+      attention_counts_case("sink_attention_bf16_small_v41_n64", 64, 64, 512, 8192,
+                            [](Rng& r, int64_t) { return randint(r, 600, 640); }, kBf16, 2),
+      attention_case("sink_attention_bf16_small_heads12", 4, 12, 512, 300, 200, kBf16, 1),
+      attention_case("sink_attention_bf16_small_dim100", 5, 3, 100, 50, 40, kBf16, 1),
+      attention_case("sink_attention_bf16_small_heads3_dim64", 16, 3, 64, 200, 300, kBf16, 1),
+      attention_case("sink_attention_bf16_small_long", 2, 8, 64, 9000, 8000, kBf16, 1),
+      attention_invariance_case("sink_attention_small_batch_invariance_v41", 64, 64, 512, ops::Activations::kF32, 2),
+      attention_invariance_case("sink_attention_small_batch_invariance_dim100", 40, 40, 100, ops::Activations::kF32, 2),
+      attention_invariance_case("sink_attention_bf16_small_batch_invariance_v41", 64, 64, 512, kBf16, 2),
+      attention_rope_case("fused_sink_attention_rope_v41_n1", 1, 64, 512, 64, 4096,
+                          [](Rng&, int64_t) { return int64_t(640); }, ops::Activations::kF32),
+      attention_rope_case("fused_sink_attention_rope_v41_ragged", int64_t(std::size(kRagged)), 64, 512, 64, 3000,
+                          [](Rng&, int64_t t) { return kRagged[t]; }, ops::Activations::kF32),
+      attention_rope_case("fused_sink_attention_rope_bf16_v41_n3", 3, 64, 512, 64, 4096,
+                          [](Rng& r, int64_t) { return randint(r, 1, 640); }, kBf16),
+      attention_rope_case("fused_sink_attention_rope_odd", 5, 6, 100, 20, 300,
+                          [](Rng& r, int64_t t) { return t == 0 ? int64_t(0) : randint(r, 1, 200); }, ops::Activations::kF32),
+      attention_rope_case("fused_sink_attention_rope_bf16_odd", 5, 6, 102, 102, 300,
+                          [](Rng& r, int64_t t) { return t == 2 ? int64_t(0) : randint(r, 1, 200); }, kBf16),
   };
 }
 

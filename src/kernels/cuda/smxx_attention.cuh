@@ -40,7 +40,26 @@ struct SinkAttentionArgs {
   // bf16 before PV; one tensor-core kernel for every n. log2_scale replaces scale there.
   bool bf16 = false;
   float log2_scale = 0.0f;
+  // 0: one order for every n (the batch-invariant mode): the SIMT kernel (f32) or the
+  //    tensor-core kernel (bf16), as above;
+  // 1: by n: up to kAttnSmallMaxN queries the small-batch kernel (smxx_attention.cu,
+  //    namespace small: a query's entries over 8 x 8 warps, both precisions), else as 0;
+  // 2: the small-batch kernel at every n (A/B tests and benchmarks).
+  // Each kernel alone is batch-invariant; 1 is not (the kernels sum in other orders).
+  int path = 0;
+  // RoPE folded in, the small-batch kernel only (cudaErrorInvalidValue on the others or
+  // with an odd dim): q is taken unrotated, the last rope_dim channels of each head
+  // rotated by positions[t] as kernels::rope does, and the output rotated back: bitwise
+  // rope(q) -> attention -> inverse rope(out), two launches fewer. rope_dim = 0: none.
+  const int64_t* positions = nullptr;  // [n]
+  const float* inv_freq = nullptr;     // [rope_dim / 2]
+  int64_t rope_dim = 0;                // even, <= dim
+  float rope_factor = 1.0f;            // RopeArgs::attention_factor (both directions)
 };
+// Path 1 takes the small-batch kernel up to this many queries: 4 heads x 8 slices per block,
+// so n = 1 fills 128 SMs with 8 warps each; the others use 2 warps there (SIMT) or one SM
+// per query (tensor cores).
+constexpr int64_t kAttnSmallMaxN = 16;
 cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels

@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_elementwise.cuh"
+#include "kernels/cuda/smxx_rope.cuh"
 
 namespace deepinfer::kernels {
 namespace {
@@ -24,24 +25,6 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
     const float v = __fmul_rn(x[i], r);
     y[i] = a.weight ? __fmul_rn(a.weight[i], v) : v;
   }
-}
-
-// cos / sin of pair i at a position: the fp32 angle evaluated in double and rounded,
-// exactly as the CPU does.
-__device__ __forceinline__ void rope_cs(int64_t pos, const float* inv_freq, int64_t i, float factor, bool inverse,
-                                        float& c, float& s) {
-  const float angle = float(pos) * inv_freq[i];
-  double sd, cd;
-  sincos(double(angle), &sd, &cd);
-  c = float(cd) * factor;
-  s = float(sd) * factor;
-  if (inverse) s = -s;
-}
-// __fmul_rn keeps the two products unfused, as the CPU computes them.
-__device__ __forceinline__ void rope_pair(float* v, float c, float s) {
-  const float x0 = v[0], x1 = v[1];
-  v[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-  v[1] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
 }
 
 // Block (token, group of up to `hb` heads): the token's cos / sin pairs once into shared

@@ -27,6 +27,11 @@ struct HcMixesArgs {
   // 1 = one block per (split, token), 2 = tiled (cudaErrorInvalidValue where it cannot
   // run). All give the same bits; 1 and 2 exist for the A/B test.
   int variant = 0;
+  // The finish (gates + Sinkhorn) of a token: 0 = one warp, lane (j, k) holding comb[j][k]
+  // (row / column sums gathered by shuffles in the serial order), 1 = one thread (the
+  // former code: at batch 1 its 20 iterations of 32 dependent IEEE divisions took ~33 us).
+  // Same operations in the same order: the same bits; 1 exists for the A/B test.
+  int finish_variant = 0;
 };
 constexpr int kMaxMixes = (2 + kMaxHc) * kMaxHc;
 // Splits of the hc * dim reduction: ~512 elements each, at most 64 (fixed by the shape

@@ -43,6 +43,7 @@ __global__ void __launch_bounds__(kLogitWarps * 32) router_logits_kernel(RouterL
 // The first version read the weight element by element through weight_at (a format
 // switch and 64-bit index arithmetic per element): 128 us per call at batch 1 for 3.9 MB.
 constexpr int kVecWarps = 4;
+constexpr int kVecBatch = 8;  // 16-byte weight vectors in flight per lane
 template <WFormat F>
 __global__ void __launch_bounds__(kVecWarps * 32) router_logits_vec_kernel(RouterLogitsArgs a) {
   constexpr int kPerWord = gemv::Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
@@ -57,25 +58,37 @@ __global__ void __launch_bounds__(kVecWarps * 32) router_logits_vec_kernel(Route
   double acc[kLogitTokens];
 #pragma unroll
   for (int t = 0; t < kLogitTokens; ++t) acc[t] = 0.0;
-#pragma unroll 2
-  for (int v = lane; v < nvec; v += 32) {
-    const uint4 wv = gemv::load_stream(wrow + int64_t(v) * 16);
-    float wf[kPerVec];
-    gemv::decode_word<F>(wv.x, wf);
-    gemv::decode_word<F>(wv.y, wf + kPerWord);
-    gemv::decode_word<F>(wv.z, wf + 2 * kPerWord);
-    gemv::decode_word<F>(wv.w, wf + 3 * kPerWord);
+  // The lane's vectors in batches of kVecBatch, all loads of a batch issued before any
+  // product (was 2 in flight: at batch 1, 96 blocks x 128 lanes x 32 bytes in flight made
+  // the 3.9 MB gate a chain of 10 HBM round trips, ~14 us a call). The products and their
+  // order are unchanged (v = lane, lane + 32, ...), so are the bits.
+  for (int v0 = lane; v0 < nvec; v0 += 32 * kVecBatch) {
+    uint4 wb[kVecBatch];
 #pragma unroll
-    for (int t = 0; t < kLogitTokens; ++t) {
-      if (t >= nt) break;
-      const float4* xp = reinterpret_cast<const float4*>(a.x + (t0 + t) * dim + int64_t(v) * kPerVec);
+    for (int u = 0; u < kVecBatch; ++u)
+      if (v0 + 32 * u < nvec) wb[u] = gemv::load_stream(wrow + int64_t(v0 + 32 * u) * 16);
 #pragma unroll
-      for (int i = 0; i < kPerVec / 4; ++i) {
-        const float4 xv = xp[i];
-        acc[t] += double(wf[4 * i]) * double(xv.x);
-        acc[t] += double(wf[4 * i + 1]) * double(xv.y);
-        acc[t] += double(wf[4 * i + 2]) * double(xv.z);
-        acc[t] += double(wf[4 * i + 3]) * double(xv.w);
+    for (int u = 0; u < kVecBatch; ++u) {
+      const int v = v0 + 32 * u;
+      if (v >= nvec) break;
+      const uint4 wv = wb[u];
+      float wf[kPerVec];
+      gemv::decode_word<F>(wv.x, wf);
+      gemv::decode_word<F>(wv.y, wf + kPerWord);
+      gemv::decode_word<F>(wv.z, wf + 2 * kPerWord);
+      gemv::decode_word<F>(wv.w, wf + 3 * kPerWord);
+#pragma unroll
+      for (int t = 0; t < kLogitTokens; ++t) {
+        if (t >= nt) break;
+        const float4* xp = reinterpret_cast<const float4*>(a.x + (t0 + t) * dim + int64_t(v) * kPerVec);
+#pragma unroll
+        for (int i = 0; i < kPerVec / 4; ++i) {
+          const float4 xv = xp[i];
+          acc[t] += double(wf[4 * i]) * double(xv.x);
+          acc[t] += double(wf[4 * i + 1]) * double(xv.y);
+          acc[t] += double(wf[4 * i + 2]) * double(xv.z);
+          acc[t] += double(wf[4 * i + 3]) * double(xv.w);
+        }
       }
     }
   }
@@ -323,8 +336,13 @@ RouterLogitsPath g_router_path = RouterLogitsPath::kDmma;
 // lower id), after which the winner is marked taken. The picks come out in the
 // oracle's order (descending, ties by id), so the weight sum is formed in the same
 // order too.
+// kSelectWarps warps a block from 64 tokens; below, one thread per expert (up to
+// kSelectMaxThreads): at batch 1 the block's three double log1p(exp) in a row per thread
+// were most of the ~11 us launch. The block size changes no value (each element is
+// computed alone, warp 0 selects).
 constexpr int kSelectWarps = 4;
-__global__ void __launch_bounds__(kSelectWarps * 32) router_select_kernel(RouterSelectArgs a) {
+constexpr int kSelectMaxThreads = 512;
+__global__ void __launch_bounds__(kSelectMaxThreads) router_select_kernel(RouterSelectArgs a) {
   extern __shared__ float sm[];
   const int64_t t = blockIdx.x;
   const int E = int(a.num_experts);
@@ -449,7 +467,9 @@ cudaError_t router_select(const RouterSelectArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.logits || !a.expert_ids || !a.expert_weights) return cudaErrorInvalidValue;
-  router_select_kernel<<<unsigned(a.n), kSelectWarps * 32,
+  const int threads =
+      a.n <= 64 ? int(std::min<int64_t>(kSelectMaxThreads, (a.num_experts + 31) / 32 * 32)) : kSelectWarps * 32;
+  router_select_kernel<<<unsigned(a.n), unsigned(std::max(threads, kSelectWarps * 32)),
                          2 * sizeof(float) * size_t(a.num_experts) + sizeof(int) * size_t(a.top_k), stream>>>(a);
   return cudaGetLastError();
 }

@@ -15,6 +15,7 @@
 #include "common/check.h"
 #include "common/parallel.h"
 #include "io/safetensors.h"
+#include "kernels/cuda/smxx_attention.cuh"
 #include "kernels/cuda/smxx_elementwise.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "kernels/cuda/smxx_indexer.cuh"
@@ -1375,7 +1376,12 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   linear(x, qr, n, a.wq_a);
   if (go) gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
   linear(qr, q, n, a.wq_b);
-  if (go) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
+  // Outside the batch-invariant mode small batches take the small-batch attention kernel
+  // (a query spread over 128 SMs at n = 1; other sums than the invariant kernels, so the
+  // invariant mode never takes it), which also applies q's RoPE and the output's inverse
+  // (bitwise the rope launches it replaces).
+  const bool small_attention = mode != gpu::LinearMode::kInvariant && n <= kernels::kAttnSmallMaxN && hd % 2 == 0;
+  if (go && !small_attention) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
   linear(x, kv, n, a.wkv);
   // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
   norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32,
@@ -1621,10 +1627,12 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   }
   float* o = layer_arena->alloc<float>(n * heads * hd);
   if (go)
-    gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd, act},
+    gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd, act,
+                         small_attention ? 1 : 0, small_attention ? b.d_positions : nullptr, inv_freq,
+                         small_attention ? rd : 0, af},
                         stream);
   // The values carried RoPE; rotate the output back by the query position.
-  if (go) gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
+  if (go && !small_attention) gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
 
   // Grouped low-rank output: group g (heads g*H/G ..) through its own block of wo_a.
   const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;

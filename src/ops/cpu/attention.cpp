@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/check.h"
 #include "common/parallel.h"
 #include "ops/attention.h"
 
@@ -54,6 +55,7 @@ void sink_attention_bf16(const SinkAttentionParams& p) {
 }  // namespace
 
 void sink_attention(const SinkAttentionParams& p) {
+  DI_CHECK(p.rope_dim == 0, "sink_attention: RoPE folded into the op is a CUDA kernel option (rope, op, rope here)");
   if (p.act == Activations::kBF16) return sink_attention_bf16(p);
   parallel_for(p.n * p.heads, [&](int64_t w0, int64_t w1) {
     std::vector<float> logits;

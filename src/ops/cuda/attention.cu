@@ -23,6 +23,12 @@ void sink_attention(const SinkAttentionParams& p, cudaStream_t stream) {
   a.dim = p.dim;
   a.bf16 = p.act == Activations::kBF16;
   a.log2_scale = attention_log2_scale(p.scale);
+  CUDA_OP_CHECK(p.gpu_path >= 0 && p.gpu_path <= 2, "sink_attention: gpu_path must be 0, 1 or 2");
+  a.path = p.gpu_path;
+  a.positions = p.positions;
+  a.inv_freq = p.inv_freq;
+  a.rope_dim = p.rope_dim;
+  a.rope_factor = p.rope_factor;
   CUDA_CHECK(kernels::sink_attention(a, stream));
 }
 
