@@ -131,6 +131,21 @@ OpCase combine_case(std::string name, int64_t n, int64_t k, int64_t dim, bool re
           }};
 }
 
+// The Engram gate (kernels::engram_gate, loads batched) against its one-element loops.
+OpCase engram_gate_case(std::string name, int64_t n, int64_t hc, int64_t dim) {
+  return {name, "former", [=](Rng& rng) {
+            const auto h = randn(rng, n * hc * dim, 2.0f);
+            const auto kv = randn(rng, n * (hc + 1) * dim);
+            const auto gw = uniform(rng, hc * dim, 0.5f, 1.5f);
+            Dev<float> ha(h), hb(h), dkv(kv), dgw(gw);
+            kernels::EngramGateArgs g{ha.get(), dkv.get(), dgw.get(), n, hc, dim, 1e-6f};
+            check_cuda(former::engram_gate(g), "former engram_gate");
+            g.h = hb.get();
+            check_cuda(kernels::engram_gate(g, nullptr), "engram_gate");
+            return Outputs{{{"h", ha.host(), hb.host()}}, {}};
+          }};
+}
+
 }  // namespace
 
 std::vector<OpCase> former_cases() {
@@ -152,6 +167,10 @@ std::vector<OpCase> former_cases() {
       rope_case("former_rope_heads12_n5", 5, 12, 512, 64, false),
       rope_case("former_rope_q_n300", 300, 64, 512, 64, false),
       rope_case("former_rope_kv_n9", 9, 1, 512, 64, false),
+      engram_gate_case("former_engram_gate_v41_n1", 1, 4, 5120),
+      engram_gate_case("former_engram_gate_v41_n9", 9, 4, 5120),
+      engram_gate_case("former_engram_gate_dim100", 3, 3, 100),
+      engram_gate_case("former_engram_gate_dim40", 2, 2, 40),
       select_case("former_router_select_n1", 1, 384, 6, true, true),
       select_case("former_router_select_n33", 33, 384, 6, false, true),
       select_case("former_router_select_odd", 17, 100, 9, true, false),

@@ -342,6 +342,43 @@ __global__ void moe_combine_kernel(MoeCombineArgs a) {
   }
 }
 
+// engram_gate before the batch-1 rework (session 6, helper b1misc): one element per
+// loop step.
+__device__ __forceinline__ double block_sum_d(double v, double* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nw ? scratch[lane] : 0.0;
+  return warp_sum(v);
+}
+
+// One block per (token, stream). The gate uses the same fp32 expressions as the CPU
+// (engram.cpp) after double sums.
+__global__ void engram_gate_kernel(EngramGateArgs a) {
+  __shared__ double scratch[32];
+  const int64_t t = blockIdx.x / a.hc, k = blockIdx.x % a.hc, d = a.dim;
+  float* hk = a.h + (t * a.hc + k) * d;
+  const float* key = a.kv + (t * (a.hc + 1) + k) * d;
+  const float* value = a.kv + (t * (a.hc + 1) + a.hc) * d;
+  const float* gw = a.gate_weight + k * d;
+  double ssh = 0, ssk = 0, dot = 0;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    ssh += double(hk[i]) * hk[i];
+    ssk += double(key[i]) * key[i];
+    dot += double(hk[i]) * gw[i] * key[i];
+  }
+  ssh = block_sum_d(ssh, scratch);
+  ssk = block_sum_d(ssk, scratch);
+  dot = block_sum_d(dot, scratch);
+  const float rstd = (1.0f / sqrtf(float(ssh / d) + a.eps)) * (1.0f / sqrtf(float(ssk / d) + a.eps));
+  const float g = float(dot) * rstd / sqrtf(float(d));
+  const float root = sqrtf(fmaxf(fabsf(g), 1e-6f));
+  const float gate = 1.0f / (1.0f + expf(-copysignf(root, g)));
+  __syncthreads();  // every thread has read hk before it is updated
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) hk[i] += gate * value[i];
+}
 
 }  // namespace
 
@@ -362,6 +399,12 @@ cudaError_t rope(const RopeArgs& a) {
 
 cudaError_t router_select(const RouterSelectArgs& a) {
   router_select_kernel<<<unsigned(a.n), 32, 2 * sizeof(float) * size_t(a.num_experts)>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t engram_gate(const EngramGateArgs& a) {
+  const int threads = a.dim >= 256 ? 256 : a.dim > 64 ? 128 : 64;  // the model kernels' row_threads
+  engram_gate_kernel<<<unsigned(a.n * a.hc), threads>>>(a);
   return cudaGetLastError();
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/smxx_elementwise.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
+#include "kernels/cuda/smxx_model.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
 
 namespace deepinfer::testing_cuda::former {
@@ -18,5 +19,6 @@ cudaError_t hc_mixes_collapse_norm(const kernels::HcExpandArgs* e, const kernels
 cudaError_t rope(const kernels::RopeArgs& a);
 cudaError_t router_select(const kernels::RouterSelectArgs& a);
 cudaError_t moe_combine(const kernels::MoeCombineArgs& a);
+cudaError_t engram_gate(const kernels::EngramGateArgs& a);
 
 }  // namespace deepinfer::testing_cuda::former
