@@ -951,6 +951,7 @@ cudaError_t launch_one(const SinkAttentionArgs& a, cudaStream_t stream) {
     c.q += t0 * a.heads * a.dim;
     c.out += t0 * a.heads * a.dim;
     c.offsets += t0;
+    if (c.positions) c.positions += t0;
     kernel<<<dim3(unsigned(c.n * groups * kAttnSplits)), kThreads, smem, stream>>>(c, int(groups), vec);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
@@ -971,7 +972,7 @@ cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
   if (a.n == 0) return cudaSuccess;
   if (!a.q || !a.kv || !a.offsets || !a.ids || !a.sink || !a.out) return cudaErrorInvalidValue;
   if (a.path < 0 || a.path > 2) return cudaErrorInvalidValue;
-  const bool small_kernel = a.path == 2 || (a.path == 1 && a.n <= kAttnSmallMaxN);
+  const bool small_kernel = a.path == 2 || (a.path == 1 && a.n <= attention_small_max_n(a.bf16));
   if (a.rope_dim != 0) {  // RoPE folded in: the small-batch kernel only
     if (!small_kernel || a.rope_dim < 0 || a.rope_dim % 2 != 0 || a.rope_dim > a.dim || a.dim % 2 != 0 ||
         !a.positions || !a.inv_freq)

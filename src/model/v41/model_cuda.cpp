@@ -1380,7 +1380,8 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // (a query spread over 128 SMs at n = 1; other sums than the invariant kernels, so the
   // invariant mode never takes it), which also applies q's RoPE and the output's inverse
   // (bitwise the rope launches it replaces).
-  const bool small_attention = mode != gpu::LinearMode::kInvariant && n <= kernels::kAttnSmallMaxN && hd % 2 == 0;
+  const bool small_attention = mode != gpu::LinearMode::kInvariant &&
+                               n <= kernels::attention_small_max_n(act == ops::Activations::kBF16) && hd % 2 == 0;
   if (go && !small_attention) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
   linear(x, kv, n, a.wkv);
   // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
