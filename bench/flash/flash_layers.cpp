@@ -50,6 +50,7 @@
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma]
+//                [--attn-path auto|mma|wgmma|wgmma_overlap]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -71,6 +72,7 @@
 #include "model/v41/engram.h"
 #include "model/v41/model_cuda.h"
 #include "model/v41/weights.h"
+#include "kernels/cuda/smxx_attention.cuh"
 #include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_fp8.cuh"
@@ -913,23 +915,43 @@ void run_attention_ops(const ModelConfig& c) {
     CK(cudaMemcpy(idv, hi.data(), hi.size() * 8, cudaMemcpyHostToDevice));
     const int rot = prefill ? 1 : int(std::min<int64_t>(16, pool_rows / (n * per)));
     const double flop = 4.0 * double(hi.size()) * double(H) * double(hd);
-    // path (ops::SinkAttentionParams::gpu_path): 0 the batch-invariant kernels (SIMT f32,
-    // tensor-core bf16), 2 the small-batch kernel (decode sizes only).
-    for (const int path : {0, 2})
-      for (const ops::Activations act : {ops::Activations::kF32, ops::Activations::kBF16}) {
-        if (path == 2 && prefill) continue;
-        const float ms = tm.time_ms(
-            [&](int i) {
-              const float* kv = pool + size_t(i % rot) * size_t(n * per * hd);
-              ops::cuda::sink_attention({q, kv, off, idv, sink, 0.0442f, out, n, H, hd, act, path}, st);
-            },
-            prefill ? 3 : 7, prefill ? 1 : 10);
-        std::printf("op attention_mode n=%lld entries=%lld layout=%s act=%s ms=%.5f tflops=%.1f path=%s\n", (long long)n,
-                    (long long)(hi.size() / size_t(n)), prefill ? "prefill" : "decode",
-                    act == ops::Activations::kBF16 ? "bf16" : "f32", ms, flop / (double(ms) * 1e-3) / 1e12,
-                    path == 2 ? "small" : "invariant");
-        std::fflush(stdout);
-      }
+    // kv_rows: the rows the lists name (prefill: the chunk's 8192 new rows and the 4096
+    // compressed ones; decode: each query's own 640), as the model passes its pool size.
+    const int64_t kv_rows = prefill ? nmax + comp : n * per;
+    // path=-: the f32 SIMT kernel; bf16 path=mma: the one-block mma.sync kernel; path=wgmma:
+    // the bf16 copy of the kv_rows rows + the wgmma kernel, the copy inside the time;
+    // wgmma_overlap: its variant with the next tile's QK under the softmax; path=small: the
+    // small-batch kernel (ops::SinkAttentionParams::gpu_path 2; decode sizes only).
+    struct Run {
+      ops::Activations act;
+      kernels::AttnBf16Path path;
+      int gpu_path;
+      const char* name;
+    };
+    const Run runs[] = {{ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 0, "-"},
+                        {ops::Activations::kBF16, kernels::AttnBf16Path::kMma, 0, "mma"},
+                        {ops::Activations::kBF16, kernels::AttnBf16Path::kWgmma, 0, "wgmma"},
+                        {ops::Activations::kBF16, kernels::AttnBf16Path::kWgmmaOverlap, 0, "wgmma_overlap"},
+                        {ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 2, "small"},
+                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 2, "small"}};
+    const kernels::AttnBf16Path path_def = kernels::sink_attention_bf16_path();
+    for (const Run& r : runs) {
+      if (r.gpu_path == 2 && prefill) continue;
+      kernels::sink_attention_set_bf16_path(r.path);
+      const float ms = tm.time_ms(
+          [&](int i) {
+            const float* kv = pool + size_t(i % rot) * size_t(n * per * hd);
+            ops::SinkAttentionParams p{q, kv, off, idv, sink, 0.0442f, out, n, H, hd, r.act, r.gpu_path};
+            p.kv_rows = kv_rows;
+            ops::cuda::sink_attention(p, st);
+          },
+          prefill ? 3 : 7, prefill ? 1 : 10);
+      std::printf("op attention_mode n=%lld entries=%lld layout=%s act=%s path=%s ms=%.5f tflops=%.1f\n",
+                  (long long)n, (long long)(hi.size() / size_t(n)), prefill ? "prefill" : "decode",
+                  r.act == ops::Activations::kBF16 ? "bf16" : "f32", r.name, ms, flop / (double(ms) * 1e-3) / 1e12);
+      std::fflush(stdout);
+    }
+    kernels::sink_attention_set_bf16_path(path_def);
     CK(cudaFree(off));
     CK(cudaFree(idv));
   }
@@ -1543,6 +1565,18 @@ int main(int argc, char** argv) {
     else if (a == "--ops-moe-profile") moe_profile = true;
     else if (a == "--indexer-only") indexer_only = true;  // top-k and indexer-score op sections alone
     else if (a == "--ops-attention") attention_only = true;  // the attention op in both precisions alone
+    else if (a == "--attn-path") {
+      // The bf16 attention kernel of the layers (kernels::sink_attention_set_bf16_path): for A/B runs.
+      const std::string v = next();
+      if (v == "auto") kernels::sink_attention_set_bf16_path(kernels::AttnBf16Path::kAuto);
+      else if (v == "mma") kernels::sink_attention_set_bf16_path(kernels::AttnBf16Path::kMma);
+      else if (v == "wgmma") kernels::sink_attention_set_bf16_path(kernels::AttnBf16Path::kWgmma);
+      else if (v == "wgmma_overlap") kernels::sink_attention_set_bf16_path(kernels::AttnBf16Path::kWgmmaOverlap);
+      else {
+        std::fprintf(stderr, "--attn-path must be auto, mma, wgmma or wgmma_overlap, got '%s'\n", v.c_str());
+        return 2;
+      }
+    }
     else if (a == "--engram-tables") {
       const std::string v = next();
       if (v == "host") tables = v41::EngramTables::kHost;

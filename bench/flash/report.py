@@ -425,7 +425,7 @@ def ops_report(flash, torch_log):
             print("| n | layout | entries | act | kernel | ms | TFLOP/s |")
             print("|---|---|---|---|---|---|---|")
             for r in ours["attention_mode"]:
-                print(f"| {r['n']} | {r['layout']} | {r['entries']} | {r['act']} | {r.get('path', 'invariant')} "
+                print(f"| {r['n']} | {r['layout']} | {r['entries']} | {r['act']} | {r.get('path', '-')} "
                       f"| {float(r['ms']):.4f} | {r['tflops']} |")
 
 

@@ -50,6 +50,9 @@ struct SinkAttentionParams {
   const float* inv_freq = nullptr;
   int64_t rope_dim = 0;
   float rope_factor = 1.0f;
+  // Rows of kv that ids may name; 0 = unknown. The GPU's bf16 mode uses it to round a
+  // shared pool to bf16 once (kernels::SinkAttentionArgs::kv_rows); results do not depend on it.
+  int64_t kv_rows = 0;
 };
 
 // log2(e) as the bf16 mode uses it (fp32), and the fp32 factor that turns q . k into a

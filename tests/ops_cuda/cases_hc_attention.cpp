@@ -297,6 +297,64 @@ OpCase attention_rope_case(std::string name, int64_t n, int64_t heads, int64_t d
           }};
 }
 
+// The bf16 mode's kernels chosen explicitly (kernels::sink_attention_set_bf16_path; the
+// default is restored even when a check throws): kWgmma needs kv_rows (the pool size).
+struct AttnPathGuard {
+  kernels::AttnBf16Path saved = kernels::sink_attention_bf16_path();
+  explicit AttnPathGuard(kernels::AttnBf16Path p) { kernels::sink_attention_set_bf16_path(p); }
+  ~AttnPathGuard() { kernels::sink_attention_set_bf16_path(saved); }
+};
+
+// The wgmma kernel (a bf16 copy of the pool, then one block per query) against the CPU
+// oracle of the bf16 mode. kv_rows = pool; auto = the default dispatch (the wgmma kernel
+// where kv_rows <= 32 n, as in a prefill chunk).
+template <class Count>
+OpCase attention_wgmma_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, Count count,
+                            kernels::AttnBf16Path path = kernels::AttnBf16Path::kWgmma) {
+  return {name, "sink_attention_bf16", [=](Rng& rng) {
+            const AttnInputs in = attention_inputs(rng, n, heads, dim, pool, count);
+            const float scale = 1.0f / std::sqrt(float(dim));
+            std::vector<float> out(n * heads * dim);
+            ops::cpu::sink_attention({in.q.data(), in.kv.data(), in.offsets.data(), in.ids.data(), in.sink.data(), scale,
+                                      out.data(), n, heads, dim, ops::Activations::kBF16});
+            Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dout(n * heads * dim);
+            Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids);
+            {
+              AttnPathGuard guard(path);
+              ops::SinkAttentionParams p{dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dout.get(), n,
+                                         heads, dim, ops::Activations::kBF16};
+              p.kv_rows = pool;
+              ops::cuda::sink_attention(p, nullptr);
+            }
+            return Outputs{{{"out", out, dout.host()}}, {}};
+          }};
+}
+
+// The wgmma kernel against the mma.sync kernel on the same inputs: the same chains in
+// the same order, so the same bits (family sink_attention_batch: exact). Holds when the
+// k16 step of wgmma rounds as mma.sync's, as the MoE's wgmma_vs_wide case found; a
+// difference here means the two bf16 paths are not interchangeable (batch invariance
+// across the dispatch boundary would break).
+template <class Count>
+OpCase attention_wgmma_vs_mma_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, Count count,
+                                   kernels::AttnBf16Path path = kernels::AttnBf16Path::kWgmma) {
+  return {name, "sink_attention_batch", [=](Rng& rng) {
+            const AttnInputs in = attention_inputs(rng, n, heads, dim, pool, count);
+            const float scale = 1.0f / std::sqrt(float(dim));
+            Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dmma(n * heads * dim), dwg(n * heads * dim);
+            Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids);
+            for (const auto p : {kernels::AttnBf16Path::kMma, path}) {
+              AttnPathGuard guard(p);
+              ops::SinkAttentionParams sp{dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale,
+                                          p == kernels::AttnBf16Path::kMma ? dmma.get() : dwg.get(), n, heads, dim,
+                                          ops::Activations::kBF16};
+              sp.kv_rows = pool;
+              ops::cuda::sink_attention(sp, nullptr);
+            }
+            return Outputs{{{"wgmma_vs_mma", dmma.host(), dwg.host()}}, {}};
+          }};
+}
+
 }  // namespace
 
 std::vector<OpCase> hyper_connection_cases() {
@@ -390,6 +448,34 @@ std::vector<OpCase> attention_cases() {
                           [](Rng& r, int64_t t) { return t == 0 ? int64_t(0) : randint(r, 1, 200); }, ops::Activations::kF32),
       attention_rope_case("fused_sink_attention_rope_bf16_odd", 5, 6, 102, 102, 300,
                           [](Rng& r, int64_t t) { return t == 2 ? int64_t(0) : randint(r, 1, 200); }, kBf16),
+      // The wgmma kernel (kv_rows known): V4.1 shapes, ragged counts (empty, partial tiles,
+      // lists of 2000), odd shapes, and the default dispatch at a prefill-like ratio.
+      attention_wgmma_case("sink_attention_bf16_wgmma_v41", 24, 64, 512, 4096,
+                           [](Rng& r, int64_t) { return randint(r, 600, 640); }),
+      attention_wgmma_case("sink_attention_bf16_wgmma_ragged", int64_t(std::size(kRagged)), 64, 512, 3000,
+                           [](Rng&, int64_t t) { return kRagged[t]; }),
+      attention_wgmma_case("sink_attention_bf16_wgmma_heads128_dim256", 3, 128, 256, 900,
+                           [](Rng& r, int64_t t) { return t == 0 ? int64_t(0) : randint(r, 1, 700); }),
+      attention_wgmma_case("sink_attention_bf16_wgmma_dim100", 5, 3, 100, 50,
+                           [](Rng& r, int64_t t) { return t == 0 ? int64_t(0) : randint(r, 1, 40); }),
+      attention_wgmma_case("sink_attention_bf16_wgmma_heads12", 4, 12, 512, 300,
+                           [](Rng& r, int64_t) { return randint(r, 1, 200); }),
+      attention_wgmma_case("sink_attention_bf16_wgmma_auto_prefill", 96, 64, 512, 1024,
+                           [](Rng& r, int64_t t) { return std::min<int64_t>(t + 1, 128) + randint(r, 0, 512); },
+                           kernels::AttnBf16Path::kAuto),
+      attention_wgmma_vs_mma_case("sink_attention_bf16_wgmma_vs_mma_v41", 40, 64, 512, 3000,
+                                  [](Rng& r, int64_t t) { return t < 16 ? kRagged[t] : randint(r, 500, 640); }),
+      attention_wgmma_vs_mma_case("sink_attention_bf16_wgmma_vs_mma_dim100", 16, 40, 100, 200,
+                                  [](Rng& r, int64_t t) { return kRagged[t] % 300 + randint(r, 0, 3); }),
+      // The overlapped variant (the next tile's QK under the softmax): vs the CPU and the bits.
+      attention_wgmma_case("sink_attention_bf16_wgmma_overlap_ragged", int64_t(std::size(kRagged)), 64, 512, 3000,
+                           [](Rng&, int64_t t) { return kRagged[t]; }, kernels::AttnBf16Path::kWgmmaOverlap),
+      attention_wgmma_case("sink_attention_bf16_wgmma_overlap_dim100", 5, 3, 100, 50,
+                           [](Rng& r, int64_t t) { return t == 0 ? int64_t(0) : randint(r, 1, 40); },
+                           kernels::AttnBf16Path::kWgmmaOverlap),
+      attention_wgmma_vs_mma_case("sink_attention_bf16_wgmma_overlap_vs_mma_v41", 40, 64, 512, 3000,
+                                  [](Rng& r, int64_t t) { return t < 16 ? kRagged[t] : randint(r, 500, 640); },
+                                  kernels::AttnBf16Path::kWgmmaOverlap),
   };
 }
 

@@ -13,7 +13,10 @@
 //
 // The bf16 mode (SinkAttentionArgs::bf16) runs a tensor-core kernel instead: one block
 // per query and 64 heads, the heads as the M of mma.sync, the entries in tiles of 32 in
-// list order (smxx_attention.cu, namespace tc).
+// list order (smxx_attention.cu, namespace tc); where the caller names the pool size
+// (kv_rows) and many queries share it (a prefill chunk), the same chains on wgmma from a
+// bf16 copy of the pool (namespace wg: bitwise the mma.sync kernel's output, 2x faster at
+// the 8K prefill chunk).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -56,6 +59,11 @@ struct SinkAttentionArgs {
   const float* inv_freq = nullptr;     // [rope_dim / 2]
   int64_t rope_dim = 0;                // even, <= dim
   float rope_factor = 1.0f;            // RopeArgs::attention_factor (both directions)
+  // Rows of kv that ids may name (0 = unknown). Where many queries share few rows (a
+  // prefill chunk: ~640 entries per query over ~12K pool rows), the bf16 mode rounds
+  // the kv_rows rows to bf16 once and a wgmma kernel gathers half the bytes
+  // (smxx_attention.cu, namespace wg); unknown keeps the mma.sync kernel.
+  int64_t kv_rows = 0;
 };
 // Path 1 takes the small-batch kernel up to this many queries. A query fills 128 SMs (4
 // heads x 8 slices, 8 warps a block) for ~15 us, so the kernel costs ~15 us per query
@@ -64,5 +72,14 @@ struct SinkAttentionArgs {
 // up to n = 16 (bf16): it wins at n = 1 in f32 and up to ~4-7 queries in bf16.
 constexpr int64_t attention_small_max_n(bool bf16) { return bf16 ? 4 : 1; }
 cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
+
+// Which bf16-mode kernel sink_attention runs: kAuto picks by shape (the wgmma kernel
+// where a bf16 copy of kv pays, see kv_rows), kMma always the one-block mma.sync kernel,
+// kWgmma the wgmma kernel whenever kv_rows is known, kWgmmaOverlap its variant that runs
+// the next tile's QK under the current tile's softmax. All compute the same chains in the
+// same order (op cases sink_attention_bf16_wgmma*_vs_mma compare the bits): for A/B runs.
+enum class AttnBf16Path { kAuto, kMma, kWgmma, kWgmmaOverlap };
+void sink_attention_set_bf16_path(AttnBf16Path p);
+AttnBf16Path sink_attention_bf16_path();
 
 }  // namespace deepinfer::kernels

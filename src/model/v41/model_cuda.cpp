@@ -1627,11 +1627,13 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     d_ids = d_all;
   }
   float* o = layer_arena->alloc<float>(n * heads * hd);
-  if (go)
-    gpu::sink_attention({q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd, act,
-                         small_attention ? 1 : 0, small_attention ? b.d_positions : nullptr, inv_freq,
-                         small_attention ? rd : 0, af},
-                        stream);
+  if (go) {
+    ops::SinkAttentionParams sp{q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd, act,
+                                small_attention ? 1 : 0, small_attention ? b.d_positions : nullptr, inv_freq,
+                                small_attention ? rd : 0, af};
+    sp.kv_rows = pool_rows;  // the pool's size: the bf16 mode's wgmma path at prefill chunks
+    gpu::sink_attention(sp, stream);
+  }
   // The values carried RoPE; rotate the output back by the query position.
   if (go && !small_attention) gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
 

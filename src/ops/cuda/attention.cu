@@ -29,6 +29,8 @@ void sink_attention(const SinkAttentionParams& p, cudaStream_t stream) {
   a.inv_freq = p.inv_freq;
   a.rope_dim = p.rope_dim;
   a.rope_factor = p.rope_factor;
+  CUDA_OP_CHECK(p.kv_rows >= 0, "sink_attention: negative kv_rows");
+  a.kv_rows = p.kv_rows;
   CUDA_CHECK(kernels::sink_attention(a, stream));
 }
 
