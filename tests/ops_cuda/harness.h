@@ -134,6 +134,7 @@ std::vector<OpCase> hyper_connection_cases();
 std::vector<OpCase> attention_cases();
 std::vector<OpCase> linear_cases();
 std::vector<OpCase> linear_path_cases();
+std::vector<OpCase> linear_gemv_cases();
 std::vector<OpCase> linear_bf16_cases();
 std::vector<OpCase> linear_fp8_cases();
 std::vector<OpCase> moe_cases();

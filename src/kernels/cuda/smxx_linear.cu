@@ -1,3 +1,8 @@
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
 
@@ -5,8 +10,53 @@ namespace deepinfer::kernels {
 namespace gemv {
 // Defined in smxx_linear_gemv.cuh, instantiated in smxx_linear_gemv_<format>.cu.
 template <WFormat F>
-cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
+cudaError_t launch(const LinearArgs* calls, int count, cudaStream_t stream);
+
+// The bulk kernel's launch sizes: SMs of the current device, and resident blocks per SM
+// of a kernel at a dynamic shared-memory size (cached: one occupancy query per kernel,
+// device and size).
+int bulk_sm_count() {
+  static std::mutex mu;
+  static std::map<int, int> sms;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 1;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = sms.find(device);
+  if (it != sms.end()) return it->second;
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || v <= 0) v = 1;
+  sms[device] = v;
+  return v;
+}
+
+int bulk_blocks_per_sm(const void* kernel, int dyn_smem_bytes) {  // blocks of 256 threads (kGemvWarps)
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int>, int> cache;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  const auto key = std::make_tuple(kernel, device, dyn_smem_bytes);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  int v = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, /*threads=*/256, size_t(dyn_smem_bytes)) !=
+      cudaSuccess)
+    v = 0;
+  cache[key] = v;
+  return v;
+}
 }  // namespace gemv
+
+namespace {
+std::atomic<int> g_gemv_kind{int(GemvKind::kAuto)};
+}  // namespace
+void gemv_set_kind(GemvKind k) { g_gemv_kind = int(k); }
+GemvKind gemv_kind() { return GemvKind(g_gemv_kind.load()); }
+namespace {
+std::atomic<int> g_gemv_bulk_grid_cap{0};
+}  // namespace
+void gemv_set_bulk_grid_cap(int blocks) { g_gemv_bulk_grid_cap = blocks > 0 ? blocks : 0; }
+int gemv_bulk_grid_cap() { return g_gemv_bulk_grid_cap.load(); }
 namespace mma {
 // Defined in smxx_linear_mma.cuh, instantiated in smxx_linear_mma_<format>.cu.
 template <WFormat F>
@@ -44,6 +94,33 @@ bool linear_mma_eligible(const LinearArgs& a) {
   return scale_ok && w.cols % 32 == 0 && aligned16(w.data) && aligned16(a.x);
 }
 
+namespace {
+cudaError_t gemv_dispatch(const LinearArgs* calls, int count, cudaStream_t stream) {
+  switch (calls[0].w.format) {
+    case WFormat::kF32: return gemv::launch<WFormat::kF32>(calls, count, stream);
+    case WFormat::kBF16: return gemv::launch<WFormat::kBF16>(calls, count, stream);
+    case WFormat::kF16: return gemv::launch<WFormat::kF16>(calls, count, stream);
+    case WFormat::kE4M3: return gemv::launch<WFormat::kE4M3>(calls, count, stream);
+    case WFormat::kE2M1: return gemv::launch<WFormat::kE2M1>(calls, count, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+}  // namespace
+
+cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t stream) {
+  if (calls == nullptr || count < 1 || count > kGemvMaxMulti) return cudaErrorInvalidValue;
+  for (int k = 0; k < count; ++k) {
+    const LinearArgs& a = calls[k];
+    if (!weight_args_valid(a.w) || a.n < 1 || a.row0 < 0 || a.num_rows < 1 || a.row0 + a.num_rows > a.w.rows ||
+        a.x == nullptr || a.y == nullptr || !linear_gemv_eligible(a))
+      return cudaErrorInvalidValue;
+    if (a.path != LinearPath::kAuto && a.path != LinearPath::kGemv) return cudaErrorInvalidValue;
+    if (a.w.format != calls[0].w.format || a.n != calls[0].n || a.bf16_x != calls[0].bf16_x)
+      return cudaErrorInvalidValue;
+  }
+  return gemv_dispatch(calls, count, stream);
+}
+
 cudaError_t linear(const LinearArgs& a, cudaStream_t stream) {
   if (!weight_args_valid(a.w) || a.n < 0 || a.row0 < 0 || a.num_rows < 0 || a.row0 + a.num_rows > a.w.rows)
     return cudaErrorInvalidValue;
@@ -59,14 +136,7 @@ cudaError_t linear(const LinearArgs& a, cudaStream_t stream) {
   switch (path) {
     case LinearPath::kGemv:
       if (!linear_gemv_eligible(a)) return cudaErrorInvalidValue;
-      switch (a.w.format) {
-        case WFormat::kF32: return gemv::launch<WFormat::kF32>(a, stream);
-        case WFormat::kBF16: return gemv::launch<WFormat::kBF16>(a, stream);
-        case WFormat::kF16: return gemv::launch<WFormat::kF16>(a, stream);
-        case WFormat::kE4M3: return gemv::launch<WFormat::kE4M3>(a, stream);
-        case WFormat::kE2M1: return gemv::launch<WFormat::kE2M1>(a, stream);
-      }
-      return cudaErrorInvalidValue;
+      return gemv_dispatch(&a, 1, stream);
     case LinearPath::kMma:
       if (!linear_mma_eligible(a)) return cudaErrorInvalidValue;
       if (a.w.format == WFormat::kE4M3) return mma::launch<WFormat::kE4M3>(a, stream);

@@ -5,9 +5,10 @@
 //
 // Three paths:
 //   gemv  (n <= 8, 16-byte aligned rows, power-of-two scale blocks): memory-bound
-//         decode path. Each warp streams 16-byte weight vectors of four rows,
-//         decodes them in registers (hardware e4m3->f16 conversion, an fp16 bit
-//         trick for e2m1) and applies the block scale once per vector.
+//         decode path. Tiles of whole rows are bulk-copied (TMA) into a ring of
+//         shared-memory stages; each warp reads 16-byte weight vectors of four rows,
+//         decodes them in registers (hardware e4m3->f16 conversion, a PRMT table
+//         for e2m1) and applies the block scale once per vector.
 //   mma   (n > 8; FP8 / FP4 with e8m0 scales or BF16; K % 32 == 0): tensor cores
 //         (mma.sync bf16) on exactly-dequantized weights and x split into three
 //         bf16 terms, so the result keeps fp32 accuracy (smxx_linear_mma.cuh).
@@ -45,6 +46,27 @@ struct LinearArgs {
   bool bf16_x = false;
 };
 cudaError_t linear(const LinearArgs& a, cudaStream_t stream);
+
+// Several gemv products in one launch (the gemv path's bulk kernel, smxx_linear_gemv.cuh):
+// count (1 .. kGemvMaxMulti) calls with the same weight format, n and bf16_x, each
+// gemv-eligible (path kAuto or kGemv); each output is bitwise what kernels::linear gives
+// for that call alone. Where the bulk kernel cannot take them (GemvKind::kStream, a tile
+// over its stage size) they run one after the other. cudaErrorInvalidValue otherwise.
+constexpr int kGemvMaxMulti = 4;
+cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t stream);
+
+// Which gemv kernel runs (process-wide; for A/B measurements and tests): kAuto the bulk
+// kernel where its stage holds a tile (every V4.1 shape), else the former one; kStream
+// the former kernel (threads streaming their rows' vectors from global memory); kBulk
+// the bulk kernel only (a call it cannot take fails with cudaErrorInvalidValue). Both
+// give the same bits.
+enum class GemvKind : int { kAuto, kStream, kBulk };
+void gemv_set_kind(GemvKind k);
+GemvKind gemv_kind();
+// Tests only: at most this many blocks per bulk launch (0: no cap, the default), so
+// each block loops over many tiles and its ring of stages wraps many times.
+void gemv_set_bulk_grid_cap(int blocks);
+int gemv_bulk_grid_cap();
 
 // Whether the gemv / mma paths can take these arguments (format, alignment, block layout).
 bool linear_gemv_eligible(const LinearArgs& a);

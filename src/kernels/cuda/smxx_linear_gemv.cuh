@@ -5,6 +5,8 @@
 
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
 
@@ -111,12 +113,82 @@ __host__ __device__ constexpr int bytes_per_element_x2(WFormat f) {
   return f == WFormat::kF32 ? 8 : (f == WFormat::kBF16 || f == WFormat::kF16) ? 4 : f == WFormat::kE4M3 ? 2 : 1;
 }
 
+// ---------------------------------------------------------------------------
+// The per-row arithmetic both gemv kernels share (so they give the same bits).
+//
+// A row's sum is fixed by the weight's shape alone: its 16-byte vectors are cut into ks
+// slices (gemv_ks), lane l of a slice sums the vectors l, l + 32, ... of it in order
+// (each vector's products in element order into a partial, then acc += partial * scale),
+// the 32 lanes meet in warp_sum's butterfly, the slices are added in slice order from
+// 0.0f. Which warp of which block computes a (row, slice), how many rows a warp carries
+// and how the weight bytes reach it do not enter the result.
+// ---------------------------------------------------------------------------
+
+// One 16-byte vector of kGemvRows rows (wv, their scales s) times x columns c0.. of
+// tokens 0 .. n - 1 into acc.
+template <WFormat F, int NT>
+__device__ __forceinline__ void gemv_vector(const uint4 (&wv)[kGemvRows], const float (&s)[kGemvRows],
+                                            const float* xg, int64_t x_stride, int64_t c0, int n, bool bf16_x,
+                                            float (&acc)[kGemvRows][NT]) {
+  constexpr int kPerWord = Fmt<F>::kPerWord;
+  float part[kGemvRows][NT];
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) part[r][t] = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    float wf[kGemvRows][kPerWord];
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r) {
+      const uint32_t word = q == 0 ? wv[r].x : q == 1 ? wv[r].y : q == 2 ? wv[r].z : wv[r].w;
+      decode_word<F>(word, wf[r]);
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t >= n) break;
+      float xf[kPerWord];
+      load_x<kPerWord>(xg + t * x_stride + c0 + q * kPerWord, xf);
+      if (bf16_x) {
+#pragma unroll
+        for (int e = 0; e < kPerWord; ++e) xf[e] = round_bf16(xf[e]);
+      }
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+        for (int e = 0; e < kPerWord; ++e) part[r][t] += wf[r][e] * xf[e];
+    }
+  }
+  // One scale per vector: block_cols is a multiple of the vector width.
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] += part[r][t] * s[r];
+}
+
+// The scales of vector v of the kGemvRows rows whose scale rows start at srow.
+template <WFormat F>
+__device__ __forceinline__ void gemv_scales(SFormat sf, const uint8_t* const (&srow)[kGemvRows], int v, int vec_shift,
+                                            float (&s)[kGemvRows]) {
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) {
+    float sv = 1.0f;
+    if (sf != SFormat::kNone) {
+      const int sc = v >> vec_shift;
+      sv = sf == SFormat::kE8M0 ? e8m0_to_float(srow[r][sc]) : reinterpret_cast<const float*>(srow[r])[sc];
+    }
+    s[r] = sv * Fmt<F>::kFactor;
+  }
+}
+
 // Block: 8 warps = (8 / ks) row groups x ks slices of K. Warp (group g, slice s)
 // owns rows 4 * (block * (8 / ks) + g) + {0..3} and the s-th slice of the row's
 // 16-byte vectors; the ks partial sums meet in shared memory.
 // vec_shift: log2(16-byte vectors per scale block along K), so the scale column of
 // vector v is v >> vec_shift (no integer division in the loop; the first version
 // divided 64-bit indices per vector and ran at 5-10% of bandwidth).
+// This is the former kernel (GemvKind::kStream): each thread streams its four rows'
+// vectors straight from global memory, one block per 4 .. 32 rows.
 template <WFormat F, int NT>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int ks, int vec_shift) {
   constexpr int kPerWord = Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
@@ -154,50 +226,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int
 #pragma unroll
     for (int r = 0; r < kGemvRows; ++r) wv[r] = load_stream(wrow[r] + int64_t(v) * 16);
     float s[kGemvRows];
-#pragma unroll
-    for (int r = 0; r < kGemvRows; ++r) {
-      float sv = 1.0f;
-      if (scaled) {
-        const int sc = v >> vec_shift;
-        sv = w.scale_format == SFormat::kE8M0 ? e8m0_to_float(srow[r][sc])
-                                              : reinterpret_cast<const float*>(srow[r])[sc];
-      }
-      s[r] = sv * Fmt<F>::kFactor;
-    }
-    const int64_t c0 = int64_t(v) * kPerVec;
-    float part[kGemvRows][NT];
-#pragma unroll
-    for (int r = 0; r < kGemvRows; ++r)
-#pragma unroll
-      for (int t = 0; t < NT; ++t) part[r][t] = 0.0f;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      float wf[kGemvRows][kPerWord];
-#pragma unroll
-      for (int r = 0; r < kGemvRows; ++r) {
-        const uint32_t word = q == 0 ? wv[r].x : q == 1 ? wv[r].y : q == 2 ? wv[r].z : wv[r].w;
-        decode_word<F>(word, wf[r]);
-      }
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if (t >= a.n) break;
-        float xf[kPerWord];
-        load_x<kPerWord>(xg + t * x_stride + c0 + q * kPerWord, xf);
-        if (a.bf16_x) {
-#pragma unroll
-          for (int e = 0; e < kPerWord; ++e) xf[e] = round_bf16(xf[e]);
-        }
-#pragma unroll
-        for (int r = 0; r < kGemvRows; ++r)
-#pragma unroll
-          for (int e = 0; e < kPerWord; ++e) part[r][t] += wf[r][e] * xf[e];
-      }
-    }
-    // One scale per vector: block_cols is a multiple of the vector width.
-#pragma unroll
-    for (int r = 0; r < kGemvRows; ++r)
-#pragma unroll
-      for (int t = 0; t < NT; ++t) acc[r][t] += part[r][t] * s[r];
+    gemv_scales<F>(w.scale_format, srow, v, vec_shift, s);
+    gemv_vector<F, NT>(wv, s, xg, x_stride, int64_t(v) * kPerVec, int(a.n), a.bf16_x, acc);
   }
 #pragma unroll
   for (int r = 0; r < kGemvRows; ++r)
@@ -218,10 +248,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int
   a.y[t * a.num_rows + lr] = sum;
 }
 
-template <WFormat F, int NT>
-cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
-  constexpr int kPerVec = 4 * Fmt<F>::kPerWord;
-  const int64_t nvec = a.w.cols / kPerVec;
+// The K split of a weight (a function of its shape only: rows and columns, never n, so
+// a row's sum order is the same at every batch size and in both kernels).
+inline int gemv_ks(WFormat f, int64_t rows, int64_t cols) {
+  const int per_vec = f == WFormat::kF32 ? 4 : (f == WFormat::kBF16 || f == WFormat::kF16) ? 8
+                      : f == WFormat::kE4M3 ? 16 : 32;
+  const int64_t nvec = cols / per_vec;
   // Split K across warps until each warp has about two vectors per lane: short
   // rows then still put enough loads in flight per block.
   int ks = 1;
@@ -231,13 +263,31 @@ cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
   // (wq_a: 160 blocks, ~7 us for 6.5 MB). Split K further, down to one 16-byte vector
   // per lane, until ~256 blocks. The split follows the weight's shape only (rows and
   // columns), never n: a row's sum order is the same at every batch size.
-  if constexpr (F == WFormat::kE4M3) {
-    auto blocks_at = [&](int k) { return (a.num_rows + int64_t(kGemvWarps / k) * kGemvRows - 1) / (int64_t(kGemvWarps / k) * kGemvRows); };
+  if (f == WFormat::kE4M3) {
+    auto blocks_at = [&](int k) {
+      return (rows + int64_t(kGemvWarps / k) * kGemvRows - 1) / (int64_t(kGemvWarps / k) * kGemvRows);
+    };
     while (ks < kGemvWarps && blocks_at(ks) < 256 && nvec / (2 * ks) >= 32) ks *= 2;
   }
+  return ks;
+}
+
+inline int gemv_vec_shift(const WeightArgs& w) {
+  const int per_vec = w.format == WFormat::kF32 ? 4 : (w.format == WFormat::kBF16 || w.format == WFormat::kF16) ? 8
+                      : w.format == WFormat::kE4M3 ? 16 : 32;
   int vec_shift = 0;
-  if (a.w.scale_format != SFormat::kNone)
-    while ((int64_t(kPerVec) << vec_shift) < a.w.block_cols) ++vec_shift;
+  if (w.scale_format != SFormat::kNone)
+    while ((int64_t(per_vec) << vec_shift) < w.block_cols) ++vec_shift;
+  return vec_shift;
+}
+
+template <WFormat F, int NT>
+cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
+  constexpr int kPerVec = 4 * Fmt<F>::kPerWord;
+  const int64_t nvec = a.w.cols / kPerVec;
+  // ks from the weight's full shape (a.num_rows: a slice keeps its own count, as before).
+  const int ks = gemv_ks(F, a.num_rows, a.w.cols);
+  const int vec_shift = gemv_vec_shift(a.w);
   const int64_t rows_per_block = int64_t(kGemvWarps / ks) * kGemvRows;
   const int64_t blocks = (a.num_rows + rows_per_block - 1) / rows_per_block;
   if (blocks > INT32_MAX || nvec > INT32_MAX) return cudaErrorInvalidValue;
@@ -245,12 +295,285 @@ cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// ---------------------------------------------------------------------------
+// The bulk-copy kernel (GemvKind::kBulk; bench/flash/NOTES.md section 12).
+//
+// Why: the former kernel gives each block 4 .. 32 rows and each thread two or three
+// 16-byte loads per row, then it exits: at V4.1's shapes a block lives for about two
+// DRAM round trips, the grid is 1.2 .. 5 waves of such blocks (wo_b 1280 blocks, wq_b
+// 1024), and every wave ramps up and drains. Measured 1.4 .. 2.5 TB/s on the 33 .. 42 MB
+// weights and 0.4 .. 1 TB/s on the 2.6 .. 12 MB ones (ncu, run 15).
+// Here the unit of work is a tile: the rows one 8-warp block of the former kernel
+// covered ((8 / ks) x 4 rows, all columns), which are contiguous in memory. One thread
+// per block copies whole tiles into a ring of shared-memory stages with
+// cp.async.bulk (the TMA engine; one instruction per tile, completion counted in bytes
+// on an mbarrier), `stages` tiles ahead; the grid is at most the resident blocks (one
+// wave), each looping over its tiles. The 8 warps then read their rows' vectors from
+// shared memory instead of global memory; the arithmetic is gemv_vector's, with the
+// same ks, the same (row, slice, lane) assignment, the same warp_sum and slice order:
+// bitwise the former kernel's outputs (tests/ops_cuda/cases_linear_gemv.cpp).
+//
+// Several weights (jobs) may share one launch when they have the same format and token
+// count (V4.1: wq_a and wkv on the same x, the shared expert's w1 and w3, the
+// compressor's wkv and wgate): their tiles are numbered one after the other; each job
+// keeps its own ks, scales, x and y, so each output is what its own launch gives.
+// ---------------------------------------------------------------------------
+
+constexpr int kBulkMaxJobs = 4;
+constexpr int kBulkMaxStages = 8;
+constexpr int64_t kBulkMaxStage = 64 * 1024;  // the largest tile staged (bytes)
+
+struct GemvJob {
+  const float* x = nullptr;
+  float* y = nullptr;
+  const uint8_t* data = nullptr;  // row 0 of the job's slice (w.data + row0 * row_bytes)
+  const uint8_t* scale = nullptr;
+  int64_t x_stride = 0, x_group_rows = 0, x_group_step = 0;
+  int64_t row0 = 0;  // the slice's first weight row (scale rows are indexed by row0 + row)
+  int64_t num_rows = 0, row_bytes = 0, nvec = 0, scale_cols = 0, block_rows = 1;
+  SFormat scale_format = SFormat::kNone;
+  int ks = 1, vec_shift = 0, tile_rows = 0, tile0 = 0;  // tile0: the job's first tile in the launch
+};
+
+struct GemvBulkArgs {
+  GemvJob job[kBulkMaxJobs];
+  int jobs = 0, tiles = 0, stages = 1, stage_bytes = 0, n = 0;
+  bool bf16_x = false;
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(ok)
+      : "r"(smem_u32(bar)), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+
+// Tile i of this block into ring stage i % stages (thread 0 only).
+__device__ __forceinline__ void bulk_issue(const GemvBulkArgs& a, uint8_t* ring, uint64_t* full, int i) {
+  const int tile = int(blockIdx.x) + i * int(gridDim.x);
+  int j = 0;
+  while (j + 1 < a.jobs && tile >= a.job[j + 1].tile0) ++j;
+  const GemvJob& jb = a.job[j];
+  const int64_t lt0 = int64_t(tile - jb.tile0) * jb.tile_rows;
+  const uint32_t bytes = uint32_t(min(int64_t(jb.tile_rows), jb.num_rows - lt0) * jb.row_bytes);
+  const int stage = i % a.stages;
+  uint64_t* bar = full + stage;
+  const uint8_t* src = jb.data + lt0 * jb.row_bytes;
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_u32(ring + int64_t(stage) * a.stage_bytes)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+
+template <WFormat F, int NT>
+__global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_bulk_kernel(const __grid_constant__ GemvBulkArgs a) {
+  constexpr int kPerWord = Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
+  extern __shared__ __align__(128) uint8_t ring[];  // [stages][stage_bytes]
+  __shared__ __align__(8) uint64_t full[kBulkMaxStages];
+  __shared__ float red[2][kGemvWarps][kGemvRows][NT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int S = a.stages;
+  // The host launches at most a.tiles blocks, so every block has >= 1 tile.
+  const int my_tiles = (a.tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) mbar_init(full + s, 1);
+    // The barriers' initialization visible to the async proxy (the bulk copies).
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int i = 0; i < min(S, my_tiles); ++i) bulk_issue(a, ring, full, i);
+  }
+  __syncthreads();
+  for (int i = 0; i < my_tiles; ++i) {
+    const int tile = int(blockIdx.x) + i * int(gridDim.x);
+    int j = 0;
+    while (j + 1 < a.jobs && tile >= a.job[j + 1].tile0) ++j;
+    const GemvJob& jb = a.job[j];
+    const int ks = jb.ks, slice = warp % ks, group = warp / ks, groups = kGemvWarps / ks;
+    const int64_t lt0 = int64_t(tile - jb.tile0) * jb.tile_rows;  // the tile's first row (of the slice)
+    const int64_t lr0 = lt0 + group * kGemvRows;                    // this warp's first row
+    const int nvec = int(jb.nvec);
+    const int per = (nvec + ks - 1) / ks;
+    const int v_end = min(nvec, (slice + 1) * per);
+    const bool scaled = jb.scale_format != SFormat::kNone;
+    const int64_t x_stride = jb.x_stride;
+    const float* xg = jb.x + (jb.x_group_rows > 0 ? (min(lr0, jb.num_rows - 1) / jb.x_group_rows) * jb.x_group_step : 0);
+    const uint8_t* srow[kGemvRows];
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r) {
+      const int64_t row = jb.row0 + min(lr0 + r, jb.num_rows - 1);
+      const int64_t so = scaled ? (row / jb.block_rows) * jb.scale_cols : 0;
+      srow[r] = jb.scale + so * (jb.scale_format == SFormat::kF32 ? 4 : 1);
+    }
+    float acc[kGemvRows][NT];
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+    // The copy stops at the slice's last row: rows past it hold stale bytes (a warp whose
+    // first row is past it skips the loop; the others' extra rows are never stored).
+    const bool live = lr0 < jb.num_rows;
+    const uint8_t* st = ring + int64_t(i % S) * a.stage_bytes + int64_t(group) * kGemvRows * jb.row_bytes;
+    while (!mbar_try_wait(full + i % S, uint32_t(i / S) & 1u)) {
+    }
+    for (int v = slice * per + lane; live && v < v_end; v += 32) {
+      uint4 wv[kGemvRows];
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r)
+        wv[r] = *reinterpret_cast<const uint4*>(st + int64_t(r) * jb.row_bytes + int64_t(v) * 16);
+      float s[kGemvRows];
+      gemv_scales<F>(jb.scale_format, srow, v, jb.vec_shift, s);
+      gemv_vector<F, NT>(wv, s, xg, x_stride, int64_t(v) * kPerVec, a.n, a.bf16_x, acc);
+    }
+    float (&rb)[kGemvWarps][kGemvRows][NT] = red[i & 1];
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const float sum = warp_sum(acc[r][t]);
+        if (lane == 0) rb[warp][r][t] = sum;
+      }
+    // Every warp is done with stage i % S (and red[i & 1] is written): refill the stage.
+    // red alternates, so the next tile's writes never meet this tile's reads below.
+    __syncthreads();
+    if (threadIdx.x == 0 && i + S < my_tiles) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads before the async writes
+      bulk_issue(a, ring, full, i + S);
+    }
+    const int e = threadIdx.x;
+    if (e < groups * kGemvRows * NT) {
+      const int g = e / (kGemvRows * NT), r = (e / NT) % kGemvRows, t = e % NT;
+      const int64_t lr = lt0 + g * kGemvRows + r;
+      if (t < a.n && lr < jb.num_rows) {
+        float sum = 0.0f;
+        for (int k = 0; k < ks; ++k) sum += rb[g * ks + k][r][t];
+        jb.y[t * jb.num_rows + lr] = sum;
+      }
+    }
+  }
+}
+
+// Host side of the bulk kernel: tiles, ring and grid for a list of jobs (all of format F,
+// n <= NT tokens). The caller has checked each job with bulk_job (below).
+int bulk_sm_count();                                             // smxx_linear.cu
+int bulk_blocks_per_sm(const void* kernel, int dyn_smem_bytes);  // smxx_linear.cu (cached)
+
+inline GemvJob bulk_job(const LinearArgs& a) {
+  GemvJob j;
+  const WeightArgs& w = a.w;
+  const int64_t row_bytes = w.cols * bytes_per_element_x2(w.format) / 2;
+  j.x = a.x;
+  j.y = a.y;
+  j.data = w.data + a.row0 * row_bytes;
+  j.scale = w.scale;
+  j.x_stride = a.x_stride > 0 ? a.x_stride : w.cols;
+  j.x_group_rows = a.x_group_rows;
+  j.x_group_step = a.x_group_step;
+  j.row0 = a.row0;
+  j.num_rows = a.num_rows;
+  j.row_bytes = row_bytes;
+  j.nvec = w.cols / (4 * (w.format == WFormat::kF32 ? 1 : (w.format == WFormat::kBF16 || w.format == WFormat::kF16) ? 2
+                                                      : w.format == WFormat::kE4M3 ? 4 : 8));
+  j.scale_cols = w.scale_cols;
+  j.block_rows = w.block_rows;
+  j.scale_format = w.scale_format;
+  j.ks = gemv_ks(w.format, a.num_rows, w.cols);
+  j.vec_shift = gemv_vec_shift(w);
+  j.tile_rows = (kGemvWarps / j.ks) * kGemvRows;
+  return j;
+}
+
+// Whether a (gemv-eligible) call fits the bulk kernel: its tile within kBulkMaxStage and
+// the tile count within int.
+// A stage holds a job's largest tile, at least up to the end of its last 4-row group (a
+// warp reads its four rows whole; rows past num_rows are computed and never stored).
+inline int64_t bulk_stage_bytes(const GemvJob& j) {
+  return std::min<int64_t>(j.tile_rows, (j.num_rows + kGemvRows - 1) / kGemvRows * kGemvRows) * j.row_bytes;
+}
+
+inline bool bulk_fits(const LinearArgs& a) {
+  const GemvJob j = bulk_job(a);
+  const int64_t tile_bytes = bulk_stage_bytes(j);
+  return tile_bytes <= kBulkMaxStage && (a.num_rows + j.tile_rows - 1) / j.tile_rows < (int64_t(1) << 30) &&
+         j.nvec < (int64_t(1) << 30);
+}
+
+template <WFormat F, int NT>
+cudaError_t launch_bulk(const LinearArgs* calls, int count, cudaStream_t stream) {
+  GemvBulkArgs g;
+  g.jobs = count;
+  g.n = int(calls[0].n);
+  g.bf16_x = calls[0].bf16_x;
+  int64_t tiles = 0, stage = 0;
+  for (int k = 0; k < count; ++k) {
+    GemvJob j = bulk_job(calls[k]);
+    j.tile0 = int(tiles);
+    tiles += (j.num_rows + j.tile_rows - 1) / j.tile_rows;
+    stage = std::max(stage, bulk_stage_bytes(j));
+    g.job[k] = j;
+  }
+  if (tiles >= (int64_t(1) << 30) || stage > kBulkMaxStage) return cudaErrorInvalidValue;
+  g.tiles = int(tiles);
+  g.stage_bytes = int((stage + 127) / 128 * 128);
+  const void* kernel = reinterpret_cast<const void*>(gemv_bulk_kernel<F, NT>);
+  static const cudaError_t attr = cudaFuncSetAttribute(gemv_bulk_kernel<F, NT>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       int(kBulkMaxStages * kBulkMaxStage) > 200 * 1024
+                                                           ? 200 * 1024
+                                                           : int(kBulkMaxStages * kBulkMaxStage));
+  if (attr != cudaSuccess) return attr;
+  const int sms = bulk_sm_count();
+  // One stage per block when every tile fits in one wave of resident blocks (each block
+  // then copies its tile and computes it: all of the weight in flight at once); else a
+  // ring of up to ~96 KB per block (two blocks per SM: far more bytes in flight than the
+  // ~32 KB per SM that 4.27 TB/s needs at ~1 us latency) and a grid of one wave.
+  int stages = 1;
+  int per_sm = bulk_blocks_per_sm(kernel, g.stage_bytes);
+  if (per_sm <= 0) return cudaErrorInvalidConfiguration;
+  const int cap = gemv_bulk_grid_cap();  // tests: a small grid makes every ring wrap
+  if (tiles > int64_t(per_sm) * sms || (cap > 0 && tiles > cap)) {
+    stages = int(std::clamp<int64_t>((96 * 1024) / g.stage_bytes, 2, kBulkMaxStages));
+    while (stages > 1 && int64_t(stages) * g.stage_bytes > 200 * 1024) --stages;
+    per_sm = bulk_blocks_per_sm(kernel, stages * g.stage_bytes);
+    if (per_sm <= 0) return cudaErrorInvalidConfiguration;
+  }
+  g.stages = stages;
+  int64_t grid = std::min<int64_t>(tiles, int64_t(per_sm) * sms);
+  if (cap > 0) grid = std::min<int64_t>(grid, cap);
+  gemv_bulk_kernel<F, NT><<<unsigned(grid), kGemvWarps * 32, size_t(stages) * g.stage_bytes, stream>>>(g);
+  return cudaGetLastError();
+}
+
+template <WFormat F, int NT>
+cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
+  bool bulk = gemv_kind() != GemvKind::kStream;
+  for (int k = 0; bulk && k < count; ++k) bulk = bulk_fits(calls[k]);
+  if (bulk) return launch_bulk<F, NT>(calls, count, stream);
+  if (gemv_kind() == GemvKind::kBulk) return cudaErrorInvalidValue;  // forced, and it cannot take the call
+  for (int k = 0; k < count; ++k) {
+    const cudaError_t e = launch_gemv<F, NT>(calls[k], stream);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+// count calls of format F with the same n (<= 8) and bf16_x, each gemv-eligible.
 template <WFormat F>
-cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
-  if (a.n <= 1) return launch_gemv<F, 1>(a, stream);
-  if (a.n <= 2) return launch_gemv<F, 2>(a, stream);
-  if (a.n <= 4) return launch_gemv<F, 4>(a, stream);
-  return launch_gemv<F, 8>(a, stream);
+cudaError_t launch(const LinearArgs* calls, int count, cudaStream_t stream) {
+  const int64_t n = calls[0].n;
+  if (n <= 1) return launch_n<F, 1>(calls, count, stream);
+  if (n <= 2) return launch_n<F, 2>(calls, count, stream);
+  if (n <= 4) return launch_n<F, 4>(calls, count, stream);
+  return launch_n<F, 8>(calls, count, stream);
 }
 
 }  // namespace deepinfer::kernels::gemv

@@ -2,5 +2,5 @@
 #include "kernels/cuda/smxx_linear_gemv.cuh"
 
 namespace deepinfer::kernels::gemv {
-template cudaError_t launch<WFormat::kE2M1>(const LinearArgs& a, cudaStream_t stream);
+template cudaError_t launch<WFormat::kE2M1>(const LinearArgs* calls, int count, cudaStream_t stream);
 }  // namespace deepinfer::kernels::gemv

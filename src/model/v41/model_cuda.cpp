@@ -408,6 +408,13 @@ struct CudaModel::Impl {
   void linear(const float* x, float* y, int64_t n, const WeightRef& w, int64_t row0 = 0, int64_t rows = -1) {
     if (launching()) gpu::linear({x, y, n, w, row0, rows, act}, mode, stream, gemm_ws);
   }
+  // Two projections of the same x: one gemv launch at decode sizes (gpu::linear_multi;
+  // each output bitwise its own linear()), else the two linears.
+  void linear2(const float* x, int64_t n, float* y1, const WeightRef& w1, float* y2, const WeightRef& w2) {
+    if (!launching()) return;
+    const ops::LinearParams ps[2] = {{x, y1, n, w1, 0, -1, act}, {x, y2, n, w2, 0, -1, act}};
+    gpu::linear_multi(ps, 2, mode, stream, gemm_ws);
+  }
   // kernels::norm_rope_quant on `rows` single-head rows (see smxx_elementwise.cuh).
   void norm_rope_quant(const float* x, float* y, int64_t rows, int64_t dim, bool norm, const float* weight,
                        const int64_t* positions, const float* inv_freq, int64_t rope_dim, float factor, int block,
@@ -1373,7 +1380,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   float* q = layer_arena->alloc<float>(n * heads * hd);
   float* kv = layer_arena->alloc<float>(n * hd);
   const bool go = launching();
-  linear(x, qr, n, a.wq_a);
+  linear2(x, n, qr, a.wq_a, kv, a.wkv);  // both read x: one launch at decode
   if (go) gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
   linear(qr, q, n, a.wq_b);
   // Outside the batch-invariant mode small batches take the small-batch attention kernel
@@ -1383,7 +1390,6 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   const bool small_attention = mode != gpu::LinearMode::kInvariant &&
                                n <= kernels::attention_small_max_n(act == ops::Activations::kBF16) && hd % 2 == 0;
   if (go && !small_attention) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
-  linear(x, kv, n, a.wkv);
   // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
   norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32,
                   kernels::QuantKind::kFp8E4m3);
@@ -1690,10 +1696,11 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
   const bool go = launching();
   float* kvp = layer_arena->alloc<float>(n * hd);
   float* gate = nullptr;
-  linear(x, kvp, n, a.compressor_wkv);
   if (ratio > 1) {
     gate = layer_arena->alloc<float>(n * hd);
-    linear(x, gate, n, a.compressor_wgate);
+    linear2(x, n, kvp, a.compressor_wkv, gate, a.compressor_wgate);
+  } else {
+    linear(x, kvp, n, a.compressor_wkv);
   }
   // Row r of item i's stream: its pending rows (the group being filled), then its new ones.
   auto row = [&](size_t i, int64_t np, int64_t r, bool g) -> const float* {
@@ -1931,8 +1938,7 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
   const int64_t inter = m.shared.w1.rows;
   float* sg = layer_arena->alloc<float>(n * inter);
   float* su = layer_arena->alloc<float>(n * inter);
-  linear(x, sg, n, m.shared.w1);
-  linear(x, su, n, m.shared.w3);
+  linear2(x, n, sg, m.shared.w1, su, m.shared.w3);
   if (go) CUDA_CHECK(kernels::swiglu_act({sg, su, nullptr, n, inter, float(c.swiglu_limit)}, stream));
   linear(sg, shared_out, n, m.shared.w2);
   void* ws = layer_arena->alloc<uint8_t>(int64_t(gpu::moe_experts_workspace_bytes(n, k, m.table, mode)));

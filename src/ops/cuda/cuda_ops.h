@@ -138,6 +138,14 @@ size_t linear_fp8_workspace_bytes(int64_t n, int64_t cols);
 void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws,
             LinearKernel kernel = LinearKernel::kAuto);
 
+// count (<= 4) linears as linear(ps[k], mode, stream, ws) would run them, in one gemv
+// launch where each of them would take the gemv path alone (n <= 8 tokens, not kFP8,
+// below the cuBLASLt threshold; all with the same weight format, n and act): each
+// output bitwise what its own call gives (kernels::linear_gemv_multi). Otherwise one
+// linear() per entry, in order. For projections of the same x (wq_a and wkv, the
+// shared expert's w1 and w3, the compressor's wkv and wgate): fewer launches at decode.
+void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws);
+
 void moe_router(const MoeRouterParams& p, cudaStream_t stream);
 void swiglu_expert(const SwigluExpertParams& p, cudaStream_t stream);
 void swiglu_expert(const SwigluExpertParams& p, LinearMode mode, cudaStream_t stream);

@@ -375,4 +375,43 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
   CUDA_CHECK(kernels::linear(a, stream));
 }
 
+void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws) {
+  CUDA_OP_CHECK(count >= 0 && (count == 0 || ps != nullptr), "linear_multi: bad call list");
+  std::vector<kernels::LinearArgs> calls;
+  bool fused = count >= 2 && count <= kernels::kGemvMaxMulti;
+  for (int k = 0; fused && k < count; ++k) {
+    const LinearParams& p = ps[k];
+    const int64_t rows = p.num_rows < 0 ? p.w.rows - p.row0 : p.num_rows;
+    // What linear() would do with this call alone: the gemv path in one launch.
+    if (p.act == Activations::kFP8 || p.n < 1 || p.n > kInvariantChunk || rows < 1 || p.row0 < 0 ||
+        p.row0 + rows > p.w.rows || p.w.empty()) {
+      fused = false;
+      break;
+    }
+    kernels::LinearArgs a;
+    a.x = p.x;
+    a.y = p.y;
+    a.n = p.n;
+    a.w = to_weight_args(p.w);
+    a.row0 = p.row0;
+    a.num_rows = rows;
+    a.bf16_x = p.act == Activations::kBF16;
+    a.path = kernels::LinearPath::kGemv;
+    const int64_t min_n = ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
+    const bool gemm = mode == LinearMode::kAuto && a.bf16_x && p.n >= min_n && gemm_format(a.w) &&
+                      ws.data != nullptr;  // linear() would try cuBLASLt first
+    if (gemm || !kernels::linear_gemv_eligible(a) ||
+        (k > 0 && (a.w.format != calls[0].w.format || a.n != calls[0].n || a.bf16_x != calls[0].bf16_x))) {
+      fused = false;
+      break;
+    }
+    calls.push_back(a);
+  }
+  if (fused) {
+    CUDA_CHECK(kernels::linear_gemv_multi(calls.data(), count, stream));
+    return;
+  }
+  for (int k = 0; k < count; ++k) linear(ps[k], mode, stream, ws);
+}
+
 }  // namespace deepinfer::ops::cuda

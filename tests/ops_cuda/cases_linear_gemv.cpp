@@ -1,0 +1,230 @@
+// The gemv path's two kernels (kernels/cuda/smxx_linear_gemv.cuh): the bulk-copy kernel
+// (tiles of whole rows through a ring of shared-memory stages) against the CPU oracle
+// (family "linear"), and against the former streaming kernel on the same inputs,
+// bitwise (family "former": both follow one per-row summation order, so every output
+// must carry the same bits). Covered: every weight format, n = 1 .. 8 (each NT
+// instantiation and partial ones), bf16-rounded x, row slices, strided and grouped x
+// (the grouped wo_a launch), row tails, one-stage launches and rings that wrap many
+// times (a capped grid), and several weights in one launch (linear_gemv_multi).
+#include <algorithm>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+#include "kernels/cuda/smxx_linear.cuh"
+#include "ops/cuda/weight_args.h"
+#include "ops/linear.h"
+
+namespace deepinfer::testing_cuda {
+
+namespace {
+
+// Sets the gemv kernel and the bulk grid cap for one scope.
+struct GemvScope {
+  GemvScope(kernels::GemvKind k, int cap) {
+    kernels::gemv_set_kind(k);
+    kernels::gemv_set_bulk_grid_cap(cap);
+  }
+  ~GemvScope() {
+    kernels::gemv_set_kind(kernels::GemvKind::kAuto);
+    kernels::gemv_set_bulk_grid_cap(0);
+  }
+};
+
+struct Shape {
+  WKind kind;
+  int64_t n, rows, cols;
+  int64_t row0 = 0, num_rows = -1;  // a slice of rows
+  bool bf16_x = false;
+  int cap = 0;         // bulk grid cap (0: none)
+  int64_t groups = 0;  // > 0: grouped x (x_group_rows = rows / groups, x_stride = groups * cols)
+};
+
+std::string shape_name(const char* what, const Shape& s) {
+  std::string name = std::string(what) + "_" + wkind_name(s.kind) + "_n" + std::to_string(s.n) + "_" +
+                     std::to_string(s.rows) + "x" + std::to_string(s.cols);
+  if (s.row0 > 0 || s.num_rows >= 0) name += "_slice";
+  if (s.bf16_x) name += "_bf16x";
+  if (s.cap > 0) name += "_cap" + std::to_string(s.cap);
+  if (s.groups > 0) name += "_groups" + std::to_string(s.groups);
+  return name;
+}
+
+// x for a shape: [n, cols] or, grouped, [n, groups * cols] (group g's columns at g * cols).
+int64_t x_width(const Shape& s) { return s.groups > 0 ? s.groups * s.cols : s.cols; }
+
+// The CPU oracle of a shape (grouped: each group's rows through its own slice of x).
+std::vector<float> oracle(const Shape& s, const TestWeight& w, const std::vector<float>& x) {
+  const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+  std::vector<float> y(size_t(s.n * out_rows));
+  if (s.groups == 0) {
+    ops::cpu::linear({x.data(), y.data(), s.n, w.ref(false), s.row0, s.num_rows, s.bf16_x ? ops::Activations::kBF16 : ops::Activations::kF32});
+    return y;
+  }
+  const int64_t gr = out_rows / s.groups, width = x_width(s);
+  std::vector<float> xg(size_t(s.n * s.cols)), yg(size_t(s.n * gr));
+  for (int64_t g = 0; g < s.groups; ++g) {
+    for (int64_t t = 0; t < s.n; ++t)
+      std::copy_n(x.begin() + t * width + g * s.cols, s.cols, xg.begin() + t * s.cols);
+    ops::cpu::linear({xg.data(), yg.data(), s.n, w.ref(false), s.row0 + g * gr, gr, s.bf16_x ? ops::Activations::kBF16 : ops::Activations::kF32});
+    for (int64_t t = 0; t < s.n; ++t) std::copy_n(yg.begin() + t * gr, gr, y.begin() + t * out_rows + g * gr);
+  }
+  return y;
+}
+
+kernels::LinearArgs args(const Shape& s, const TestWeight& w, const float* x, float* y) {
+  kernels::LinearArgs a;
+  a.x = x;
+  a.y = y;
+  a.n = s.n;
+  a.w = ops::cuda::to_weight_args(w.ref(true));
+  a.row0 = s.row0;
+  a.num_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+  a.bf16_x = s.bf16_x;
+  a.path = kernels::LinearPath::kGemv;
+  if (s.groups > 0) {
+    a.x_stride = x_width(s);
+    a.x_group_rows = a.num_rows / s.groups;
+    a.x_group_step = s.cols;
+  }
+  return a;
+}
+
+// y of a shape through one gemv kernel.
+std::vector<float> run_kind(const Shape& s, kernels::GemvKind kind, const TestWeight& w, const Dev<float>& dx) {
+  const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+  Dev<float> dy(size_t(s.n * out_rows));
+  GemvScope scope(kind, kind == kernels::GemvKind::kBulk ? s.cap : 0);
+  check_cuda(kernels::linear(args(s, w, dx.get(), dy.get()), nullptr), "gemv");
+  return dy.host();
+}
+
+// Bulk kernel vs the CPU oracle.
+OpCase oracle_case(const Shape& s) {
+  return {shape_name("gemv_bulk", s), "linear", [=](Rng& rng) {
+            const auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
+            const auto x = randn(rng, size_t(s.n * x_width(s)));
+            const Dev<float> dx(x);
+            return Outputs{{{"y", oracle(s, *w, x), run_kind(s, kernels::GemvKind::kBulk, *w, dx)}}, {}};
+          }};
+}
+
+// Bulk kernel vs the former kernel, bitwise ("cpu" holds the former kernel's output).
+OpCase ab_case(const Shape& s) {
+  return {shape_name("gemv_ab", s), "former", [=](Rng& rng) {
+            const auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
+            const Dev<float> dx(randn(rng, size_t(s.n * x_width(s))));
+            return Outputs{{{"y", run_kind(s, kernels::GemvKind::kStream, *w, dx),
+                             run_kind(s, kernels::GemvKind::kBulk, *w, dx)}},
+                           {}};
+          }};
+}
+
+// Several weights in one launch (linear_gemv_multi) against each one's own former-kernel
+// launch, bitwise. shapes: the same format, n and bf16_x; each its own x and y.
+OpCase multi_case(std::string name, std::vector<Shape> shapes) {
+  return {name, "former", [=](Rng& rng) {
+            std::vector<std::unique_ptr<TestWeight>> ws;
+            std::vector<std::unique_ptr<Dev<float>>> xs, ys;
+            std::vector<kernels::LinearArgs> calls;
+            Outputs out;
+            for (const Shape& s : shapes) {
+              ws.push_back(random_weight(rng, s.kind, s.rows, s.cols, 0.05f));
+              xs.push_back(std::make_unique<Dev<float>>(randn(rng, size_t(s.n * x_width(s)))));
+              const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+              ys.push_back(std::make_unique<Dev<float>>(size_t(s.n * out_rows)));
+              calls.push_back(args(s, *ws.back(), xs.back()->get(), ys.back()->get()));
+            }
+            {
+              GemvScope scope(kernels::GemvKind::kBulk, shapes[0].cap);
+              check_cuda(kernels::linear_gemv_multi(calls.data(), int(calls.size()), nullptr), "gemv_multi");
+            }
+            for (size_t k = 0; k < shapes.size(); ++k)
+              out.floats.push_back({"y" + std::to_string(k), run_kind(shapes[k], kernels::GemvKind::kStream, *ws[k], *xs[k]),
+                                    ys[k]->host()});
+            return out;
+          }};
+}
+
+}  // namespace
+
+std::vector<OpCase> linear_gemv_cases() {
+  using K = WKind;
+  std::vector<OpCase> c;
+  std::vector<Shape> both = {
+      // V4.1 shapes (wq_a, wkv) at each NT instantiation and partial widths.
+      {K::kFp8E8m0, 1, 1280, 5120}, {K::kFp8E8m0, 3, 1280, 5120}, {K::kFp8E8m0, 8, 512, 5120},
+      {K::kFp8E8m0, 2, 512, 5120, 0, -1, true},
+      // Row tails (200 = 6 x 32 + 8 rows; tiles of 4 .. 32 rows), slices, other formats.
+      {K::kFp8E8m0, 5, 200, 1280}, {K::kFp8E8m0, 4, 256, 1280, 40, 150}, {K::kFp8F32Scale, 3, 200, 1280},
+      // Fewer rows than a tile, not a multiple of 4 (a warp's rows past the end).
+      {K::kFp8E8m0, 3, 6, 1024}, {K::kBF16, 1, 10, 512, 0, -1, false, 2},
+      {K::kFp4E8m0, 1, 2304, 5120}, {K::kFp4E8m0, 6, 200, 2304, 0, -1, true}, {K::kBF16, 1, 520, 4096},
+      {K::kBF16, 8, 200, 1280, 0, -1, true}, {K::kF16, 2, 200, 1024}, {K::kF32, 4, 136, 1024},
+      // Rings that wrap: a grid of 3 or 7 blocks over 40 .. 200 tiles.
+      {K::kFp8E8m0, 1, 1280, 5120, 0, -1, false, 7}, {K::kFp8E8m0, 7, 600, 1280, 0, -1, false, 3},
+      {K::kFp4E8m0, 2, 1000, 2304, 0, -1, true, 5}, {K::kBF16, 4, 760, 2048, 0, -1, false, 7},
+      // Grouped x (the model's wo_a launch: 8 groups of rows, each its own slice of x).
+      {K::kFp8E8m0, 1, 1024, 1024, 0, -1, false, 0, 8}, {K::kFp8E8m0, 5, 512, 1024, 0, -1, true, 6, 8},
+  };
+  for (const Shape& s : both) {
+    c.push_back(oracle_case(s));
+    c.push_back(ab_case(s));
+  }
+  // A ring without a cap: 512 tiles of 40 KB, more than one wave of blocks (A/B only).
+  c.push_back(ab_case({K::kFp8E8m0, 1, 16384, 1280}));
+  c.push_back(ab_case({K::kFp8E8m0, 8, 16384, 1280}));
+  // Several weights per launch: wq_a + wkv (the same x width), two shared-expert
+  // halves and a slice, and a mix of widths and K splits with a wrapping ring.
+  c.push_back(multi_case("gemv_multi_wq_a_wkv_n1", {{K::kFp8E8m0, 1, 1280, 5120}, {K::kFp8E8m0, 1, 512, 5120}}));
+  c.push_back(multi_case("gemv_multi_three_n4_bf16x", {{K::kFp4E8m0, 4, 600, 2304, 0, -1, true},
+                                                      {K::kFp4E8m0, 4, 600, 2304, 0, -1, true},
+                                                      {K::kFp4E8m0, 4, 256, 2304, 40, 150, true}}));
+  c.push_back(multi_case("gemv_multi_mixed_n2_cap", {{K::kFp8E8m0, 2, 300, 5120, 0, -1, false, 5},
+                                                     {K::kFp8E8m0, 2, 1000, 1280, 0, -1, false, 5},
+                                                     {K::kFp8E8m0, 2, 6, 2048, 0, -1, false, 5},
+                                                     {K::kFp8E8m0, 2, 512, 1024, 0, -1, false, 5, 8}}));
+  return c;
+}
+
+// What the bulk kernel cannot take: kAuto falls back to the former kernel (same bits),
+// a forced kBulk fails cleanly; linear_gemv_multi rejects mixed calls.
+TEST(LinearGemv, BulkFallbackAndRejects) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  Rng rng(7);
+  // F32 rows of 5120 columns: ks = 8, a tile of 4 rows is 80 KB, over the 64 KB stage.
+  const Shape big{WKind::kF32, 2, 64, 5120};
+  const auto w = random_weight(rng, big.kind, big.rows, big.cols, 0.05f);
+  const Dev<float> dx(randn(rng, size_t(big.n * big.cols)));
+  const auto former = run_kind(big, kernels::GemvKind::kStream, *w, dx);
+  const auto autok = run_kind(big, kernels::GemvKind::kAuto, *w, dx);
+  EXPECT_EQ(std::memcmp(former.data(), autok.data(), former.size() * 4), 0);
+  {
+    Dev<float> dy(size_t(big.n * big.rows));
+    GemvScope scope(kernels::GemvKind::kBulk, 0);
+    EXPECT_EQ(kernels::linear(args(big, *w, dx.get(), dy.get()), nullptr), cudaErrorInvalidValue);
+    cudaGetLastError();
+  }
+  // Mixed formats / n in one multi launch, too many calls, a non-gemv path.
+  const auto w8 = random_weight(rng, WKind::kFp8E8m0, 64, 1024, 0.05f);
+  const auto w4 = random_weight(rng, WKind::kFp4E8m0, 64, 1024, 0.05f);
+  const Dev<float> dx8(randn(rng, 8 * 1024));
+  Dev<float> dy(8 * 64), dy2(8 * 64);
+  const Shape s8{WKind::kFp8E8m0, 2, 64, 1024}, s4{WKind::kFp4E8m0, 2, 64, 1024}, s8n3{WKind::kFp8E8m0, 3, 64, 1024};
+  std::vector<kernels::LinearArgs> mixed = {args(s8, *w8, dx8.get(), dy.get()), args(s4, *w4, dx8.get(), dy2.get())};
+  EXPECT_EQ(kernels::linear_gemv_multi(mixed.data(), 2, nullptr), cudaErrorInvalidValue);
+  mixed[1] = args(s8n3, *w8, dx8.get(), dy2.get());
+  EXPECT_EQ(kernels::linear_gemv_multi(mixed.data(), 2, nullptr), cudaErrorInvalidValue);
+  std::vector<kernels::LinearArgs> five(5, args(s8, *w8, dx8.get(), dy.get()));
+  EXPECT_EQ(kernels::linear_gemv_multi(five.data(), 5, nullptr), cudaErrorInvalidValue);
+  five[0].path = kernels::LinearPath::kTiled;
+  EXPECT_EQ(kernels::linear_gemv_multi(five.data(), 1, nullptr), cudaErrorInvalidValue);
+  five[0].path = kernels::LinearPath::kGemv;
+  five[0].n = 9;
+  EXPECT_EQ(kernels::linear_gemv_multi(five.data(), 1, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+}  // namespace deepinfer::testing_cuda
