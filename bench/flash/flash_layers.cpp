@@ -39,7 +39,9 @@
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192).
 // --ops-gemv: only the gemv kernels (both kernels, every decode weight shape, n = 1 .. 8,
 // and the multi-weight launch; run_gemv_ops). --gemv auto|stream|bulk: the gemv kernel of
-// every launch (the layers' A/B; "stream" is the former kernel, no multi-weight launches).
+// every launch (kernels::GemvKind; the layers' A/B): "stream" the former kernel and no
+// multi-weight launches (the code before NOTES section 12), "bulk" the bulk kernel for every
+// call, "auto" (default) each where it measured faster.
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
 // --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192).

@@ -194,8 +194,9 @@ TEST(LinearGemv, BulkFallbackAndRejects) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
   Rng rng(7);
-  // F32 rows of 5120 columns: ks = 8, a tile of 4 rows is 80 KB, over the 64 KB stage.
-  const Shape big{WKind::kF32, 2, 64, 5120};
+  // F32 rows of 5120 columns: ks = 8, a tile of 4 rows is 80 KB, over the 64 KB stage
+  // (n = 6: kAuto would take the bulk kernel if the tile fitted).
+  const Shape big{WKind::kF32, 6, 64, 5120};
   const auto w = random_weight(rng, big.kind, big.rows, big.cols, 0.05f);
   const Dev<float> dx(randn(rng, size_t(big.n * big.cols)));
   const auto former = run_kind(big, kernels::GemvKind::kStream, *w, dx);

@@ -5,10 +5,10 @@
 //
 // Three paths:
 //   gemv  (n <= 8, 16-byte aligned rows, power-of-two scale blocks): memory-bound
-//         decode path. Tiles of whole rows are bulk-copied (TMA) into a ring of
-//         shared-memory stages; each warp reads 16-byte weight vectors of four rows,
-//         decodes them in registers (hardware e4m3->f16 conversion, a PRMT table
-//         for e2m1) and applies the block scale once per vector.
+//         decode path. Each warp takes 16-byte weight vectors of four rows (streamed
+//         from global memory, or from a shared-memory ring that TMA bulk copies fill:
+//         GemvKind below), decodes them in registers (hardware e4m3->f16 conversion,
+//         a PRMT table for e2m1) and applies the block scale once per vector.
 //   mma   (n > 8; FP8 / FP4 with e8m0 scales or BF16; K % 32 == 0): tensor cores
 //         (mma.sync bf16) on exactly-dequantized weights and x split into three
 //         bf16 terms, so the result keeps fp32 accuracy (smxx_linear_mma.cuh).
@@ -55,11 +55,13 @@ cudaError_t linear(const LinearArgs& a, cudaStream_t stream);
 constexpr int kGemvMaxMulti = 4;
 cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t stream);
 
-// Which gemv kernel runs (process-wide; for A/B measurements and tests): kAuto the bulk
-// kernel where its stage holds a tile (every V4.1 shape), else the former one; kStream
-// the former kernel (threads streaming their rows' vectors from global memory); kBulk
-// the bulk kernel only (a call it cannot take fails with cudaErrorInvalidValue). Both
-// give the same bits.
+// Which gemv kernel runs (process-wide; for A/B measurements and tests). kStream: the
+// former kernel (threads streaming their rows' vectors from global memory; several calls
+// run one after another). kBulk: the bulk kernel (TMA copies of whole-row tiles into a
+// shared-memory ring) only; a call it cannot take fails with cudaErrorInvalidValue.
+// kAuto: the bulk kernel for several calls in one launch and for 5 .. 8 tokens, the
+// former one for a single call of 1 .. 4 tokens (what measured faster, H200) and for a
+// tile over the bulk kernel's stage. Both kernels give the same bits.
 enum class GemvKind : int { kAuto, kStream, kBulk };
 void gemv_set_kind(GemvKind k);
 GemvKind gemv_kind();

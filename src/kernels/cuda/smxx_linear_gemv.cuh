@@ -313,6 +313,17 @@ cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
 // same ks, the same (row, slice, lane) assignment, the same warp_sum and slice order:
 // bitwise the former kernel's outputs (tests/ops_cuda/cases_linear_gemv.cpp).
 //
+// Measured (H200, bench/results/2026-11-30-b1-linears.md): the prediction (80-90% of
+// bandwidth) failed. At n = 1 the bulk kernel runs the 33-42 MB weights at 1.5-1.6 TB/s,
+// 0.78-0.81x of the former kernel (2.0 TB/s), and the small ones no faster: the former
+// kernel is not bound by bytes in flight but by a fixed ~5-8 us per launch (time = fixed +
+// bytes / 3.3 TB/s fits its 2.6-157 MB points), and the TMA ring delivered only ~15-20 GB/s
+// per SM (310 KB per SM in 25 us on wo_b, with 2 x 3 stages of 32 KB requested), half of
+// the ~32 GB/s per SM that 4.27 TB/s needs. Where it wins: n = 8 (1.2-1.34x on the big
+// weights: 16 warps per SM for the 8 FMAs per weight instead of the former kernel's 8 at
+// 196 registers) and several weights per launch (one launch's fixed cost saved). So
+// GemvKind::kAuto (launch_n below) takes it only there.
+//
 // Several weights (jobs) may share one launch when they have the same format and token
 // count (V4.1: wq_a and wkv on the same x, the shared expert's w1 and w3, the
 // compressor's wkv and wgate): their tiles are numbered one after the other; each job
@@ -555,7 +566,14 @@ cudaError_t launch_bulk(const LinearArgs* calls, int count, cudaStream_t stream)
 
 template <WFormat F, int NT>
 cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
-  bool bulk = gemv_kind() != GemvKind::kStream;
+  // kAuto, as measured on the H200 (bench/results/2026-11-30-b1-linears.md): the bulk
+  // kernel for several weights in one launch (one launch's fixed ~5 us saved: wq_a + wkv
+  // 13.7 -> 10.8 us, compressor wkv + wgate 10.0 -> 6.2 us at n = 1) and for one weight
+  // at 5 .. 8 tokens (16 warps per SM for the FMAs instead of 8: wq_b / wo_a / wo_b
+  // 1.23-1.34x at n = 8); the former kernel for one weight at n <= 4, where the bulk
+  // copies measured 0.68-1.09x of it (0.78-0.81x on the 33-42 MB weights at n = 1).
+  const GemvKind kind = gemv_kind();
+  bool bulk = kind == GemvKind::kBulk || (kind == GemvKind::kAuto && (count > 1 || NT == 8));
   for (int k = 0; bulk && k < count; ++k) bulk = bulk_fits(calls[k]);
   if (bulk) return launch_bulk<F, NT>(calls, count, stream);
   if (gemv_kind() == GemvKind::kBulk) return cudaErrorInvalidValue;  // forced, and it cannot take the call
