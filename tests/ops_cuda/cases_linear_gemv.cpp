@@ -152,19 +152,21 @@ OpCase multi_case(std::string name, std::vector<Shape> shapes) {
 std::vector<OpCase> linear_gemv_cases() {
   using K = WKind;
   std::vector<OpCase> c;
+  // Sizes: the CPU weight generation dominates (~0.07 us per element and seed), so the
+  // shapes keep V4.1's column counts (hence its K splits) with fewer rows; ~10 s in all.
   std::vector<Shape> both = {
-      // V4.1 shapes (wq_a, wkv) at each NT instantiation and partial widths.
-      {K::kFp8E8m0, 1, 1280, 5120}, {K::kFp8E8m0, 3, 1280, 5120}, {K::kFp8E8m0, 8, 512, 5120},
-      {K::kFp8E8m0, 2, 512, 5120, 0, -1, true},
+      // wq_a / wkv columns (ks = 8, tiles of 4 rows) at each NT instantiation and partial widths.
+      {K::kFp8E8m0, 1, 640, 5120}, {K::kFp8E8m0, 3, 640, 5120}, {K::kFp8E8m0, 8, 256, 5120},
+      {K::kFp8E8m0, 2, 256, 5120, 0, -1, true},
       // Row tails (200 = 6 x 32 + 8 rows; tiles of 4 .. 32 rows), slices, other formats.
       {K::kFp8E8m0, 5, 200, 1280}, {K::kFp8E8m0, 4, 256, 1280, 40, 150}, {K::kFp8F32Scale, 3, 200, 1280},
       // Fewer rows than a tile, not a multiple of 4 (a warp's rows past the end).
       {K::kFp8E8m0, 3, 6, 1024}, {K::kBF16, 1, 10, 512, 0, -1, false, 2},
-      {K::kFp4E8m0, 1, 2304, 5120}, {K::kFp4E8m0, 6, 200, 2304, 0, -1, true}, {K::kBF16, 1, 520, 4096},
+      {K::kFp4E8m0, 1, 576, 5120}, {K::kFp4E8m0, 6, 200, 2304, 0, -1, true}, {K::kBF16, 1, 520, 4096},
       {K::kBF16, 8, 200, 1280, 0, -1, true}, {K::kF16, 2, 200, 1024}, {K::kF32, 4, 136, 1024},
-      // Rings that wrap: a grid of 3 or 7 blocks over 40 .. 200 tiles.
-      {K::kFp8E8m0, 1, 1280, 5120, 0, -1, false, 7}, {K::kFp8E8m0, 7, 600, 1280, 0, -1, false, 3},
-      {K::kFp4E8m0, 2, 1000, 2304, 0, -1, true, 5}, {K::kBF16, 4, 760, 2048, 0, -1, false, 7},
+      // Rings that wrap: a grid of 3 .. 7 blocks over 40 .. 95 tiles.
+      {K::kFp8E8m0, 1, 320, 5120, 0, -1, false, 7}, {K::kFp8E8m0, 7, 600, 1280, 0, -1, false, 3},
+      {K::kFp4E8m0, 2, 400, 2304, 0, -1, true, 5}, {K::kBF16, 4, 760, 2048, 0, -1, false, 7},
       // Grouped x (the model's wo_a launch: 8 groups of rows, each its own slice of x).
       {K::kFp8E8m0, 1, 1024, 1024, 0, -1, false, 0, 8}, {K::kFp8E8m0, 5, 512, 1024, 0, -1, true, 6, 8},
   };
@@ -172,12 +174,12 @@ std::vector<OpCase> linear_gemv_cases() {
     c.push_back(oracle_case(s));
     c.push_back(ab_case(s));
   }
-  // A ring without a cap: 512 tiles of 40 KB, more than one wave of blocks (A/B only).
-  c.push_back(ab_case({K::kFp8E8m0, 1, 16384, 1280}));
-  c.push_back(ab_case({K::kFp8E8m0, 8, 16384, 1280}));
-  // Several weights per launch: wq_a + wkv (the same x width), two shared-expert
+  // A ring without a cap: 400 tiles of 64 KB (fp32, 4 rows of 4096 columns), more than
+  // one wave of resident blocks (A/B only).
+  c.push_back(ab_case({K::kF32, 1, 1600, 4096}));
+  // Several weights per launch: wq_a + wkv shapes (the same x width), two shared-expert
   // halves and a slice, and a mix of widths and K splits with a wrapping ring.
-  c.push_back(multi_case("gemv_multi_wq_a_wkv_n1", {{K::kFp8E8m0, 1, 1280, 5120}, {K::kFp8E8m0, 1, 512, 5120}}));
+  c.push_back(multi_case("gemv_multi_wq_a_wkv_n1", {{K::kFp8E8m0, 1, 640, 5120}, {K::kFp8E8m0, 1, 256, 5120}}));
   c.push_back(multi_case("gemv_multi_three_n4_bf16x", {{K::kFp4E8m0, 4, 600, 2304, 0, -1, true},
                                                       {K::kFp4E8m0, 4, 600, 2304, 0, -1, true},
                                                       {K::kFp4E8m0, 4, 256, 2304, 40, 150, true}}));
