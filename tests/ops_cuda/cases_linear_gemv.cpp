@@ -54,12 +54,14 @@ std::string shape_name(const char* what, const Shape& s) {
 // x for a shape: [n, cols] or, grouped, [n, groups * cols] (group g's columns at g * cols).
 int64_t x_width(const Shape& s) { return s.groups > 0 ? s.groups * s.cols : s.cols; }
 
+ops::Activations act_of(const Shape& s) { return s.bf16_x ? ops::Activations::kBF16 : ops::Activations::kF32; }
+
 // The CPU oracle of a shape (grouped: each group's rows through its own slice of x).
 std::vector<float> oracle(const Shape& s, const TestWeight& w, const std::vector<float>& x) {
   const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
   std::vector<float> y(size_t(s.n * out_rows));
   if (s.groups == 0) {
-    ops::cpu::linear({x.data(), y.data(), s.n, w.ref(false), s.row0, s.num_rows, s.bf16_x ? ops::Activations::kBF16 : ops::Activations::kF32});
+    ops::cpu::linear({x.data(), y.data(), s.n, w.ref(false), s.row0, s.num_rows, act_of(s)});
     return y;
   }
   const int64_t gr = out_rows / s.groups, width = x_width(s);
@@ -67,7 +69,7 @@ std::vector<float> oracle(const Shape& s, const TestWeight& w, const std::vector
   for (int64_t g = 0; g < s.groups; ++g) {
     for (int64_t t = 0; t < s.n; ++t)
       std::copy_n(x.begin() + t * width + g * s.cols, s.cols, xg.begin() + t * s.cols);
-    ops::cpu::linear({xg.data(), yg.data(), s.n, w.ref(false), s.row0 + g * gr, gr, s.bf16_x ? ops::Activations::kBF16 : ops::Activations::kF32});
+    ops::cpu::linear({xg.data(), yg.data(), s.n, w.ref(false), s.row0 + g * gr, gr, act_of(s)});
     for (int64_t t = 0; t < s.n; ++t) std::copy_n(yg.begin() + t * gr, gr, y.begin() + t * out_rows + g * gr);
   }
   return y;
@@ -141,8 +143,8 @@ OpCase multi_case(std::string name, std::vector<Shape> shapes) {
               check_cuda(kernels::linear_gemv_multi(calls.data(), int(calls.size()), nullptr), "gemv_multi");
             }
             for (size_t k = 0; k < shapes.size(); ++k)
-              out.floats.push_back({"y" + std::to_string(k), run_kind(shapes[k], kernels::GemvKind::kStream, *ws[k], *xs[k]),
-                                    ys[k]->host()});
+              out.floats.push_back({"y" + std::to_string(k),
+                                    run_kind(shapes[k], kernels::GemvKind::kStream, *ws[k], *xs[k]), ys[k]->host()});
             return out;
           }};
 }

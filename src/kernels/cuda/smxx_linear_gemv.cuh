@@ -417,7 +417,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_bulk_kernel(const __g
     const int v_end = min(nvec, (slice + 1) * per);
     const bool scaled = jb.scale_format != SFormat::kNone;
     const int64_t x_stride = jb.x_stride;
-    const float* xg = jb.x + (jb.x_group_rows > 0 ? (min(lr0, jb.num_rows - 1) / jb.x_group_rows) * jb.x_group_step : 0);
+    const float* xg =
+        jb.x + (jb.x_group_rows > 0 ? (min(lr0, jb.num_rows - 1) / jb.x_group_rows) * jb.x_group_step : 0);
     const uint8_t* srow[kGemvRows];
 #pragma unroll
     for (int r = 0; r < kGemvRows; ++r) {
