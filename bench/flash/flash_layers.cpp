@@ -35,8 +35,11 @@
 // mode, one load per value with CudaModelOptions::bf16_weights (persistent bf16 copies
 // of the dense FP8 weights for the cuBLASLt linears, ~2x the dense FP8 bytes); a load
 // that made copies labels its lines act=bf16w (report.py gives it its own section).
+// --activations fp8: bf16, but the dense FP8 linears take Activations::kFP8 (x quantized per
+// 32-K block, the FP8 tensor-core GEMM from 64 tokens); its lines say act=fp8 (fp8_bf16w
+// when a weight got a bf16 copy).
 // --ops-linear: only the op section's linear modes (the three
-// activation modes, every linear path, Flash shapes, n = 1 .. 8192).
+// activation modes, every linear path, Flash shapes, n = 1 .. 8192 or --linear-ns).
 // --ops-gemv: only the gemv kernels (both kernels, every decode weight shape, n = 1 .. 8,
 // and the multi-weight launch; run_gemv_ops). --gemv auto|stream|bulk: the gemv kernel of
 // every launch (kernels::GemvKind; the layers' A/B): "stream" the former kernel and no
@@ -48,11 +51,11 @@
 //
 // Output: one line per measurement (see print formats), read by bench/flash/report.py.
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
-//                [--prefill 4096[,8192]] [--activations f32|bf16|f32,bf16] [--budget-s 300]
+//                [--prefill 4096[,8192]] [--activations f32|bf16|fp8|f32,bf16,...] [--budget-s 300]
 //                [--bf16-weights off|on|auto|off,on]
 //                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk]
 //                [--ops-moe] [--ops-moe-profile]
-//                [--fp8-kinds wgmma,wgmma3,wgmmaw,mma8]
+//                [--fp8-kinds wgmmap,wgmma,wgmma3,wgmmaw,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma]
@@ -693,9 +696,12 @@ float time_adaptive(EvTimer& tm, F&& f) {
 // mode forced onto mma (one MMA per tile) and onto the cuBLASLt GEMM (dequant + cast +
 // matmul), for the threshold; gemm_bf16w: the cuBLASLt matmul alone on a weight already
 // in bf16 (what torch.mm on a dequantized weight does). Lines "op linear act=... path=...".
-// --fp8-kinds: the FP8 GEMM kinds the linear section times ("wgmma,wgmma3,wgmmaw,mma8"; the op's
-// kAuto runs at n >= linear_fp8_min_n and the forced wgmma need "wgmma").
-std::string g_fp8_kinds = "wgmma,wgmma3,wgmmaw,mma8";
+// --fp8-kinds: the FP8 GEMM kinds the linear section times ("wgmmap,wgmma,wgmma3,wgmmaw,mma8";
+// wgmmap = the pipelined TMA kernel, kAuto's; the op's kAuto runs at n >= linear_fp8_min_n
+// need "wgmmap", the forced first wgmma kernel "wgmma").
+std::string g_fp8_kinds = "wgmmap,wgmma,wgmma3,wgmmaw,mma8";
+// --linear-ns: the token counts of the linear section (default 1, 8, 64, 256, 1024, 4096, 8192).
+std::vector<int64_t> g_linear_ns = {1, 8, 64, 256, 1024, 4096, 8192};
 bool fp8_kind_on(const char* k) { return ("," + g_fp8_kinds + ",").find(std::string(",") + k + ",") != std::string::npos; }
 
 void run_linear_modes(HostPool& hp) {
@@ -710,7 +716,7 @@ void run_linear_modes(HostPool& hp) {
   const Shape shapes[] = {{"wq_a", 1280, 5120, false},      {"wq_b", 32768, 1280, false},
                           {"wo_b", 5120, 8192, false},      {"shared_w1", 2304, 5120, false},
                           {"head", 129280, 5120, true}};
-  const std::vector<int64_t> ns = {1, 8, 64, 256, 1024, 4096, 8192};
+  const std::vector<int64_t>& ns = g_linear_ns;
   const int64_t maxn = 8192, max_cols = 8192, max_rows = 129280;
   float *x, *y;
   CK(cudaMalloc(&x, size_t(maxn * max_cols) * 4));
@@ -757,7 +763,7 @@ void run_linear_modes(HostPool& hp) {
       // through the fp32 kernels, above it the wgmma GEMM), and both FP8 GEMMs forced. Each
       // includes the activation quantization kernel (torch's _scaled_mm line does not).
       if (!s.is_bf16) {
-        if (n < gpu::linear_fp8_min_n() || fp8_kind_on("wgmma"))
+        if (n < gpu::linear_fp8_min_n() || fp8_kind_on("wgmmap"))
           runs.push_back({"fp8", "auto", ops::Activations::kFP8, gpu::LinearKernel::kAuto, false});
         if (n >= 64 && fp8_kind_on("wgmma"))
           runs.push_back({"fp8", "wgmma", ops::Activations::kFP8, gpu::LinearKernel::kFp8Wgmma, false});
@@ -784,9 +790,10 @@ void run_linear_modes(HostPool& hp) {
         std::printf("op linear_fp8_quant name=%s n=%lld cols=%lld ms=%.5f GBps=%.1f\n", s.name, (long long)n,
                     (long long)s.cols, ms, double(n * s.cols) * (4.0 + 1.0 + 4.0 / 32) / (ms * 1e-3) / 1e9);
         // The FP8 GEMM kernels alone on those codes (no quantization): the three variants.
-        for (auto kind : {kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kWgmmaWide,
-                          kernels::Fp8GemmKind::kMma}) {
-          const char* kname = kind == kernels::Fp8GemmKind::kMma      ? "mma8"
+        for (auto kind : {kernels::Fp8GemmKind::kWgmmaTma, kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kWgmma3,
+                          kernels::Fp8GemmKind::kWgmmaWide, kernels::Fp8GemmKind::kMma}) {
+          const char* kname = kind == kernels::Fp8GemmKind::kMma        ? "mma8"
+                              : kind == kernels::Fp8GemmKind::kWgmmaTma ? "wgmmap"
                               : kind == kernels::Fp8GemmKind::kWgmma  ? "wgmma"
                               : kind == kernels::Fp8GemmKind::kWgmma3 ? "wgmma3"
                                                                       : "wgmmaw";
@@ -1666,14 +1673,16 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::atoi(next());
     else if (a == "--prefill") prefills = parse_list(next());
     else if (a == "--activations") {
-      // f32, bf16, or both in order ("f32,bf16"): one model load per mode, same weights.
+      // f32, bf16, fp8 (bf16, the dense FP8 linears on FP8 GEMMs: ops::activations_for), or a
+      // comma list in order ("bf16,fp8"): one model load per mode, same weights.
       acts.clear();
       const std::string v = next();
       for (const std::string& m : split_commas(v)) {
         if (m == "f32") acts.push_back(ops::Activations::kF32);
         else if (m == "bf16") acts.push_back(ops::Activations::kBF16);
+        else if (m == "fp8") acts.push_back(ops::Activations::kFP8);
         else {
-          std::fprintf(stderr, "--activations must be f32, bf16 or a comma list of them, got '%s'\n", v.c_str());
+          std::fprintf(stderr, "--activations must be f32, bf16, fp8 or a comma list of them, got '%s'\n", v.c_str());
           return 2;
         }
       }
@@ -1706,6 +1715,14 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--fp8-kinds") g_fp8_kinds = next();  // FP8 GEMMs to time (a crashed kind is left out)
+    else if (a == "--linear-ns") {
+      g_linear_ns = parse_list(next());
+      for (int64_t n : g_linear_ns)
+        if (n < 1 || n > 8192) {
+          std::fprintf(stderr, "--linear-ns takes token counts in 1..8192\n");
+          return 2;
+        }
+    }
     else if (a == "--budget-s") budget = std::atof(next());
     else if (a == "--tokenizer") tokenizer = next();
     else if (a == "--dry") dry = true;
@@ -1857,7 +1874,10 @@ int main(int argc, char** argv) {
     o.cuda_graphs = false;  // prefill and fills eager; time_decode turns graphs on per mode
     m = v41::CudaModel::load(cfg, w, tokenizer, o);
     const auto& plan = m->memory_plan();
-    const char* act_name = act == ops::Activations::kF32 ? "f32" : plan.bf16_weights > 0 ? "bf16w" : "bf16";
+    const char* act_name = act == ops::Activations::kF32   ? "f32"
+                           : act == ops::Activations::kFP8 ? (plan.bf16_weights > 0 ? "fp8_bf16w" : "fp8")
+                           : plan.bf16_weights > 0         ? "bf16w"
+                                                           : "bf16";
     std::printf("setup act=%s load_s=%.1f weights_GB=%.2f history_GB=%.2f blocks=%lld arena_GB=%.2f gemm_GB=%.3f "
                 "bf16w_GB=%.2f free_after_GB=%.2f engram_table=%s engram_GB=%.2f\n",
                 act_name, secs(t0), plan.weights / 1e9, plan.history / 1e9, (long long)plan.num_blocks, plan.arena / 1e9,

@@ -72,6 +72,8 @@ def splitmix_picks(T, E, k, seed):
 LINEAR_SHAPES = [("wq_a", 1280, 5120, "fp8"), ("wq_b", 32768, 1280, "fp8"), ("wo_b", 5120, 8192, "fp8"),
                  ("shared_w1", 2304, 5120, "fp8"), ("head", 129280, 5120, "bf16")]
 LINEAR_NS = [1, 8, 64, 256, 1024, 4096, 8192]
+if "--linear-ns" in sys.argv:  # as flash_layers --linear-ns: a comma list of token counts
+    LINEAR_NS = [int(v) for v in sys.argv[sys.argv.index("--linear-ns") + 1].split(",")]
 
 
 def linear_modes():

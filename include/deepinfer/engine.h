@@ -48,12 +48,14 @@ struct EngineOptions {
   std::string engram_tables = "auto";
   // What enters every matrix product (the dense linears, the MoE experts): "f32" (the
   // exact mode, the default) or "bf16" (x rounded to bf16 first, as the reference's bf16
-  // run; on cuda the fast mode: one bf16 MMA per tile, cuBLASLt GEMMs for large batches).
+  // run; on cuda the fast mode: one bf16 MMA per tile, cuBLASLt GEMMs for large batches)
+  // or "fp8" (bf16, but the dense FP8 linears' x quantized per 32-K block to e4m3 with a
+  // ue8m0 scale, as the reference runtime; on cuda FP8 tensor-core GEMMs from 64 tokens).
   std::string activations = "f32";
-  // cuda, with activations "bf16": persistent bf16 copies of the dense FP8 / FP4 weights
+  // cuda, with activations "bf16" or "fp8": persistent bf16 copies of the dense FP8 / FP4 weights
   // for the large-batch cuBLASLt linears, made once at load instead of a dequantization
   // per call (same results bitwise; the linears at 64-256 tokens 2-3x faster). "off"
-  // (default), "on" (InputError when they do not fit, or without bf16 activations) or
+  // (default), "on" (InputError when they do not fit, or without bf16 / fp8 activations) or
   // "auto" (on when the history pool still gets every block it asks for). The copies take
   // twice the dense FP8 bytes: ~12 GB per GPU for V4.1-Flash.
   std::string bf16_weights = "off";

@@ -69,6 +69,18 @@ enum class Activations : uint8_t { kF32, kBF16, kFP8 };
 // Whether a weight can take Activations::kFP8 (see above).
 bool fp8_activation_weight(const WeightRef& w);
 
+// The model-level fp8 mode (--activations fp8, the reference runtime's): a model run with
+// Activations::kFP8 quantizes what enters every FP8 weight that can take kFP8 (the dense
+// FP8 linears, the shared expert) and rounds what enters every other matrix product to
+// bf16 (BF16 / FP4 weights, the routed experts, attention), as its bf16 run does. The CPU
+// and CUDA models pick each product's activations with these two, so they agree.
+inline Activations activations_for(Activations mode, const WeightRef& w) {
+  if (mode != Activations::kFP8) return mode;
+  return fp8_activation_weight(w) ? Activations::kFP8 : Activations::kBF16;
+}
+// What a product that is not a dense FP8 linear takes in `mode` (kFP8 -> kBF16).
+inline Activations rounding_of(Activations mode) { return mode == Activations::kFP8 ? Activations::kBF16 : mode; }
+
 // Rounds an fp32 value to the nearest bf16 (ties to even), returned as fp32. NaN stays NaN.
 inline float round_to_bf16(float v) {
   uint32_t b;

@@ -64,13 +64,15 @@ void check_bf16_weights(const std::string& value, const std::string& what) {
 
 void check_bf16_weights_for(const std::string& value, const std::string& activations, const std::string& what) {
   check_bf16_weights(value, what);
-  DI_CHECK_INPUT(value != "on" || activations == "bf16", what,
-                 " on needs bf16 activations (--activations bf16): only their cuBLASLt GEMMs read the copies");
+  DI_CHECK_INPUT(value != "on" || activations == "bf16" || activations == "fp8", what,
+                 " on needs bf16 or fp8 activations (--activations bf16|fp8): only their cuBLASLt GEMMs read the "
+                 "copies");
 }
 
 ops::Activations parse_activations(const std::string& value, const std::string& what) {
-  DI_CHECK_INPUT(value == "f32" || value == "bf16", what, " must be f32 or bf16, got '", value, "'");
-  return value == "bf16" ? ops::Activations::kBF16 : ops::Activations::kF32;
+  DI_CHECK_INPUT(value == "f32" || value == "bf16" || value == "fp8", what, " must be f32, bf16 or fp8, got '", value,
+                 "'");
+  return value == "bf16" ? ops::Activations::kBF16 : value == "fp8" ? ops::Activations::kFP8 : ops::Activations::kF32;
 }
 
 std::vector<std::string> available_devices() {

@@ -37,7 +37,7 @@ struct RunnerOptions {
   bool cuda_graphs = true;       // CUDA: decode steps as graphs per batch-size bucket
   int64_t max_model_len = 0;     // the longest sequence (sizes the graphs' lists); 0: the model's
   std::string engram_tables = "auto";  // CUDA: "auto", "device" or "host" (v41::EngramTables)
-  std::string activations = "f32";     // "f32" or "bf16" (ops::Activations), both devices
+  std::string activations = "f32";     // "f32", "bf16" or "fp8" (ops::Activations), both devices
   std::string bf16_weights = "off";    // CUDA: "off", "on" or "auto" (v41::Bf16Weights)
 };
 
@@ -82,14 +82,15 @@ void check_engram_tables(const std::string& value, const std::string& what);
 
 // Persistent bf16 weight copies as the engine and the CLI spell them: "off", "on" or
 // "auto"; otherwise InputError "<what> must be off, on or auto, got '<value>'". "on"
-// needs bf16 activations (checked with them by check_bf16_weights_for); the CPU backend
+// needs bf16 or fp8 activations (checked with them by check_bf16_weights_for); the CPU backend
 // ignores the choice.
 void check_bf16_weights(const std::string& value, const std::string& what);
-// "on" with activations other than "bf16": InputError naming `what`.
+// "on" with activations other than "bf16" / "fp8": InputError naming `what`.
 void check_bf16_weights_for(const std::string& value, const std::string& activations, const std::string& what);
 
-// Activations as the engine and the CLI spell them: "f32" or "bf16" (ops/linear.h);
-// otherwise InputError "<what> must be f32 or bf16, got '<value>'".
+// Activations as the engine and the CLI spell them: "f32", "bf16" or "fp8" (ops/linear.h;
+// fp8: the dense FP8 linears' x quantized per 32-K block, bf16 elsewhere, as the
+// reference runtime); otherwise InputError "<what> must be f32, bf16 or fp8, got '<value>'".
 ops::Activations parse_activations(const std::string& value, const std::string& what);
 
 // The devices this build can run on ("cpu", and "cuda" with DEEPINFER_CUDA).

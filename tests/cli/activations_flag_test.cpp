@@ -24,16 +24,17 @@ const std::string kModel = std::string(DEEPINFER_FIXTURES) + "/v41_tiny_quant";
 using RunResult = testing_cli::CliResult;
 RunResult run(const std::string& args) { return testing_cli::run_deepinfer(args); }
 
-TEST(ActivationsFlag, ParseAcceptsF32AndBf16Only) {
+TEST(ActivationsFlag, ParseAcceptsF32Bf16AndFp8Only) {
   EXPECT_EQ(runtime::parse_activations("f32", "--activations"), ops::Activations::kF32);
   EXPECT_EQ(runtime::parse_activations("bf16", "--activations"), ops::Activations::kBF16);
-  for (const char* v : {"", "BF16", "fp32", "fp16", "bf16 "}) {
+  EXPECT_EQ(runtime::parse_activations("fp8", "--activations"), ops::Activations::kFP8);
+  for (const char* v : {"", "BF16", "fp32", "fp16", "bf16 ", "FP8", "e4m3"}) {
     SCOPED_TRACE(v);
     try {
       runtime::parse_activations(v, "--activations");
       ADD_FAILURE() << "accepted";
     } catch (const InputError& e) {
-      EXPECT_EQ(std::string(e.what()), std::string("--activations must be f32 or bf16, got '") + v + "'");
+      EXPECT_EQ(std::string(e.what()), std::string("--activations must be f32, bf16 or fp8, got '") + v + "'");
     }
   }
 }
@@ -47,7 +48,7 @@ TEST(ActivationsFlag, BadValuesFailWithOneLine) {
     SCOPED_TRACE(args);
     const RunResult r = run(args);
     EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.output.find("deepinfer: error: --activations must be f32 or bf16, got 'fp16'"), std::string::npos)
+    EXPECT_NE(r.output.find("deepinfer: error: --activations must be f32, bf16 or fp8, got 'fp16'"), std::string::npos)
         << r.output;
     EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "one line: " << r.output;
   }
@@ -88,6 +89,44 @@ TEST(ActivationsFlag, Bf16ReachesTheCpuModel) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// logits --activations fp8 on the CPU (the quant fixture's dense linears are FP8): the
+// dense FP8 linears' x quantized per 32-K block, bf16 elsewhere, so the logits leave both
+// the bf16 and the f32 run's, as a perturbation (e4m3 keeps 3 mantissa bits: far coarser
+// than bf16's rounding, still not another model).
+TEST(ActivationsFlag, Fp8ReachesTheCpuModel) {
+  const std::string a = ::testing::TempDir() + "/act8_f32.safetensors",
+                    b = ::testing::TempDir() + "/act8_bf16.safetensors",
+                    c = ::testing::TempDir() + "/act8_fp8.safetensors";
+  const std::string common = "logits --model " + kModel + " --tokens 5,6,7,8,9,10 --device cpu";
+  RunResult r = run(common + " --out " + a);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(common + " --activations bf16 --out " + b);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run(common + " --activations fp8 --out " + c);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto f = logits_of(a), g = logits_of(b), h = logits_of(c);
+  ASSERT_EQ(f.size(), h.size());
+  ASSERT_EQ(g.size(), h.size());
+  ASSERT_FALSE(f.empty());
+  double vs_bf16 = 0, vs_f32 = 0, sum = 0, ss = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(h[i])) << i;
+    vs_bf16 = std::max(vs_bf16, std::fabs(double(h[i]) - double(g[i])));
+    const double d = std::fabs(double(h[i]) - double(f[i]));
+    vs_f32 = std::max(vs_f32, d), sum += d, ss += double(f[i]) * f[i];
+  }
+  const double rms = std::sqrt(ss / double(f.size())), mean = sum / double(f.size());
+  std::printf("[ metric ] logits fp8 (cpu): max|fp8 - bf16| %.3g max|fp8 - f32| %.3g mean %.3g rms %.3g\n", vs_bf16,
+              vs_f32, mean, rms);
+  EXPECT_GT(vs_bf16, 0.0);
+  EXPECT_GT(vs_f32, 0.0);
+  // Measured 0.25 rms (the tiny random fixture amplifies the e4m3 rounding); another
+  // model's logits would sit ~1.4 rms away.
+  EXPECT_LT(mean, 0.5 * rms);
+  r = run("generate --model " + kModel + " --prompt-ids 5,6 --max-tokens 2 --activations fp8");
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
 TEST(ActivationsFlag, EngineOptionsAreChecked) {
   EngineOptions o;
   o.model_dir = kModel;
@@ -96,7 +135,7 @@ TEST(ActivationsFlag, EngineOptionsAreChecked) {
     Engine::create(o);
     ADD_FAILURE() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("activations must be f32 or bf16, got 'half'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("activations must be f32, bf16 or fp8, got 'half'"), std::string::npos) << e.what();
   }
   o.activations = "bf16";
   EXPECT_NO_THROW(Engine::create(o));
@@ -141,7 +180,7 @@ TEST(Bf16WeightsFlag, BadValuesFailWithOneLine) {
     SCOPED_TRACE(args);
     const RunResult r = run(args);
     EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.output.find("deepinfer: error: --bf16-weights on needs bf16 activations"), std::string::npos)
+    EXPECT_NE(r.output.find("deepinfer: error: --bf16-weights on needs bf16 or fp8 activations"), std::string::npos)
         << r.output;
     EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "one line: " << r.output;
   }
@@ -163,7 +202,8 @@ TEST(Bf16WeightsFlag, CpuIgnoresItAndEngineChecksIt) {
     Engine::create(o);
     ADD_FAILURE() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("bf16_weights on needs bf16 activations"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bf16_weights on needs bf16 or fp8 activations"), std::string::npos)
+        << e.what();
   }
   o.bf16_weights = "sometimes";
   o.activations = "bf16";

@@ -3,6 +3,7 @@
 // blocks, a ragged K tail) and the block-scaled linear against sums written out here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -12,6 +13,7 @@
 #include "common/check.h"
 #include "common/numeric.h"
 #include "ops/linear.h"
+#include "ops/moe.h"
 #include "ops/quant.h"
 #include "fp8_test_weight.h"
 
@@ -160,6 +162,49 @@ TEST(Fp8Activations, RejectsWeightsItCannotTake) {
   EXPECT_TRUE(ops::fp8_activation_weight(r8));
   ops::cpu::linear({x.data(), y.data(), 1, r8, 0, -1, ops::Activations::kFP8});
   for (float v : y) EXPECT_EQ(v, 32.0f);  // codes 256 (s = 2^-8) times 1.0, 32 of them
+}
+
+// The model's fp8 mode (ops::activations_for): kFP8 for a weight that can take it, bf16
+// for every other; the expert op under kFP8 is exactly the composition of the two linears
+// in that mode around the SwiGLU (x not pre-rounded to bf16 for the FP8 weights).
+TEST(Fp8Activations, ModelModePicksPerWeightAndSwigluFollows) {
+  std::mt19937 rng(11);
+  const int64_t dim = 64, inter = 32, n = 2;
+  const testing::Fp8TestWeight w1(rng, inter, dim), w3(rng, inter, dim), w2(rng, dim, inter);
+  std::vector<uint16_t> bf(4 * 32, 0x3f80);
+  ops::WeightRef wb;
+  wb.dtype = DType::BF16;
+  wb.data = reinterpret_cast<const uint8_t*>(bf.data());
+  wb.rows = 4;
+  wb.cols = 32;
+  EXPECT_EQ(ops::activations_for(ops::Activations::kFP8, w1.ref()), ops::Activations::kFP8);
+  EXPECT_EQ(ops::activations_for(ops::Activations::kFP8, wb), ops::Activations::kBF16);
+  EXPECT_EQ(ops::activations_for(ops::Activations::kBF16, w1.ref()), ops::Activations::kBF16);
+  EXPECT_EQ(ops::activations_for(ops::Activations::kF32, w1.ref()), ops::Activations::kF32);
+  EXPECT_EQ(ops::rounding_of(ops::Activations::kFP8), ops::Activations::kBF16);
+  EXPECT_EQ(ops::rounding_of(ops::Activations::kF32), ops::Activations::kF32);
+
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n * dim);
+  for (auto& v : x) v = nd(rng);
+  std::vector<float> y(n * dim), yb(n * dim);
+  const ops::WeightRef r1 = w1.ref(), r3 = w3.ref(), r2 = w2.ref();
+  ops::cpu::swiglu_expert({x.data(), n, r1, r3, r2, nullptr, 10.0f, y.data(), ops::Activations::kFP8});
+  ops::cpu::swiglu_expert({x.data(), n, r1, r3, r2, nullptr, 10.0f, yb.data(), ops::Activations::kBF16});
+  std::vector<float> g(n * inter), u(n * inter), want(n * dim);
+  ops::cpu::linear({x.data(), g.data(), n, w1.ref(), 0, -1, ops::Activations::kFP8});
+  ops::cpu::linear({x.data(), u.data(), n, w3.ref(), 0, -1, ops::Activations::kFP8});
+  for (size_t i = 0; i < g.size(); ++i) {
+    const float gi = std::min(g[i], 10.0f), ui = std::clamp(u[i], -10.0f, 10.0f);
+    g[i] = gi / (1.0f + std::exp(-gi)) * ui;
+  }
+  ops::cpu::linear({g.data(), want.data(), n, w2.ref(), 0, -1, ops::Activations::kFP8});
+  double shift = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    EXPECT_EQ(y[i], want[i]) << i;
+    shift = std::max(shift, std::fabs(double(y[i]) - double(yb[i])));
+  }
+  EXPECT_GT(shift, 0.0);  // not the bf16 mode
 }
 
 }  // namespace

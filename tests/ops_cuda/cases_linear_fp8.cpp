@@ -2,8 +2,8 @@
 // ue8m0 scales, block dot products of the codes, scaled by s_x * s_w. Every path against
 // the CPU oracle at the V4.1-Flash FP8 shapes (wq_a, wq_b, wkv, wo_b, the shared expert's
 // w1 / w2) and ragged ones: kAuto below linear_fp8_min_n (the dequantized codes through
-// the fp32 gemv / mma / tiled kernels), the FP8 tensor-core GEMMs (wgmma and mma.sync,
-// forced and under kAuto), a row slice, K % 32 != 0 (kAuto falls back), kInvariant, a
+// the fp32 gemv / mma / tiled kernels), the FP8 tensor-core GEMMs (the pipelined TMA
+// wgmma kernel under kAuto and at kernel level, the first wgmma kernels and mma.sync), a row slice, K % 32 != 0 (kAuto falls back), kInvariant, a
 // captured CUDA graph.
 //
 // Two checks per output element (linear.h says what is exact and what may differ):
@@ -282,7 +282,8 @@ OpCase fp8_quant_case(int64_t n, int64_t cols) {
 // The kernel-level GEMM of one kind on codes from the quantizer (the wgmma3 / wide
 // variants have no LinearKernel of their own).
 OpCase fp8_kernel_case(kernels::Fp8GemmKind kind, int64_t n, int64_t rows, int64_t cols) {
-  const char* kn = kind == kernels::Fp8GemmKind::kWgmma3      ? "wgmma3"
+  const char* kn = kind == kernels::Fp8GemmKind::kWgmmaTma    ? "wgmmap"
+                   : kind == kernels::Fp8GemmKind::kWgmma3    ? "wgmma3"
                    : kind == kernels::Fp8GemmKind::kWgmmaWide ? "wgmmaw"
                    : kind == kernels::Fp8GemmKind::kWgmma     ? "wgmma"
                                                               : "mma8";
@@ -324,9 +325,11 @@ std::vector<OpCase> linear_fp8_cases() {
     if (!big) cases.push_back(fp8_case(s.name, K::kAuto, 8, s.rows, s.cols));
     if (!big) cases.push_back(fp8_case(s.name, K::kFp8Wgmma, 256, s.rows, s.cols));
     if (!big) cases.push_back(fp8_case(s.name, K::kFp8Mma, 256, s.rows, s.cols));
-    cases.push_back(fp8_case(s.name, K::kAuto, 4096, s.rows, s.cols));  // the wgmma GEMM (3 warpgroups)
+    cases.push_back(fp8_case(s.name, K::kAuto, 4096, s.rows, s.cols));  // the pipelined TMA wgmma GEMM
     if (!big) cases.push_back(fp8_case(s.name, K::kFp8Mma, 4096, s.rows, s.cols));
     if (big) cases.push_back(fp8_case(s.name, K::kFp8Wgmma, 8192, s.rows, s.cols));
+    if (big) cases.push_back(fp8_case(s.name, K::kAuto, 8192, s.rows, s.cols));  // TMA kernel, prefill size
+    if (!big) cases.push_back(fp8_case(s.name, K::kAuto, 256, s.rows, s.cols));  // TMA kernel, batch 256
   }
   // Ragged tokens and rows (tile edges), a row slice starting on a scale block, no
   // workspace, kAuto on both sides of the threshold, the fp32 kernels forced.
@@ -340,15 +343,24 @@ std::vector<OpCase> linear_fp8_cases() {
   cases.push_back(fp8_case("kragged", K::kAuto, 3, 300, 1000));
   cases.push_back(fp8_case("inv", K::kAuto, 20, 512, 5120, 0, -1, true, gpu::LinearMode::kInvariant));
   cases.push_back(fp8_graph_case(200, 1280, 5120));
-  for (auto kind : {kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kWgmmaWide, kernels::Fp8GemmKind::kWgmma,
-                    kernels::Fp8GemmKind::kMma}) {
+  for (auto kind : {kernels::Fp8GemmKind::kWgmmaTma, kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kWgmmaWide,
+                    kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kMma}) {
     cases.push_back(fp8_kernel_case(kind, 4096, 2304, 5120));
     cases.push_back(fp8_kernel_case(kind, 250, 1000, 1280));  // ragged tiles (192 tokens, 256 rows too)
   }
   cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmma3, 8192, 1024, 8192));
   cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmmaWide, 1000, 1024, 8192));  // the largest smem (K 8192)
+  // The pipelined TMA kernel's edges: the ring wrapping many times (K 8192: 64 stages in 6
+  // slots); a last stage of one block (K 2080) with odd rows (row stride odd: the scalar
+  // stores); fewer tokens than a box and a single partial stage (K 96); one block (K 32);
+  // a row tile with two live rows.
+  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmmaTma, 1000, 1024, 8192));
+  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmmaTma, 77, 999, 2080));
+  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmmaTma, 5, 130, 96));
+  cases.push_back(fp8_kernel_case(kernels::Fp8GemmKind::kWgmmaTma, 130, 64, 32));
   cases.push_back(fp8_quant_case(7, 5120));
-  cases.push_back(fp8_quant_case(5, 1000));  // K % 32 = 8
+  cases.push_back(fp8_quant_case(5, 1000));  // K % 32 = 8 (the vectorized kernel: K % 4 == 0)
+  cases.push_back(fp8_quant_case(3, 1002));  // K % 4 = 2: the one-element-per-thread kernel
   cases.push_back(fp8_reject_case());
   return cases;
 }

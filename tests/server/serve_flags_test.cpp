@@ -70,7 +70,8 @@ TEST(ServeFlags, Bf16Weights) {
     parse({"--bf16-weights", "on"});
     ADD_FAILURE() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--bf16-weights on needs bf16 activations"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--bf16-weights on needs bf16 or fp8 activations"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -30,8 +30,11 @@ cudaError_t quant_act_fp8(const float* x, int64_t n, int64_t k, uint8_t* codes, 
                           cudaStream_t stream);
 
 // kWgmma: two consumer warpgroups (128 x 128 tiles); kWgmma3: three (192 x 128);
-// kWgmmaWide: two, 128 x 256.
-enum class Fp8GemmKind : int { kMma, kWgmma, kWgmma3, kWgmmaWide };
+// kWgmmaWide: two, 128 x 256 (smxx_linear_fp8_wgmma.cu: cp.async ring, one wgmma in flight
+// per warpgroup). kWgmmaTma: 128 x 128, a TMA producer warp with mbarriers and two
+// consumer warpgroups that promote block b while block b + 1's wgmma runs
+// (smxx_linear_fp8_tma.cu); the fastest, kAuto's choice.
+enum class Fp8GemmKind : int { kMma, kWgmma, kWgmma3, kWgmmaWide, kWgmmaTma };
 
 struct Fp8GemmArgs {
   const uint8_t* x_codes = nullptr;  // [n, w.cols] e4m3

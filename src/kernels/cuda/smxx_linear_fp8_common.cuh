@@ -39,5 +39,9 @@ __device__ __forceinline__ float fp8_weight_scale(const WeightArgs& w, int64_t r
 bool fp8_gemm_weight_ok(const WeightArgs& w);
 bool linear_fp8_wgmma_eligible(const Fp8GemmArgs& a);
 cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, Fp8GemmKind kind, cudaStream_t stream);
+// kWgmmaTma (smxx_linear_fp8_tma.cu): also needs the driver's tensor-map encoder and the
+// shared memory for its ring plus the tile's weight scales (K up to ~40K).
+bool linear_fp8_tma_eligible(const Fp8GemmArgs& a);
+cudaError_t linear_fp8_tma(const Fp8GemmArgs& a, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels

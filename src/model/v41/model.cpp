@@ -138,7 +138,8 @@ std::vector<float> Model::forward_batch(HistoryPool& pool, std::vector<BatchItem
     const LayerWeights& lw = w_.layers[l];
     if (lw.has_engram) {
       const int64_t cols = engram_->num_columns();
-      apply_engram(c, lw.engram, engram_rows.data() + c.engram_slot(l) * cols, engram_row_stride, n, h.data(), act_);
+      apply_engram(c, lw.engram, engram_rows.data() + c.engram_slot(l) * cols, engram_row_stride, n, h.data(),
+                   ops::activations_for(act_, lw.engram.wkv));
     }
     mixes(lw.hc_attn, a_pre.data());
     cpu::hc_collapse({h.data(), pre_mix.data(), x.data(), n, hc, d});
@@ -165,7 +166,7 @@ std::vector<float> Model::forward_batch(HistoryPool& pool, std::vector<BatchItem
   cpu::hc_collapse({hs.data(), pm.data(), xs.data(), m, hc, d});
   cpu::rms_norm({xs.data(), xs.data(), m, d, w_.norm.data(), eps});
   std::vector<float> logits(m * c.vocab_size);
-  cpu::linear({xs.data(), logits.data(), m, w_.head, 0, -1, act_});
+  cpu::linear({xs.data(), logits.data(), m, w_.head, 0, -1, ops::activations_for(act_, w_.head)});
   return logits;
 }
 
@@ -182,11 +183,11 @@ void Model::attention(Batch& b, int64_t l, const float* x, float* out) const {
   const float af = float(c.rope_for(l).attention_factor), caf = float(c.compress_rope.attention_factor);
 
   std::vector<float> qr(n * c.q_lora_rank), q(n * heads * hd), kv(n * hd);
-  cpu::linear({x, qr.data(), n, a.wq_a, 0, -1, act_});
+  cpu::linear({x, qr.data(), n, a.wq_a, 0, -1, ops::activations_for(act_, a.wq_a)});
   cpu::rms_norm({qr.data(), qr.data(), n, c.q_lora_rank, a.q_norm.data(), float(c.rms_norm_eps)});
-  cpu::linear({qr.data(), q.data(), n, a.wq_b, 0, -1, act_});
+  cpu::linear({qr.data(), q.data(), n, a.wq_b, 0, -1, ops::activations_for(act_, a.wq_b)});
   cpu::rope({q.data(), n, heads, hd, rd, b.positions.data(), inv_freq.data(), false, af});
-  cpu::linear({x, kv.data(), n, a.wkv, 0, -1, act_});
+  cpu::linear({x, kv.data(), n, a.wkv, 0, -1, ops::activations_for(act_, a.wkv)});
   cpu::rms_norm({kv.data(), kv.data(), n, hd, a.kv_norm.data(), float(c.rms_norm_eps)});
   cpu::rope({kv.data(), n, 1, hd, rd, b.positions.data(), inv_freq.data(), false, af});
   cpu::fake_quant_fp8({kv.data(), n, hd, 32});
@@ -258,7 +259,7 @@ void Model::attention(Batch& b, int64_t l, const float* x, float* out) const {
   }
   std::vector<float> o(n * heads * hd);
   cpu::sink_attention({q.data(), pool.data(), offsets.data(), ids.data(), a.attn_sink.data(),
-                       1.0f / std::sqrt(float(hd)), o.data(), n, heads, hd, act_});
+                       1.0f / std::sqrt(float(hd)), o.data(), n, heads, hd, ops::rounding_of(act_)});
   // The values carried RoPE; rotate the output back by the query position.
   cpu::rope({o.data(), n, heads, hd, rd, b.positions.data(), inv_freq.data(), /*inverse=*/true, af});
 
@@ -268,10 +269,11 @@ void Model::attention(Batch& b, int64_t l, const float* x, float* out) const {
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t = 0; t < n; ++t)
       std::copy_n(o.data() + t * heads * hd + g * group_in, group_in, xg.data() + t * group_in);
-    cpu::linear({xg.data(), zg.data(), n, a.wo_a, /*row0=*/g * rank, /*num_rows=*/rank, act_});
+    cpu::linear({xg.data(), zg.data(), n, a.wo_a, /*row0=*/g * rank, /*num_rows=*/rank,
+                 ops::activations_for(act_, a.wo_a)});
     for (int64_t t = 0; t < n; ++t) std::copy_n(zg.data() + t * rank, rank, z.data() + (t * groups + g) * rank);
   }
-  cpu::linear({z.data(), out, n, a.wo_b, 0, -1, act_});
+  cpu::linear({z.data(), out, n, a.wo_b, 0, -1, ops::activations_for(act_, a.wo_b)});
 }
 
 // Emits the pre-RoPE latents of the groups completed by item i's tokens, with the
@@ -286,10 +288,11 @@ void Model::compressor(Batch& b, size_t i, int64_t l, const float* x, std::vecto
   const int64_t n = b.count(i), hd = c.head_dim, ratio = c.compress_ratios[l];
   const float eps = float(c.rms_norm_eps);
   std::vector<float> kvp(n * hd), gate;
-  cpu::linear({x, kvp.data(), n, a.compressor_wkv, 0, -1, act_});
+  cpu::linear({x, kvp.data(), n, a.compressor_wkv, 0, -1, ops::activations_for(act_, a.compressor_wkv)});
   if (ratio > 1) {
     gate.resize(n * hd);
-    cpu::linear({x, gate.data(), n, a.compressor_wgate, 0, -1, act_});
+    cpu::linear(
+        {x, gate.data(), n, a.compressor_wgate, 0, -1, ops::activations_for(act_, a.compressor_wgate)});
   }
   st.pending_kv.insert(st.pending_kv.end(), kvp.begin(), kvp.end());
   st.pending_gate.insert(st.pending_gate.end(), gate.begin(), gate.end());
@@ -338,7 +341,8 @@ void Model::indexer(Batch& b, size_t i, int64_t l, const float* x, const float* 
     const int64_t groups = int64_t(group_pos.size());
     if (groups > 0) {
       std::vector<float> k(groups * ihd);
-      cpu::linear({latent.data(), k.data(), groups, a.indexer_wk, 0, -1, act_});
+      cpu::linear(
+          {latent.data(), k.data(), groups, a.indexer_wk, 0, -1, ops::activations_for(act_, a.indexer_wk)});
       cpu::rms_norm({k.data(), k.data(), groups, ihd, a.indexer_k_norm.data(), float(c.rms_norm_eps)});
       cpu::rope({k.data(), groups, 1, ihd, c.qk_rope_head_dim, group_pos.data(), compress_inv_freq_.data(), false,
                  float(c.compress_rope.attention_factor)});
@@ -358,11 +362,13 @@ void Model::indexer(Batch& b, size_t i, int64_t l, const float* x, const float* 
   for (int64_t e = 0; e < num_keys; ++e) std::copy_n(b.entry(i, key_layer, key_ratio, e, true), ihd, keys.data() + e * ihd);
 
   std::vector<float> qi(n * ih * ihd), w(n * ih), scores(n * num_keys);
-  cpu::linear({qr, qi.data(), n, a.indexer_wq_b, 0, -1, act_});
+  cpu::linear({qr, qi.data(), n, a.indexer_wq_b, 0, -1,
+               ops::activations_for(act_, a.indexer_wq_b)});
   cpu::rope({qi.data(), n, ih, ihd, c.qk_rope_head_dim, positions, compress_inv_freq_.data(), false,
              float(c.compress_rope.attention_factor)});
   cpu::fake_quant_fp4({qi.data(), n * ih, ihd, 32}, ops::Fp4Scale::kUe8m0);
-  cpu::linear({x, w.data(), n, a.indexer_weights_proj, 0, -1, act_});
+  cpu::linear(
+      {x, w.data(), n, a.indexer_weights_proj, 0, -1, ops::activations_for(act_, a.indexer_weights_proj)});
   const float head_scale = 1.0f / std::sqrt(float(ih));
   for (float& v : w) v *= head_scale;
   cpu::indexer_score({qi.data(), w.data(), keys.data(), n, ih, ihd, num_keys, 1.0f / std::sqrt(float(ihd)),
@@ -410,7 +416,7 @@ void Model::moe(int64_t l, const float* x, int64_t n, float* out) const {
   cpu::swiglu_expert({x, n, m.shared.w1, m.shared.w3, m.shared.w2, nullptr, float(c.swiglu_limit),
                       shared_out.data(), act_});
   cpu::moe_experts({x, n, k, ids.data(), wts.data(), experts.data(), int64_t(experts.size()), float(c.swiglu_limit),
-                    shared_out.data(), out, act_});
+                    shared_out.data(), out, ops::rounding_of(act_)});
 }
 
 }  // namespace deepinfer::v41

@@ -33,7 +33,9 @@ struct BatchItem {
 
 struct ModelOptions {
   // What enters every linear and expert matrix product (ops/linear.h): fp32 as
-  // computed, or rounded to bf16 (the reference's bf16 run; --activations bf16).
+  // computed, or rounded to bf16 (the reference's bf16 run; --activations bf16), or
+  // kFP8: the dense FP8 linears' x quantized per 32-K block, bf16 elsewhere
+  // (ops::activations_for; --activations fp8).
   ops::Activations activations = ops::Activations::kF32;
 };
 

@@ -406,7 +406,7 @@ struct CudaModel::Impl {
       CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * size_t(count), cudaMemcpyDeviceToDevice, stream));
   }
   void linear(const float* x, float* y, int64_t n, const WeightRef& w, int64_t row0 = 0, int64_t rows = -1) {
-    if (launching()) gpu::linear({x, y, n, w, row0, rows, act}, mode, stream, gemm_ws);
+    if (launching()) gpu::linear({x, y, n, w, row0, rows, ops::activations_for(act, w)}, mode, stream, gemm_ws);
   }
   // Two projections of the same x: one gemv launch at decode sizes (gpu::linear_multi;
   // each output bitwise its own linear()), else the two linears.
@@ -581,9 +581,9 @@ void check_options(const CudaModelOptions& o) {
   DI_CHECK_INPUT(o.memory_fraction > 0 && o.memory_fraction <= 1, "memory_fraction must be in (0, 1]");
   DI_CHECK_INPUT(o.max_context >= 0, "max_context must be >= 0");
   DI_CHECK_INPUT(o.gemm_min_tokens >= 0, "gemm_min_tokens must be >= 0");
-  DI_CHECK_INPUT(o.bf16_weights != Bf16Weights::kOn || o.activations == ops::Activations::kBF16,
-                 "bf16_weights on (--bf16-weights on) needs bf16 activations (--activations bf16): only their "
-                 "cuBLASLt GEMMs read the copies");
+  DI_CHECK_INPUT(o.bf16_weights != Bf16Weights::kOn || ops::rounding_of(o.activations) == ops::Activations::kBF16,
+                 "bf16_weights on (--bf16-weights on) needs bf16 or fp8 activations (--activations bf16|fp8): only "
+                 "their cuBLASLt GEMMs read the copies");
   DI_CHECK_INPUT(o.bf16_weights != Bf16Weights::kOn || !o.batch_invariant,
                  "bf16_weights on (--bf16-weights on) does nothing in the batch-invariant mode, which never runs "
                  "the cuBLASLt GEMMs that read the copies");
@@ -666,7 +666,10 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   if (min_ratio > 0) layer_bytes += size_t(n) * size_t(c.max_position_embeddings / min_ratio) * 5;
   d.plan.arena = step_bytes + layer_bytes;
   // bf16 mode: the large-batch GEMM's workspace (batch-invariant runs never take that path).
-  if (o.activations == ops::Activations::kBF16 && !o.batch_invariant) d.plan.gemm = gemm_workspace_bytes(w, n);
+  // fp8 mode: the same (the non-FP8 products are bf16; the dense FP8 linears' codes and
+  // scales, 1.125 bytes per x element, fit in the bf16 x room).
+  if (ops::rounding_of(o.activations) == ops::Activations::kBF16 && !o.batch_invariant)
+    d.plan.gemm = gemm_workspace_bytes(w, n);
   size_t per_block = 0;
   for (const auto& s : d.sources) per_block += size_t(s.epb * (hd + c.index_head_dim)) * sizeof(float);
 
@@ -727,9 +730,14 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   // data pointers become device pointers in up.run() below.
   size_t copy_bytes = 0;
   int64_t copy_count = 0;
+  // In fp8 mode the dense FP8 linears run the FP8 GEMM on their codes: no copy for them.
+  auto copy_size = [&](const WeightRef& r) {
+    return ops::activations_for(o.activations, r) == ops::Activations::kFP8 ? size_t(0)
+                                                                              : gpu::linear_bf16_copy_bytes(r);
+  };
   if (d.plan.gemm > 0 && o.bf16_weights != Bf16Weights::kOff)
     d.for_each_dense([&](WeightRef& r) {
-      const size_t b = gpu::linear_bf16_copy_bytes(r);
+      const size_t b = copy_size(r);
       if (b == 0) return;
       copy_bytes = (copy_bytes + 255) / 256 * 256 + b;
       ++copy_count;
@@ -831,7 +839,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     d.bf16_buf = DeviceBuffer(copy_bytes);
     size_t off = 0;
     d.for_each_dense([&](WeightRef& r) {
-      const size_t b = gpu::linear_bf16_copy_bytes(r);
+      const size_t b = copy_size(r);
       if (b == 0) return;
       off = (off + 255) / 256 * 256;
       auto* dst = reinterpret_cast<uint16_t*>(d.bf16_buf.data() + off);
@@ -1388,7 +1396,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // invariant mode never takes it), which also applies q's RoPE and the output's inverse
   // (bitwise the rope launches it replaces).
   const bool small_attention = mode != gpu::LinearMode::kInvariant &&
-                               n <= kernels::attention_small_max_n(act == ops::Activations::kBF16) && hd % 2 == 0;
+                               n <= kernels::attention_small_max_n(ops::rounding_of(act) == ops::Activations::kBF16) && hd % 2 == 0;
   if (go && !small_attention) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
   // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
   norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32,
@@ -1634,7 +1642,8 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   }
   float* o = layer_arena->alloc<float>(n * heads * hd);
   if (go) {
-    ops::SinkAttentionParams sp{q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd, act,
+    ops::SinkAttentionParams sp{q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd,
+                                ops::rounding_of(act),
                                 small_attention ? 1 : 0, small_attention ? b.d_positions : nullptr, inv_freq,
                                 small_attention ? rd : 0, af};
     sp.kv_rows = pool_rows;  // the pool's size: the bf16 mode's wgmma path at prefill chunks
@@ -1661,9 +1670,11 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   ga.x_group_rows = rank;
   ga.x_group_step = group_in;
   ga.path = kernels::LinearPath::kGemv;
-  ga.bf16_x = act == ops::Activations::kBF16;  // the rounding linear() applies on its paths
+  const ops::Activations wo_a_act = ops::activations_for(act, a.wo_a);
+  ga.bf16_x = wo_a_act == ops::Activations::kBF16;  // the rounding linear() applies on its paths
+  // (fp8 mode with an FP8 wo_a: linear() quantizes x per group, which this gemv cannot.)
   const bool grouped = groups * rank <= a.wo_a.rows && kernels::linear_gemv_eligible(ga) &&
-                       (n <= 8 || mode == gpu::LinearMode::kInvariant);
+                       wo_a_act != ops::Activations::kFP8 && (n <= 8 || mode == gpu::LinearMode::kInvariant);
   for (int64_t t0 = 0; grouped && t0 < n; t0 += 8) {
     ga.x = o + t0 * heads * hd;
     ga.y = z + t0 * groups * rank;
@@ -1943,7 +1954,8 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
   linear(sg, shared_out, n, m.shared.w2);
   void* ws = layer_arena->alloc<uint8_t>(int64_t(gpu::moe_experts_workspace_bytes(n, k, m.table, mode)));
   if (go)
-    gpu::moe_experts({x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out, out, act},
+    gpu::moe_experts({x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out, out,
+                       ops::rounding_of(act)},
                      m.table, mode, stream, ws);
 }
 

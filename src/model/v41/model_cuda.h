@@ -83,7 +83,10 @@ struct CudaModelOptions {
   int64_t max_context = 0;      // positions a graph step covers (sizes its lists); 0: max_position_embeddings
   EngramTables engram_tables = EngramTables::kAuto;
   // What enters the matrix products (ops/linear.h; --activations): kBF16 is the fast
-  // mode (one bf16 MMA per tile; cuBLASLt GEMMs for large batches, workspace plan.gemm).
+  // mode (one bf16 MMA per tile; cuBLASLt GEMMs for large batches, workspace plan.gemm);
+  // kFP8 is kBF16 except for the dense FP8 linears, whose x is quantized per 32-K block
+  // and which run the FP8 tensor-core GEMM from linear_fp8_min_n tokens
+  // (ops::activations_for; the CPU model does the same).
   ops::Activations activations = ops::Activations::kF32;
   int64_t gemm_min_tokens = 0;  // > 0: cuBLASLt from this many rows on (tests; 0: the op's threshold)
   Bf16Weights bf16_weights = Bf16Weights::kOff;  // persistent bf16 copies for the GEMM path (above)

@@ -38,8 +38,12 @@ void moe_router(const MoeRouterParams& p) {
 
 // Under Activations::kBF16 x is rounded to bf16 before w1 / w3 and the scaled SwiGLU
 // output (route weight included) before w2 (ops/linear.h); kF32 rounds nothing.
+// Under Activations::kFP8 (the model's fp8 mode, linear.h activations_for) each of w1, w3,
+// w2 takes kFP8 if its weight can (its x quantized per 32-K block inside linear), else its
+// x rounded to bf16.
 void swiglu_expert(const SwigluExpertParams& p) {
   const int64_t inter = p.w1.rows, dim = p.w1.cols;
+  const bool fp8 = p.act == Activations::kFP8;
   const bool bf16 = p.act == Activations::kBF16;
   std::vector<float> xr;
   const float* x = p.x;
@@ -49,8 +53,8 @@ void swiglu_expert(const SwigluExpertParams& p) {
     x = xr.data();
   }
   std::vector<float> gate(p.n * inter), up(p.n * inter);
-  linear({x, gate.data(), p.n, p.w1});
-  linear({x, up.data(), p.n, p.w3});
+  linear({x, gate.data(), p.n, p.w1, 0, -1, fp8 ? activations_for(p.act, p.w1) : Activations::kF32});
+  linear({x, up.data(), p.n, p.w3, 0, -1, fp8 ? activations_for(p.act, p.w3) : Activations::kF32});
   const float lim = p.swiglu_limit;
   for (int64_t t = 0; t < p.n; ++t) {
     for (int64_t i = 0; i < inter; ++i) {
@@ -65,7 +69,7 @@ void swiglu_expert(const SwigluExpertParams& p) {
       gate[t * inter + i] = bf16 ? round_to_bf16(v) : v;
     }
   }
-  linear({gate.data(), p.y, p.n, p.w2});
+  linear({gate.data(), p.y, p.n, p.w2, 0, -1, fp8 ? activations_for(p.act, p.w2) : Activations::kF32});
 }
 
 void moe_experts(const MoeExpertsParams& p) {

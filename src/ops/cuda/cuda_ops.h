@@ -121,10 +121,11 @@ enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Wgmma 
 // as the CPU does, then
 //   - from n >= linear_fp8_min_n() tokens (kAuto), or forced with kFp8Wgmma / kFp8Mma: a
 //     GEMM on the FP8 tensor cores (kernels/cuda/smxx_linear_fp8.cuh: one k32 MMA per
-//     32-block from zero, promoted to fp32 with s_x * s_w), Hopper wgmma (kAuto: three
-//     warpgroups from n = 1024, two below; kFp8Wgmma: two) or mma.sync (kFp8Mma);
-//     measured 0.15-0.22x torch._scaled_mm at n >= 4096 (bench/results/2026-11-30-fp8-gemm.md),
-//     so this mode gives the reference runtime's numerics, not speed (kBF16 is faster);
+//     32-block from zero, promoted to fp32 with s_x * s_w): kAuto the pipelined Hopper
+//     kernel (kWgmmaTma: TMA ring, the promotion of block b overlapping block b + 1's
+//     wgmma), else the first wgmma kernel; kFp8Wgmma forces that first kernel (two
+//     warpgroups, one wgmma in flight each: 0.15-0.22x torch._scaled_mm at n >= 4096,
+//     bench/results/2026-11-30-fp8-gemm.md) and kFp8Mma mma.sync;
 //     needs K % 32 == 0, 32-row weight scale blocks and a slice starting on one; kAuto
 //     falls back to the path below when these do not hold;
 //   - else (kAuto below the threshold, or kGemv / kMma / kTiled forced): the dequantized

@@ -231,12 +231,11 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
   const int64_t k = p.w.cols, nb = (k + 31) / 32;
   bool gemm = mode == LinearMode::kAuto && (forced_gemm || (kernel == LinearKernel::kAuto && p.n >= linear_fp8_min_n()));
   if (gemm) {
-    // kAuto: the wgmma variant measured fastest (bench/results/2026-11-30-fp8-gemm.md): three
-    // warpgroups (192-token tiles) from 1024 tokens (20-35% faster there on wq_b, wo_b, the
-    // shared expert), two (128-token tiles, more tiles for small grids) below.
-    kernels::Fp8GemmKind kind = kernel == LinearKernel::kFp8Mma ? kernels::Fp8GemmKind::kMma
-                                : kernel == LinearKernel::kAuto && p.n >= 1024 ? kernels::Fp8GemmKind::kWgmma3
-                                                                              : kernels::Fp8GemmKind::kWgmma;
+    // kAuto: the pipelined TMA kernel (bench/results/2026-11-30-fp8-gemm.md, run 2); kFp8Wgmma
+    // keeps the first wgmma kernel (two warpgroups, one wgmma in flight each) for A/B.
+    kernels::Fp8GemmKind kind = kernel == LinearKernel::kFp8Mma     ? kernels::Fp8GemmKind::kMma
+                                : kernel == LinearKernel::kFp8Wgmma ? kernels::Fp8GemmKind::kWgmma
+                                                                    : kernels::Fp8GemmKind::kWgmmaTma;
     const size_t codes_bytes = align_up(size_t(p.n * k));
     Scratch sc(ws, codes_bytes + size_t(p.n * nb) * 4, stream);
     kernels::Fp8GemmArgs g;
@@ -247,7 +246,9 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
     g.row0 = p.row0;
     g.num_rows = rows;
     g.y = p.y;
-    // kAuto: wgmma where it runs (compute capability 9.0), else mma.sync (sm_89+).
+    // kAuto: the TMA wgmma kernel where it runs (compute capability 9.0, the driver's tensor-map
+    // encoder, shared memory for K), else the first wgmma kernel, else mma.sync (sm_89+).
+    if (kernel == LinearKernel::kAuto && !kernels::linear_fp8_gemm_eligible(g, kind)) kind = kernels::Fp8GemmKind::kWgmma;
     if (kernel == LinearKernel::kAuto && !kernels::linear_fp8_gemm_eligible(g, kind)) kind = kernels::Fp8GemmKind::kMma;
     if (kernels::linear_fp8_gemm_eligible(g, kind)) {
       CUDA_CHECK(kernels::quant_act_fp8(p.x, p.n, k, sc.p, reinterpret_cast<float*>(sc.p + codes_bytes), nullptr,

@@ -63,10 +63,12 @@ void swiglu_expert(const SwigluExpertParams& p, LinearMode mode, cudaStream_t st
   Scratch gate(p.n * inter, stream), up(p.n * inter, stream);
   // Under Activations::kBF16 linear rounds its x to bf16: x before w1 / w3, the scaled
   // SwiGLU output before w2 (the CPU op's semantics).
-  linear({p.x, gate.p, p.n, p.w1, 0, -1, p.act}, mode, stream);
-  linear({p.x, up.p, p.n, p.w3, 0, -1, p.act}, mode, stream);
+  // kFP8 (the model's fp8 mode): per weight, kFP8 where it can take it, else bf16
+  // (ops::activations_for), as the CPU op.
+  linear({p.x, gate.p, p.n, p.w1, 0, -1, activations_for(p.act, p.w1)}, mode, stream);
+  linear({p.x, up.p, p.n, p.w3, 0, -1, activations_for(p.act, p.w3)}, mode, stream);
   CUDA_CHECK(kernels::swiglu_act({gate.p, up.p, p.route_weight, p.n, inter, p.swiglu_limit}, stream));
-  linear({gate.p, p.y, p.n, p.w2, 0, -1, p.act}, mode, stream);
+  linear({gate.p, p.y, p.n, p.w2, 0, -1, activations_for(p.act, p.w2)}, mode, stream);
 }
 
 // ---------------------------------------------------------------------------
