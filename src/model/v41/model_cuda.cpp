@@ -412,7 +412,8 @@ struct CudaModel::Impl {
   // each output bitwise its own linear()), else the two linears.
   void linear2(const float* x, int64_t n, float* y1, const WeightRef& w1, float* y2, const WeightRef& w2) {
     if (!launching()) return;
-    const ops::LinearParams ps[2] = {{x, y1, n, w1, 0, -1, act}, {x, y2, n, w2, 0, -1, act}};
+    const ops::LinearParams ps[2] = {{x, y1, n, w1, 0, -1, ops::activations_for(act, w1)},
+                                     {x, y2, n, w2, 0, -1, ops::activations_for(act, w2)}};
     gpu::linear_multi(ps, 2, mode, stream, gemm_ws);
   }
   // kernels::norm_rope_quant on `rows` single-head rows (see smxx_elementwise.cuh).
