@@ -1036,8 +1036,8 @@ TEST(CudaModelBf16, TrainedModelMatchesTheCpuInBf16Mode) {
 // weights) both models must leave the bf16 mode's logits (the quantization reaches them);
 // the GPU-vs-CPU distance is reported, not asserted: an e4m3 code is a step function of x
 // 16x coarser than bf16's, so the rounding-midpoint flips the bf16 tests describe move
-// the tiny fixture's logits by O(1). On the trained model (BF16 weights only) fp8 mode is
-// the bf16 mode, bit for bit, on each backend.
+// the tiny fixture's logits by O(1). On a checkpoint without FP8 weights fp8 mode is the
+// bf16 mode, bit for bit, on each backend.
 TEST(CudaModelFp8, QuantFixtureInFp8Mode) {
   const std::string dir = fixture("v41_tiny_quant");
   auto cpu8 = v41::Model::load(dir, {ops::Activations::kFP8});
@@ -1068,8 +1068,10 @@ TEST(CudaModelFp8, QuantFixtureInFp8Mode) {
   }
 }
 
+// (The trained default model is not such a checkpoint: its attention wkv and Engram
+// tables are FP8. The f32 fixture has F32 weights only.)
 TEST(CudaModelFp8, Fp8ModeIsBf16ModeWithoutFp8Weights) {
-  const std::string dir = fixtures() + "/../../models/deepinfer-v41-tiny";
+  const std::string dir = fixture("v41_tiny_f32");
   auto cpu8 = v41::Model::load(dir, {ops::Activations::kFP8});
   auto cpu16 = v41::Model::load(dir, {ops::Activations::kBF16});
   v41::CudaModelOptions o = bf16_options(2, true, 0);  // batch-invariant: deterministic kernels
