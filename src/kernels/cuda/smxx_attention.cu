@@ -386,6 +386,64 @@ __device__ __forceinline__ float pow2_int(float k) {
   return __int_as_float((int(k) + 127) << 23);
 }
 
+// Steps 2-3 of a 32-entry tile, shared by the mma.sync kernel and the wgmma one (namespace
+// wg), so that their bits stay equal by construction:
+// 2. Exchange with the partner warp (same heads, the other channel half): both then hold
+//    own + other, the same bits (fp32 addition commutes). Each thread owns its 16 slots
+//    in `mine`; the partner reads them from its `theirs`.
+// 3. Online softmax in base 2 with an integer running max: slot (nt, k) is head row
+//    g + 8 (k / 2), entry nt * 8 + 2 qd + k % 2 of the tile, valid below c. Out: corr (the
+//    factor for the running accumulators) and pa, the bf16 A fragments of the two PV
+//    k-steps (regs 0, 1 = entries 0..7 of the step, rows g, g + 8; regs 2, 3 = 8..15).
+__device__ __forceinline__ void exchange_softmax(float (&s)[4][4], float* mine, const float* theirs, int hg, int lane,
+                                                 int qd, int c, float log2_scale, float (&m_run)[2], float (&l_run)[2],
+                                                 float (&corr)[2], uint32_t (&pa)[2][4]) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) mine[(nt * 4 + k) * 32 + lane] = s[nt][k];
+  pair_sync(hg);
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) s[nt][k] = __fadd_rn(s[nt][k], theirs[(nt * 4 + k) * 32 + lane]);
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const bool valid = nt * 8 + 2 * qd + (k & 1) < c;
+      s[nt][k] = valid ? __fmul_rn(s[nt][k], log2_scale) : -INFINITY;
+      mx[k >> 1] = fmaxf(mx[k >> 1], s[nt][k]);
+    }
+  float rs[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    const float m_new = fmaxf(m_run[i], ceilf(mx[i]));
+    corr[i] = pow2_int(__fsub_rn(m_run[i], m_new));
+    m_run[i] = m_new;
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    float pv[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      pv[k] = s[nt][k] == -INFINITY ? 0.0f : exp2f(__fsub_rn(s[nt][k], m_run[k >> 1]));
+      rs[k >> 1] = __fadd_rn(rs[k >> 1], pv[k]);
+    }
+    pa[nt >> 1][(nt & 1) * 2 + 0] = mma::pack_bf16(pv[0], pv[1]);
+    pa[nt >> 1][(nt & 1) * 2 + 1] = mma::pack_bf16(pv[2], pv[3]);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    rs[i] = __fadd_rn(rs[i], __shfl_xor_sync(0xffffffffu, rs[i], 1));
+    rs[i] = __fadd_rn(rs[i], __shfl_xor_sync(0xffffffffu, rs[i], 2));
+    l_run[i] = __fmaf_rn(l_run[i], corr[i], rs[i]);
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 1) mqa_attention_tc_kernel(SinkAttentionArgs a, bool vec) {
   extern __shared__ float4 smem4[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem4);
@@ -519,60 +577,11 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_tc_kernel(SinkAtten
 #pragma unroll
         for (int k = 0; k < 4; ++k) s[nt][k] = chain == 0 ? d[nt][k] : __fadd_rn(s[nt][k], d[nt][k]);
     }
-    // 2. Exchange with the partner warp: both then hold own + other, the same bits
-    //    (fp32 addition commutes). Each thread owns its 16 slots; the partner reads them.
-    float* mine = sx + warp * (16 * kTileE);
-    const float* theirs = sx + (warp ^ 4) * (16 * kTileE);
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) mine[(nt * 4 + k) * 32 + lane] = s[nt][k];
-    pair_sync(hg);
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) s[nt][k] = __fadd_rn(s[nt][k], theirs[(nt * 4 + k) * 32 + lane]);
-
-    // 3. Online softmax in base 2 with an integer running max: slot (nt, k) is head row
-    //    g + 8 (k / 2), entry nt * 8 + 2 qd + k % 2 of the tile.
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const bool valid = nt * 8 + 2 * qd + (k & 1) < c;
-        s[nt][k] = valid ? __fmul_rn(s[nt][k], a.log2_scale) : -INFINITY;
-        mx[k >> 1] = fmaxf(mx[k >> 1], s[nt][k]);
-      }
-    float corr[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      const float m_new = fmaxf(m_run[i], ceilf(mx[i]));
-      corr[i] = pow2_int(__fsub_rn(m_run[i], m_new));
-      m_run[i] = m_new;
-    }
+    // 2-3. Exchange with the partner warp, online softmax (exchange_softmax).
+    float corr[2];
     uint32_t pa[2][4];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      float pv[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        pv[k] = s[nt][k] == -INFINITY ? 0.0f : exp2f(__fsub_rn(s[nt][k], m_run[k >> 1]));
-        rs[k >> 1] = __fadd_rn(rs[k >> 1], pv[k]);
-      }
-      // The A fragment of PV k-step nt / 2: regs 0, 1 = entries 0..7 of the step (rows
-      // g, g + 8), regs 2, 3 = entries 8..15.
-      pa[nt >> 1][(nt & 1) * 2 + 0] = mma::pack_bf16(pv[0], pv[1]);
-      pa[nt >> 1][(nt & 1) * 2 + 1] = mma::pack_bf16(pv[2], pv[3]);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      rs[i] = __fadd_rn(rs[i], __shfl_xor_sync(0xffffffffu, rs[i], 1));
-      rs[i] = __fadd_rn(rs[i], __shfl_xor_sync(0xffffffffu, rs[i], 2));
-      l_run[i] = __fmaf_rn(l_run[i], corr[i], rs[i]);
-    }
+    exchange_softmax(s, sx + warp * (16 * kTileE), sx + (warp ^ 4) * (16 * kTileE), hg, lane, qd, c, a.log2_scale,
+                     m_run, l_run, corr, pa);
 #pragma unroll
     for (int nt = 0; nt < kHalf / 8; ++nt) {
       o[nt][0] = __fmul_rn(o[nt][0], corr[0]);
@@ -1283,55 +1292,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     //    kernel. kOverlap alternates two buffers: no block barrier separates a tile's
     //    exchange from the next one's there, but the pair barrier of the tile between does.
     float* xb = sx + (kOverlap ? (it & 1) * (kWarps * 16 * kTileE) : 0);
-    float* mine = xb + warp * (16 * kTileE);
-    const float* theirs = xb + (warp ^ 4) * (16 * kTileE);
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) mine[(nt * 4 + k) * 32 + lane] = s[nt][k];
-    tc::pair_sync(hg);
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) s[nt][k] = __fadd_rn(s[nt][k], theirs[(nt * 4 + k) * 32 + lane]);
-
-    // 3. Online softmax in base 2 with an integer running max (the same code as tc).
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const bool valid = nt * 8 + 2 * qd + (k & 1) < c;
-        s[nt][k] = valid ? __fmul_rn(s[nt][k], a.log2_scale) : -INFINITY;
-        mx[k >> 1] = fmaxf(mx[k >> 1], s[nt][k]);
-      }
-    float corr[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      const float m_new = fmaxf(m_run[i], ceilf(mx[i]));
-      corr[i] = tc::pow2_int(__fsub_rn(m_run[i], m_new));
-      m_run[i] = m_new;
-    }
+    float corr[2];
     uint32_t pa[2][4];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      float pv[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        pv[k] = s[nt][k] == -INFINITY ? 0.0f : exp2f(__fsub_rn(s[nt][k], m_run[k >> 1]));
-        rs[k >> 1] = __fadd_rn(rs[k >> 1], pv[k]);
-      }
-      pa[nt >> 1][(nt & 1) * 2 + 0] = mma::pack_bf16(pv[0], pv[1]);
-      pa[nt >> 1][(nt & 1) * 2 + 1] = mma::pack_bf16(pv[2], pv[3]);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      rs[i] = __fadd_rn(rs[i], __shfl_xor_sync(0xffffffffu, rs[i], 1));
-      rs[i] = __fadd_rn(rs[i], __shfl_xor_sync(0xffffffffu, rs[i], 2));
-      l_run[i] = __fmaf_rn(l_run[i], corr[i], rs[i]);
-    }
+    tc::exchange_softmax(s, xb + warp * (16 * kTileE), xb + (warp ^ 4) * (16 * kTileE), hg, lane, qd, c, a.log2_scale,
+                         m_run, l_run, corr, pa);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
