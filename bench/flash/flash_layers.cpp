@@ -53,7 +53,7 @@
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096[,8192]] [--activations f32|bf16|fp8|f32,bf16,...] [--budget-s 300]
 //                [--bf16-weights off|on|auto|off,on]
-//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk]
+//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk] [--gemv-pdl 0|1]
 //                [--ops-moe] [--ops-moe-profile]
 //                [--fp8-kinds wgmmap,wgmma,wgmma3,wgmmaw,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
@@ -1714,6 +1714,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    else if (a == "--gemv-pdl") kernels::gemv_set_pdl(std::atoi(next()) != 0);  // programmatic dependent gemv launches
     else if (a == "--fp8-kinds") g_fp8_kinds = next();  // FP8 GEMMs to time (a crashed kind is left out)
     else if (a == "--linear-ns") {
       g_linear_ns = parse_list(next());

@@ -42,6 +42,7 @@
 #include "io/safetensors.h"
 #include "model/v41/model.h"
 #include "model/v41/model_cuda.h"
+#include "kernels/cuda/smxx_linear.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "../model/golden_feeds.h"
 
@@ -1082,6 +1083,33 @@ TEST(CudaModelFp8, Fp8ModeIsBf16ModeWithoutFp8Weights) {
   const std::vector<size_t> whole = {tokens.size()};
   EXPECT_EQ(feed_cpu(*cpu8, tokens, whole), feed_cpu(*cpu16, tokens, whole));
   EXPECT_EQ(feed(*gpu8, 1, tokens, whole), feed(*gpu16, 1, tokens, whole));
+}
+
+// Programmatic dependent launch of the gemv kernels (kernels::gemv_set_pdl): the decode
+// chain (every small kernel before a gemv triggers its dependents early; each gemv reads
+// x after griddepcontrol.wait) gives the logits of plain launches bit for bit, eager and
+// replayed from CUDA graphs (programmatic edges in the graph), token by token (the gemv
+// path) and in a chunk.
+TEST(CudaModel, GemvPdlChangesNoBit) {
+  for (const char* name : kFixtures)
+    for (const bool graphs : {false, true}) {
+      SCOPED_TRACE(name);
+      SCOPED_TRACE(graphs ? "graphs" : "eager");
+      v41::CudaModelOptions o = options(2);
+      o.cuda_graphs = graphs;
+      std::vector<float> out[2];
+      for (const bool pdl : {false, true}) {
+        // A model per setting: a graph keeps the launches it captured.
+        kernels::gemv_set_pdl(pdl);
+        auto m = v41::CudaModel::load(fixture(name), o);
+        const std::vector<int64_t> tokens = tokens_for(55, 30, m->config().vocab_size);
+        std::vector<size_t> sizes(20, 1);
+        sizes.push_back(10);
+        out[pdl] = feed(*m, 0, tokens, sizes);
+        kernels::gemv_set_pdl(false);
+      }
+      EXPECT_EQ(out[0], out[1]);
+    }
 }
 
 // Decode graphs with cuBLASLt captured in them (every multi-row linear through it):

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "harness.h"
+#include "kernels/cuda/smxx_elementwise.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "ops/cuda/weight_args.h"
 #include "ops/linear.h"
@@ -230,6 +231,45 @@ TEST(LinearGemv, BulkFallbackAndRejects) {
   five[0].n = 9;
   EXPECT_EQ(kernels::linear_gemv_multi(five.data(), 1, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// Programmatic dependent launch (gemv_set_pdl): chains of rms_norm (which triggers its
+// dependents at its start) -> gemv -> gemv on a stream, where each gemv reads what the
+// kernel before it writes. With PDL the gemv blocks start early and must still read x
+// only after griddepcontrol.wait: the outputs equal the plain launches' bit for bit, for
+// the streaming and the bulk kernel, over several rounds with fresh inputs (a missing
+// wait would read the previous round's or the zeroed x).
+TEST(LinearGemv, PdlChainsMatchPlainLaunches) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  Rng rng(11);
+  const Shape s1{WKind::kFp8E8m0, 1, 1024, 5120}, s2{WKind::kFp8E8m0, 1, 5120, 1024};
+  const auto w1 = random_weight(rng, s1.kind, s1.rows, s1.cols, 0.05f);
+  const auto w2 = random_weight(rng, s2.kind, s2.rows, s2.cols, 0.05f);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  Dev<float> dx(size_t(s1.cols)), xn(size_t(s1.cols)), y1(size_t(s1.rows)), y2(size_t(s2.rows));
+  for (const kernels::GemvKind kind : {kernels::GemvKind::kStream, kernels::GemvKind::kBulk}) {
+    for (int round = 0; round < 6; ++round) {
+      const auto x = randn(rng, size_t(s1.cols));
+      std::vector<float> out[2];
+      for (const bool pdl : {false, true}) {
+        GemvScope scope(kind, 0);
+        kernels::gemv_set_pdl(pdl);
+        ASSERT_EQ(cudaMemsetAsync(xn.get(), 0, xn.bytes(), st), cudaSuccess);
+        ASSERT_EQ(cudaMemsetAsync(y1.get(), 0, y1.bytes(), st), cudaSuccess);
+        ASSERT_EQ(cudaMemcpyAsync(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice, st), cudaSuccess);
+        ASSERT_EQ(kernels::rms_norm({dx.get(), xn.get(), nullptr, 1, s1.cols, 1e-6f}, st), cudaSuccess);
+        ASSERT_EQ(kernels::linear(args(s1, *w1, xn.get(), y1.get()), st), cudaSuccess);
+        ASSERT_EQ(kernels::linear(args(s2, *w2, y1.get(), y2.get()), st), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+        kernels::gemv_set_pdl(false);
+        out[pdl] = y2.host();
+      }
+      ASSERT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4), 0) << "round " << round;
+    }
+  }
+  cudaStreamDestroy(st);
 }
 
 }  // namespace deepinfer::testing_cuda

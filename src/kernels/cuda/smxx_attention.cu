@@ -445,6 +445,7 @@ __device__ __forceinline__ void exchange_softmax(float (&s)[4][4], float* mine, 
 }
 
 __global__ void __launch_bounds__(kThreads, 1) mqa_attention_tc_kernel(SinkAttentionArgs a, bool vec) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   extern __shared__ float4 smem4[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem4);
   __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(reinterpret_cast<char*>(smem4) + kQBytes);
@@ -710,6 +711,7 @@ __device__ __forceinline__ float rescale(float m, float M) {
 template <bool kBf16>
 __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 1)
     small_attention_kernel(SinkAttentionArgs a, int groups, bool vec) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   extern __shared__ float4 smem4[];
   float* wacc = reinterpret_cast<float*>(smem4);                 // [kWarps][kHeads][512]
   float* bacc = wacc + kWarps * kHeads * int(kAttnMaxDim);       // [kHeads][512]

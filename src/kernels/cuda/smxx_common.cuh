@@ -142,6 +142,22 @@ __device__ __forceinline__ float weight_at(const WeightArgs& w, int64_t r, int64
 // Reductions.
 // ---------------------------------------------------------------------------
 
+// Programmatic dependent launch (PDL). pdl_wait: the kernel's reads of what earlier
+// kernels in the stream wrote must come after it (it returns at once when the kernel was
+// not launched with cudaLaunchAttributeProgrammaticStreamSerialization). pdl_trigger: a
+// kernel launched after this one with that attribute may start once every block of this
+// one has passed here (a no-op when none is). Neither changes a value.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

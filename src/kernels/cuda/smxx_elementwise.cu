@@ -10,6 +10,7 @@ namespace {
 // One block per row: the row is read twice (sum of squares, then scale), the
 // second time from L1/L2. fp32 partial sums per thread, then a tree.
 __global__ void rms_norm_kernel(RmsNormArgs a) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
   const float* x = a.x + t * a.dim;
@@ -34,6 +35,7 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
 // rope_pair, so the same bits.
 constexpr int kRopeThreads = 128;
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int hb) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   extern __shared__ float rope_cs_sm[];  // [half] cos, then [half] sin
   const int64_t half = a.rope_dim / 2, t = blockIdx.x;
   const int64_t h0 = int64_t(blockIdx.y) * hb, nh = a.heads - h0 < hb ? a.heads - h0 : hb;
@@ -84,6 +86,7 @@ __global__ void fake_quant_kernel(FakeQuantArgs a) {
 // divides 32), the row written once.
 constexpr int kNrqThreads = 256;
 __global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_kernel(NormRopeQuantArgs a) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   extern __shared__ float row[];
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;

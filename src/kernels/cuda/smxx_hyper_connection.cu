@@ -504,6 +504,7 @@ __device__ __forceinline__ void collapse_norm_token(const HcCollapseNormArgs& a,
 }
 
 __global__ void __launch_bounds__(kCollapseNormThreads) hc_collapse_norm_kernel(HcCollapseNormArgs a) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   extern __shared__ float row[];
   __shared__ float scratch[32];
   collapse_norm_token(a, blockIdx.x, row, scratch);
@@ -517,6 +518,7 @@ __global__ void __launch_bounds__(kCollapseNormThreads) hc_collapse_norm_kernel(
 // batch 1 the serial finish (Sinkhorn on one thread) and the collapse now overlap.
 __global__ void __launch_bounds__(kCollapseNormThreads)
     hc_mixes_finish_collapse_norm_kernel(HcMixesArgs m, const float* ws, int splits, HcCollapseNormArgs cn, int fin) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   static_assert(kCollapseNormThreads == kFinishThreads, "one block size for both roles");
   extern __shared__ float row[];
   __shared__ float scratch[32];

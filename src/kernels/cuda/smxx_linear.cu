@@ -53,6 +53,11 @@ std::atomic<int> g_gemv_kind{int(GemvKind::kAuto)};
 void gemv_set_kind(GemvKind k) { g_gemv_kind = int(k); }
 GemvKind gemv_kind() { return GemvKind(g_gemv_kind.load()); }
 namespace {
+std::atomic<bool> g_gemv_pdl{false};
+}  // namespace
+void gemv_set_pdl(bool on) { g_gemv_pdl = on; }
+bool gemv_pdl() { return g_gemv_pdl.load(); }
+namespace {
 std::atomic<int> g_gemv_bulk_grid_cap{0};
 }  // namespace
 void gemv_set_bulk_grid_cap(int blocks) { g_gemv_bulk_grid_cap = blocks > 0 ? blocks : 0; }

@@ -65,6 +65,12 @@ cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t s
 enum class GemvKind : int { kAuto, kStream, kBulk };
 void gemv_set_kind(GemvKind k);
 GemvKind gemv_kind();
+// Programmatic dependent launch for the gemv kernels (process-wide, off by default): each
+// gemv launch may start while the kernel before it drains (prefetching its first weights;
+// x is read after griddepcontrol.wait), and the small kernels that precede gemvs signal
+// early (pdl_trigger). Same values either way.
+void gemv_set_pdl(bool on);
+bool gemv_pdl();
 // Tests only: at most this many blocks per bulk launch (0: no cap, the default), so
 // each block loops over many tiles and its ring of stages wraps many times.
 void gemv_set_bulk_grid_cap(int blocks);

@@ -6,6 +6,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
@@ -191,6 +192,7 @@ __device__ __forceinline__ void gemv_scales(SFormat sf, const uint8_t* const (&s
 // vectors straight from global memory, one block per 4 .. 32 rows.
 template <WFormat F, int NT>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int ks, int vec_shift) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   constexpr int kPerWord = Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
   __shared__ float red[kGemvWarps][kGemvRows][NT];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -220,6 +222,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int
   for (int r = 0; r < kGemvRows; ++r)
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+
+  // Under PDL (gemv_set_pdl) this block may run while the kernel before it finishes: the
+  // lane's first two weight vectors (constant data) go to L2 meanwhile; x, which that
+  // kernel may be writing, is read only after pdl_wait.
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int v = slice * per + lane + 32 * k;
+    if (v < v_end)
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r) asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + int64_t(v) * 16));
+  }
+  pdl_wait();
 
   for (int v = slice * per + lane; v < v_end; v += 32) {
     uint4 wv[kGemvRows];
@@ -281,6 +295,26 @@ inline int gemv_vec_shift(const WeightArgs& w) {
   return vec_shift;
 }
 
+// A gemv launch, with the programmatic-serialization attribute when gemv_pdl() is on (the
+// kernels call pdl_wait before reading x): the blocks may then start, and fetch their
+// first weights, while the kernel before them drains.
+template <class... KArgs, class... Args>
+cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kGemvWarps * 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute at[1];
+  if (gemv_pdl()) {
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
 template <WFormat F, int NT>
 cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
   constexpr int kPerVec = 4 * Fmt<F>::kPerWord;
@@ -291,8 +325,7 @@ cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
   const int64_t rows_per_block = int64_t(kGemvWarps / ks) * kGemvRows;
   const int64_t blocks = (a.num_rows + rows_per_block - 1) / rows_per_block;
   if (blocks > INT32_MAX || nvec > INT32_MAX) return cudaErrorInvalidValue;
-  gemv_kernel<F, NT><<<unsigned(blocks), kGemvWarps * 32, 0, stream>>>(a, ks, vec_shift);
-  return cudaGetLastError();
+  return launch_pdl(gemv_kernel<F, NT>, dim3(unsigned(blocks)), 0, stream, a, ks, vec_shift);
 }
 
 // ---------------------------------------------------------------------------
@@ -389,6 +422,7 @@ __device__ __forceinline__ void bulk_issue(const GemvBulkArgs& a, uint8_t* ring,
 
 template <WFormat F, int NT>
 __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_bulk_kernel(const __grid_constant__ GemvBulkArgs a) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   constexpr int kPerWord = Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
   extern __shared__ __align__(128) uint8_t ring[];  // [stages][stage_bytes]
   __shared__ __align__(8) uint64_t full[kBulkMaxStages];
@@ -404,6 +438,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_bulk_kernel(const __g
     for (int i = 0; i < min(S, my_tiles); ++i) bulk_issue(a, ring, full, i);
   }
   __syncthreads();
+  pdl_wait();  // the copies above read weights only; x (gemv_vector) comes after
   for (int i = 0; i < my_tiles; ++i) {
     const int tile = int(blockIdx.x) + i * int(gridDim.x);
     int j = 0;
@@ -561,8 +596,7 @@ cudaError_t launch_bulk(const LinearArgs* calls, int count, cudaStream_t stream)
   g.stages = stages;
   int64_t grid = std::min<int64_t>(tiles, int64_t(per_sm) * sms);
   if (cap > 0) grid = std::min<int64_t>(grid, cap);
-  gemv_bulk_kernel<F, NT><<<unsigned(grid), kGemvWarps * 32, size_t(stages) * g.stage_bytes, stream>>>(g);
-  return cudaGetLastError();
+  return launch_pdl(gemv_bulk_kernel<F, NT>, dim3(unsigned(grid)), size_t(stages) * g.stage_bytes, stream, g);
 }
 
 template <WFormat F, int NT>

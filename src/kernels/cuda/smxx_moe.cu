@@ -399,6 +399,7 @@ __global__ void __launch_bounds__(kSelectMaxThreads) router_select_kernel(Router
 }
 
 __global__ void swiglu_act_kernel(SwigluActArgs a) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= a.n * a.inter) return;
   a.gate[idx] = moe_terms::swiglu(a.gate[idx], a.up[idx], a.limit, a.route_weight ? a.route_weight[idx / a.inter] : 0.0f,
@@ -891,6 +892,7 @@ constexpr int kMaxTopK = 16;
 constexpr int kCombineThreads = 256;
 template <int V>
 __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineArgs a) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   using Vec = std::conditional_t<V == 4, float4, float>;
   const int64_t t = blockIdx.x;
   const int64_t c0 = (int64_t(blockIdx.y) * kCombineThreads + threadIdx.x) * V;
