@@ -256,8 +256,8 @@ TEST(LinearGemv, PdlChainsMatchPlainLaunches) {
       for (const bool pdl : {false, true}) {
         GemvScope scope(kind, 0);
         kernels::gemv_set_pdl(pdl);
-        ASSERT_EQ(cudaMemsetAsync(xn.get(), 0, xn.bytes(), st), cudaSuccess);
-        ASSERT_EQ(cudaMemsetAsync(y1.get(), 0, y1.bytes(), st), cudaSuccess);
+        ASSERT_EQ(cudaMemsetAsync(xn.get(), 0, size_t(s1.cols) * 4, st), cudaSuccess);
+        ASSERT_EQ(cudaMemsetAsync(y1.get(), 0, size_t(s1.rows) * 4, st), cudaSuccess);
         ASSERT_EQ(cudaMemcpyAsync(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice, st), cudaSuccess);
         ASSERT_EQ(kernels::rms_norm({dx.get(), xn.get(), nullptr, 1, s1.cols, 1e-6f}, st), cudaSuccess);
         ASSERT_EQ(kernels::linear(args(s1, *w1, xn.get(), y1.get()), st), cudaSuccess);
