@@ -54,7 +54,7 @@
 //                [--prefill 4096[,8192]] [--activations f32|bf16|fp8|f32,bf16,...] [--budget-s 300]
 //                [--bf16-weights off|on|auto|off,on]
 //                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk] [--gemv-pdl 0|1]
-//                [--ops-moe] [--ops-moe-profile]
+//                [--ops-moe] [--ops-moe-profile] [--profile-big wgmma,wgmmaws]
 //                [--fp8-kinds wgmmap,wgmma,wgmma3,wgmmaw,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
@@ -964,6 +964,9 @@ void run_gemv_ops(HostPool& hp) {
 // configuration) inside cudaProfilerStart / Stop, each after a warm-up call outside, for
 // ncu --profile-from-start off (per-kernel time, issue and pipe utilisation, stall
 // reasons of the small-tile kernels; NOTES "MoE decode tiles"). Prints one line per call.
+// --profile-big wgmma,wgmmaws (g_profile_bigs): instead, one bf16 call per listed big-tile
+// kernel (small tiles as default), so ncu sees the big-tile kernels side by side.
+std::vector<std::pair<kernels::MoeTcBig, std::string>> g_profile_bigs;
 void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches) {
   const int64_t D = c.hidden_size, E = c.n_routed_experts, I = c.moe_intermediate_size, k = c.num_experts_per_tok;
   int64_t maxn = 1;
@@ -996,6 +999,25 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
       ids.insert(ids.end(), picks.begin(), picks.end());
     }
     CK(cudaMemcpy(d_ids, ids.data(), ids.size() * 8, cudaMemcpyHostToDevice));
+    if (!g_profile_bigs.empty()) {
+      const kernels::MoeTcBig big_def = kernels::moe_tc_big();
+      for (const auto& [bg, name] : g_profile_bigs) {
+        kernels::moe_tc_set_big(bg);
+        auto call = [&] {
+          ops::cuda::moe_experts({x, T, k, d_ids, rw, nullptr, E, 10.0f, nullptr, y, ops::Activations::kBF16}, table,
+                                 ops::cuda::LinearMode::kAuto, nullptr, ws);
+        };
+        call();
+        CK(cudaDeviceSynchronize());
+        CK(cudaProfilerStart());
+        call();
+        CK(cudaDeviceSynchronize());
+        CK(cudaProfilerStop());
+        std::printf("profile moe T=%lld act=bf16 big=%s\n", (long long)T, name.c_str());
+      }
+      kernels::moe_tc_set_big(big_def);
+      continue;
+    }
     for (auto av : {ops::Activations::kBF16, ops::Activations::kF32})
       for (MoeTcSmall sm : {MoeTcSmall::kFormer, MoeTcSmall::kLean4, MoeTcSmall::kLean8, MoeTcSmall::kLean4T}) {
         kernels::moe_tc_set_small(sm);
@@ -1243,7 +1265,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
         add(sm, one_ok, true, 8, kAutoBig);
         add(sm, one_ok, false, 32, kAutoBig);
       }
-      for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWgmmaDeep,
+      for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWgmmaWs,
+                      kernels::MoeTcBig::kWgmmaDeep,
                       kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
         cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});  // kBF16 only: f32big unused
       auto apply = [](const Cfg& c) {
@@ -1277,6 +1300,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                              : cfg.big == kernels::MoeTcBig::kWide     ? " big=wide"
                              : cfg.big == kernels::MoeTcBig::kWgmma    ? " big=wgmma"
                              : cfg.big == kernels::MoeTcBig::kWgmmaDeep ? " big=wgmmadeep"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWs   ? " big=wgmmaws"
                              : cfg.big == kernels::MoeTcBig::kWide2  ? " big=wide2"
                              : cfg.big == kernels::MoeTcBig::kWide128 ? " big=wide128"
                                                                       : " big=rows64";
@@ -1732,6 +1756,25 @@ int main(int argc, char** argv) {
     else if (a == "--ops-only") ops_only = with_ops = true;
     else if (a == "--ops-moe") ops_only = with_ops = moe_only = true;
     else if (a == "--ops-moe-profile") moe_profile = true;
+    else if (a == "--profile-big") {  // --ops-moe-profile: these big-tile kernels, bf16 (wgmma,wgmmaws,wgmmadeep,wide)
+      const std::string list = next();
+      for (size_t b = 0; b <= list.size();) {
+        size_t e = list.find(',', b);
+        if (e == std::string::npos) e = list.size();
+        const std::string v = list.substr(b, e - b);
+        b = e + 1;
+        const kernels::MoeTcBig k = v == "wgmma"       ? kernels::MoeTcBig::kWgmma
+                                    : v == "wgmmaws"   ? kernels::MoeTcBig::kWgmmaWs
+                                    : v == "wgmmadeep" ? kernels::MoeTcBig::kWgmmaDeep
+                                    : v == "wide"      ? kernels::MoeTcBig::kWide
+                                                       : kernels::MoeTcBig::kAuto;
+        if (k == kernels::MoeTcBig::kAuto) {
+          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmma, wgmmaws, wgmmadeep, wide)\n", v.c_str());
+          return 2;
+        }
+        g_profile_bigs.push_back({k, v});
+      }
+    }
     else if (a == "--indexer-only") indexer_only = true;  // top-k and indexer-score op sections alone
     else if (a == "--ops-attention") attention_only = true;  // the attention op in both precisions alone
     else if (a == "--attn-path") {

@@ -215,7 +215,8 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
 // both_big: the batch runs again with each big-tile kernel (moe_tc_set_big: the wide one,
 // 64-row tiles, 32 rows per warp, 128 rows per block, the wgmma tiles of 128 rows with the
-// measured 4-stage ring and with the deep weight ring) and must
+// measured 4-stage ring, with the deep weight ring and warp-specialized (kWgmmaWs: producer
+// warpgroup, mbarrier stages, no block barrier; also against the CPU as y_wgmmaws) and must
 // equal the default's (kAuto's) output bit for bit (same MMAs, same order).
 // FP4 experts at moe_tc shapes also run with every other small-tile kernel (moe_tc_set_small:
 // the former launches, the fused persistent kernel, the lean kernels with a 4- / 8-chunk
@@ -276,20 +277,25 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                                          std::pair{kernels::MoeTcBig::kWide2, "wide2_vs_default_differ"},
                                          std::pair{kernels::MoeTcBig::kWide128, "wide128_vs_default_differ"},
                                          std::pair{kernels::MoeTcBig::kWgmma, "wgmma_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmmaDeep, "wgmmadeep_vs_default_differ"}}) {
+                                         std::pair{kernels::MoeTcBig::kWgmmaDeep, "wgmmadeep_vs_default_differ"},
+                                         std::pair{kernels::MoeTcBig::kWgmmaWs, "wgmmaws_vs_default_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());
                 kernels::moe_tc_set_big(def);
                 const std::vector<float> other = alt.host();
                 o.ints.push_back({label, {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
-                if (kern == kernels::MoeTcBig::kWgmma || kern == kernels::MoeTcBig::kWgmmaDeep) {
+                if (kern == kernels::MoeTcBig::kWgmma || kern == kernels::MoeTcBig::kWgmmaDeep ||
+                    kern == kernels::MoeTcBig::kWgmmaWs) {
                   // Also against the CPU on its own (a rounding difference in the k16 step
                   // would show here only).
                   std::vector<float> og(m * dim);
                   for (int64_t i = 0; i < m; ++i)
                     std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, og.begin() + i * dim);
-                  o.floats.push_back({kern == kernels::MoeTcBig::kWgmma ? "y_wgmma" : "y_wgmmadeep", y, og});
+                  o.floats.push_back({kern == kernels::MoeTcBig::kWgmma       ? "y_wgmma"
+                                      : kern == kernels::MoeTcBig::kWgmmaDeep ? "y_wgmmadeep"
+                                                                               : "y_wgmmaws",
+                                      y, og});
                 }
               }
             }
@@ -462,7 +468,7 @@ std::vector<OpCase> moe_cases() {
                                    false, true, false, 512, ops::Activations::kBF16, true));
   // Prefill sizes with few experts, for the wgmma tiles (128 rows, a template case per 16
   // rows; kAuto takes them from 2048 tokens, so the default here is the wide kernel and
-  // both wgmma rings run in the both_big comparison): 8 / 12 experts at ~300 / ~500 rows (hot ones
+  // the three wgmma kernels run in the both_big comparison): 8 / 12 experts at ~300 / ~500 rows (hot ones
   // more) give full tiles and tails of many heights; K = 640 / 384 (5 and 3 chunks, 6
   // stage-1 and 5 stage-2 row blocks) and K = 256 / 128 (2 chunks, then one: fewer than the
   // 4-stage ring). One row block per block at these tile counts; the V4.1 n4096 case above

@@ -223,12 +223,17 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // binds these tiles (NOTES 14, helper moepf). Kept for A/B once the per-chunk cost falls.
 // kAuto (default): kWgmma from kMoeTcWgmmaMinTokens tokens per call (where supported),
 // kWide below.
-enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kWgmmaDeep, kAuto };
+// kWgmmaWs (opt-in, helper moepf2, NOTES 18): the kWgmma tiles warp-specialized: a
+// producer warp issues the token copies and signals per-stage mbarriers, the two MMA
+// warpgroups run without a block-wide barrier (one's decode and chain sum under the
+// other's MMAs). The same MMAs and chains: the same bits.
+enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kWgmmaDeep, kWgmmaWs, kAuto };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code
-// The kWgmma / kWgmmaDeep tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows
-// here; moe_tc_big() == kWgmmaDeep takes the deep weight ring, anything else the 4-stage one).
+// The kWgmma / kWgmmaDeep / kWgmmaWs tiles of one stage (moe_tc routes tile_rows ==
+// kMoeTcWgmmaRows here; moe_tc_big() == kWgmmaDeep takes the deep weight ring, kWgmmaWs the
+// warp-specialized kernel, anything else the 4-stage one).
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream);
 // x [count] fp32 (rows of dim, dim % 128 == 0) -> one bf16 plane (round to nearest even)
 // with each 128-column chunk in the wgmma kernel's k order (smxx_moe_wgmma.cu).

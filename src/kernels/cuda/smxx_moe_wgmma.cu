@@ -382,6 +382,316 @@ __global__ void __launch_bounds__(kWgThreads, 1) moe_wgmma_kernel(MoeGroupedArgs
 }
 static_assert(kWgMaxN == 128, "the switch above lists the cases up to 128 tokens");
 
+// ---- MoeTcBig::kWgmmaWs: the same tiles, warp-specialized (helper moepf2, NOTES 18) ----
+// Why: ncu on wg_tile at T = 8192 (NOTES 14) has the tensor pipe active 26-28% of the
+// cycles. After each chunk's 8 MMAs both warpgroups, in step because of the block barrier,
+// decode the last word, sum the chain, meet at __syncthreads and issue the next chunk's
+// token copies (LDS'd offsets, 64-bit arithmetic, divisions) while no MMA runs on the SM.
+// Here a producer warpgroup (warps 8..11) issues every token copy and signals a per-stage
+// "full" mbarrier as they land (cp.async.mbarrier.arrive.noinc); each consumer warpgroup waits on
+// that barrier, runs its chunk exactly as wg_tile does, and releases the stage on an
+// "empty" mbarrier once its MMAs are done. No block-wide barrier: the warpgroups drift
+// apart by up to the ring's depth, so one's decode / chain sum / epilogue runs under the
+// other's MMAs. The weights and scale words stay per consumer thread (each thread copies
+// and reads back its own bytes: cp.async.wait_group suffices, no cross-thread signal).
+// Chunk, item and ring positions are counters (no per-chunk division), weight offsets
+// 32-bit. The MMAs, their A registers, the token layout, the chains and the promotion
+// (acc += chain per chunk, chunk order) are wg_tile's: bitwise the same output.
+// Registers: a 9-warp block gets 168 per thread (3 warps on one SM sub-partition's 16K
+// registers) and the N = 128 consumers spilled 2 KB; so the producer is a whole warpgroup
+// (its copies spread over the 4 sub-partitions) that gives registers back (setmaxnreg 40)
+// and the consumers take them (232: 40 + 2 x 232 warps of 32 = the sub-partition's 16K).
+constexpr int kWsConsumers = 256;                   // two consumer warpgroups (warps 0..7)
+constexpr int kWsThreads = kWsConsumers + 128;      // + the producer warpgroup (warps 8..11)
+constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
+static_assert(kWsProducerRegs + 2 * kWsConsumerRegs <= 512, "a sub-partition's 16K registers / 32 lanes");
+constexpr int kWsStages = 4;                   // token and weight stages (RingShared's depth)
+struct WsLayout {
+  static constexpr int kWBase = kWsStages * kXBytes;
+  static constexpr int kXoBase = kWBase + kWsStages * kWSlotBytes;
+  static constexpr int kBarBase = kXoBase + kXoBytes;                  // full[kWsStages], empty[kWsStages]
+  static constexpr int kSmem = kBarBase + 2 * kWsStages * 8 + 1024;  // + slack to align to 1024
+};
+static_assert(WsLayout::kSmem <= kWgSmemMax, "the ws ring must fit the block's shared memory");
+static_assert(kXoBytes >= kWgMaxN * 16 * 4, "one token offset per 16-byte unit of a chunk");
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar) : "memory");
+}
+// Until the phase of the given parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// One arrival on bar once every cp.async this thread issued before has landed (the
+// barrier's count includes it: .noinc).
+__device__ __forceinline__ void cp_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+template <int kStage, int kN>
+__device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
+                                        uint32_t sbase, uint8_t* sgen) {
+  using S = WsLayout;
+  constexpr int kD = kN / 2;          // accumulator registers per thread
+  constexpr int kPerLane = kN / 8;    // a producer thread's 16-byte token copies per chunk (kN x 16 / 128)
+  constexpr int kBlockRows = kStage == 1 ? 64 : 128;
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const MoeExpertPtrs& ex = a.experts[tile.expert];
+  const int64_t K = L.cols, out_rows = L.rows;
+  const int chunks = int(K / 128), total = items * chunks;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int rows = tile.rows;
+  int32_t* const xo = reinterpret_cast<int32_t*>(sgen + S::kXoBase);
+  const uint32_t full0 = sbase + S::kBarBase, empty0 = full0 + kWsStages * 8;
+
+  // Every thread: the token source offsets of unit u (row u >> 4, half (u >> 3) & 1,
+  // granule u & 7; -1 past the tile's rows), the zero rows of every stage, the barriers.
+  for (int u = tid; u < kN * 16; u += kWsThreads) {
+    const int r = u >> 4;
+    int32_t v = -1;
+    if (r < rows) {
+      const int64_t p = tile.row0 + r;
+      const int64_t xrow = kStage == 1 ? int64_t(a.row_token[p]) : p;
+      v = int32_t(xrow * K + ((u >> 3) & 1) * 64 + (u & 7) * 8);
+    }
+    xo[u] = v;
+  }
+  {
+    const int pad = kN - rows, per_stage = pad * 16;
+    for (int i = tid; i < kWsStages * per_stage; i += kWsThreads) {
+      const int s = i / per_stage, u = i % per_stage, r = rows + (u >> 4), hf = (u >> 3) & 1, gr = u & 7;
+      *reinterpret_cast<uint4*>(sgen + s * kXBytes + hf * kAtomBytes + r * 128 + gr * 16) = make_uint4(0, 0, 0, 0);
+    }
+  }
+  if (tid == 0)
+    for (int s = 0; s < kWsStages; ++s) {
+      mbar_init(full0 + 8 * s, 128);  // the producer's 128 threads (cp.async arrivals)
+      mbar_init(empty0 + 8 * s, 8);  // lane 0 of each consumer warp
+    }
+  wgmma::fence_proxy_async();  // the zero rows, for the wgmma reads
+  __syncthreads();             // xo, the zero rows, the barriers: the last block-wide barrier
+
+  if (tid >= kWsConsumers) {
+    // The producer: chunk gc's tokens into stage gc % kWsStages once both warpgroups have
+    // released chunk gc - kWsStages. Thread pt copies units pt + 128 j (row (pt >> 4) + 8 j,
+    // so the swizzle term is the same for every j: destination dbase + 1024 j); its
+    // offsets stay in registers.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kWsProducerRegs));
+    const int pt = tid - kWsConsumers;
+    int32_t xr[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) xr[j] = xo[pt + 128 * j];
+    const uint32_t dbase =
+        uint32_t(((pt >> 3) & 1) * kAtomBytes + (pt >> 4) * 128 + (((pt & 7) ^ ((pt >> 4) & 7)) << 4));
+    const uint16_t* xc = a.xt;  // column 0 of the current chunk
+    int ch = 0, s = 0;
+    uint32_t ph = 0;  // parity of stage s's current round
+#pragma unroll 1
+    for (int gc = 0; gc < total; ++gc) {
+      if (gc >= kWsStages) mbar_wait(empty0 + 8 * s, ph ^ 1);
+      const uint32_t st = sbase + uint32_t(s) * kXBytes + dbase;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j)
+        if (xr[j] >= 0) cp_async16(st + uint32_t(1024 * j), xc + xr[j]);
+      cp_arrive_noinc(full0 + 8 * s);
+      if (++ch == chunks) ch = 0, xc = a.xt;
+      else xc += 128;
+      if (++s == kWsStages) s = 0, ph ^= 1;
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    return;
+  }
+
+  // The consumers: as wg_tile (rows, weight pointers, scale words, decode, store).
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kWsConsumerRegs));
+  const int64_t o0 = rb0 * kBlockRows + (kStage == 1 ? warp * 8 : warp * 16);
+  const int64_t ra = o0 + g, rb = kStage == 1 ? o0 + g : o0 + 8 + g;
+  const int64_t row_bytes = K / 2;
+  const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + ra * row_bytes + c * 16;
+  const uint8_t* wb = ex.w[kStage == 1 ? 1 : 2] + rb * row_bytes + c * 16;
+  const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols + c;
+  const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c;
+  // 32-bit steps (host check: items x kBlockRows x row_bytes < 2^31).
+  const uint32_t item_w = uint32_t(kBlockRows * row_bytes), item_s = uint32_t(kBlockRows * L.scale_cols);
+  const uint32_t sha = uint32_t(reinterpret_cast<uintptr_t>(sa) & 3) * 8,
+                 shb = uint32_t(reinterpret_cast<uintptr_t>(sb) & 3) * 8;
+  const uint8_t* const sa4 = sa - (reinterpret_cast<uintptr_t>(sa) & 3);
+  const uint8_t* const sb4 = sb - (reinterpret_cast<uintptr_t>(sb) & 3);
+  const uint32_t wdst = uint32_t(tid * 16), sdst = uint32_t(kWBytes + tid * 4);
+  // The weight stream: the next chunk to copy (gw), its chunk in the item and its offsets.
+  int gw = 0, wch = 0;
+  uint32_t wo = 0, so = 0;
+  auto stage_w = [&]() {
+    if (gw < total) {
+      const uint32_t st = sbase + uint32_t(S::kWBase + (gw & (kWsStages - 1)) * kWSlotBytes);
+      cp_async16(st + wdst, wa + wo);
+      cp_async16(st + wdst + kWBytes / 2, wb + wo);
+      cp_async4(st + sdst, sa4 + so);
+      cp_async4(st + sdst + kSBytes / 2, sb4 + so);
+      if (++wch == chunks) {
+        wch = 0;
+        wo += item_w - uint32_t(chunks - 1) * 64;
+        so += item_s - uint32_t(chunks - 1) * 4;
+      } else {
+        wo += 64;
+        so += 4;
+      }
+    }
+    ++gw;
+    cp_commit();  // one group per chunk (empty past the end: the count stays uniform)
+  };
+  static_assert((kWsStages & (kWsStages - 1)) == 0, "stage = chunk & (kWsStages - 1)");
+  struct Raw {
+    uint4 va, vb;
+    uint32_t sca, scb;
+  };
+  auto load_raw = [&](int gc) {
+    const uint8_t* st = sgen + S::kWBase + (gc & (kWsStages - 1)) * kWSlotBytes;
+    const uint32_t wsa = *reinterpret_cast<const uint32_t*>(st + sdst),
+                   wsb = *reinterpret_cast<const uint32_t*>(st + sdst + kSBytes / 2);
+    return Raw{*reinterpret_cast<const uint4*>(st + wdst), *reinterpret_cast<const uint4*>(st + wdst + kWBytes / 2),
+               scale_bf16x2(uint8_t(wsa >> sha)), scale_bf16x2(uint8_t(wsb >> shb))};
+  };
+  uint32_t A[8][4];
+  auto decode_q = [&](const Raw& r, int q) {
+    const uint32_t ua = q == 0 ? r.va.x : q == 1 ? r.va.y : q == 2 ? r.va.z : r.va.w;
+    const uint32_t ub = q == 0 ? r.vb.x : q == 1 ? r.vb.y : q == 2 ? r.vb.z : r.vb.w;
+    uint32_t pa[4], pb[4];
+    decode8(ua, r.sca, pa);
+    decode8(ub, r.scb, pb);
+    A[2 * q][0] = pa[0], A[2 * q][1] = pb[0], A[2 * q][2] = pa[1], A[2 * q][3] = pb[1];
+    A[2 * q + 1][0] = pa[2], A[2 * q + 1][1] = pb[2], A[2 * q + 1][2] = pa[3], A[2 * q + 1][3] = pb[3];
+  };
+  float acc[kD], tmp[kD];
+#pragma unroll
+  for (int i = 0; i < kD; ++i) acc[i] = tmp[i] = 0.0f;
+  auto store = [&](int r) {  // wg_tile's store
+    const int64_t ob = o0 + int64_t(r) * kBlockRows;
+#pragma unroll
+    for (int i = 0; i < kD / 4; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int t = 8 * i + 2 * c + h;
+        if (t >= rows) continue;
+        const int64_t p = tile.row0 + t;
+        if constexpr (kStage == 1) {
+          const int64_t o = ob + g;
+          const float v = moe_terms::swiglu(acc[4 * i + h], acc[4 * i + 2 + h], a.limit,
+                                            a.row_weight ? a.row_weight[p] : 0.0f, a.row_weight != nullptr);
+          moe_terms::store_terms<1>(a.ht, a.ht_plane, p * out_rows + (o & ~int64_t(127)) + chunk_pos(int(o & 127)), v);
+        } else {
+          a.y[p * out_rows + ob + g] = acc[4 * i + h];
+          a.y[p * out_rows + ob + 8 + g] = acc[4 * i + 2 + h];
+        }
+      }
+#pragma unroll
+    for (int i = 0; i < kD; ++i) acc[i] = 0.0f;
+  };
+
+  // Weights of chunks 0 .. kWsStages - 1 (one group each); chunk 0 decoded.
+#pragma unroll 1
+  for (int s = 0; s < kWsStages; ++s) stage_w();
+  cp_wait<kWsStages - 1>();
+  {
+    const Raw r0 = load_raw(0);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) decode_q(r0, q);
+  }
+  int s = 0, cch = 0, item = 0;
+  uint32_t ph = 0;
+#pragma unroll 1
+  for (int gc = 0; gc < total; ++gc) {
+    mbar_wait(full0 + 8 * s, ph);  // chunk gc's tokens have landed (every producer lane's copies)
+    wgmma::fence_proxy_async();    // ... and are visible to this thread's wgmma (async proxy) reads
+    const uint32_t xs = sbase + uint32_t(s) * kXBytes;
+    wgmma::fence();
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      wgmma::WgmmaRS<kN>::mma(tmp, A[j], wgmma::desc_k_sw128(xs + (j >> 2) * kAtomBytes + (j & 3) * 32), j);
+      wgmma::commit();
+    }
+    // Weight stage s held chunk gc (read back in the previous iteration): chunk gc + kWsStages.
+    stage_w();
+    const bool more = gc + 1 < total;
+    // Chunk gc + 1's scales now, its weight words one q at a time (wg_tile holds all 10
+    // words of Raw across the 4 waits: here the N = 128 consumers spilled at 232 registers).
+    const uint8_t* const wst = sgen + S::kWBase + ((gc + 1) & (kWsStages - 1)) * kWSlotBytes;
+    uint32_t sca = 0, scb = 0;
+    if (more) {
+      cp_wait<kWsStages - 1>();  // chunk gc + 1's weights (this thread's own copies) have landed
+      sca = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst) >> sha));
+      scb = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst + kSBytes / 2) >> shb));
+    }
+    auto next_q = [&](auto qc) {
+      constexpr int q = decltype(qc)::value;
+      uint32_t ua = 0, ub = 0;
+      if (more) {  // loaded before the wait, so the LDS latency hides under the MMAs
+        ua = *reinterpret_cast<const uint32_t*>(wst + wdst + 4 * q);
+        ub = *reinterpret_cast<const uint32_t*>(wst + wdst + kWBytes / 2 + 4 * q);
+      }
+      wgmma::wait<6 - 2 * q>();
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        wgmma::keep(A[2 * q][r]);
+        wgmma::keep(A[2 * q + 1][r]);
+      }
+      if (more) decode_q(Raw{make_uint4(ua, ua, ua, ua), make_uint4(ub, ub, ub, ub), sca, scb}, q);
+    };
+    next_q(std::integral_constant<int, 0>{});
+    next_q(std::integral_constant<int, 1>{});
+    next_q(std::integral_constant<int, 2>{});
+    next_q(std::integral_constant<int, 3>{});  // waits for all 8: token stage s is free for this warp
+    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+#pragma unroll
+    for (int i = 0; i < kD; ++i) wgmma::keep(tmp[i]);
+#pragma unroll
+    for (int i = 0; i < kD; ++i) acc[i] += tmp[i];
+    if (++cch == chunks) {
+      cch = 0;
+      store(item++);
+    }
+    if (++s == kWsStages) s = 0, ph ^= 1;
+  }
+}
+
+template <int kStage>
+__global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedArgs a, int items) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(16) uint8_t wg_smem[];
+  if (int64_t(blockIdx.y) >= *a.num_tiles) return;
+  const MoeTile tile = a.tiles[blockIdx.y];
+  const int64_t blocks = (kStage == 1 ? a.w13.rows / 64 : a.w2.rows / 128);
+  const int64_t rb0 = int64_t(blockIdx.x) * items;
+  const int n = int(min(int64_t(items), blocks - rb0));
+  const uint32_t raw = smem_u32(wg_smem), pad = (1024u - raw % 1024u) % 1024u;
+  uint8_t* const sgen = wg_smem + pad;
+  const uint32_t sbase = raw + pad;
+  switch ((tile.rows + 15) / 16) {
+    case 1: ws_tile<kStage, 16>(a, tile, rb0, n, sbase, sgen); break;
+    case 2: ws_tile<kStage, 32>(a, tile, rb0, n, sbase, sgen); break;
+    case 3: ws_tile<kStage, 48>(a, tile, rb0, n, sbase, sgen); break;
+    case 4: ws_tile<kStage, 64>(a, tile, rb0, n, sbase, sgen); break;
+    case 5: ws_tile<kStage, 80>(a, tile, rb0, n, sbase, sgen); break;
+    case 6: ws_tile<kStage, 96>(a, tile, rb0, n, sbase, sgen); break;
+    case 7: ws_tile<kStage, 112>(a, tile, rb0, n, sbase, sgen); break;
+    case 8: ws_tile<kStage, 128>(a, tile, rb0, n, sbase, sgen); break;
+    default: __trap();
+  }
+#else
+  __trap();
+#endif
+}
+
 // fp32 x -> bf16 (round to nearest even, as moe_split_terms<1>) at the permuted positions,
 // four columns per thread: (4 m, 4 m + 1) -> chunk_pos(4 m) + {0, 1}, (4 m + 2, 4 m + 3)
 // -> + {8, 9}. dim % 128 == 0, so chunks never straddle rows.
@@ -421,6 +731,26 @@ cudaError_t launch_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <int kStage>
+cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
+  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
+  const int64_t per_block = kStage == 1 ? 64 : 128;
+  if (L.rows % per_block != 0 || L.rows / per_block > INT32_MAX || a.max_tiles > 65535 || a.xt_plane > INT32_MAX)
+    return cudaErrorInvalidValue;
+  const int64_t row_blocks = L.rows / per_block;
+  const int items = wgmma_items(a.max_tiles, row_blocks);
+  // ws_tile's 32-bit weight / scale offsets over a block's items.
+  if (int64_t(items) * (L.cols / 128) > INT32_MAX / 2 || int64_t(items) * per_block * (L.cols / 2) > INT32_MAX ||
+      int64_t(items) * per_block * L.scale_cols > INT32_MAX)
+    return cudaErrorInvalidValue;
+  static const cudaError_t attr = cudaFuncSetAttribute(moe_wgmma_ws_kernel<kStage>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, WsLayout::kSmem);
+  if (attr != cudaSuccess) return attr;
+  moe_wgmma_ws_kernel<kStage><<<dim3(unsigned((row_blocks + items - 1) / items), unsigned(a.max_tiles)), kWsThreads,
+                                WsLayout::kSmem, stream>>>(a, items);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 bool moe_tc_wgmma_supported() {
@@ -442,6 +772,8 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
       (a.stage != 1 && a.stage != 2))
     return cudaErrorInvalidValue;
   if (!moe_tc_wgmma_supported()) return cudaErrorNotSupported;
+  if (moe_tc_big() == MoeTcBig::kWgmmaWs)  // opt-in: producer warp + decoupled warpgroups (ws_tile)
+    return a.stage == 1 ? launch_wgmma_ws<1>(a, stream) : launch_wgmma_ws<2>(a, stream);
   if (moe_tc_big() == MoeTcBig::kWgmmaDeep)  // opt-in, measured slower (see WgRing)
     return a.stage == 1 ? launch_wgmma<1, RingDeep>(a, stream) : launch_wgmma<2, RingDeep>(a, stream);
   return a.stage == 1 ? launch_wgmma<1, RingShared>(a, stream) : launch_wgmma<2, RingShared>(a, stream);
