@@ -111,10 +111,11 @@ constexpr int kMoeTcWideRows = 80;
 // thread's registers next to two chunks of A fragments: at T = 8192 an expert gets
 // 128 +- 11 rows, so about half the experts are one tile.
 constexpr int kMoeTcWgmmaRows = 128;
-// MoeTcBig::kAuto takes the wgmma tiles from this many tokens per call, the wide kernel
-// below (the two give the same bits, so the choice by T changes no result). Measured (run
-// moepf, op moe_grouped): wide faster at T = 1024 (5.20 vs 6.02 ms), wgmma at T = 4096 (8.26
-// vs 10.09) and 8192; 2048, between the two, is not measured.
+// MoeTcBig::kAuto takes the wgmma tiles (kWgmmaWs) from this many tokens per call, the wide
+// kernel below (the two give the same bits, so the choice by T changes no result). Measured
+// (run moepf, op moe_grouped): wide faster at T = 1024 (5.20 vs kWgmma's 6.02 ms), wgmma at
+// T = 4096 (8.26 vs 10.09) and 8192; 2048, between the two, is not measured (nor kWgmmaWs
+// below 4096).
 constexpr int64_t kMoeTcWgmmaMinTokens = 2048;
 
 struct MoePlanArgs {
@@ -221,19 +222,20 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // of sharing the tokens' 4 stages: the same MMAs, the same bits. Measured 7-10% slower than
 // kWgmma (T = 1024 / 4096: 6.48 / 9.09 vs 6.02 / 8.26 ms): the weight stream is not what
 // binds these tiles (NOTES 14, helper moepf). Kept for A/B once the per-chunk cost falls.
-// kAuto (default): kWgmma from kMoeTcWgmmaMinTokens tokens per call (where supported),
-// kWide below.
-// kWgmmaWs (opt-in, helper moepf2, NOTES 18): the kWgmma tiles warp-specialized: a
-// producer warp issues the token copies and signals per-stage mbarriers, the two MMA
+// kWgmmaWs (helper moepf2, NOTES 18): the kWgmma tiles warp-specialized: a producer
+// warpgroup issues the token copies and signals per-stage mbarriers, the two MMA
 // warpgroups run without a block-wide barrier (one's decode and chain sum under the
-// other's MMAs). The same MMAs and chains: the same bits.
+// other's MMAs). The same MMAs and chains: the same bits (tested). Measured (run moepf2,
+// op moe_grouped bf16): T = 4096 6.66-6.78 vs kWgmma's 8.26-8.32 ms, T = 8192 14.30 vs 15.11.
+// kAuto (default): kWgmmaWs from kMoeTcWgmmaMinTokens tokens per call (where supported),
+// kWide below.
 enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kWgmmaDeep, kWgmmaWs, kAuto };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code
 // The kWgmma / kWgmmaDeep / kWgmmaWs tiles of one stage (moe_tc routes tile_rows ==
-// kMoeTcWgmmaRows here; moe_tc_big() == kWgmmaDeep takes the deep weight ring, kWgmmaWs the
-// warp-specialized kernel, anything else the 4-stage one).
+// kMoeTcWgmmaRows here; moe_tc_big() == kWgmma takes the 4-stage ring kernel, kWgmmaDeep
+// the deep weight ring, kWgmmaWs and kAuto the warp-specialized kernel).
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream);
 // x [count] fp32 (rows of dim, dim % 128 == 0) -> one bf16 plane (round to nearest even)
 // with each 128-column chunk in the wgmma kernel's k order (smxx_moe_wgmma.cu).

@@ -82,7 +82,7 @@ struct WgRing {
   static_assert(kX >= 2 && kW >= kX && kW % kRun == 0 && (kRun == 1 || kRun == 2), "ring shape");
   static_assert(kSmem <= kWgSmemMax, "the rings must fit the block's shared memory");
 };
-using RingShared = WgRing<4, 4, 1>;  // MoeTcBig::kWgmma (and kAuto): tokens and weights 4 chunks deep
+using RingShared = WgRing<4, 4, 1>;  // MoeTcBig::kWgmma (kAuto until run moepf2): tokens and weights 4 chunks deep
 using RingDeep = WgRing<4, 8, 2>;    // MoeTcBig::kWgmmaDeep (opt-in): 8 weight stages, line-sized runs
 
 // Position of column col (0..127) of a chunk in the permuted rows (see the top comment).
@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) moe_wgmma_kernel(MoeGroupedArgs
 }
 static_assert(kWgMaxN == 128, "the switch above lists the cases up to 128 tokens");
 
-// ---- MoeTcBig::kWgmmaWs: the same tiles, warp-specialized (helper moepf2, NOTES 18) ----
+// ---- MoeTcBig::kWgmmaWs (and kAuto): the same tiles, warp-specialized (helper moepf2, NOTES 18) ----
 // Why: ncu on wg_tile at T = 8192 (NOTES 14) has the tensor pipe active 26-28% of the
 // cycles. After each chunk's 8 MMAs both warpgroups, in step because of the block barrier,
 // decode the last word, sum the chain, meet at __syncthreads and issue the next chunk's
@@ -772,11 +772,14 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
       (a.stage != 1 && a.stage != 2))
     return cudaErrorInvalidValue;
   if (!moe_tc_wgmma_supported()) return cudaErrorNotSupported;
-  if (moe_tc_big() == MoeTcBig::kWgmmaWs)  // opt-in: producer warp + decoupled warpgroups (ws_tile)
-    return a.stage == 1 ? launch_wgmma_ws<1>(a, stream) : launch_wgmma_ws<2>(a, stream);
-  if (moe_tc_big() == MoeTcBig::kWgmmaDeep)  // opt-in, measured slower (see WgRing)
+  const MoeTcBig big = moe_tc_big();
+  if (big == MoeTcBig::kWgmma)  // opt-in for A/B: the 4-stage ring, both warpgroups in step
+    return a.stage == 1 ? launch_wgmma<1, RingShared>(a, stream) : launch_wgmma<2, RingShared>(a, stream);
+  if (big == MoeTcBig::kWgmmaDeep)  // opt-in, measured slower (see WgRing)
     return a.stage == 1 ? launch_wgmma<1, RingDeep>(a, stream) : launch_wgmma<2, RingDeep>(a, stream);
-  return a.stage == 1 ? launch_wgmma<1, RingShared>(a, stream) : launch_wgmma<2, RingShared>(a, stream);
+  // kWgmmaWs and kAuto: the warp-specialized kernel (run moepf2: 1.22-1.25x kWgmma at T =
+  // 4096, 1.06x at 8192).
+  return a.stage == 1 ? launch_wgmma_ws<1>(a, stream) : launch_wgmma_ws<2>(a, stream);
 }
 
 cudaError_t moe_split_perm(const float* x, uint16_t* out, int64_t count, int64_t dim, cudaStream_t stream) {

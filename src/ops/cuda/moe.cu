@@ -234,7 +234,7 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   // kAuto: the wgmma tiles at prefill sizes, the wide kernel below (the same bits either way).
   const kernels::MoeTcBig big_kind =
       kernels::moe_tc_big() != kernels::MoeTcBig::kAuto ? kernels::moe_tc_big()
-      : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmma
+      : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmmaWs
                                                         : kernels::MoeTcBig::kWide;
   const bool wide = big && use_tc(t) && p.act == Activations::kBF16 && big_kind != kernels::MoeTcBig::kRows64;
   // kWgmma (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes.
