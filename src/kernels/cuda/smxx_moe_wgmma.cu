@@ -611,7 +611,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   uint32_t ph = 0;
 #pragma unroll 1
   for (int gc = 0; gc < total; ++gc) {
-    mbar_wait(full0 + 8 * s, ph);  // chunk gc's tokens have landed (every producer lane's copies)
+    mbar_wait(full0 + 8 * s, ph);  // chunk gc's tokens have landed (every producer thread's copies)
     wgmma::fence_proxy_async();    // ... and are visible to this thread's wgmma (async proxy) reads
     const uint32_t xs = sbase + uint32_t(s) * kXBytes;
     wgmma::fence();
@@ -624,7 +624,8 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     stage_w();
     const bool more = gc + 1 < total;
     // Chunk gc + 1's scales now, its weight words one q at a time (wg_tile holds all 10
-    // words of Raw across the 4 waits: here the N = 128 consumers spilled at 232 registers).
+    // words of Raw across the 4 waits): fewer live registers under the 232 of setmaxnreg
+    // (ptxas spills over the 8 tile heights: 316 -> 296 bytes in stage 2, 396 -> 376 in 1).
     const uint8_t* const wst = sgen + S::kWBase + ((gc + 1) & (kWsStages - 1)) * kWSlotBytes;
     uint32_t sca = 0, scb = 0;
     if (more) {
