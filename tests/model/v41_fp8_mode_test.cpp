@@ -8,23 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "golden_feeds.h"
 #include "model/v41/model.h"
 #include "ops/linear.h"
 
 namespace deepinfer {
 namespace {
-
-std::vector<float> feed(const v41::Model& m, const std::vector<int64_t>& tokens, const std::vector<size_t>& sizes) {
-  v41::SequenceState seq = m.new_sequence();
-  std::vector<float> out;
-  size_t i = 0;
-  for (size_t s : sizes) {
-    auto l = m.forward(seq, std::vector<int64_t>(tokens.begin() + i, tokens.begin() + i + s));
-    out.insert(out.end(), l.begin(), l.end());
-    i += s;
-  }
-  return out;
-}
 
 TEST(V41Fp8Mode, IsBf16ModeWithoutFp8Weights) {
   const std::string dir = std::string(DEEPINFER_FIXTURES) + "/v41_tiny_f32";
@@ -33,8 +22,8 @@ TEST(V41Fp8Mode, IsBf16ModeWithoutFp8Weights) {
   std::vector<int64_t> tokens;
   for (int64_t i = 0; i < 40; ++i) tokens.push_back((i * 7919 + 13) % m8->config().vocab_size);
   const std::vector<size_t> whole = {tokens.size()}, chunks = {17, 1, 22};
-  EXPECT_EQ(feed(*m8, tokens, whole), feed(*m16, tokens, whole));
-  EXPECT_EQ(feed(*m8, tokens, chunks), feed(*m16, tokens, chunks));
+  EXPECT_EQ(feed_cpu(*m8, tokens, whole), feed_cpu(*m16, tokens, whole));
+  EXPECT_EQ(feed_cpu(*m8, tokens, chunks), feed_cpu(*m16, tokens, chunks));
 }
 
 // The trained default model has FP8 weights (attention wkv, the Engram tables): there the
@@ -45,7 +34,7 @@ TEST(V41Fp8Mode, ChangesLogitsWithFp8Weights) {
   auto m16 = v41::Model::load(dir, {ops::Activations::kBF16});
   std::vector<int64_t> tokens;
   for (int64_t i = 0; i < 24; ++i) tokens.push_back((i * 7919 + 13) % m8->config().vocab_size);
-  EXPECT_NE(feed(*m8, tokens, {tokens.size()}), feed(*m16, tokens, {tokens.size()}));
+  EXPECT_NE(feed_cpu(*m8, tokens, {tokens.size()}), feed_cpu(*m16, tokens, {tokens.size()}));
 }
 
 }  // namespace

@@ -120,18 +120,6 @@ std::vector<float> feed(v41::CudaModel& m, int64_t slot, const std::vector<int64
   return out;
 }
 
-std::vector<float> feed_cpu(const v41::Model& m, const std::vector<int64_t>& tokens, const std::vector<size_t>& sizes) {
-  v41::SequenceState seq = m.new_sequence();
-  std::vector<float> out;
-  size_t i = 0;
-  for (size_t s : sizes) {
-    auto l = m.forward(seq, std::vector<int64_t>(tokens.begin() + i, tokens.begin() + i + s));
-    out.insert(out.end(), l.begin(), l.end());
-    i += s;
-  }
-  return out;
-}
-
 TEST(CudaModel, FixturesMatchReferenceAndCpuInAllFeedingModes) {
   for (const char* name : kFixtures) for (bool inv : {false, true}) {
     SCOPED_TRACE(name);
