@@ -128,6 +128,25 @@ using moe_decode::scale_bf16x2;
 // through the rings (R), so the next block's first chunks load and decode under the current
 // one's last MMAs (no pipeline start-up per row block). sbase / sgen: the 1024-aligned
 // rings (shared-window address / generic pointer).
+// A thread's weights of one chunk as both big-tile kernels stream them: 16 bytes of each of
+// its two rows (32 e2m1 codes) and the rows' scales as bf16 pairs.
+struct Raw {
+  uint4 va, vb;
+  uint32_t sca, scb;
+};
+
+// Word q of the chunk (codes 8 q .. 8 q + 7 of both rows) -> the A registers of steps
+// 2 q and 2 q + 1.
+__device__ __forceinline__ void decode_chunk_word(const Raw& r, int q, uint32_t (&A)[8][4]) {
+  const uint32_t ua = q == 0 ? r.va.x : q == 1 ? r.va.y : q == 2 ? r.va.z : r.va.w;
+  const uint32_t ub = q == 0 ? r.vb.x : q == 1 ? r.vb.y : q == 2 ? r.vb.z : r.vb.w;
+  uint32_t pa[4], pb[4];
+  decode8(ua, r.sca, pa);
+  decode8(ub, r.scb, pb);
+  A[2 * q][0] = pa[0], A[2 * q][1] = pb[0], A[2 * q][2] = pa[1], A[2 * q][3] = pb[1];
+  A[2 * q + 1][0] = pa[2], A[2 * q + 1][1] = pb[2], A[2 * q + 1][2] = pa[3], A[2 * q + 1][3] = pb[3];
+}
+
 template <int kStage, int kN, class R>
 __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
                                         uint32_t sbase, uint8_t* sgen) {
@@ -222,10 +241,6 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
   }
 
   // Stream chunk gc's weights: this thread's 2 x 16 bytes in the ring and the two scales.
-  struct Raw {
-    uint4 va, vb;
-    uint32_t sca, scb;
-  };
   auto load_raw = [&](int gc) {
     const uint8_t* st = sgen + R::kWBase + (gc % R::kWStages) * kWSlotBytes;
     const uint32_t wsa = *reinterpret_cast<const uint32_t*>(st + sdst),
@@ -233,18 +248,8 @@ __device__ __forceinline__ void wg_tile(const MoeGroupedArgs& a, const MoeTile& 
     return Raw{*reinterpret_cast<const uint4*>(st + wdst), *reinterpret_cast<const uint4*>(st + wdst + kWBytes / 2),
                scale_bf16x2(uint8_t(wsa >> sha)), scale_bf16x2(uint8_t(wsb >> shb))};
   };
-  // Word q of the chunk (codes 8 q .. 8 q + 7 of both rows) -> the A registers of steps
-  // 2 q and 2 q + 1.
-  uint32_t A[8][4];
-  auto decode_q = [&](const Raw& r, int q) {
-    const uint32_t ua = q == 0 ? r.va.x : q == 1 ? r.va.y : q == 2 ? r.va.z : r.va.w;
-    const uint32_t ub = q == 0 ? r.vb.x : q == 1 ? r.vb.y : q == 2 ? r.vb.z : r.vb.w;
-    uint32_t pa[4], pb[4];
-    decode8(ua, r.sca, pa);
-    decode8(ub, r.scb, pb);
-    A[2 * q][0] = pa[0], A[2 * q][1] = pb[0], A[2 * q][2] = pa[1], A[2 * q][3] = pb[1];
-    A[2 * q + 1][0] = pa[2], A[2 * q + 1][1] = pb[2], A[2 * q + 1][2] = pa[3], A[2 * q + 1][3] = pb[3];
-  };
+  uint32_t A[8][4];  // the A registers of the chunk's 8 steps (decode_chunk_word)
+  auto decode_q = [&](const Raw& r, int q) { decode_chunk_word(r, q, A); };
 
   float acc[kD], tmp[kD];
 #pragma unroll
@@ -551,10 +556,6 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     cp_commit();  // one group per chunk (empty past the end: the count stays uniform)
   };
   static_assert((kWsStages & (kWsStages - 1)) == 0, "stage = chunk & (kWsStages - 1)");
-  struct Raw {
-    uint4 va, vb;
-    uint32_t sca, scb;
-  };
   auto load_raw = [&](int gc) {
     const uint8_t* st = sgen + S::kWBase + (gc & (kWsStages - 1)) * kWSlotBytes;
     const uint32_t wsa = *reinterpret_cast<const uint32_t*>(st + sdst),
@@ -563,15 +564,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
                scale_bf16x2(uint8_t(wsa >> sha)), scale_bf16x2(uint8_t(wsb >> shb))};
   };
   uint32_t A[8][4];
-  auto decode_q = [&](const Raw& r, int q) {
-    const uint32_t ua = q == 0 ? r.va.x : q == 1 ? r.va.y : q == 2 ? r.va.z : r.va.w;
-    const uint32_t ub = q == 0 ? r.vb.x : q == 1 ? r.vb.y : q == 2 ? r.vb.z : r.vb.w;
-    uint32_t pa[4], pb[4];
-    decode8(ua, r.sca, pa);
-    decode8(ub, r.scb, pb);
-    A[2 * q][0] = pa[0], A[2 * q][1] = pb[0], A[2 * q][2] = pa[1], A[2 * q][3] = pb[1];
-    A[2 * q + 1][0] = pa[2], A[2 * q + 1][1] = pb[2], A[2 * q + 1][2] = pa[3], A[2 * q + 1][3] = pb[3];
-  };
+  auto decode_q = [&](const Raw& r, int q) { decode_chunk_word(r, q, A); };
   float acc[kD], tmp[kD];
 #pragma unroll
   for (int i = 0; i < kD; ++i) acc[i] = tmp[i] = 0.0f;
