@@ -7,7 +7,9 @@
 #   - cuBLASLt NOT packed (541 MB, over the 64 MiB carry limit): scripts/gpu_run.sh puts
 #     the GPU machine's own copy on LD_LIBRARY_PATH (scripts/cublaslt_dir.sh).
 # Output: .gpubin/gpubin.tar.xz (ignore .gpubin via .git/info/exclude), run there by
-# scripts/gpu_run.sh.   Env: BUILD (default build-gpu), JOBS (default 2).
+# scripts/gpu_run.sh.   Env: BUILD (default build-gpu), JOBS (default 2), PACK_CLI (default 1;
+# 0 leaves the deepinfer binary out of the pack: the GPU tests alone, ~6 MB smaller, for
+# calls whose carry would otherwise pass the 64 MiB limit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build-gpu}"
@@ -16,7 +18,9 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON -
 ninja -C "$BUILD" -j"${JOBS:-2}" deepinfer test_model_cuda test_ops_cuda
 stage="$BUILD/pack"
 rm -rf "$stage" && mkdir -p "$stage/lib"
-for b in deepinfer tests/test_model_cuda tests/ops_cuda/test_ops_cuda; do
+bins="tests/test_model_cuda tests/ops_cuda/test_ops_cuda"
+[ "${PACK_CLI:-1}" = 0 ] || bins="deepinfer $bins"
+for b in $bins; do
   strip -o "$stage/$(basename "$b")" "$BUILD/$b"
 done
 for l in $(ldd "$BUILD/deepinfer" | awk '/utf8proc|pcre2/ { print $3 }'); do cp -L "$l" "$stage/lib/"; done
