@@ -267,6 +267,23 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
   linear(q, mode, stream, LinearWorkspace{}, kernel);
 }
 
+// The kernel arguments of a call (rows: its row slice's length): x, y, n, weight, slice and
+// the bf16 rounding of x; the path is the caller's.
+kernels::LinearArgs linear_args(const LinearParams& p, int64_t rows) {
+  kernels::LinearArgs a;
+  a.x = p.x;
+  a.y = p.y;
+  a.n = p.n;
+  a.w = to_weight_args(p.w);
+  a.row0 = p.row0;
+  a.num_rows = rows;
+  a.bf16_x = p.act == Activations::kBF16;
+  return a;
+}
+
+// The rows a call covers: num_rows, or the weight's rows from row0 on (num_rows < 0).
+int64_t slice_rows(const LinearParams& p) { return p.num_rows < 0 ? p.w.rows - p.row0 : p.num_rows; }
+
 }  // namespace
 
 int64_t linear_fp8_min_n() { return 64; }
@@ -322,7 +339,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream) {
 
 void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws,
             LinearKernel kernel) {
-  const int64_t rows = p.num_rows < 0 ? p.w.rows - p.row0 : p.num_rows;
+  const int64_t rows = slice_rows(p);
   CUDA_OP_CHECK(p.row0 >= 0 && rows >= 0 && p.row0 + rows <= p.w.rows, "linear: row slice out of range");
   CUDA_OP_CHECK(p.n >= 0, "linear: negative batch");
   CUDA_OP_CHECK(mode == LinearMode::kAuto || kernel == LinearKernel::kAuto,
@@ -333,14 +350,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
   }
   CUDA_OP_CHECK(kernel != LinearKernel::kFp8Mma && kernel != LinearKernel::kFp8Wgmma,
                 "linear: the FP8 GEMMs are for Activations::kFP8");
-  kernels::LinearArgs a;
-  a.x = p.x;
-  a.y = p.y;
-  a.n = p.n;
-  a.w = to_weight_args(p.w);
-  a.row0 = p.row0;
-  a.num_rows = rows;
-  a.bf16_x = p.act == Activations::kBF16;
+  kernels::LinearArgs a = linear_args(p, rows);
   if (mode == LinearMode::kInvariant) {
     // The gemv kernel's per-row arithmetic does not depend on n (its K split comes from
     // the weight's width; each token's sums run in the same order for any token count),
@@ -382,21 +392,14 @@ void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream
   bool fused = count >= 2 && count <= kernels::kGemvMaxMulti;
   for (int k = 0; fused && k < count; ++k) {
     const LinearParams& p = ps[k];
-    const int64_t rows = p.num_rows < 0 ? p.w.rows - p.row0 : p.num_rows;
+    const int64_t rows = slice_rows(p);
     // What linear() would do with this call alone: the gemv path in one launch.
     if (p.act == Activations::kFP8 || p.n < 1 || p.n > kInvariantChunk || rows < 1 || p.row0 < 0 ||
         p.row0 + rows > p.w.rows || p.w.empty()) {
       fused = false;
       break;
     }
-    kernels::LinearArgs a;
-    a.x = p.x;
-    a.y = p.y;
-    a.n = p.n;
-    a.w = to_weight_args(p.w);
-    a.row0 = p.row0;
-    a.num_rows = rows;
-    a.bf16_x = p.act == Activations::kBF16;
+    kernels::LinearArgs a = linear_args(p, rows);
     a.path = kernels::LinearPath::kGemv;
     const int64_t min_n = ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
     const bool gemm = mode == LinearMode::kAuto && a.bf16_x && p.n >= min_n && gemm_format(a.w) &&
