@@ -386,6 +386,27 @@ __device__ __forceinline__ float pow2_int(float k) {
   return __int_as_float((int(k) + 127) << 23);
 }
 
+// The output of heads h0 .. h0 + heads - 1 of query t set to zero (a query with no entries:
+// only the sink, which carries no value), by the block's threads.
+__device__ __forceinline__ void zero_heads(const SinkAttentionArgs& a, int64_t t, int64_t h0, int heads, int dim,
+                                           int tid, int threads) {
+  for (int i = tid; i < heads * dim; i += threads) {
+    const int64_t h = h0 + i / dim;
+    if (h < a.heads) a.out[(t * a.heads + h) * a.dim + i % dim] = 0.0f;
+  }
+}
+
+// Channels d, d + 1 of an output row: one 8-byte store where both exist and the row is
+// 8-byte aligned (even dim), else each that exists.
+__device__ __forceinline__ void store_pair(float* dst, int d, int dim, float v0, float v1) {
+  if (d + 1 < dim && (dim & 1) == 0) {
+    *reinterpret_cast<float2*>(dst + d) = make_float2(v0, v1);
+  } else {
+    if (d < dim) dst[d] = v0;
+    if (d + 1 < dim) dst[d + 1] = v1;
+  }
+}
+
 // Steps 2-3 of a 32-entry tile, shared by the mma.sync kernel and the wgmma one (namespace
 // wg), so that their bits stay equal by construction:
 // 2. Exchange with the partner warp (same heads, the other channel half): both then hold
@@ -462,10 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_tc_kernel(SinkAtten
   const int64_t cnt = e - b;
 
   if (cnt <= 0) {  // sink only: no value, so the output is zero (as the CPU op)
-    for (int i = tid; i < kHeads * dim; i += kThreads) {
-      const int64_t h = h0 + i / dim;
-      if (h < a.heads) a.out[(t * a.heads + h) * a.dim + i % dim] = 0.0f;
-    }
+    zero_heads(a, t, h0, kHeads, dim, tid, kThreads);
     return;
   }
   const int ntiles = int((cnt + kTileE - 1) / kTileE);
@@ -615,13 +633,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_tc_kernel(SinkAtten
 #pragma unroll
     for (int nt = 0; nt < kHalf / 8; ++nt) {
       const int d = c0 + nt * 8 + 2 * qd;
-      const float v0 = __fdiv_rn(o[nt][2 * i], den[i]), v1 = __fdiv_rn(o[nt][2 * i + 1], den[i]);
-      if (d + 1 < dim && (dim & 1) == 0) {
-        *reinterpret_cast<float2*>(dst + d) = make_float2(v0, v1);
-      } else {
-        if (d < dim) dst[d] = v0;
-        if (d + 1 < dim) dst[d + 1] = v1;
-      }
+      store_pair(dst, d, dim, __fdiv_rn(o[nt][2 * i], den[i]), __fdiv_rn(o[nt][2 * i + 1], den[i]));
     }
   }
 }
@@ -1109,10 +1121,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t cnt = e - b;
 
   if (cnt <= 0) {  // sink only: no value, so the output is zero (as the CPU op)
-    for (int i = tid; i < kHeads * dim; i += kThreads) {
-      const int64_t h = h0 + i / dim;
-      if (h < a.heads) a.out[(t * a.heads + h) * a.dim + i % dim] = 0.0f;
-    }
+    tc::zero_heads(a, t, h0, kHeads, dim, tid, kThreads);
     return;
   }
   const int ntiles = int((cnt + kTileE - 1) / kTileE);
@@ -1333,13 +1342,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
         const int d = c0 + 128 * hf + 8 * j + 2 * qd;
-        const float v0 = __fdiv_rn(o[hf][4 * j + 2 * i], den[i]), v1 = __fdiv_rn(o[hf][4 * j + 2 * i + 1], den[i]);
-        if (d + 1 < dim && (dim & 1) == 0) {
-          *reinterpret_cast<float2*>(dst + d) = make_float2(v0, v1);
-        } else {
-          if (d < dim) dst[d] = v0;
-          if (d + 1 < dim) dst[d + 1] = v1;
-        }
+        tc::store_pair(dst, d, dim, __fdiv_rn(o[hf][4 * j + 2 * i], den[i]),
+                       __fdiv_rn(o[hf][4 * j + 2 * i + 1], den[i]));
       }
   }
 }
