@@ -707,41 +707,53 @@ int wgmma_items(int64_t max_tiles, int64_t row_blocks) {
   return int(std::clamp<int64_t>(max_tiles / 256, 1, std::min<int64_t>(4, row_blocks)));
 }
 
+// The grid both big-tile kernels run on (moe_wgmma_kernel, moe_wgmma_ws_kernel): row blocks of 64
+// outputs (stage 1) / 128 rows (stage 2), `items` of them per block; false where the
+// arguments are out of the kernels' range (the grid's y limit, int counters of a block's
+// chunk stream: items x K / 128 < 2^31).
+struct BigGrid {
+  const WeightArgs* L = nullptr;  // the stage's weight
+  int64_t per_block = 0, row_blocks = 0;
+  int items = 0;
+  dim3 grid;
+};
+template <int kStage>
+bool big_grid(const MoeGroupedArgs& a, BigGrid& g) {
+  g.L = kStage == 1 ? &a.w13 : &a.w2;
+  g.per_block = kStage == 1 ? 64 : 128;
+  if (g.L->rows % g.per_block != 0 || g.L->rows / g.per_block > INT32_MAX || a.max_tiles > 65535 ||
+      a.xt_plane > INT32_MAX)
+    return false;
+  g.row_blocks = g.L->rows / g.per_block;
+  g.items = wgmma_items(a.max_tiles, g.row_blocks);
+  if (int64_t(g.items) * (g.L->cols / 128) > INT32_MAX / 2) return false;
+  g.grid = dim3(unsigned((g.row_blocks + g.items - 1) / g.items), unsigned(a.max_tiles));
+  return true;
+}
+
 template <int kStage, class R>
 cudaError_t launch_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
-  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
-  const int64_t per_block = kStage == 1 ? 64 : 128;  // outputs (stage 1) / rows (stage 2) per row block
-  if (L.rows % per_block != 0 || L.rows / per_block > INT32_MAX || a.max_tiles > 65535 || a.xt_plane > INT32_MAX)
-    return cudaErrorInvalidValue;
-  const int64_t row_blocks = L.rows / per_block;
-  const int items = wgmma_items(a.max_tiles, row_blocks);
-  // Chunks in one block's stream: items x K / 128 < 2^31 (int counters).
-  if (int64_t(items) * (L.cols / 128) > INT32_MAX / 2) return cudaErrorInvalidValue;
+  BigGrid g;
+  if (!big_grid<kStage>(a, g)) return cudaErrorInvalidValue;
   static const cudaError_t attr =
       cudaFuncSetAttribute(moe_wgmma_kernel<kStage, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, R::kSmem);
   if (attr != cudaSuccess) return attr;
-  moe_wgmma_kernel<kStage, R><<<dim3(unsigned((row_blocks + items - 1) / items), unsigned(a.max_tiles)), kWgThreads,
-                                R::kSmem, stream>>>(a, items);
+  moe_wgmma_kernel<kStage, R><<<g.grid, kWgThreads, R::kSmem, stream>>>(a, g.items);
   return cudaGetLastError();
 }
 
 template <int kStage>
 cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
-  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
-  const int64_t per_block = kStage == 1 ? 64 : 128;
-  if (L.rows % per_block != 0 || L.rows / per_block > INT32_MAX || a.max_tiles > 65535 || a.xt_plane > INT32_MAX)
-    return cudaErrorInvalidValue;
-  const int64_t row_blocks = L.rows / per_block;
-  const int items = wgmma_items(a.max_tiles, row_blocks);
+  BigGrid g;
+  if (!big_grid<kStage>(a, g)) return cudaErrorInvalidValue;
   // ws_tile's 32-bit weight / scale offsets over a block's items.
-  if (int64_t(items) * (L.cols / 128) > INT32_MAX / 2 || int64_t(items) * per_block * (L.cols / 2) > INT32_MAX ||
-      int64_t(items) * per_block * L.scale_cols > INT32_MAX)
+  if (int64_t(g.items) * g.per_block * (g.L->cols / 2) > INT32_MAX ||
+      int64_t(g.items) * g.per_block * g.L->scale_cols > INT32_MAX)
     return cudaErrorInvalidValue;
   static const cudaError_t attr = cudaFuncSetAttribute(moe_wgmma_ws_kernel<kStage>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, WsLayout::kSmem);
   if (attr != cudaSuccess) return attr;
-  moe_wgmma_ws_kernel<kStage><<<dim3(unsigned((row_blocks + items - 1) / items), unsigned(a.max_tiles)), kWsThreads,
-                                WsLayout::kSmem, stream>>>(a, items);
+  moe_wgmma_ws_kernel<kStage><<<g.grid, kWsThreads, WsLayout::kSmem, stream>>>(a, g.items);
   return cudaGetLastError();
 }
 
