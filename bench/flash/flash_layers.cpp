@@ -72,9 +72,11 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -332,6 +334,19 @@ v41::ModelWeights random_weights(const ModelConfig& c, HostPool& hp) {
     }
   }
   return w;
+}
+
+// The value of a one-of-N flag: the choice named v, or a one-line error naming the flag and
+// its choices and exit status 2.
+template <class E>
+E pick(const char* flag, const std::string& v, std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string names;
+  for (const auto& [name, e] : choices) {
+    if (v == name) return e;
+    names += std::string(names.empty() ? "" : ", ") + name;
+  }
+  std::fprintf(stderr, "%s must be one of %s, got '%s'\n", flag, names.c_str(), v.c_str());
+  std::exit(2);
 }
 
 std::vector<int64_t> parse_list(const char* s) {
@@ -1727,17 +1742,10 @@ int main(int argc, char** argv) {
     }
     else if (a == "--ops-linear") linear_only = true;  // only the linear modes of the op section
     else if (a == "--ops-gemv") gemv_only = true;      // only the gemv kernels (run_gemv_ops)
-    else if (a == "--gemv") {
-      // Which gemv kernel every launch uses (kernels::gemv_set_kind): the A/B of the layers.
-      const std::string v = next();
-      if (v == "auto") kernels::gemv_set_kind(kernels::GemvKind::kAuto);
-      else if (v == "stream") kernels::gemv_set_kind(kernels::GemvKind::kStream);
-      else if (v == "bulk") kernels::gemv_set_kind(kernels::GemvKind::kBulk);
-      else {
-        std::fprintf(stderr, "--gemv must be auto, stream or bulk, got '%s'\n", v.c_str());
-        return 2;
-      }
-    }
+    else if (a == "--gemv")  // which gemv kernel every launch uses (kernels::gemv_set_kind): the layers' A/B
+      kernels::gemv_set_kind(pick<kernels::GemvKind>(
+          "--gemv", next(),
+          {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk}}));
     else if (a == "--gemv-pdl") kernels::gemv_set_pdl(std::atoi(next()) != 0);  // programmatic dependent gemv launches
     else if (a == "--fp8-kinds") g_fp8_kinds = next();  // FP8 GEMMs to time (a crashed kind is left out)
     else if (a == "--linear-ns") {
@@ -1777,42 +1785,25 @@ int main(int argc, char** argv) {
     }
     else if (a == "--indexer-only") indexer_only = true;  // top-k and indexer-score op sections alone
     else if (a == "--ops-attention") attention_only = true;  // the attention op in both precisions alone
-    else if (a == "--attn-path") {
-      // The bf16 attention kernel of the layers (kernels::sink_attention_set_bf16_path): for A/B runs.
-      const std::string v = next();
-      if (v == "auto") kernels::sink_attention_set_bf16_path(kernels::AttnBf16Path::kAuto);
-      else if (v == "mma") kernels::sink_attention_set_bf16_path(kernels::AttnBf16Path::kMma);
-      else if (v == "wgmma") kernels::sink_attention_set_bf16_path(kernels::AttnBf16Path::kWgmma);
-      else if (v == "wgmma_overlap") kernels::sink_attention_set_bf16_path(kernels::AttnBf16Path::kWgmmaOverlap);
-      else {
-        std::fprintf(stderr, "--attn-path must be auto, mma, wgmma or wgmma_overlap, got '%s'\n", v.c_str());
-        return 2;
-      }
-    }
-    else if (a == "--engram-tables") {
-      const std::string v = next();
-      if (v == "host") tables = v41::EngramTables::kHost;
-      else if (v == "device") tables = v41::EngramTables::kDevice;
-      else if (v == "auto") tables = v41::EngramTables::kAuto;
-      else {
-        std::fprintf(stderr, "--engram-tables must be host, device or auto\n");
-        return 2;
-      }
-    } else if (a == "--engram-vocab") ev = std::atoll(next());
+    else if (a == "--attn-path")  // the layers' bf16 attention kernel (kernels::sink_attention_set_bf16_path)
+      kernels::sink_attention_set_bf16_path(pick<kernels::AttnBf16Path>(
+          "--attn-path", next(),
+          {{"auto", kernels::AttnBf16Path::kAuto}, {"mma", kernels::AttnBf16Path::kMma},
+           {"wgmma", kernels::AttnBf16Path::kWgmma}, {"wgmma_overlap", kernels::AttnBf16Path::kWgmmaOverlap}}));
+    else if (a == "--engram-tables")
+      tables = pick<v41::EngramTables>("--engram-tables", next(),
+                                       {{"host", v41::EngramTables::kHost},
+                                        {"device", v41::EngramTables::kDevice},
+                                        {"auto", v41::EngramTables::kAuto}});
+    else if (a == "--engram-vocab") ev = std::atoll(next());
     else if (a == "--engram-compare") compare = std::atoi(next()) != 0;
     else if (a == "--engram-only") engram_only = true;
     else if (a == "--graphs") graphs = std::atoi(next()) != 0;
-    else if (a == "--router") {
-      // The router logits kernel for the whole run (kernels::RouterLogitsPath).
-      const std::string v = next();
-      if (v == "vec") kernels::router_logits_set_path(kernels::RouterLogitsPath::kVec);
-      else if (v == "wide") kernels::router_logits_set_path(kernels::RouterLogitsPath::kWide);
-      else if (v == "dmma") kernels::router_logits_set_path(kernels::RouterLogitsPath::kDmma);
-      else {
-        std::fprintf(stderr, "--router must be vec, wide or dmma, got '%s'\n", v.c_str());
-        return 2;
-      }
-    }
+    else if (a == "--router")  // the router logits kernel for the whole run (kernels::RouterLogitsPath)
+      kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(
+          "--router", next(),
+          {{"vec", kernels::RouterLogitsPath::kVec}, {"wide", kernels::RouterLogitsPath::kWide},
+           {"dmma", kernels::RouterLogitsPath::kDmma}}));
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
