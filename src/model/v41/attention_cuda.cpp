@@ -1,0 +1,557 @@
+// Attention (MODEL_V41.md §3) with the compressed branch (§4) and the indexer (§5) of
+// the CUDA model: CudaModel::Impl members (model_cuda_impl.h), split from model_cuda.cpp.
+#include "model/v41/model_cuda_impl.h"
+
+namespace deepinfer::v41 {
+
+// ---------------------------------------------------------------------------
+// Attention (§3) with the compressed branch (§4).
+// ---------------------------------------------------------------------------
+
+void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out) {
+  const ModelConfig& c = cfg;
+  const DAttn& a = layers[l].attn;
+  const int64_t n = b.n, hd = c.head_dim, heads = c.num_attention_heads, rd = c.qk_rope_head_dim;
+  const int64_t ratio = c.compress_ratios[l], win = c.sliding_window;
+  const float* inv_freq = ratio > 0 ? compress_inv_freq : main_inv_freq;
+  const float af = float(c.rope_for(l).attention_factor), caf = float(c.compress_rope.attention_factor);
+  const float eps = float(c.rms_norm_eps);
+
+  float* qr = layer_arena->alloc<float>(n * c.q_lora_rank);
+  float* q = layer_arena->alloc<float>(n * heads * hd);
+  float* kv = layer_arena->alloc<float>(n * hd);
+  const bool go = launching();
+  linear2(x, n, qr, a.wq_a, kv, a.wkv);  // both read x: one launch at decode
+  if (go) gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
+  linear(qr, q, n, a.wq_b);
+  // Outside the batch-invariant mode small batches take the small-batch attention kernel
+  // (a query spread over 128 SMs at n = 1; other sums than the invariant kernels, so the
+  // invariant mode never takes it), which also applies q's RoPE and the output's inverse
+  // (bitwise the rope launches it replaces).
+  const bool small_attention = mode != gpu::LinearMode::kInvariant &&
+                               n <= kernels::attention_small_max_n(ops::rounding_of(act) == ops::Activations::kBF16) && hd % 2 == 0;
+  if (go && !small_attention) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
+  // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
+  norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32,
+                  kernels::QuantKind::kFp8E4m3);
+
+  // Pass 1: every item's compressor, then one batched write of all items' new
+  // compressed entries (and, at index sources, their index keys), then the batched
+  // indexer, whose selections stay on the device.
+  if (ratio > 0) {
+    const bool kv_source = c.is_kv_source(l), index_source = c.is_index_source(l);
+    const int64_t ihd = c.index_head_dim;
+    std::vector<float*> entry_dst, key_dst;
+    std::vector<int64_t> gpos;
+    std::vector<size_t> gitem;
+    float* lat = nullptr;
+    if (kv_source) {
+      compressor(b, l, x, lat, gpos, gitem);
+      for (size_t g = 0; g < gpos.size(); ++g) {
+        const size_t i = gitem[g];
+        LayerSlot& st = slot_of(b, i).layers[l];
+        DI_CHECK(gpos[g] / ratio == st.num_entries, "compressed history out of order at layer ", l);
+        entry_dst.push_back(entry(b, i, l, ratio, st.num_entries, false));
+        if (index_source) key_dst.push_back(entry(b, i, l, ratio, st.num_entries, true));
+        ++st.num_entries;
+      }
+      for (Shared& sh : b.shared) {
+        sh.compress_source = l;
+        if (index_source) sh.index_source = l;
+      }
+      b.compress_source = l;
+    }
+    // A graph step runs the group rows of every row of the bucket (a decode token
+    // completes at most one group); rows past the real groups write dump_row.
+    const int64_t real_groups = int64_t(gpos.size());
+    const int64_t groups = gp != nullptr && kv_source ? n : real_groups;
+    DI_CHECK(real_groups <= groups, "graph step: ", real_groups, " compressed groups for ", groups, " rows");
+    if (groups > 0) {
+      // The stored entry is the RoPE-rotated, FP4-rounded latent; the keys derive from
+      // the unrotated latent, rotated to the group's first position.
+      const int64_t* d_gpos = upload(gpos, *layer_arena, groups, 0);
+      float* rotated = layer_arena->alloc<float>(groups * hd);
+      // copy + RoPE + FP4 (e4m3 scales) in one launch, lat read once.
+      norm_rope_quant(lat, rotated, groups, hd, false, nullptr, d_gpos, compress_inv_freq, rd, caf, 16,
+                      kernels::QuantKind::kFp4E4m3);
+      std::vector<const float*> src(static_cast<size_t>(real_groups));
+      for (int64_t g = 0; g < real_groups; ++g) src[g] = rotated + g * hd;
+      copy_rows(src, entry_dst, hd, groups);
+      if (index_source) {
+        float* k = layer_arena->alloc<float>(groups * ihd);
+        linear(lat, k, groups, a.indexer_wk);
+        norm_rope_quant(k, k, groups, ihd, true, a.indexer_k_norm, d_gpos, compress_inv_freq, rd, caf, 32,
+                        kernels::QuantKind::kFp4Ue8m0);
+        for (int64_t g = 0; g < real_groups; ++g) src[g] = k + g * ihd;
+        copy_rows(src, key_dst, ihd, groups);
+      }
+    }
+    if (index_source) indexer(b, l, x, qr);
+  }
+  // Pass 2: the KV pool of the whole batch, per item [its window ring | its new
+  // entries | room for the distinct compressed entries its queries selected], and the
+  // entry lists: the window part built here, the compressed part on the device from
+  // the device-resident selections (kernels::build_selection_lists), so an index
+  // layer needs no host round trip.
+  //
+  // A graph step fixes the layout per row of the bucket (one token per item, padding
+  // rows as items with nothing): item i's pool rows start at i * (win + 1 + top_k), its
+  // flags at i * (entries capacity), its list at i * top_k; the selection path runs
+  // whenever a selection can exist (the config decides), with null selections for
+  // items that have none, which yields the plain window lists.
+  namespace kn = kernels;
+  const size_t items = b.items->size();
+  const int64_t top_k = c.index_topk;
+  const bool graph = gp != nullptr;
+  const size_t list_items = graph ? size_t(n) : items;
+  const int64_t item_rows = win + 1 + top_k;  // graph: pool rows per item
+  int64_t entry_cap = 0;
+  if (graph && ratio > 0 && b.compress_source >= 0)
+    entry_cap = max_context / sources[source_index(b.compress_source)].ratio + 1;
+  std::vector<int64_t> item_info(list_items * kn::kSelItemCols, 0), token_item(size_t(n), 0), item_base(items, 0);
+  std::vector<const int64_t*> item_sel(list_items, nullptr);
+  int64_t pool_rows = 0, flag_count = 0, list_count = 0, max_entries = 0, max_bound = 0, sel_ids = 0;
+  int64_t comp_source = -1;
+  bool any_comp = false;
+  for (size_t i = 0; i < items; ++i) {
+    const Shared& sh = b.shared[i];
+    const int64_t cnt = b.count(i);
+    const bool use_comp = ratio > 0 && sh.compress_source >= 0 && sh.d_selection != nullptr;
+    int64_t nk = 0, bound = 0;
+    if (use_comp) {
+      DI_CHECK(comp_source < 0 || comp_source == sh.compress_source, "items disagree on the KV source at layer ", l);
+      comp_source = sh.compress_source;
+      nk = slot_of(b, i).layers[comp_source].num_entries;
+      bound = std::min(nk, cnt * top_k);  // distinct selected entries
+      if (nk > 0) {
+        const auto& table = *(*b.items)[i].block_table;
+        const int64_t epb = sources[source_index(comp_source)].epb, need = (nk - 1) / epb + 1;
+        DI_CHECK(need <= int64_t(table.size()), "block table does not cover compressed entry ", nk - 1);
+        for (int64_t j = 0; j < need; ++j)
+          DI_CHECK(table[j] >= 0 && table[j] < num_blocks, "block ", table[j], " is outside the history pool");
+      }
+      if (!graph) upload_tables(b);
+      item_sel[i] = sh.d_selection;
+      sel_ids += cnt * top_k;
+      any_comp = true;
+      DI_CHECK(!graph || (comp_source == b.compress_source && nk < entry_cap && b.selection_made),
+               "graph step: compressed entries beyond the bucket's capacity at layer ", l);
+    }
+    int64_t* info = item_info.data() + i * kn::kSelItemCols;
+    item_base[i] = graph ? int64_t(i) * item_rows : pool_rows;
+    info[kn::kSelFlagBegin] = graph ? int64_t(i) * entry_cap : flag_count;
+    info[kn::kSelEntries] = nk;
+    info[kn::kSelCompBase] = item_base[i] + win + cnt;
+    info[kn::kSelTableBegin] = use_comp ? b.table_begin[i] : 0;
+    info[kn::kSelListBegin] = graph ? int64_t(i) * top_k : list_count;
+    info[kn::kSelBound] = bound;
+    for (int64_t t = b.begin[i]; t < b.begin[i + 1]; ++t) token_item[t] = int64_t(i);
+    pool_rows += win + cnt + bound;
+    flag_count += nk;
+    list_count += bound;
+    max_entries = std::max(max_entries, nk);
+    max_bound = std::max(max_bound, bound);
+  }
+  if (graph) {
+    DI_CHECK(b.begin.back() == int64_t(items) && int64_t(items) <= n, "graph step: not a decode batch");
+    for (size_t i = items; i < list_items; ++i) {  // padding rows: items with no entries
+      int64_t* info = item_info.data() + i * kn::kSelItemCols;
+      info[kn::kSelFlagBegin] = int64_t(i) * entry_cap;
+      info[kn::kSelCompBase] = int64_t(i) * item_rows + win + 1;
+      info[kn::kSelListBegin] = int64_t(i) * top_k;
+      token_item[i] = int64_t(i);
+    }
+    pool_rows = n * item_rows;
+    flag_count = n * entry_cap;
+    list_count = n * top_k;
+    max_entries = entry_cap;
+    max_bound = top_k;
+    sel_ids = n * top_k;
+    // The config decides whether the selection path runs (see above).
+    any_comp = ratio > 0 && b.compress_source >= 0 && b.selection_made;
+    if (any_comp) {
+      upload_tables(b);
+      comp_source = b.compress_source;
+    }
+  }
+  float* pool = layer_arena->alloc<float>(pool_rows * hd);
+  // The pool's copies: each item's ring rows, then its new rows. In a graph step these
+  // depend only on the slot of each row (ring addresses; the pool rows, kv and the
+  // padding rows sit at the capture's addresses), so they are keyed lists: built and
+  // uploaded again only when the batch's slots change (graph_params.h). At batch 256
+  // they are 2 x 33,024 pointers per layer, most of a step's plan.
+  auto pool_copies = [&](std::vector<const float*>& src, std::vector<float*>& dst) {
+    for (size_t i = 0; i < items; ++i) {
+      const int64_t t0 = b.begin[i], cnt = b.count(i), base = item_base[i];
+      const float* ring = window((*b.items)[i].slot, l);
+      for (int64_t r = 0; r < win; ++r) {
+        src.push_back(ring + r * hd);
+        dst.push_back(pool + (base + r) * hd);
+      }
+      for (int64_t k = 0; k < cnt; ++k) {
+        src.push_back(kv + (t0 + k) * hd);
+        dst.push_back(pool + (base + win + k) * hd);
+      }
+    }
+  };
+  std::vector<int64_t> offsets, ids;
+  offsets.reserve(size_t(n) + 1);
+  offsets.push_back(0);
+  ids.reserve(size_t(graph ? n * win : b.begin.back() * win));
+  for (size_t i = 0; i < items; ++i) {
+    StateSlot& slot = slot_of(b, i);
+    const int64_t t0 = b.begin[i], cnt = b.count(i), base = item_base[i];
+    const int64_t new_base = base + win;
+    const int64_t p0 = b.positions[t0];
+    for (int64_t k = 0; k < cnt; ++k) {
+      const int64_t p = b.positions[t0 + k];
+      // Window: positions max(window start, p - win + 1) .. p inclusive.
+      for (int64_t s = std::max<int64_t>(slot.window_start, p - win + 1); s <= p; ++s)
+        ids.push_back(s < p0 ? base + s % win : new_base + (s - p0));
+      offsets.push_back(int64_t(ids.size()));
+    }
+  }
+  // Padding queries attend to pool row 0 (item 0's ring, always copied).
+  for (int64_t t = b.begin.back(); graph && t < n; ++t) {
+    ids.push_back(0);
+    offsets.push_back(int64_t(ids.size()));
+  }
+  const int64_t window_ids = graph ? n * win : int64_t(ids.size());
+  copy_rows_keyed(pool_copies, hd, n * (win + 1));
+  // The new tokens go into the rings after the pool has copied the old contents
+  // (stream order). Only an item's last `win` tokens survive in its ring; they land
+  // on distinct rows, so one launch writes them all.
+  std::vector<const float*> src;
+  std::vector<float*> dst;
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    const int64_t slot_id = (*b.items)[i].slot, t0 = b.begin[i], cnt = b.count(i);
+    for (int64_t k = std::max<int64_t>(0, cnt - win); k < cnt; ++k) {
+      src.push_back(kv + (t0 + k) * hd);
+      dst.push_back(window(slot_id, l) + (b.positions[t0 + k] % win) * hd);
+    }
+  }
+  copy_rows(src, dst, hd, n);
+
+  const int64_t* d_offsets = nullptr;
+  const int64_t* d_ids = nullptr;
+  if (!any_comp) {
+    d_offsets = upload(offsets, *layer_arena, n + 1, 0);
+    d_ids = upload(ids, *layer_arena, window_ids, 0);
+  } else {
+    if (b.d_bad_selection == nullptr) {
+      b.d_bad_selection = step_arena->alloc<int>(1);
+      if (go) CUDA_CHECK(cudaMemsetAsync(b.d_bad_selection, 0, sizeof(int), stream));
+    }
+    const Source& cs = sources[source_index(comp_source)];
+    kn::SelectionListArgs sa;
+    sa.item_info = upload(item_info, *layer_arena, int64_t(item_info.size()), 0);
+    sa.item_sel = upload(item_sel, *layer_arena, int64_t(list_items), nullptr);
+    sa.token_item = upload(token_item, *layer_arena, n, 0);
+    sa.items = int64_t(list_items);
+    sa.n = n;
+    sa.top_k = top_k;
+    sa.max_entries = max_entries;
+    sa.max_bound = max_bound;
+    sa.flag_count = flag_count;
+    sa.flags = layer_arena->alloc<uint8_t>(std::max<int64_t>(1, flag_count));
+    sa.rank = layer_arena->alloc<int32_t>(std::max<int64_t>(1, flag_count));
+    sa.list = layer_arena->alloc<int64_t>(std::max<int64_t>(1, list_count));
+    sa.count = layer_arena->alloc<int64_t>(int64_t(items));
+    sa.entries = cs.entries;
+    sa.tables = b.d_tables;
+    sa.entries_per_block = cs.epb;
+    sa.dim = hd;
+    sa.pool = pool;
+    sa.w_offsets = upload(offsets, *layer_arena, n + 1, 0);
+    sa.w_ids = upload(ids, *layer_arena, window_ids, 0);
+    int64_t* d_off = layer_arena->alloc<int64_t>(n + 1);
+    int64_t* d_all = layer_arena->alloc<int64_t>(std::max<int64_t>(1, window_ids + sel_ids));
+    sa.offsets = d_off;
+    sa.ids = d_all;
+    sa.bad = b.d_bad_selection;
+    if (go) CUDA_CHECK(kn::build_selection_lists(sa, stream));
+    d_offsets = d_off;
+    d_ids = d_all;
+  }
+  float* o = layer_arena->alloc<float>(n * heads * hd);
+  if (go) {
+    ops::SinkAttentionParams sp{q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd,
+                                ops::rounding_of(act),
+                                small_attention ? 1 : 0, small_attention ? b.d_positions : nullptr, inv_freq,
+                                small_attention ? rd : 0, af};
+    sp.kv_rows = pool_rows;  // the pool's size: the bf16 mode's wgmma path at prefill chunks
+    gpu::sink_attention(sp, stream);
+  }
+  // The values carried RoPE; rotate the output back by the query position.
+  if (go && !small_attention) gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
+
+  // Grouped low-rank output: group g (heads g*H/G ..) through its own block of wo_a.
+  const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;
+  float* z = layer_arena->alloc<float>(n * groups * rank);
+  float* xg = layer_arena->alloc<float>(n * group_in);
+  float* zg = layer_arena->alloc<float>(n * rank);
+  // One gemv launch over all groups (each block of wo_a rows reads its group's slice of
+  // o in place) where the gemv takes the weight: at n <= 8, and at every n in the
+  // batch-invariant mode (8-token chunks, as linear's invariant mode), so a row's sums
+  // never depend on the batch. Otherwise (n > 8, default mode) one linear per group.
+  kernels::LinearArgs ga;
+  ga.x = o;
+  ga.n = std::min<int64_t>(n, 8);
+  ga.w = gpu::to_weight_args(a.wo_a);
+  ga.num_rows = groups * rank;
+  ga.x_stride = heads * hd;
+  ga.x_group_rows = rank;
+  ga.x_group_step = group_in;
+  ga.path = kernels::LinearPath::kGemv;
+  const ops::Activations wo_a_act = ops::activations_for(act, a.wo_a);
+  ga.bf16_x = wo_a_act == ops::Activations::kBF16;  // the rounding linear() applies on its paths
+  // (fp8 mode with an FP8 wo_a: linear() quantizes x per group, which this gemv cannot.)
+  const bool grouped = groups * rank <= a.wo_a.rows && kernels::linear_gemv_eligible(ga) &&
+                       wo_a_act != ops::Activations::kFP8 && (n <= 8 || mode == gpu::LinearMode::kInvariant);
+  for (int64_t t0 = 0; grouped && t0 < n; t0 += 8) {
+    ga.x = o + t0 * heads * hd;
+    ga.y = z + t0 * groups * rank;
+    ga.n = std::min<int64_t>(8, n - t0);
+    if (go) CUDA_CHECK(kernels::linear(ga, stream));
+  }
+  for (int64_t g = 0; !grouped && g < groups; ++g) {
+    if (go)
+      CUDA_CHECK(cudaMemcpy2DAsync(xg, group_in * sizeof(float), o + g * group_in, heads * hd * sizeof(float),
+                                   group_in * sizeof(float), n, cudaMemcpyDeviceToDevice, stream));
+    linear(xg, zg, n, a.wo_a, /*row0=*/g * rank, /*rows=*/rank);
+    if (go)
+      CUDA_CHECK(cudaMemcpy2DAsync(z + g * rank, groups * rank * sizeof(float), zg, rank * sizeof(float),
+                                   rank * sizeof(float), n, cudaMemcpyDeviceToDevice, stream));
+  }
+  linear(z, out, n, a.wo_b);
+}
+
+// The compressor of the whole batch: emits the pre-RoPE latents of the groups that
+// the items' tokens complete, item after item (device, layer arena), with each group's
+// first absolute position and item. Groups starting below an item's write floor are
+// already in the (shared) history. One launch per step of the computation for all
+// items: the projections over all rows, one row gather of every completed group's
+// [pending | new] rows, one pooling, one norm, one copy of the rows left pending.
+void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos,
+                                 std::vector<size_t>& group_item) {
+  const ModelConfig& c = cfg;
+  const DAttn& a = layers[l].attn;
+  const int64_t n = b.n, hd = c.head_dim, ratio = c.compress_ratios[l], src = source_index(l);
+  const bool go = launching();
+  float* kvp = layer_arena->alloc<float>(n * hd);
+  float* gate = nullptr;
+  if (ratio > 1) {
+    gate = layer_arena->alloc<float>(n * hd);
+    linear2(x, n, kvp, a.compressor_wkv, gate, a.compressor_wgate);
+  } else {
+    linear(x, kvp, n, a.compressor_wkv);
+  }
+  // Row r of item i's stream: its pending rows (the group being filled), then its new ones.
+  auto row = [&](size_t i, int64_t np, int64_t r, bool g) -> const float* {
+    const int64_t slot_id = (*b.items)[i].slot;
+    if (r < np) return pending_rows(slot_id, src, g) + r * hd;
+    return (g ? gate : kvp) + (b.begin[i] + r - np) * hd;
+  };
+  struct Plan {
+    int64_t np, total, g0, complete;
+  };
+  std::vector<Plan> plan(b.items->size());
+  int64_t groups = 0;
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    const StateSlot& slot = slot_of(b, i);
+    const LayerSlot& st = slot.layers[l];
+    Plan& p = plan[i];
+    p.np = st.num_pending;
+    p.total = p.np + b.count(i);
+    p.complete = p.total / ratio;
+    p.g0 = 0;
+    while (p.g0 < p.complete && st.next_group_position + p.g0 * ratio < slot.write_floor) ++p.g0;
+    for (int64_t g = p.g0; g < p.complete; ++g) {
+      group_pos.push_back(st.next_group_position + g * ratio);
+      group_item.push_back(i);
+    }
+    groups += p.complete - p.g0;
+  }
+  // A graph step: one group row per row of the bucket (a decode token completes at
+  // most one group), at most one row per item left pending; the lists are padded.
+  const int64_t per_row = ratio > 1 ? 2 : 1;
+  if (gp != nullptr) {
+    DI_CHECK(groups <= n, "graph step: ", groups, " compressed groups for ", n, " rows");
+    groups = n;
+  }
+  latent = layer_arena->alloc<float>(groups * hd);
+  float* cat_kv = ratio > 1 ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
+  float* cat_gate = ratio > 1 ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
+  std::vector<const float*> gsrc, psrc;
+  std::vector<float*> gdst, pdst;
+  int64_t gi = 0;
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    const Plan& p = plan[i];
+    const int64_t slot_id = (*b.items)[i].slot;
+    for (int64_t g = p.g0; g < p.complete; ++g, ++gi)
+      for (int64_t k = 0; k < ratio; ++k) {
+        const int64_t r = g * ratio + k;
+        gsrc.push_back(row(i, p.np, r, false));
+        gdst.push_back(ratio == 1 ? latent + gi * hd : cat_kv + (gi * ratio + k) * hd);
+        if (ratio > 1) {
+          gsrc.push_back(row(i, p.np, r, true));
+          gdst.push_back(cat_gate + (gi * ratio + k) * hd);
+        }
+      }
+    // What stays pending moves to the front of the pending rows. With no group
+    // completed, the old pending rows are already in place; otherwise (np < ratio <=
+    // used) every row left is a new one, so no pending row is read and written by the
+    // same launch.
+    const int64_t used = p.complete * ratio;
+    for (int64_t r = used; r < p.total; ++r) {
+      if (used == 0 && r < p.np) continue;
+      DI_CHECK(r >= p.np, "compressor: pending rows overlap at layer ", l);
+      psrc.push_back(row(i, p.np, r, false));
+      pdst.push_back(pending_rows(slot_id, src, false) + (r - used) * hd);
+      if (ratio > 1) {
+        psrc.push_back(row(i, p.np, r, true));
+        pdst.push_back(pending_rows(slot_id, src, true) + (r - used) * hd);
+      }
+    }
+    LayerSlot& st = slot_of(b, i).layers[l];
+    st.num_pending = p.total - used;
+    st.next_group_position += used;
+  }
+  copy_rows(gsrc, gdst, hd, n * ratio * per_row);
+  if (groups > 0 && ratio > 1 && go)  // softmax-gated pooling of each group's rows, per channel, in fp32
+    CUDA_CHECK(kernels::compress_pool({cat_kv, cat_gate, latent, groups, ratio, hd}, stream));
+  copy_rows(psrc, pdst, hd, n * per_row);  // after the gather above has read the old pending rows (stream order)
+  if (groups > 0 && go)
+    gpu::rms_norm({latent, latent, groups, hd, a.compressor_norm, float(c.rms_norm_eps)}, stream);
+}
+
+void CudaModel::Impl::upload_tables(Batch& b) {
+  if (b.tables_ready) return;
+  b.tables_ready = true;
+  std::vector<int64_t> all;
+  b.table_begin.clear();
+  for (const CudaBatchItem& it : *b.items) {
+    if (gp != nullptr) {  // a graph step: [rows, table_width], enough below max_context
+      all.resize(size_t(int64_t(b.table_begin.size()) * table_width), 0);
+      b.table_begin.push_back(int64_t(all.size()));
+      const size_t keep = std::min<size_t>(it.block_table->size(), size_t(table_width));
+      all.insert(all.end(), it.block_table->begin(), it.block_table->begin() + keep);
+      continue;
+    }
+    b.table_begin.push_back(int64_t(all.size()));
+    all.insert(all.end(), it.block_table->begin(), it.block_table->end());
+  }
+  if (all.empty()) all.push_back(0);  // a valid pointer even when no table has blocks
+  b.d_tables = upload(all, *step_arena, b.n * table_width, 0);
+}
+
+// The index layer of the whole batch: every query row of every item scores its own
+// item's keys (read in place from the paged history through the block tables) and
+// selects its top-k, one launch per kernel; the selections stay on the device, where
+// attention() turns them into entry lists (no host round trip).
+void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* qr) {
+  const ModelConfig& c = cfg;
+  const DAttn& a = layers[l].attn;
+  const int64_t n = b.n, ihd = c.index_head_dim, ih = c.index_n_heads, ratio = c.compress_ratios[l];
+  const float caf = float(c.compress_rope.attention_factor);
+  int64_t key_layer = -1;
+  for (const Shared& sh : b.shared) {
+    if (sh.index_source < 0) continue;
+    DI_CHECK(key_layer < 0 || key_layer == sh.index_source, "items disagree on the index source at layer ", l);
+    key_layer = sh.index_source;
+  }
+  if (key_layer < 0) return;
+  const Source& src = sources[source_index(key_layer)];
+  const bool is_candidate_source = l == c.candidate_source_layer_id;
+  const bool uses_candidates = c.candidate_source_layer_id >= 0 && c.candidate_source_layer_id < l;
+  upload_tables(b);
+  const bool go = launching(), graph = gp != nullptr;
+
+  // Row t of the batch is token t. Items without keys yet skip their rows (an earlier
+  // selection stays published, as in the per-sequence model). A graph step gives
+  // every row key_cap score slots (row t at t * key_cap) and always launches; its
+  // padding rows and the items without keys have 0 keys.
+  namespace k = kernels;
+  const int64_t key_cap = graph ? max_context / src.ratio + 1 : 0;
+  std::vector<int64_t> info(size_t(n * k::kRowInfoCols), 0);
+  for (int64_t t = 0; t < n; ++t) info[t * k::kRowInfoCols + k::kRowCand] = -1;
+  std::vector<bool> active(b.items->size(), false);
+  int64_t total = 0, max_keys = 0;
+  for (size_t i = 0; i < b.items->size(); ++i) {
+    Shared& sh = b.shared[i];
+    if (sh.index_source < 0) continue;
+    const int64_t nk = slot_of(b, i).layers[key_layer].num_entries;
+    if (nk == 0) continue;
+    const auto& table = *(*b.items)[i].block_table;
+    const int64_t need = (nk - 1) / src.epb + 1;
+    DI_CHECK(need <= int64_t(table.size()), "block table does not cover index key ", nk - 1);
+    for (int64_t j = 0; j < need; ++j)
+      DI_CHECK(table[j] >= 0 && table[j] < num_blocks, "block ", table[j], " is outside the history pool");
+    if (uses_candidates && sh.cand_begin >= 0)
+      DI_CHECK(sh.cand_keys == nk, "candidate mask width mismatch at layer ", l);
+    DI_CHECK(!graph || nk < key_cap, "graph step: ", nk, " index keys beyond the bucket's capacity");
+    const int64_t row0 = graph ? b.begin[i] * key_cap : total, stride = graph ? key_cap : nk;
+    for (int64_t r = 0; r < b.count(i); ++r) {
+      int64_t* row = info.data() + (b.begin[i] + r) * k::kRowInfoCols;
+      row[k::kRowKeys] = nk;
+      row[k::kRowScore] = row0 + r * stride;
+      row[k::kRowTable] = b.table_begin[i];
+      if (uses_candidates && sh.cand_begin >= 0) row[k::kRowCand] = sh.cand_begin + r * stride;
+    }
+    if (is_candidate_source) {
+      sh.cand_begin = row0;
+      sh.cand_keys = nk;
+    }
+    active[i] = true;
+    total += b.count(i) * nk;
+    max_keys = std::max(max_keys, nk);
+  }
+  if (graph) {
+    total = n * key_cap;
+    max_keys = key_cap;
+  }
+  if (total == 0) return;
+  const int64_t* d_info = upload(info, *layer_arena, int64_t(info.size()), 0);
+
+  float* qi = layer_arena->alloc<float>(n * ih * ihd);
+  float* w = layer_arena->alloc<float>(n * ih);
+  float* scores = layer_arena->alloc<float>(total);
+  linear(qr, qi, n, a.indexer_wq_b);
+  // RoPE + FP4 (ue8m0 scales) of every head's query in one launch (bitwise the two kernels).
+  norm_rope_quant(qi, qi, n * ih, ihd, false, nullptr, b.d_positions, compress_inv_freq, c.qk_rope_head_dim, caf, 32,
+                  kernels::QuantKind::kFp4Ue8m0, ih);
+  linear(x, w, n, a.indexer_weights_proj);
+  if (go) CUDA_CHECK(kernels::scale(w, 1.0f / std::sqrt(float(ih)), n * ih, stream));
+  if (go)
+    gpu::indexer_score_paged({qi, w, src.keys, b.d_tables, d_info, n, ih, ihd, src.epb, max_keys,
+                              1.0f / std::sqrt(float(ihd)), scores},
+                             stream);
+
+  const int64_t top_k = c.index_topk;
+  gpu::IndexerSelectBatchParams sp;
+  sp.scores = scores;
+  sp.row_info = d_info;
+  sp.rows = n;
+  sp.max_keys = max_keys;
+  sp.positions = b.d_positions;
+  sp.ratio = ratio;
+  sp.top_k = top_k;
+  if (is_candidate_source) {
+    b.candidates = step_arena->alloc<uint8_t>(total);  // read by later layers of this step
+    sp.candidates_out = b.candidates;
+    sp.candidate_topk_blocks = c.candidate_topk_blocks;
+    sp.candidate_block_size = c.candidate_block_size;
+  } else if (uses_candidates) {
+    sp.candidates_in = b.candidates;  // rows without a mask have cand_begin -1
+  }
+  // Read by the attention lists of this and the later layers of the step.
+  int64_t* sel = step_arena->alloc<int64_t>(n * (1 + top_k));  // counts [n], then ids [n, top_k]
+  sp.counts = sel;
+  sp.ids = sel + n;
+  if (go) gpu::indexer_select_batch(sp, stream);
+  b.selection_made = true;
+  for (size_t i = 0; i < b.items->size(); ++i)
+    if (active[i]) b.shared[i].d_selection = sel;
+}
+
+}  // namespace deepinfer::v41
