@@ -1057,7 +1057,38 @@ TEST(CudaModelFp8, QuantFixtureInFp8Mode) {
   }
 }
 
-// (The trained default model is not such a checkpoint: its attention wkv and Engram
+// The quant fixture's random weights make its logits a step function of every e4m3 code
+// (its GPU-vs-CPU distance in plain bf16 mode is already 0.73 of the f32-vs-bf16 shift),
+// so the test above cannot tell a wrong FP8 path from rounding flips. The trained default
+// model can: its dense linears are FP8 (32 x 32 ue8m0 blocks) and a flipped code moves
+// its logits by little, as a bf16 flip does (TrainedModelMatchesTheCpuInBf16Mode). So in
+// fp8 mode the GPU must sit far closer to the CPU in fp8 mode than fp8 mode sits from
+// bf16 mode; a wrong code, scale or block on either side would put the two distances
+// alike. 90 tokens whole run every dense linear through the FP8 tensor-core GEMM
+// (linear_fp8_min_n = 64); chunks of 7 and single tokens through the gemv / mma paths.
+TEST(CudaModelFp8, TrainedModelMatchesTheCpuInFp8Mode) {
+  const std::string dir = fixtures() + "/../../models/deepinfer-v41-tiny";
+  auto cpu8 = v41::Model::load(dir, {ops::Activations::kFP8});
+  auto cpu16 = v41::Model::load(dir, {ops::Activations::kBF16});
+  v41::CudaModelOptions o = bf16_options(2, false, 0);
+  o.activations = ops::Activations::kFP8;
+  auto gpu8 = v41::CudaModel::load(dir, o);
+  GoldenFeeds f;
+  f.tokens = tokens_for(93, 90, cpu8->config().vocab_size);
+  f.whole = {f.tokens.size()};
+  for (size_t i = 0; i < f.tokens.size(); i += 7) f.chunks.push_back(std::min<size_t>(7, f.tokens.size() - i));
+  f.decode.assign(f.tokens.size(), 1);
+  const double shift = max_abs_diff(feed_cpu(*cpu8, f.tokens, f.whole), feed_cpu(*cpu16, f.tokens, f.whole));
+  std::printf("[ metric ] trained model fp8: max|cpu_fp8 - cpu_bf16| %.3g\n", shift);
+  ASSERT_GT(shift, 0.0);
+  for (auto [mode, sizes] : f.modes()) {
+    const double d = max_abs_diff(feed(*gpu8, 1, f.tokens, *sizes), feed_cpu(*cpu8, f.tokens, *sizes));
+    std::printf("[ metric ] trained model fp8 %s: max|gpu-cpu| %.3g (cpu fp8 vs bf16 %.3g)\n", mode, d, shift);
+    EXPECT_LE(d, 0.5 * shift) << mode;
+  }
+}
+
+// (The trained default model is not such a checkpoint: its dense linears and Engram
 // tables are FP8. The f32 fixture has F32 weights only.)
 TEST(CudaModelFp8, Fp8ModeIsBf16ModeWithoutFp8Weights) {
   const std::string dir = fixture("v41_tiny_f32");
