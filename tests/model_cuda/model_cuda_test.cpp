@@ -1020,7 +1020,7 @@ TEST(CudaModelBf16, TrainedModelMatchesTheCpuInBf16Mode) {
 }
 
 // Activations::kFP8 (--activations fp8, ops::activations_for): the dense FP8 linears' x
-// quantized per 32-K block (the FP8 tensor-core GEMM from linear_fp8_min_n = 64 tokens),
+// quantized per 32-K block (the cuBLASLt GEMM on the exact codes from 64 tokens),
 // bf16 everywhere else, on the GPU as in the CPU model. On the quant fixture (FP8 dense
 // weights) both models must leave the bf16 mode's logits (the quantization reaches them);
 // the GPU-vs-CPU distance is reported, not asserted: an e4m3 code is a step function of x
@@ -1036,7 +1036,7 @@ TEST(CudaModelFp8, QuantFixtureInFp8Mode) {
   o.activations = ops::Activations::kFP8;
   auto gpu8 = v41::CudaModel::load(dir, o);
   const int64_t vocab = cpu8->config().vocab_size;
-  GoldenFeeds f;  // 90 tokens: whole (the FP8 GEMMs), in chunks of 7, one at a time
+  GoldenFeeds f;  // 90 tokens: whole (the GEMMs), in chunks of 7, one at a time
   f.tokens = tokens_for(91, 90, vocab);
   f.whole = {f.tokens.size()};
   for (size_t i = 0; i < f.tokens.size(); i += 7) f.chunks.push_back(std::min<size_t>(7, f.tokens.size() - i));
@@ -1064,15 +1064,15 @@ TEST(CudaModelFp8, QuantFixtureInFp8Mode) {
 // its logits by little, as a bf16 flip does (TrainedModelMatchesTheCpuInBf16Mode). So in
 // fp8 mode the GPU must sit far closer to the CPU in fp8 mode than fp8 mode sits from
 // bf16 mode; a wrong code, scale or block on either side would put the two distances
-// alike. 90 tokens whole run every dense linear through the FP8 tensor-core GEMM
-// (linear_fp8_min_n = 64); chunks of 7 and single tokens through the gemv / mma paths.
+// alike. 90 tokens whole run every dense linear through the cuBLASLt path (from 64
+// tokens: bf16 GEMM on the exact codes), with the weights dequantized per call or read
+// from their bf16 copies, or, with that path switched off (gemm_min_tokens past the
+// call), through the FP8 tensor-core GEMM (linear_fp8_min_n = 64); chunks of 7 and single
+// tokens through the gemv / mma paths.
 TEST(CudaModelFp8, TrainedModelMatchesTheCpuInFp8Mode) {
   const std::string dir = fixtures() + "/../../models/deepinfer-v41-tiny";
   auto cpu8 = v41::Model::load(dir, {ops::Activations::kFP8});
   auto cpu16 = v41::Model::load(dir, {ops::Activations::kBF16});
-  v41::CudaModelOptions o = bf16_options(2, false, 0);
-  o.activations = ops::Activations::kFP8;
-  auto gpu8 = v41::CudaModel::load(dir, o);
   GoldenFeeds f;
   f.tokens = tokens_for(93, 90, cpu8->config().vocab_size);
   f.whole = {f.tokens.size()};
@@ -1081,10 +1081,30 @@ TEST(CudaModelFp8, TrainedModelMatchesTheCpuInFp8Mode) {
   const double shift = max_abs_diff(feed_cpu(*cpu8, f.tokens, f.whole), feed_cpu(*cpu16, f.tokens, f.whole));
   std::printf("[ metric ] trained model fp8: max|cpu_fp8 - cpu_bf16| %.3g\n", shift);
   ASSERT_GT(shift, 0.0);
-  for (auto [mode, sizes] : f.modes()) {
-    const double d = max_abs_diff(feed(*gpu8, 1, f.tokens, *sizes), feed_cpu(*cpu8, f.tokens, *sizes));
-    std::printf("[ metric ] trained model fp8 %s: max|gpu-cpu| %.3g (cpu fp8 vs bf16 %.3g)\n", mode, d, shift);
-    EXPECT_LE(d, 0.5 * shift) << mode;
+  struct Kind {
+    const char* label;
+    int64_t gemm_min;
+    bool copies;
+  };
+  for (const Kind& k : {Kind{"cublaslt", 0, false}, Kind{"cublaslt+copies", 0, true}, Kind{"fp8-gemm", 1 << 30, false}}) {
+    v41::CudaModelOptions o = bf16_options(2, false, k.gemm_min);
+    o.activations = ops::Activations::kFP8;
+    if (k.copies) o.bf16_weights = v41::Bf16Weights::kOn;
+    auto gpu8 = v41::CudaModel::load(dir, o);
+    const auto s0 = ops::cuda::linear_gemm_stats();
+    for (auto [mode, sizes] : f.modes()) {
+      const double d = max_abs_diff(feed(*gpu8, 1, f.tokens, *sizes), feed_cpu(*cpu8, f.tokens, *sizes));
+      std::printf("[ metric ] trained model fp8 %s %s: max|gpu-cpu| %.3g (cpu fp8 vs bf16 %.3g)\n", k.label, mode, d,
+                  shift);
+      EXPECT_LE(d, 0.5 * shift) << k.label << " " << mode;
+    }
+    const auto s1 = ops::cuda::linear_gemm_stats();
+    // Which path the whole call took: cuBLASLt (per call or from the copies) or not at all.
+    if (k.gemm_min == 0) {
+      EXPECT_GT(k.copies ? s1.bf16_copy - s0.bf16_copy : s1.dequantized - s0.dequantized, 0) << k.label;
+    } else {
+      EXPECT_EQ(s1.calls, s0.calls) << k.label;
+    }
   }
 }
 

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "common/numeric.h"
 #include "harness.h"
@@ -180,10 +181,53 @@ OpCase fp8_case(const char* label, gpu::LinearKernel kernel, int64_t n, int64_t 
             const size_t bytes = gpu::linear_fp8_workspace_bytes(n, cols);
             Dev<uint8_t> ws(with_ws ? bytes : 1);
             Dev<float> dx(x), dy(size_t(n * out_rows));
+            // min_n = max: kAuto keeps to the FP8 kernels here (fp8_gemm_case takes the cuBLASLt path).
             gpu::linear({dx.get(), dy.get(), n, w->ref(true), row0, num_rows, ops::Activations::kFP8}, mode, nullptr,
-                        with_ws ? gpu::LinearWorkspace{ws.get(), bytes} : gpu::LinearWorkspace{}, kernel);
+                        with_ws ? gpu::LinearWorkspace{ws.get(), bytes, INT64_MAX} : gpu::LinearWorkspace{}, kernel);
             const Fp8Check c = check_fp8(x, *w, cols, sample_tokens(n), row0, out_rows, dy.get(), name);
             return Outputs{{{"y", c.cpu, c.gpu}}, {{"bound", {0}, {c.violations}}}};
+          }};
+}
+
+// The cuBLASLt path of Activations::kFP8: x quantized per 32-K block, code * scale in bf16
+// (exact), a bf16 GEMM with fp32 accumulation against the exact bf16 image of the weight
+// (dequantized per call, or its persistent copy). Checked against the oracle with the
+// same bound as the FP8 kernels, the copy against the per-call dequantization bitwise,
+// and which way each call went (linear_gemm_stats: calls, dequantized, bf16_copy), so a
+// call that silently took the FP8 kernel fails. kAuto from min_n, or kGemm forced.
+OpCase fp8_gemm_case(gpu::LinearKernel kernel, int64_t n, int64_t rows, int64_t cols, int64_t ws_tokens = 0) {
+  std::string name = std::string("linear_fp8_cublaslt_") + kernel_name(kernel) + "_n" + std::to_string(n) + "_" +
+                     std::to_string(rows) + "x" + std::to_string(cols);
+  if (ws_tokens > 0) name += "_pieces" + std::to_string(ws_tokens);
+  return {name, "linear_fp8", [=](Rng& rng) {
+            const auto w = fp8_weight(rng, rows, cols);
+            const auto x = fp8_x(rng, n, cols);
+            const size_t bytes = gpu::linear_gemm_workspace_bytes(rows * cols, (ws_tokens > 0 ? ws_tokens : n) * cols);
+            Dev<uint8_t> ws(bytes);
+            const ops::WeightRef plain = w->ref(true);
+            Dev<uint8_t> copy(gpu::linear_bf16_copy_bytes(plain));
+            gpu::linear_make_bf16_copy(plain, reinterpret_cast<uint16_t*>(copy.get()), nullptr);
+            ops::WeightRef with = plain;
+            with.bf16 = reinterpret_cast<const uint16_t*>(copy.get());
+            Dev<float> dx(x), dy1(size_t(n * rows)), dy2(size_t(n * rows));
+            const gpu::LinearWorkspace lw{ws.get(), bytes, kernel == gpu::LinearKernel::kAuto ? 2 : 0};
+            std::vector<int64_t> ways;
+            for (auto [wr, y] : {std::pair{plain, dy1.get()}, std::pair{with, dy2.get()}}) {
+              check_cuda(cudaMemset(y, 0xff, size_t(n * rows) * 4), "poison");
+              const gpu::LinearGemmStats s0 = gpu::linear_gemm_stats();
+              gpu::linear({dx.get(), y, n, wr, 0, -1, ops::Activations::kFP8}, gpu::LinearMode::kAuto, nullptr, lw,
+                          kernel);
+              const gpu::LinearGemmStats s1 = gpu::linear_gemm_stats();
+              ways.insert(ways.end(), {s1.calls - s0.calls, s1.dequantized - s0.dequantized, s1.bf16_copy - s0.bf16_copy});
+            }
+            const Fp8Check c = check_fp8(x, *w, cols, sample_tokens(n), 0, rows, dy1.get(), name);
+            const std::vector<float> y1 = dy1.host(), y2 = dy2.host();
+            int64_t differ = 0;  // the copy gives the per-call bits
+            for (size_t i = 0; i < y1.size(); ++i) differ += std::memcmp(&y1[i], &y2[i], 4) != 0;
+            return Outputs{{{"y", c.cpu, c.gpu}},
+                           {{"bound", {0}, {c.violations}},
+                            {"gemm_ways", {1, 1, 0, 1, 0, 1}, ways},
+                            {"copy_bits_differ", {0}, {differ}}}};
           }};
 }
 
@@ -343,6 +387,14 @@ std::vector<OpCase> linear_fp8_cases() {
   cases.push_back(fp8_case("kragged", K::kAuto, 3, 300, 1000));
   cases.push_back(fp8_case("inv", K::kAuto, 20, 512, 5120, 0, -1, true, gpu::LinearMode::kInvariant));
   cases.push_back(fp8_graph_case(200, 1280, 5120));
+  // The cuBLASLt path: Flash shapes at batch 256 and a prefill piece, ragged tokens / rows /
+  // K, the forced kernel, and x in token pieces (a workspace for 100 tokens).
+  cases.push_back(fp8_gemm_case(K::kAuto, 256, 1280, 5120));
+  cases.push_back(fp8_gemm_case(K::kAuto, 4096, 2304, 5120));
+  cases.push_back(fp8_gemm_case(K::kAuto, 1024, 5120, 8192));
+  cases.push_back(fp8_gemm_case(K::kAuto, 77, 1000, 2080));
+  cases.push_back(fp8_gemm_case(K::kGemm, 5, 300, 1024));
+  cases.push_back(fp8_gemm_case(K::kAuto, 300, 520, 1024, 100));
   for (auto kind : {kernels::Fp8GemmKind::kWgmmaTma, kernels::Fp8GemmKind::kWgmma3, kernels::Fp8GemmKind::kWgmmaWide,
                     kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kMma}) {
     cases.push_back(fp8_kernel_case(kind, 4096, 2304, 5120));

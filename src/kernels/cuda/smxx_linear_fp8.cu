@@ -10,12 +10,18 @@ namespace deepinfer::kernels {
 
 namespace {
 
+// code * scale as bf16 bits. Exact by truncation: an e4m3 code has at most 4 significant
+// bits and the ue8m0 scale only moves the exponent (amax >= 1e-4 keeps the smallest
+// nonzero value, 2^-9 * 2^-21, far inside bf16's normal range, as fp32's), so the fp32
+// value's low 16 bits are zero; NaN stays NaN.
+__device__ __forceinline__ uint16_t bf16_of_exact(float v) { return uint16_t(__float_as_uint(v) >> 16); }
+
 // One thread per (token, block, lane): lane i of a warp holds element 32 b + i of its
 // token, so a block's amax is five shuffles. Lanes past k (the ragged tail) hold 0,
 // which leaves the amax unchanged and writes nothing.
 __global__ void quant_act_fp8_kernel(const float* __restrict__ x, int64_t n, int64_t k, int64_t nb,
                                      uint8_t* __restrict__ codes, float* __restrict__ scales,
-                                     float* __restrict__ deq) {
+                                     float* __restrict__ deq, uint16_t* __restrict__ deq16) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t t = i / (nb * 32), rem = i % (nb * 32);
   const int64_t col = rem;  // (b * 32 + lane) = rem
@@ -29,6 +35,7 @@ __global__ void quant_act_fp8_kernel(const float* __restrict__ x, int64_t n, int
   const float q = fp8_block_code(v, s);  // on the e4m3 grid: the conversion below is exact
   if (codes != nullptr) codes[t * k + col] = uint8_t(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
   if (deq != nullptr) deq[t * k + col] = q * s;
+  if (deq16 != nullptr) deq16[t * k + col] = bf16_of_exact(q * s);
 }
 
 // ---------------------------------------------------------------------------
@@ -45,7 +52,7 @@ __global__ void quant_act_fp8_kernel(const float* __restrict__ x, int64_t n, int
 // (NOTES.md, helper fp8), a fifth of HBM, with five shuffles and a byte store per element.
 __global__ void quant_act_fp8_vec_kernel(const float* __restrict__ x, int64_t n, int64_t k, int64_t nb,
                                          uint8_t* __restrict__ codes, float* __restrict__ scales,
-                                         float* __restrict__ deq) {
+                                         float* __restrict__ deq, uint16_t* __restrict__ deq16) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t t = i / (nb * 8), rem = i % (nb * 8);
   const int64_t col = rem * 4;  // (b * 8 + sub) * 4
@@ -63,6 +70,10 @@ __global__ void quant_act_fp8_vec_kernel(const float* __restrict__ x, int64_t n,
     *reinterpret_cast<uint32_t*>(codes + t * k + col) = c(q0) | (c(q1) << 8) | (c(q2) << 16) | (c(q3) << 24);
   }
   if (deq != nullptr) *reinterpret_cast<float4*>(deq + t * k + col) = make_float4(q0 * s, q1 * s, q2 * s, q3 * s);
+  if (deq16 != nullptr)
+    *reinterpret_cast<uint2*>(deq16 + t * k + col) =
+        make_uint2(bf16_of_exact(q0 * s) | (uint32_t(bf16_of_exact(q1 * s)) << 16),
+                   bf16_of_exact(q2 * s) | (uint32_t(bf16_of_exact(q3 * s)) << 16));
 }
 
 namespace mma8 {
@@ -207,22 +218,38 @@ bool aligned16_fp8(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 =
 
 }  // namespace
 
-cudaError_t quant_act_fp8(const float* x, int64_t n, int64_t k, uint8_t* codes, float* scales, float* deq,
-                          cudaStream_t stream) {
-  if (n < 0 || k <= 0 || x == nullptr || (codes == nullptr && deq == nullptr)) return cudaErrorInvalidValue;
+namespace {
+
+cudaError_t quant_act_fp8_any(const float* x, int64_t n, int64_t k, uint8_t* codes, float* scales, float* deq,
+                              uint16_t* deq16, cudaStream_t stream) {
+  if (n < 0 || k <= 0 || x == nullptr || (codes == nullptr && deq == nullptr && deq16 == nullptr))
+    return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const int64_t nb = (k + 31) / 32, total = n * nb * 32;
   const int threads = 256;
   const auto aligned = [](const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
-  if (k % 4 == 0 && aligned(x, 16) && aligned(codes, 4) && aligned(deq, 16)) {
+  if (k % 4 == 0 && aligned(x, 16) && aligned(codes, 4) && aligned(deq, 16) && aligned(deq16, 8)) {
     const int64_t vt = n * nb * 8;
     quant_act_fp8_vec_kernel<<<unsigned((vt + threads - 1) / threads), threads, 0, stream>>>(x, n, k, nb, codes,
-                                                                                           scales, deq);
+                                                                                           scales, deq, deq16);
     return cudaGetLastError();
   }
   quant_act_fp8_kernel<<<unsigned((total + threads - 1) / threads), threads, 0, stream>>>(x, n, k, nb, codes, scales,
-                                                                                        deq);
+                                                                                        deq, deq16);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t quant_act_fp8(const float* x, int64_t n, int64_t k, uint8_t* codes, float* scales, float* deq,
+                          cudaStream_t stream) {
+  if (codes == nullptr && deq == nullptr) return cudaErrorInvalidValue;
+  return quant_act_fp8_any(x, n, k, codes, scales, deq, nullptr, stream);
+}
+
+cudaError_t quant_act_fp8_bf16(const float* x, int64_t n, int64_t k, uint16_t* out, cudaStream_t stream) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  return quant_act_fp8_any(x, n, k, nullptr, nullptr, nullptr, out, stream);
 }
 
 bool fp8_gemm_weight_ok(const WeightArgs& w) {

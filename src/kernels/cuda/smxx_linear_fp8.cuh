@@ -28,6 +28,10 @@ namespace deepinfer::kernels {
 // codes / scales / deq may each be null (not written); at least one of codes, deq given.
 cudaError_t quant_act_fp8(const float* x, int64_t n, int64_t k, uint8_t* codes, float* scales, float* deq,
                           cudaStream_t stream);
+// The dequantized values code * scale as bf16 [n, k]: exact (<= 4 significant bits), so a
+// bf16 GEMM on them with fp32 accumulation forms the same products as the FP8 GEMM; the
+// cuBLASLt path of Activations::kFP8 (ops/cuda/linear.cu) feeds them to cuBLASLt.
+cudaError_t quant_act_fp8_bf16(const float* x, int64_t n, int64_t k, uint16_t* out, cudaStream_t stream);
 
 // kWgmma: two consumer warpgroups (128 x 128 tiles); kWgmma3: three (192 x 128);
 // kWgmmaWide: two, 128 x 256 (smxx_linear_fp8_wgmma.cu: cp.async ring, one wgmma in flight

@@ -340,11 +340,9 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   // data pointers become device pointers in up.run() below.
   size_t copy_bytes = 0;
   int64_t copy_count = 0;
-  // In fp8 mode the dense FP8 linears run the FP8 GEMM on their codes: no copy for them.
-  auto copy_size = [&](const WeightRef& r) {
-    return ops::activations_for(o.activations, r) == ops::Activations::kFP8 ? size_t(0)
-                                                                              : gpu::linear_bf16_copy_bytes(r);
-  };
+  // fp8 mode reads them too: its dense FP8 linears take the same cuBLASLt GEMM on the
+  // exact dequantized activation codes (ops/cuda/cuda_ops.h).
+  auto copy_size = [&](const WeightRef& r) { return gpu::linear_bf16_copy_bytes(r); };
   if (d.plan.gemm > 0 && o.bf16_weights != Bf16Weights::kOff)
     d.for_each_dense([&](WeightRef& r) {
       const size_t b = copy_size(r);

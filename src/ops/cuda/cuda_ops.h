@@ -113,13 +113,21 @@ struct LinearGemmStats {
 };
 LinearGemmStats linear_gemm_stats();
 // Which kernel runs: kAuto as above; the others force one (tests, benchmarks) and throw
-// when it cannot take the arguments. kGemm needs Activations::kBF16 and a workspace;
-// kFp8Mma / kFp8Wgmma need Activations::kFP8.
+// when it cannot take the arguments. kGemm needs Activations::kBF16 or kFP8 and a
+// workspace; kFp8Mma / kFp8Wgmma need Activations::kFP8.
 enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Wgmma };
 // Activations::kFP8 (ops/linear.h; FP8 e4m3 weights with no or 32-multiple ue8m0 scale
 // blocks, else the call throws): x is quantized per 32-K block on the device, bit for bit
 // as the CPU does, then
-//   - from n >= linear_fp8_min_n() tokens (kAuto), or forced with kFp8Wgmma / kFp8Mma: a
+//   - kAuto from n >= linear_gemm_min_n() (or ws.min_n) with a workspace, or kGemm forced:
+//     the bf16 cuBLASLt GEMM above on code * scale in bf16 (exact: <= 4 significant bits)
+//     against the weight's exact bf16 image (per call or the persistent copy): the FP8
+//     GEMM's products, added in fp32 in cuBLASLt's order. kAuto prefers it because it is
+//     2-4x faster than the FP8 kernels below on every Flash shape (bench/results/
+//     2026-11-30-h200-flash-layers.md runs 17 and 20): V4.1's 32 x 32 ue8m0 blocks need a
+//     promotion after every k32 MMA, which costs those kernels as much issue as the MMAs,
+//     and cuBLASLt 13 refuses its 32-block FP8 mode (VEC32_UE8M0) on Hopper;
+//   - else from n >= linear_fp8_min_n() tokens (kAuto), or forced with kFp8Wgmma / kFp8Mma: a
 //     GEMM on the FP8 tensor cores (kernels/cuda/smxx_linear_fp8.cuh: one k32 MMA per
 //     32-block from zero, promoted to fp32 with s_x * s_w): kAuto the pipelined Hopper
 //     kernel (kWgmmaTma: TMA ring, the promotion of block b overlapping block b + 1's

@@ -128,8 +128,12 @@ const GemmPlan& gemm_plan(const GemmKey& key) {
 
 // The cuBLASLt path; false when it cannot take the call (workspace too small for one
 // token, no algorithm for the shape): the caller runs the hand-written kernels.
+// fp8_x (Activations::kFP8): x enters as its per-32 e4m3 quantization, code * scale in
+// bf16 (exact), instead of x rounded to bf16; the weight side is the same bf16 (exact
+// dequantized codes, or the persistent copy), so the GEMM forms the FP8 GEMM's exact
+// products and adds them in fp32, in its own order.
 bool linear_gemm(const LinearParams& p, const kernels::WeightArgs& w, int64_t rows, const LinearWorkspace& ws,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, bool fp8_x = false) {
   if (!gemm_format(w) || ws.data == nullptr || reinterpret_cast<uintptr_t>(ws.data) % kAlign != 0) return false;
   const int64_t k = w.cols;
   const bool quant = w.format != kernels::WFormat::kBF16;
@@ -177,7 +181,10 @@ bool linear_gemm(const LinearParams& p, const kernels::WeightArgs& w, int64_t ro
   const cublasLtHandle_t h = lt_handle(device);
   for (size_t i = 0; i < plans.size(); ++i) {
     const int64_t t0 = int64_t(i) * piece, nt = std::min(piece, p.n - t0);
-    CUDA_CHECK(kernels::round_rows_bf16(p.x + t0 * k, xb, nt * k, stream));
+    if (fp8_x)
+      CUDA_CHECK(kernels::quant_act_fp8_bf16(p.x + t0 * k, nt, k, xb, stream));
+    else
+      CUDA_CHECK(kernels::round_rows_bf16(p.x + t0 * k, xb, nt * k, stream));
     float* y = p.y + t0 * rows;
     const GemmPlan& g = *plans[i];
     CUBLAS_CHECK(cublasLtMatmul(h, g.op, &one, a_ptr, g.a, xb, g.b, &zero, y, g.c, y, g.c, &g.algo, lt_ws, lt_bytes,
@@ -218,16 +225,32 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
-// Activations::kFP8 (cuda_ops.h): quantize x on the device, then the FP8 tensor-core GEMM
-// or an fp32 kernel on the dequantized codes.
+// Activations::kFP8 (cuda_ops.h): quantize x on the device, then (kAuto, from the bf16
+// mode's GEMM threshold, with a cuBLASLt workspace) a bf16 cuBLASLt GEMM on the exact
+// dequantized codes; else the FP8 tensor-core GEMM or an fp32 kernel on the dequantized
+// codes. cuBLASLt first because it is 2-4x faster than our FP8 GEMM at every Flash shape
+// (bench/results/2026-11-30-h200-flash-layers.md, run 17: the per-32-K promotion that
+// V4.1's 32 x 32 ue8m0 blocks need costs the FP8 kernel as much issue as its MMAs, and
+// cuBLASLt 13 has no 32-block FP8 mode on Hopper: VEC32_UE8M0 is refused, run 20).
 void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws,
                 LinearKernel kernel, int64_t rows) {
   CUDA_OP_CHECK(fp8_activation_weight(p.w),
                 "linear: Activations::kFP8 needs an e4m3 weight with no or ue8m0 scales in blocks of 32k columns");
-  CUDA_OP_CHECK(kernel != LinearKernel::kGemm, "linear: the cuBLASLt path is for Activations::kBF16");
   const bool forced_gemm = kernel == LinearKernel::kFp8Mma || kernel == LinearKernel::kFp8Wgmma;
   CUDA_OP_CHECK(!forced_gemm || mode == LinearMode::kAuto, "linear: a forced kernel needs LinearMode::kAuto");
+  CUDA_OP_CHECK(kernel != LinearKernel::kGemm || mode == LinearMode::kAuto,
+                "linear: a forced kernel needs LinearMode::kAuto");
   if (p.n == 0 || rows == 0) return;
+  const kernels::WeightArgs wa = to_weight_args(p.w);
+  if (kernel == LinearKernel::kGemm) {
+    CUDA_OP_CHECK(linear_gemm(p, wa, rows, ws, stream, true),
+                  "linear: the cuBLASLt path cannot take this call (weight format, workspace or shape)");
+    return;
+  }
+  const int64_t min_n = ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
+  if (mode == LinearMode::kAuto && kernel == LinearKernel::kAuto && p.n >= min_n &&
+      linear_gemm(p, wa, rows, ws, stream, true))
+    return;
   const int64_t k = p.w.cols, nb = (k + 31) / 32;
   bool gemm = mode == LinearMode::kAuto && (forced_gemm || (kernel == LinearKernel::kAuto && p.n >= linear_fp8_min_n()));
   if (gemm) {
@@ -242,7 +265,7 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
     g.x_codes = sc.p;
     g.x_scales = reinterpret_cast<const float*>(sc.p + codes_bytes);
     g.n = p.n;
-    g.w = to_weight_args(p.w);
+    g.w = wa;
     g.row0 = p.row0;
     g.num_rows = rows;
     g.y = p.y;
