@@ -47,7 +47,10 @@
 // call, "auto" (default) each where it measured faster.
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
-// --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192).
+// --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192; --attn-ns and
+// --attn-entries pick other n and decode entry counts, the small-batch kernels alone at counts
+// other than 640; --attn-profile: each small-kernel run once inside cudaProfilerStart / Stop, for
+// ncu --profile-from-start off).
 //
 // Output: one line per measurement (see print formats), read by bench/flash/report.py.
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
@@ -1064,22 +1067,49 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
 // random rows of a 4096-entry compressed pool, as the runner's pool lays them out; the
 // whole pool, 25 MB, stays in L2 as it does in the model). FLOPs = n x 64 heads x
 // entries x 512 x 4 (QK and PV). "op attention_mode" lines (report.py).
+// --attn-ns / --attn-entries: the n and the decode entries per query run_attention_ops
+// measures (default n = 1, 8, 16, 64, 256, 8192 at 640 entries; n > 256 is the prefill layout).
+std::vector<int64_t> g_attn_ns = {1, 8, 16, 64, 256, 8192};
+std::vector<int64_t> g_attn_entries = {640};
+bool g_attn_profile = false;  // --attn-profile: one call per run inside cudaProfilerStart / Stop, no timing
+
 void run_attention_ops(const ModelConfig& c) {
   cudaStream_t st = nullptr;
   EvTimer tm;
-  const int64_t H = c.num_attention_heads, hd = c.head_dim, win = c.sliding_window, per = win + c.index_topk;
+  const int64_t H = c.num_attention_heads, hd = c.head_dim, win = c.sliding_window;
+  std::printf("op attention_small_clusters f32=%d bf16=%d former_f32=%d former_bf16=%d\n",
+              kernels::attention_small_max_clusters(false, false), kernels::attention_small_max_clusters(true, false),
+              kernels::attention_small_max_clusters(false, true), kernels::attention_small_max_clusters(true, true));
+  // RoPE folded into the small kernel as the model calls it (positions near the context).
+  const int64_t rd = c.qk_rope_head_dim;
+  std::vector<float> inv(size_t(rd / 2));
+  for (int64_t i = 0; i < rd / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(rd)));
+  std::vector<int64_t> posv(8192);
+  for (size_t i = 0; i < posv.size(); ++i) posv[i] = 8000 + int64_t(i);
+  float* d_inv;
+  int64_t* d_pos;
+  CK(cudaMalloc(&d_inv, inv.size() * 4));
+  CK(cudaMalloc(&d_pos, posv.size() * 8));
+  CK(cudaMemcpy(d_inv, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d_pos, posv.data(), posv.size() * 8, cudaMemcpyHostToDevice));
   const int64_t comp = 4096, nmax = 8192;
   float *q, *out, *pool, *sink;
   CK(cudaMalloc(&q, size_t(nmax * H * hd) * 4));
   CK(cudaMalloc(&out, size_t(nmax * H * hd) * 4));
-  const int64_t decode_region = 256 * per, pool_rows = std::max<int64_t>(2 * decode_region, nmax + comp);
+  int64_t per_max = win + c.index_topk;
+  for (const int64_t per : g_attn_entries) per_max = std::max(per_max, per);
+  const int64_t decode_region = 256 * per_max, pool_rows = std::max<int64_t>(2 * decode_region, nmax + comp);
   CK(cudaMalloc(&pool, size_t(pool_rows * hd) * 4));
   CK(cudaMalloc(&sink, size_t(H) * 4));
   fill_random(q, size_t(nmax * H * hd) * 4, 5);
   fill_random(pool, size_t(pool_rows * hd) * 4, 6);
   fill_random(sink, size_t(H) * 4, 7);
-  for (int64_t n : {int64_t(1), int64_t(8), int64_t(16), int64_t(64), int64_t(256), nmax}) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (entries per decode query, n)
+  for (const int64_t per : g_attn_entries)
+    for (const int64_t n : g_attn_ns) shapes.push_back({per, n});
+  for (const auto& [per, n] : shapes) {
     const bool prefill = n > 256;
+    if (per < 1 || n > nmax || n < 1 || (prefill && per != win + c.index_topk)) continue;
     std::vector<int64_t> ho{0}, hi;
     uint64_t seed = 1234;
     for (int64_t t = 0; t < n; ++t) {
@@ -1104,31 +1134,53 @@ void run_attention_ops(const ModelConfig& c) {
     // path=-: the f32 SIMT kernel; bf16 path=mma: the one-block mma.sync kernel; path=wgmma:
     // the bf16 copy of the kv_rows rows + the wgmma kernel, the copy inside the time;
     // wgmma_overlap: its variant with the next tile's QK under the softmax; path=small: the
-    // small-batch kernel (ops::SinkAttentionParams::gpu_path 2; decode sizes only).
+    // small-batch kernel (ops::SinkAttentionParams::gpu_path 2; decode sizes only);
+    // small_former: the former small-batch kernel (gpu_path 3); *_rope: with the model's RoPE
+    // folded in (rope_dim = qk_rope_head_dim).
     struct Run {
       ops::Activations act;
       kernels::AttnBf16Path path;
       int gpu_path;
       const char* name;
+      bool rope = false;
     };
     const Run runs[] = {{ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 0, "-"},
                         {ops::Activations::kBF16, kernels::AttnBf16Path::kMma, 0, "mma"},
                         {ops::Activations::kBF16, kernels::AttnBf16Path::kWgmma, 0, "wgmma"},
                         {ops::Activations::kBF16, kernels::AttnBf16Path::kWgmmaOverlap, 0, "wgmma_overlap"},
                         {ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 2, "small"},
-                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 2, "small"}};
+                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 2, "small"},
+                        {ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 3, "small_former"},
+                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 3, "small_former"},
+                        {ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 2, "small_rope", true},
+                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 2, "small_rope", true},
+                        {ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 3, "small_former_rope", true},
+                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 3, "small_former_rope", true}};
     const kernels::AttnBf16Path path_def = kernels::sink_attention_bf16_path();
     for (const Run& r : runs) {
-      if (r.gpu_path == 2 && prefill) continue;
+      if (r.gpu_path >= 2 && prefill) continue;
+      if (r.gpu_path < 2 && per != win + c.index_topk) continue;  // other entry counts: the small kernels only
       kernels::sink_attention_set_bf16_path(r.path);
-      const float ms = tm.time_ms(
-          [&](int i) {
-            const float* kv = pool + size_t(i % rot) * size_t(n * per * hd);
-            ops::SinkAttentionParams p{q, kv, off, idv, sink, 0.0442f, out, n, H, hd, r.act, r.gpu_path};
-            p.kv_rows = kv_rows;
-            ops::cuda::sink_attention(p, st);
-          },
-          prefill ? 3 : 7, prefill ? 1 : 10);
+      auto call = [&](int i) {
+        const float* kv = pool + size_t(i % rot) * size_t(n * per * hd);
+        ops::SinkAttentionParams p{q, kv, off, idv, sink, 0.0442f, out, n, H, hd, r.act, r.gpu_path};
+        p.kv_rows = kv_rows;
+        if (r.rope) p.positions = d_pos, p.inv_freq = d_inv, p.rope_dim = rd;
+        ops::cuda::sink_attention(p, st);
+      };
+      if (g_attn_profile) {  // for ncu --profile-from-start off: the small kernels' one call
+        if (r.gpu_path < 2) continue;
+        for (int i = 0; i < 3; ++i) call(i);
+        CK(cudaDeviceSynchronize());
+        CK(cudaProfilerStart());
+        call(3);
+        CK(cudaDeviceSynchronize());
+        CK(cudaProfilerStop());
+        std::printf("op attention_profiled n=%lld entries=%lld act=%s path=%s\n", (long long)n,
+                    (long long)(hi.size() / size_t(n)), r.act == ops::Activations::kBF16 ? "bf16" : "f32", r.name);
+        continue;
+      }
+      const float ms = tm.time_ms(call, prefill ? 3 : 7, prefill ? 1 : 10);
       std::printf("op attention_mode n=%lld entries=%lld layout=%s act=%s path=%s ms=%.5f tflops=%.1f\n",
                   (long long)n, (long long)(hi.size() / size_t(n)), prefill ? "prefill" : "decode",
                   r.act == ops::Activations::kBF16 ? "bf16" : "f32", r.name, ms, flop / (double(ms) * 1e-3) / 1e12);
@@ -1138,6 +1190,8 @@ void run_attention_ops(const ModelConfig& c) {
     CK(cudaFree(off));
     CK(cudaFree(idv));
   }
+  CK(cudaFree(d_inv));
+  CK(cudaFree(d_pos));
   CK(cudaFree(q));
   CK(cudaFree(out));
   CK(cudaFree(pool));
@@ -1785,6 +1839,9 @@ int main(int argc, char** argv) {
     }
     else if (a == "--indexer-only") indexer_only = true;  // top-k and indexer-score op sections alone
     else if (a == "--ops-attention") attention_only = true;  // the attention op in both precisions alone
+    else if (a == "--attn-ns") g_attn_ns = parse_list(next());  // run_attention_ops' n
+    else if (a == "--attn-entries") g_attn_entries = parse_list(next());  // its decode entries per query
+    else if (a == "--attn-profile") g_attn_profile = true;  // small kernels once each, for ncu
     else if (a == "--attn-path")  // the layers' bf16 attention kernel (kernels::sink_attention_set_bf16_path)
       kernels::sink_attention_set_bf16_path(pick<kernels::AttnBf16Path>(
           "--attn-path", next(),

@@ -297,6 +297,36 @@ OpCase attention_rope_case(std::string name, int64_t n, int64_t heads, int64_t d
           }};
 }
 
+// The small-batch kernel (gpu_path 2: rows staged in per-warp rings, merge weights once per
+// warp / slice) against its former self (gpu_path 3, NOTES section 13), bitwise: the same
+// arithmetic in the same order. rope_dim > 0: both with RoPE folded in (positions up to
+// 70000, as attention_rope_case). Counts past 12 rows per warp (> 768 entries) wrap the
+// ring; past 32 per warp (> 2048) the id windows advance.
+template <class Count>
+OpCase attention_small_ab_case(std::string name, int64_t n, int64_t heads, int64_t dim, int64_t pool, Count count,
+                               ops::Activations act, int64_t rope_dim = 0) {
+  return {name, "former", [=](Rng& rng) {
+            const AttnInputs in = attention_inputs(rng, n, heads, dim, pool, count);
+            const float scale = 1.0f / std::sqrt(float(dim));
+            std::vector<int64_t> pos(n);
+            for (auto& p : pos) p = randint(rng, 0, 70000);
+            std::vector<float> inv_freq(std::max<int64_t>(1, rope_dim / 2));
+            for (int64_t i = 0; i < rope_dim / 2; ++i)
+              inv_freq[i] = float(std::pow(10000.0, -2.0 * double(i) / double(rope_dim)));
+            Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dfreq(inv_freq), dnew(n * heads * dim),
+                dold(n * heads * dim);
+            Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids), dpos(pos);
+            for (const int path : {2, 3}) {
+              ops::SinkAttentionParams p{dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale,
+                                         path == 2 ? dnew.get() : dold.get(), n, heads, dim, act, path};
+              if (rope_dim > 0) p.positions = dpos.get(), p.inv_freq = dfreq.get(), p.rope_dim = rope_dim;
+              p.rope_factor = 1.25f;
+              ops::cuda::sink_attention(p, nullptr);
+            }
+            return Outputs{{{"out", dold.host(), dnew.host()}}, {}};
+          }};
+}
+
 // The bf16 mode's kernels chosen explicitly (kernels::sink_attention_set_bf16_path; the
 // default is restored even when a check throws): kWgmma needs kv_rows (the pool size).
 struct AttnPathGuard {
@@ -448,6 +478,36 @@ std::vector<OpCase> attention_cases() {
                           [](Rng& r, int64_t t) { return t == 0 ? int64_t(0) : randint(r, 1, 200); }, ops::Activations::kF32),
       attention_rope_case("fused_sink_attention_rope_bf16_odd", 5, 6, 102, 102, 300,
                           [](Rng& r, int64_t t) { return t == 2 ? int64_t(0) : randint(r, 1, 200); }, kBf16),
+      // The small-batch kernel against its former self (gpu_path 3), bitwise, both modes.
+      attention_small_ab_case("sink_attention_small_ab_v41_n1", 1, 64, 512, 4096,
+                              [](Rng&, int64_t) { return int64_t(640); }, ops::Activations::kF32),
+      attention_small_ab_case("sink_attention_small_ab_bf16_v41_n1", 1, 64, 512, 4096,
+                              [](Rng&, int64_t) { return int64_t(640); }, kBf16),
+      attention_small_ab_case("sink_attention_small_ab_ratio0_n4", 4, 64, 512, 1024,
+                              [](Rng&, int64_t) { return int64_t(128); }, ops::Activations::kF32),
+      attention_small_ab_case("sink_attention_small_ab_bf16_ratio0_n4", 4, 64, 512, 1024,
+                              [](Rng&, int64_t) { return int64_t(128); }, kBf16),
+      attention_small_ab_case("sink_attention_small_ab_ragged", int64_t(std::size(kRagged)), 64, 512, 3000,
+                              [](Rng&, int64_t t) { return kRagged[t]; }, ops::Activations::kF32),
+      attention_small_ab_case("sink_attention_small_ab_bf16_ragged", int64_t(std::size(kRagged)), 64, 512, 3000,
+                              [](Rng&, int64_t t) { return kRagged[t]; }, kBf16),
+      attention_small_ab_case("sink_attention_small_ab_long", 3, 8, 64, 9000,
+                              [](Rng&, int64_t t) { return int64_t(t == 0 ? 8000 : t == 1 ? 2500 : 900); },
+                              ops::Activations::kF32),
+      attention_small_ab_case("sink_attention_small_ab_bf16_long", 3, 8, 64, 9000,
+                              [](Rng&, int64_t t) { return int64_t(t == 0 ? 8000 : t == 1 ? 2500 : 900); }, kBf16),
+      attention_small_ab_case("sink_attention_small_ab_heads12_dim100", 5, 12, 100, 300,
+                              [](Rng& r, int64_t t) { return t == 0 ? int64_t(0) : randint(r, 1, 300); },
+                              ops::Activations::kF32),
+      attention_small_ab_case("sink_attention_small_ab_bf16_heads3_dim256", 5, 3, 256, 900,
+                              [](Rng& r, int64_t) { return randint(r, 1, 900); }, kBf16),
+      attention_small_ab_case("sink_attention_small_ab_rope_v41", 3, 64, 512, 4096,
+                              [](Rng& r, int64_t t) { return t == 0 ? int64_t(640) : randint(r, 1, 640); },
+                              ops::Activations::kF32, 64),
+      attention_small_ab_case("sink_attention_small_ab_bf16_rope_v41", 3, 64, 512, 4096,
+                              [](Rng& r, int64_t t) { return t == 0 ? int64_t(128) : randint(r, 1, 640); }, kBf16, 64),
+      attention_small_ab_case("sink_attention_small_ab_bf16_rope_odd", 5, 6, 102, 300,
+                              [](Rng& r, int64_t t) { return t == 2 ? int64_t(0) : randint(r, 1, 200); }, kBf16, 102),
       // The wgmma kernel (kv_rows known): V4.1 shapes, ragged counts (empty, partial tiles,
       // lists of 2000), odd shapes, and the default dispatch at a prefill-like ratio.
       attention_wgmma_case("sink_attention_bf16_wgmma_v41", 24, 64, 512, 4096,

@@ -662,7 +662,8 @@ cudaError_t launch(const SinkAttentionArgs& a, cudaStream_t stream) {
 
 // ---------------------------------------------------------------------------------
 // Small batches outside the batch-invariant mode (SinkAttentionArgs::path): both
-// precisions, one kernel, built for latency. At n = 1 the kernels above leave the GPU
+// precisions, one kernel, built for latency (the design below; the current kernel runs
+// the same arithmetic with its rows staged ahead, see small_attention_kernel). At n = 1 the kernels above leave the GPU
 // idle: the SIMT kernel runs 2 warps on each of 128 SMs (~33 us for 1.3 MB of entries),
 // the tensor-core one walks all 20 tiles of a query on one SM (~120 us).
 // Block (t, g, s): query t, heads 4g .. 4g + 3, entry slice s of kAttnSplits (a cluster,
@@ -720,9 +721,12 @@ __device__ __forceinline__ float rescale(float m, float M) {
   return kBf16 ? tc::pow2_int(__fsub_rn(m, M)) : expf(__fsub_rn(m, M));
 }
 
+// The former kernel (NOTES section 13), kept for the A/B cases and benchmarks (path 3):
+// the rows of each step loaded from global memory into registers after the previous
+// step, the warp merge's weights recomputed per channel.
 template <bool kBf16>
 __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 1)
-    small_attention_kernel(SinkAttentionArgs a, int groups, bool vec) {
+    former_attention_kernel(SinkAttentionArgs a, int groups, bool vec) {
   pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
   extern __shared__ float4 smem4[];
   float* wacc = reinterpret_cast<float*>(smem4);                 // [kWarps][kHeads][512]
@@ -961,8 +965,8 @@ __global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 
 }
 
 template <bool kBf16>
-cudaError_t launch_one(const SinkAttentionArgs& a, cudaStream_t stream) {
-  auto* kernel = small_attention_kernel<kBf16>;
+cudaError_t launch_former_one(const SinkAttentionArgs& a, cudaStream_t stream) {
+  auto* kernel = former_attention_kernel<kBf16>;
   const size_t smem = kSmemFloats * sizeof(float);
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
@@ -984,8 +988,418 @@ cudaError_t launch_one(const SinkAttentionArgs& a, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+cudaError_t launch_former(const SinkAttentionArgs& a, cudaStream_t stream) {
+  return a.bf16 ? launch_former_one<true>(a, stream) : launch_former_one<false>(a, stream);
+}
+
+// The current kernel: the former kernel's arithmetic, bit for bit (the same slices, warp
+// slices, 4-row steps, lane channels, reduction trees and merge orders), scheduled for
+// latency (NOTES section 23):
+// - each warp stages its rows in its own shared-memory ring of kRing rows (3 steps) with
+//   cp.async, so a V4.1 warp slice (<= 10 rows at 640 entries) is in flight from the
+//   block's start instead of one 4-row step per global round trip; a lane copies exactly
+//   the 4 x float4 of a row that it reads later, so its own cp.async.wait_group is the
+//   only synchronization the ring needs;
+// - the ids of the warp's next 32 rows are loaded one window ahead;
+// - RoPE's cos / sin once per pair for the block (q's rotation and the output's inverse
+//   share them: the inverse is the same values with sin negated, exactly rope_cs(.., true));
+// - the merges' weights once per (warp, head) and (slice, head) instead of per channel;
+// - a step skips acc *= corr where every head's corr is exactly 1 (x * 1 = x) and in the
+//   first step (acc = +0, corr = 0).
+constexpr int kRing = 12;                 // rows staged per warp: kAhead steps of kRows
+constexpr int kAhead = kRing / kRows;     // steps in flight
+constexpr int kRingFloats = kWarps * kRing * int(kAttnMaxDim);
+constexpr int kMaxPairs = int(kAttnMaxDim) / 2;  // RoPE pairs of a head at most
+// Shared memory (floats): the rings, which the merges reuse once every warp is done
+// (wacc [kWarps][kHeads][512], then bacc [kHeads][512], the cluster's view); then
+// wm, wl, wts [kWarps][kHeads]; pm, pl [kHeads]; cwt [kAttnSplits][kHeads], cden [kHeads];
+// RoPE cos, sin [kMaxPairs].
+constexpr int kOffWm = kRingFloats, kOffWl = kOffWm + kWarps * kHeads, kOffWts = kOffWl + kWarps * kHeads;
+constexpr int kOffPm = kOffWts + kWarps * kHeads, kOffPl = kOffPm + kHeads, kOffCwt = kOffPl + kHeads;
+constexpr int kOffCden = kOffCwt + kAttnSplits * kHeads, kOffCos = kOffCden + kHeads, kOffSin = kOffCos + kMaxPairs;
+constexpr size_t kSmemFloatsRing = size_t(kOffSin + kMaxPairs);
+static_assert((kWarps + 1) * kHeads * int(kAttnMaxDim) <= kRingFloats, "the merge buffers must fit in the rings");
+static_assert(kRing % kRows == 0 && 32 % kRows == 0, "ring and id windows hold whole steps");
+static_assert(kMaxPairs <= kThreads, "one thread per RoPE pair");
+
+// cp.async of 16 bytes; the "memory" clobbers keep the compiler from moving shared-memory
+// reads of a slot past the copy that refills it (the copies into a slot are issued after
+// the step that read it, in program order).
+__device__ __forceinline__ void ring_copy16(float* dst, const float* src) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void ring_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void ring_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+template <bool kBf16>
+__global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 1)
+    small_attention_kernel(SinkAttentionArgs a, int groups, bool vec, bool qvec) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  float* wacc = sm;                                   // after the walk: [kWarps][kHeads][512]
+  float* bacc = sm + kWarps * kHeads * int(kAttnMaxDim);  // [kHeads][512]
+  float* wm = sm + kOffWm;
+  float* wl = sm + kOffWl;
+  float* wts = sm + kOffWts;
+  float* pm = sm + kOffPm;
+  float* pl = sm + kOffPl;
+  float* cwt = sm + kOffCwt;
+  float* cden = sm + kOffCden;
+  float* rcos = sm + kOffCos;
+  float* rsin = sm + kOffSin;
+
+  cg::cluster_group cluster = cg::this_cluster();
+  const int s = int(cluster.block_rank());
+  const int64_t qg = int64_t(blockIdx.x) / kAttnSplits;
+  const int64_t t = qg / groups;
+  const int g = int(qg % groups);
+  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int dim = int(a.dim);
+  const int64_t b = a.offsets[t], e = a.offsets[t + 1];
+  const int64_t cnt = e - b;
+
+  if (cnt <= 0) {  // sink only: no value, so the output is zero (as the CPU op)
+    for (int i = tid; i < kHeads * kSlice; i += kThreads) {
+      const int lh = i / kSlice, d = s * kSlice + i % kSlice;
+      const int64_t h = int64_t(g) * kHeads + lh;
+      if (h < a.heads && d < dim) a.out[(t * a.heads + h) * a.dim + d] = 0.0f;
+    }
+    return;  // the whole cluster shares t
+  }
+
+  // The block's slice and the warp's part of it (as the former kernel).
+  const int64_t chunk = (cnt + kAttnSplits - 1) / kAttnSplits;
+  const int64_t j0 = b + s * chunk < e ? b + s * chunk : e, j1 = j0 + chunk < e ? j0 + chunk : e;
+  const int64_t len = j1 - j0, sub = (len + kWarps - 1) / kWarps;
+  const int64_t w0 = j0 + (warp * sub < len ? warp * sub : len);
+  const int64_t w1 = j0 + ((warp + 1) * sub < len ? (warp + 1) * sub : len);
+  const int64_t wlen = w1 - w0;  // rows of this warp, local index u = 0 .. wlen - 1
+
+  // Rows u of the warp go to ring slot u % kRing; step k's rows are cp.async group k (one
+  // group per step, empty past the list, so that group k is always the k-th committed).
+  float* ring = sm + warp * kRing * int(kAttnMaxDim);
+  int64_t id_base = 0;  // my_id: ids of rows id_base + lane; next_id: the window after
+  int64_t my_id = lane < wlen ? a.ids[w0 + lane] : 0;
+  int64_t next_id = 32 + lane < wlen ? a.ids[w0 + 32 + lane] : 0;
+  auto issue_step = [&](int64_t k) {  // warp-uniform
+    const int64_t u0 = k * kRows;
+    if (u0 < wlen) {
+      if (u0 - id_base >= 32) {
+        id_base += 32;
+        my_id = next_id;
+        next_id = id_base + 32 + lane < wlen ? a.ids[w0 + id_base + 32 + lane] : 0;
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (u0 + r >= wlen) break;
+        const int64_t id = __shfl_sync(0xffffffffu, my_id, int(u0 + r - id_base));
+        const float* src = a.kv + id * a.dim;
+        float* dst = ring + int((u0 + r) % kRing) * int(kAttnMaxDim);
+#pragma unroll
+        for (int kk = 0; kk < kChunks; ++kk) {
+          const int d = 128 * kk + 4 * lane;
+          if (vec) {
+            if (d < dim) ring_copy16(dst + d, src + d);
+          } else {  // rows not 16-byte aligned: plain loads, zero past dim
+#pragma unroll
+            for (int cc = 0; cc < 4; ++cc) dst[d + cc] = d + cc < dim ? src[d + cc] : 0.0f;
+          }
+        }
+      }
+    }
+    ring_commit();
+  };
+#pragma unroll
+  for (int k = 0; k < kAhead; ++k) issue_step(k);
+
+  // q of the block's 4 heads (lane l: channels 128 k + 4 l .. + 3), while the rows come in.
+  float q[kHeads][kChunks][4], acc[kHeads][kChunks][4], m_run[kHeads], l_run[kHeads];
+#pragma unroll
+  for (int i = 0; i < kHeads; ++i) {
+    const int64_t h = int64_t(g) * kHeads + i;
+    const bool valid = h < a.heads;
+    const float* qh = a.q + (t * a.heads + (valid ? h : 0)) * a.dim;
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+      const int d = 128 * k + 4 * lane;
+      if (qvec && valid && d < dim) {
+        const float4 x = __ldg(reinterpret_cast<const float4*>(qh + d));
+        q[i][k][0] = x.x, q[i][k][1] = x.y, q[i][k][2] = x.z, q[i][k][3] = x.w;
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) q[i][k][c] = valid && d + c < dim ? qh[d + c] : 0.0f;
+      }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][k][c] = 0.0f;
+    }
+    m_run[i] = -INFINITY;
+    l_run[i] = 0.0f;
+  }
+  // RoPE (SinkAttentionArgs::rope_dim): cos / sin of pair p at thread p, for q here and the
+  // output's inverse at the end. A pair (rope0 + 2 p, + 1) is channels c = 0, 1 or 2, 3 of one
+  // lane (dim and rope_dim even).
+  const int rope0 = dim - int(a.rope_dim);
+  if (a.rope_dim > 0) {
+    if (tid < int(a.rope_dim) / 2) rope_cs(a.positions[t], a.inv_freq, tid, a.rope_factor, false, rcos[tid], rsin[tid]);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+      for (int c = 0; c < 4; c += 2) {
+        const int d = 128 * k + 4 * lane + c;
+        if (d < rope0 || d >= dim) continue;
+        const float cs = rcos[(d - rope0) / 2], sn = rsin[(d - rope0) / 2];
+#pragma unroll
+        for (int i = 0; i < kHeads; ++i) {
+          float pr[2] = {q[i][k][c], q[i][k][c + 1]};
+          rope_pair(pr, cs, sn);
+          q[i][k][c] = pr[0], q[i][k][c + 1] = pr[1];
+        }
+      }
+  }
+  if (kBf16) {
+#pragma unroll
+    for (int i = 0; i < kHeads; ++i)
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) q[i][k][c] = bf16r(q[i][k][c]);
+  }
+  const float lscale = kBf16 ? a.log2_scale : a.scale;
+
+  const int64_t nsteps = (wlen + kRows - 1) / kRows;
+  for (int64_t k = 0; k < nsteps; ++k) {
+    ring_wait<kAhead - 1>();  // this lane's copies of step k have landed
+    const int c = int(wlen - k * kRows < kRows ? wlen - k * kRows : kRows);
+    float v[kRows][kChunks][4];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float* row = ring + int((k * kRows + r) % kRing) * int(kAttnMaxDim);
+#pragma unroll
+      for (int kk = 0; kk < kChunks; ++kk) {
+        const int d = 128 * kk + 4 * lane;
+        if (r < c && d < dim) {
+          const float4 x = *reinterpret_cast<const float4*>(row + d);
+          v[r][kk][0] = x.x, v[r][kk][1] = x.y, v[r][kk][2] = x.z, v[r][kk][3] = x.w;
+        } else {
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) v[r][kk][cc] = 0.0f;
+        }
+      }
+    }
+    if (kBf16) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int kk = 0; kk < kChunks; ++kk)
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) v[r][kk][cc] = bf16r(v[r][kk][cc]);
+    }
+
+    // Dots: slot 4 i + r = head i . row r; after the reduce lane l holds slot l % 16.
+    float part[16];
+#pragma unroll
+    for (int x = 0; x < 16; ++x) part[x] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kChunks; ++kk)
+#pragma unroll
+      for (int i = 0; i < kHeads; ++i)
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          float& p = part[4 * i + r];
+          p = __fmaf_rn(q[i][kk][0], v[r][kk][0], p);
+          p = __fmaf_rn(q[i][kk][1], v[r][kk][1], p);
+          p = __fmaf_rn(q[i][kk][2], v[r][kk][2], p);
+          p = __fmaf_rn(q[i][kk][3], v[r][kk][3], p);
+        }
+    const float dot = reduce_scatter16(part, lane);
+    const int my_h = (lane & 15) >> 2, my_r = lane & 3;
+    const float x = my_r < c ? __fmul_rn(dot, lscale) : -INFINITY;
+
+    // Online softmax per head over the step's rows (lanes 4 i .. 4 i + 3 hold head i).
+    float gm = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    gm = fmaxf(gm, __shfl_xor_sync(0xffffffffu, gm, 2));
+    float mh = 0.0f;  // this lane's head's running max
+#pragma unroll
+    for (int i = 0; i < kHeads; ++i) mh = my_h == i ? m_run[i] : mh;
+    const float m_new = fmaxf(mh, kBf16 ? ceilf(gm) : gm);
+    const float p = my_r < c ? (kBf16 ? exp2f(__fsub_rn(x, m_new)) : expf(__fsub_rn(x, m_new))) : 0.0f;
+    float rs = __fadd_rn(p, __shfl_xor_sync(0xffffffffu, p, 1));
+    rs = __fadd_rn(rs, __shfl_xor_sync(0xffffffffu, rs, 2));
+    const float corr = rescale<kBf16>(mh, m_new);
+    const float pv = kBf16 ? bf16r(p) : p;
+    float ci[kHeads];
+    bool same = true;  // every head's corr is 1: acc * corr = acc
+#pragma unroll
+    for (int i = 0; i < kHeads; ++i) {
+      ci[i] = __shfl_sync(0xffffffffu, corr, 4 * i);
+      m_run[i] = __shfl_sync(0xffffffffu, m_new, 4 * i);
+      l_run[i] = __fmaf_rn(l_run[i], ci[i], __shfl_sync(0xffffffffu, rs, 4 * i));
+      same = same && ci[i] == 1.0f;
+    }
+    if (k > 0 && !same) {  // step 0: acc = +0 and corr = 0 (rescale of -inf), so acc * corr = acc
+#pragma unroll
+      for (int i = 0; i < kHeads; ++i)
+#pragma unroll
+        for (int kk = 0; kk < kChunks; ++kk)
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) acc[i][kk][cc] = __fmul_rn(acc[i][kk][cc], ci[i]);
+    }
+    // acc += p v, rows in order (a row past c has p = 0 and zero values).
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int i = 0; i < kHeads; ++i) {
+        const float pr = __shfl_sync(0xffffffffu, pv, 4 * i + r);
+#pragma unroll
+        for (int kk = 0; kk < kChunks; ++kk)
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) acc[i][kk][cc] = __fmaf_rn(pr, v[r][kk][cc], acc[i][kk][cc]);
+      }
+    issue_step(k + kAhead);  // into this step's slots, which it no longer reads
+  }
+  ring_wait<0>();
+  __syncthreads();  // every warp is done with its ring: the merge buffers reuse them
+
+  // The warps' partials, merged in warp order into the block's.
+#pragma unroll
+  for (int i = 0; i < kHeads; ++i) {
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k)
+      *reinterpret_cast<float4*>(wacc + (warp * kHeads + i) * int(kAttnMaxDim) + 128 * k + 4 * lane) =
+          make_float4(acc[i][k][0], acc[i][k][1], acc[i][k][2], acc[i][k][3]);
+    if (lane == 0) wm[warp * kHeads + i] = m_run[i], wl[warp * kHeads + i] = l_run[i];
+  }
+  __syncthreads();
+  if (warp == 0) {  // lane 4 w + i: warp w's weight for head i; the common max and sum per head
+    const int i = lane & 3, w = lane >> 2;
+    float M = -INFINITY;
+#pragma unroll
+    for (int ww = 0; ww < kWarps; ++ww) M = fmaxf(M, wm[ww * kHeads + i]);
+    const float wt = rescale<kBf16>(wm[w * kHeads + i], M);
+    wts[w * kHeads + i] = wt;
+    float den = 0.0f;
+#pragma unroll
+    for (int ww = 0; ww < kWarps; ++ww)
+      den = __fmaf_rn(wl[ww * kHeads + i], __shfl_sync(0xffffffffu, wt, ww * kHeads + i), den);
+    if (lane < kHeads) pm[i] = M, pl[i] = den;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < kHeads * int(kAttnMaxDim) / 4; idx += kThreads) {
+    const int i = idx / (int(kAttnMaxDim) / 4), d = 4 * (idx % (int(kAttnMaxDim) / 4));
+    float4 num = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float wt = wts[w * kHeads + i];
+      const float4 x = *reinterpret_cast<const float4*>(wacc + (w * kHeads + i) * int(kAttnMaxDim) + d);
+      num.x = __fmaf_rn(x.x, wt, num.x);
+      num.y = __fmaf_rn(x.y, wt, num.y);
+      num.z = __fmaf_rn(x.z, wt, num.z);
+      num.w = __fmaf_rn(x.w, wt, num.w);
+    }
+    *reinterpret_cast<float4*>(bacc + i * int(kAttnMaxDim) + d) = num;
+  }
+  cluster.sync();
+
+  // The slices' weights with the sink, once per (slice, head): lane 4 r + i.
+  if (warp == 0) {
+    const int i = lane & 3, r = lane >> 2;
+    const int64_t h = int64_t(g) * kHeads + i;
+    const float sk = h < a.heads ? a.sink[h] : 0.0f;
+    const float ys = kBf16 ? __fmul_rn(sk, kAttnLog2eDev) : sk;
+    const float msr = *cluster.map_shared_rank(pm + i, r);
+    const float plr = *cluster.map_shared_rank(pl + i, r);
+    float mx = msr;  // the max over the 8 slices (lanes i, i + 4, ..): exact in any order
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+    const float M = fmaxf(kBf16 ? ceilf(ys) : ys, mx);
+    const float wt = rescale<kBf16>(msr, M);
+    cwt[r * kHeads + i] = wt;
+    float den = kBf16 ? exp2f(__fsub_rn(ys, M)) : expf(__fsub_rn(ys, M));
+#pragma unroll
+    for (int rr = 0; rr < kAttnSplits; ++rr)
+      den = __fmaf_rn(__shfl_sync(0xffffffffu, plr, rr * kHeads + i), __shfl_sync(0xffffffffu, wt, rr * kHeads + i),
+                      den);
+    if (lane < kHeads) cden[i] = den;
+  }
+  __syncthreads();
+
+  // Block s writes channels [s * kSlice, (s + 1) * kSlice) of the 4 heads, a thread per
+  // channel pair (the output's inverse RoPE needs both values of its pair).
+  constexpr int kPairs = kSlice / 2;
+  for (int idx = tid; idx < kHeads * kPairs; idx += kThreads) {
+    const int i = idx / kPairs, d = s * kSlice + 2 * (idx % kPairs);
+    const int64_t h = int64_t(g) * kHeads + i;
+    if (h >= a.heads || d >= dim) continue;
+    float num0 = 0.0f, num1 = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kAttnSplits; ++r) {
+      const float wt = cwt[r * kHeads + i];
+      const float2 x = *reinterpret_cast<const float2*>(cluster.map_shared_rank(bacc + i * int(kAttnMaxDim) + d, r));
+      num0 = __fmaf_rn(x.x, wt, num0);
+      num1 = __fmaf_rn(x.y, wt, num1);  // d + 1 <= 511: inside the row (zero past dim)
+    }
+    const float den = cden[i];
+    float o[2] = {__fdiv_rn(num0, den), __fdiv_rn(num1, den)};
+    if (a.rope_dim > 0 && d >= rope0) {  // d - rope0 even: a whole pair; the inverse = sin negated
+      const int pidx = (d - rope0) / 2;
+      rope_pair(o, rcos[pidx], -rsin[pidx]);
+    }
+    float* dst = a.out + (t * a.heads + h) * a.dim + d;
+    dst[0] = o[0];
+    if (d + 1 < dim) dst[1] = o[1];
+  }
+  cluster.sync();  // peers may still be reading this block's partial
+}
+
+template <bool kBf16>
+cudaError_t launch_one(const SinkAttentionArgs& a, cudaStream_t stream) {
+  auto* kernel = small_attention_kernel<kBf16>;
+  const size_t smem = kSmemFloatsRing * sizeof(float);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (attr != cudaSuccess) return attr;
+  const bool vec = a.dim % 4 == 0 && reinterpret_cast<uintptr_t>(a.kv) % 16 == 0;
+  const bool qvec = a.dim % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
+  const int64_t groups = (a.heads + kHeads - 1) / kHeads;
+  const int64_t per_launch = std::max<int64_t>(1, INT_MAX / (groups * kAttnSplits));
+  for (int64_t t0 = 0; t0 < a.n; t0 += per_launch) {
+    SinkAttentionArgs c = a;
+    c.n = std::min(per_launch, a.n - t0);
+    c.q += t0 * a.heads * a.dim;
+    c.out += t0 * a.heads * a.dim;
+    c.offsets += t0;
+    if (c.positions) c.positions += t0;
+    kernel<<<dim3(unsigned(c.n * groups * kAttnSplits)), kThreads, smem, stream>>>(c, int(groups), vec, qvec);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t launch(const SinkAttentionArgs& a, cudaStream_t stream) {
   return a.bf16 ? launch_one<true>(a, stream) : launch_one<false>(a, stream);
+}
+
+// cudaOccupancyMaxActiveClusters of a kernel at its launch shape (the benchmark prints it:
+// a cluster of 8 blocks of one SM each must fit in one GPC).
+template <class K>
+int max_clusters(K* kernel, size_t smem) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) return -1;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kAttnSplits, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(kAttnSplits * 64), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  int n = -1;
+  return cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) == cudaSuccess ? n : -1;
 }
 
 }  // namespace small
@@ -1399,17 +1813,26 @@ std::atomic<int> g_bf16_path{int(AttnBf16Path::kAuto)};
 void sink_attention_set_bf16_path(AttnBf16Path p) { g_bf16_path.store(int(p)); }
 AttnBf16Path sink_attention_bf16_path() { return AttnBf16Path(g_bf16_path.load()); }
 
+int attention_small_max_clusters(bool bf16, bool former) {
+  if (former)
+    return bf16 ? small::max_clusters(small::former_attention_kernel<true>, small::kSmemFloats * sizeof(float))
+                : small::max_clusters(small::former_attention_kernel<false>, small::kSmemFloats * sizeof(float));
+  return bf16 ? small::max_clusters(small::small_attention_kernel<true>, small::kSmemFloatsRing * sizeof(float))
+              : small::max_clusters(small::small_attention_kernel<false>, small::kSmemFloatsRing * sizeof(float));
+}
+
 cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.heads <= 0 || a.dim <= 0 || a.dim > kAttnMaxDim || a.heads > INT_MAX) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.q || !a.kv || !a.offsets || !a.ids || !a.sink || !a.out) return cudaErrorInvalidValue;
-  if (a.path < 0 || a.path > 2 || a.kv_rows < 0) return cudaErrorInvalidValue;
-  const bool small_kernel = a.path == 2 || (a.path == 1 && a.n <= attention_small_max_n(a.bf16));
+  if (a.path < 0 || a.path > 3 || a.kv_rows < 0) return cudaErrorInvalidValue;
+  const bool small_kernel = a.path >= 2 || (a.path == 1 && a.n <= attention_small_max_n(a.bf16));
   if (a.rope_dim != 0) {  // RoPE folded in: the small-batch kernel only
     if (!small_kernel || a.rope_dim < 0 || a.rope_dim % 2 != 0 || a.rope_dim > a.dim || a.dim % 2 != 0 ||
         !a.positions || !a.inv_freq)
       return cudaErrorInvalidValue;
   }
+  if (a.path == 3) return small::launch_former(a, stream);
   if (small_kernel) return small::launch(a, stream);
   if (a.bf16) {
     // One order for every n (batch-invariant): the mma.sync kernel, or the wgmma kernel

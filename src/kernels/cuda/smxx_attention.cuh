@@ -48,7 +48,9 @@ struct SinkAttentionArgs {
   // 1: by n: up to attention_small_max_n(bf16) queries the small-batch kernel
   //    (smxx_attention.cu, namespace small: a query's entries over 8 x 8 warps, both
   //    precisions), else as 0;
-  // 2: the small-batch kernel at every n (A/B tests and benchmarks).
+  // 2: the small-batch kernel at every n (A/B tests and benchmarks);
+  // 3: the former small-batch kernel (NOTES section 13) at every n: the same arithmetic as 2,
+  //    bit for bit, without the staged rows (A/B cases and benchmarks).
   // Each kernel alone is batch-invariant; 1 is not (the kernels sum in other orders).
   int path = 0;
   // RoPE folded in, the small-batch kernel only (cudaErrorInvalidValue on the others or
@@ -72,6 +74,10 @@ struct SinkAttentionArgs {
 // up to n = 16 (bf16): it wins at n = 1 in f32 and up to ~4-7 queries in bf16.
 constexpr int64_t attention_small_max_n(bool bf16) { return bf16 ? 4 : 1; }
 cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
+// cudaOccupancyMaxActiveClusters of the small-batch kernel (former: path 3's) at its launch
+// shape, -1 on error: its clusters of 8 one-SM blocks need 8 free SMs of one GPC, so
+// fewer than n x heads / 4 of them means a second wave (printed by the benchmark).
+int attention_small_max_clusters(bool bf16, bool former);
 
 // Which bf16-mode kernel sink_attention runs: kAuto picks by shape (the wgmma kernel
 // where a bf16 copy of kv pays, see kv_rows), kMma always the one-block mma.sync kernel,
