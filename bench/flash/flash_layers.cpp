@@ -62,7 +62,8 @@
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma]
-//                [--attn-path auto|mma|wgmma|wgmma_overlap]
+//                [--attn-path auto|mma|wgmma|wgmma_overlap] [--attn-small new|former]
+//                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -1842,6 +1843,8 @@ int main(int argc, char** argv) {
     else if (a == "--attn-ns") g_attn_ns = parse_list(next());  // run_attention_ops' n
     else if (a == "--attn-entries") g_attn_entries = parse_list(next());  // its decode entries per query
     else if (a == "--attn-profile") g_attn_profile = true;  // small kernels once each, for ncu
+    else if (a == "--attn-small")  // the small-batch attention kernel of the layers: new or former (A/B)
+      kernels::sink_attention_set_small_former(pick<bool>("--attn-small", next(), {{"new", false}, {"former", true}}));
     else if (a == "--attn-path")  // the layers' bf16 attention kernel (kernels::sink_attention_set_bf16_path)
       kernels::sink_attention_set_bf16_path(pick<kernels::AttnBf16Path>(
           "--attn-path", next(),

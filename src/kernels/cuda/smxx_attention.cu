@@ -1807,11 +1807,13 @@ cudaError_t launch(const SinkAttentionArgs& a, cudaStream_t stream) {
 }  // namespace wg
 
 std::atomic<int> g_bf16_path{int(AttnBf16Path::kAuto)};
+std::atomic<bool> g_small_former{false};
 
 }  // namespace
 
 void sink_attention_set_bf16_path(AttnBf16Path p) { g_bf16_path.store(int(p)); }
 AttnBf16Path sink_attention_bf16_path() { return AttnBf16Path(g_bf16_path.load()); }
+void sink_attention_set_small_former(bool former) { g_small_former.store(former); }
 
 int attention_small_max_clusters(bool bf16, bool former) {
   if (former)
@@ -1832,7 +1834,7 @@ cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
         !a.positions || !a.inv_freq)
       return cudaErrorInvalidValue;
   }
-  if (a.path == 3) return small::launch_former(a, stream);
+  if (a.path == 3 || (small_kernel && g_small_former.load())) return small::launch_former(a, stream);
   if (small_kernel) return small::launch(a, stream);
   if (a.bf16) {
     // One order for every n (batch-invariant): the mma.sync kernel, or the wgmma kernel

@@ -78,6 +78,9 @@ cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
 // shape, -1 on error: its clusters of 8 one-SM blocks need 8 free SMs of one GPC, so
 // fewer than n x heads / 4 of them means a second wave (printed by the benchmark).
 int attention_small_max_clusters(bool bf16, bool former);
+// true: paths 1 and 2 run the former small-batch kernel too (same bits; for the layers' A/B
+// in one binary, flash_layers --attn-small former). Process-wide, default false.
+void sink_attention_set_small_former(bool former);
 
 // Which bf16-mode kernel sink_attention runs: kAuto picks by shape (the wgmma kernel
 // where a bf16 copy of kv pays, see kv_rows), kMma always the one-block mma.sync kernel,
