@@ -67,11 +67,13 @@ struct SinkAttentionArgs {
   // (smxx_attention.cu, namespace wg); unknown keeps the mma.sync kernel.
   int64_t kv_rows = 0;
 };
-// Path 1 takes the small-batch kernel up to this many queries. A query fills 128 SMs (4
-// heads x 8 slices, 8 warps a block) for ~15 us, so the kernel costs ~15 us per query
-// (H200, 640 entries: n = 1 f32 28.7 / bf16 30.4 us, n = 8 125 / 133 us), against the SIMT
-// kernel's 39 us at n = 1 and 64 us at n = 8 (f32) and the tensor-core kernel's ~120-130 us
-// up to n = 16 (bf16): it wins at n = 1 in f32 and up to ~4-7 queries in bf16.
+// Path 1 takes the small-batch kernel up to this many queries. A query is 16 clusters of 8
+// one-SM blocks (4 heads x 8 slices), of which the H200 holds 15 at once, so n queries run
+// in ceil(16 n / 15) waves of ~11 us (640 entries; NOTES 23). H200, 640 entries, us: n = 1 /
+// 2 / 4 / 8 f32 23.7 / 34.5 / 56.1 / 99, bf16 25.2 / 36.8 / 59.9 / 106, against the SIMT
+// kernel's 39.5 / 58.3 / 33.4 / 64.6 (f32) and the mma.sync kernel's 119-129 up to n = 16
+// (bf16). Set before that measurement (n = 1 f32, 4 bf16); by it 2 (f32) and 8 (bf16) would
+// pay, not yet changed because it changes which bits the model gets at those n.
 constexpr int64_t attention_small_max_n(bool bf16) { return bf16 ? 4 : 1; }
 cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
 // cudaOccupancyMaxActiveClusters of the small-batch kernel (former: path 3's) at its launch
