@@ -32,7 +32,8 @@ OpCase hc_case(std::string name, int64_t n, int64_t hc, int64_t dim, bool expand
             struct Out {
               std::vector<float> pre, post, comb, x, h;
             };
-            // mode 0: the former kernels; 1: the layer's call; 2, 3: hc_mixes with variant 1, 2.
+            // mode 0: the former kernels; 1: the layer's call; 2, 3, 4: hc_mixes with variant
+            // 1, 2, 3; 5: the layer's call with variant 3 (the rows kernel, where it fits).
             auto run = [&](int mode) {
               Dev<float> dh(h), dpre(n * hc), dpost(post0), dcomb(comb0), dx(n * dim);
               const kernels::HcExpandArgs e{dh.get(), dy.get(), dpost.get(), dcomb.get(), n, hc, dim};
@@ -44,7 +45,8 @@ OpCase hc_case(std::string name, int64_t n, int64_t hc, int64_t dim, bool expand
                                                    dim, 1e-6f};
               if (mode == 0) {
                 check_cuda(former::hc_mixes_collapse_norm(expand ? &e : nullptr, m, cn), "former hc");
-              } else if (mode == 1) {
+              } else if (mode == 1 || mode == 5) {
+                m.variant = mode == 5 ? 3 : 0;
                 check_cuda(expand ? kernels::hc_expand_mixes_collapse_norm(e, m, cn, nullptr)
                                   : kernels::hc_mixes_collapse_norm(m, cn, nullptr),
                            "hc_mixes_collapse_norm");
@@ -55,7 +57,18 @@ OpCase hc_case(std::string name, int64_t n, int64_t hc, int64_t dim, bool expand
               return Out{dpre.host(), dpost.host(), dcomb.host(), dx.host(), dh.host()};
             };
             const Out a = run(0), b = run(1), v1 = run(2), v2 = run(3);
+            // The rows kernel: hc = 4, splits of exactly 128 columns.
+            const bool rows = hc == 4 && kernels::hc_mixes_splits(hc, dim) * 128 == dim;
+            const Out v3 = rows ? run(4) : v2, r = rows ? run(5) : a;
             return Outputs{{{"pre", a.pre, b.pre},
+                            {"rows_pre", v2.pre, v3.pre},
+                            {"rows_post", v2.post, v3.post},
+                            {"rows_comb", v2.comb, v3.comb},
+                            {"rows_layer_pre", a.pre, r.pre},
+                            {"rows_layer_post", a.post, r.post},
+                            {"rows_layer_comb", a.comb, r.comb},
+                            {"rows_layer_x", a.x, r.x},
+                            {"rows_layer_h", a.h, r.h},
                             {"post", a.post, b.post},
                             {"comb", a.comb, b.comb},
                             {"x", a.x, b.x},
@@ -146,6 +159,42 @@ OpCase engram_gate_case(std::string name, int64_t n, int64_t hc, int64_t dim) {
           }};
 }
 
+// The Engram gather's warp-per-row kernel (e4m3 codes, e8m0 scales) against the generic
+// byte-per-thread one (variant 1), with out-of-range rows (zeros and the flag).
+OpCase engram_gather_case(std::string name, int64_t rows, int64_t hd, int64_t block_rows, int64_t block_cols,
+                          int64_t n, int64_t cols) {
+  return {name, "former", [=](Rng& rng) {
+            std::vector<uint8_t> codes(rows * hd);
+            for (auto& c : codes) {
+              c = uint8_t(randint(rng, 0, 255));
+              if ((c & 0x7f) == 0x7f) c = 0x3c;  // no NaN codes
+            }
+            const int64_t scale_cols = (hd + block_cols - 1) / block_cols, scale_rows = (rows + block_rows - 1) / block_rows;
+            std::vector<uint8_t> scales(scale_rows * scale_cols);
+            for (auto& e : scales) e = uint8_t(randint(rng, 118, 136));
+            const int64_t stride = cols + 1;
+            std::vector<int64_t> idx(n * stride);
+            for (auto& i : idx) i = randint(rng, 0, 11) == 0 ? (randint(rng, 0, 1) ? -1 : rows) : randint(rng, 0, rows - 1);
+            Dev<uint8_t> dcodes(codes), dscales(scales);
+            Dev<int64_t> didx(idx);
+            kernels::WeightArgs w;
+            w.format = kernels::WFormat::kE4M3, w.data = dcodes.get(), w.rows = rows, w.cols = hd;
+            w.scale_format = kernels::SFormat::kE8M0, w.scale = dscales.get(), w.scale_cols = scale_cols;
+            w.block_rows = block_rows, w.block_cols = block_cols;
+            auto run = [&](int variant) {
+              Dev<float> out(n * cols * hd);
+              Dev<int> bad(std::vector<int>{0});
+              kernels::EngramGatherArgs a{w, didx.get(), stride, n, cols, out.get(), bad.get()};
+              a.variant = variant;
+              check_cuda(kernels::engram_gather(a, nullptr), "engram_gather");
+              const auto b = bad.host();
+              return std::make_pair(out.host(), std::vector<int64_t>(b.begin(), b.end()));
+            };
+            const auto a = run(1), b = run(0);
+            return Outputs{{{"out", a.first, b.first}}, {{"bad_row", a.second, b.second}}};
+          }};
+}
+
 }  // namespace
 
 std::vector<OpCase> former_cases() {
@@ -158,6 +207,8 @@ std::vector<OpCase> former_cases() {
       hc_case("former_hc_v41_n37_expand", 37, 4, 5120, true, true),
       hc_case("former_hc_v41_n300", 300, 4, 5120, false, true),
       hc_case("former_hc_v41_n300_expand", 300, 4, 5120, true, true),
+      hc_case("former_hc_dim512_n70_expand", 70, 4, 512, true, true),
+      hc_case("former_hc_dim512_n130", 130, 4, 512, false, false),
       // Splits of 100 and 120 columns (threads past the split's end), hc 3 (15 mixes).
       hc_case("former_hc_dim200_n20_expand", 20, 4, 200, true, true),
       hc_case("former_hc_hc3_dim120_n3_expand", 3, 3, 120, true, false),
@@ -167,6 +218,8 @@ std::vector<OpCase> former_cases() {
       rope_case("former_rope_heads12_n5", 5, 12, 512, 64, false),
       rope_case("former_rope_q_n300", 300, 64, 512, 64, false),
       rope_case("former_rope_kv_n9", 9, 1, 512, 64, false),
+      engram_gather_case("former_engram_gather_v41", 300, 256, 1, 32, 37, 24),
+      engram_gather_case("former_engram_gather_hd264", 40, 264, 2, 8, 5, 3),
       engram_gate_case("former_engram_gate_v41_n1", 1, 4, 5120),
       engram_gate_case("former_engram_gate_v41_n9", 9, 4, 5120),
       engram_gate_case("former_engram_gate_dim100", 3, 3, 100),

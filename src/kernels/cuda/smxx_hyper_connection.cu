@@ -256,6 +256,196 @@ __global__ void __launch_bounds__(kMixThreads * kG) hc_mixes_tiled_kernel(HcMixe
   }
 }
 
+// Prefill-sized partial sums (a.variant 3; picked from kRowsMinTokens tokens at hc = 4 with
+// splits of exactly 128 columns, V4.1's shape). The tiled kernel above spends most of its
+// time outside its 100 FMAs per (token, 32 columns): the 31-shuffle reduce-scatter, and a
+// stage / sync / compute pattern on 4 warps per block (0.68 ms per call at 8K tokens, 1.02
+// with the expand, against ~0.16 / ~0.35 ms of HBM). Here a thread owns 2 tokens x 5
+// outputs (24 mixes + the sum of squares over 5 warps) and walks a warp-group's 32
+// columns itself: the leaves are the tiled kernel's per-column chains (FMAs over the 4
+// streams from 0), and they are combined in the order j = 0..31 of column bitrev5(j) by
+// a binary-counter pairwise sum, which is exactly warp_sum's xor butterfly tree (first
+// lanes l, l ^ 16; then those pairs with l ^ 8; ...; a + b == b + a), so no shuffle is
+// needed. The four 32-column groups are then added from 0 in group order, as the tiled
+// kernel adds its four warps. Same operands, same operations, same tree: bitwise the
+// tiled kernel's partial sums (A/B case former_hc_*_rows).
+// Shared memory per 32-column stage: the tile's state hs[token][column][stream] and fn's
+// fs[mix][column][stream] (float4 per column). One 16-byte pad per 8 columns makes the
+// staging's 16-byte stores conflict-free (8 lanes: 8 columns of one token), and the token
+// row stride of 4 mod 32 words the compute's per-lane token rows.
+constexpr int kRowsTokens = 64;                    // 2 per lane
+constexpr int kRowsWarps = 5;                      // 5 outputs each: kMaxMix + 1 = 25
+constexpr int kRowsThreads = 32 * kRowsWarps;
+constexpr int kRowsCols = 32;                      // one stage: a warp-group of the tiled kernel
+constexpr int kRowsFnRow = kRowsCols * 4 + 16;     // floats per mix row of fs (with pads)
+constexpr int kRowsHRow = kRowsFnRow + 4;          // floats per token row of hs
+constexpr int kRowsMinTokens = 256;
+constexpr size_t kRowsSmem =
+    sizeof(float) * (size_t(kRowsTokens) * kRowsHRow + size_t(kMaxMix) * kRowsFnRow + kRowsTokens * 20);
+static_assert(kMaxMix + 1 == kRowsWarps * 5 && kMaxHc == 4, "the rows kernel is laid out for hc = 4");
+
+__host__ __device__ constexpr int rows_col_off(int d) { return d * 4 + (d >> 3) * 4; }
+__host__ __device__ constexpr int brev5(int j) {
+  return ((j & 1) << 4) | ((j & 2) << 2) | (j & 4) | ((j & 8) >> 2) | ((j & 16) >> 4);
+}
+
+// One warp's 32 leaves for its 2 tokens x 5 outputs (kSS: output 4 is the sum of squares).
+template <bool kSS>
+__device__ __forceinline__ void rows_stage(const float* hs, const float* fs, int lane, int m0, float (&fin)[2][5]) {
+  float lv[5][2][5];
+  const float* h0 = hs + lane * kRowsHRow;
+  const float* h1 = hs + (lane + 32) * kRowsHRow;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int off = rows_col_off(brev5(j));
+    const float4 hv[2] = {*reinterpret_cast<const float4*>(h0 + off), *reinterpret_cast<const float4*>(h1 + off)};
+    float cur[2][5];
+#pragma unroll
+    for (int o = 0; o < 5; ++o) {
+      if (kSS && o == 4) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          float v = __fmaf_rn(hv[u].x, hv[u].x, 0.0f);
+          v = __fmaf_rn(hv[u].y, hv[u].y, v);
+          v = __fmaf_rn(hv[u].z, hv[u].z, v);
+          cur[u][o] = __fmaf_rn(hv[u].w, hv[u].w, v);
+        }
+      } else {
+        const float4 w = *reinterpret_cast<const float4*>(fs + (m0 + o) * kRowsFnRow + off);
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          float v = __fmaf_rn(hv[u].x, w.x, 0.0f);
+          v = __fmaf_rn(hv[u].y, w.y, v);
+          v = __fmaf_rn(hv[u].z, w.z, v);
+          cur[u][o] = __fmaf_rn(hv[u].w, w.w, v);
+        }
+      }
+    }
+    // Binary counter: leaf j closes the subtrees of its trailing one bits.
+#pragma unroll
+    for (int b = 0; b < 5; ++b) {
+      if ((j >> b) & 1) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+#pragma unroll
+          for (int o = 0; o < 5; ++o) cur[u][o] = __fadd_rn(lv[b][u][o], cur[u][o]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+#pragma unroll
+          for (int o = 0; o < 5; ++o) lv[b][u][o] = cur[u][o];
+        break;
+      }
+    }
+    if (j == 31) {
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+#pragma unroll
+        for (int o = 0; o < 5; ++o) fin[u][o] = __fadd_rn(fin[u][o], cur[u][o]);
+    }
+  }
+}
+
+template <bool kExpand>
+__global__ void __launch_bounds__(kRowsThreads, 3)
+    hc_mixes_rows_kernel(HcMixesArgs a, HcExpandArgs e, float* ws, int splits) {
+  extern __shared__ __align__(16) float rows_smem[];
+  float* hs = rows_smem;                                     // [kRowsTokens][kRowsHRow]
+  float* fs = hs + kRowsTokens * kRowsHRow;                  // [kMaxMix][kRowsFnRow]
+  float* cs = fs + kMaxMix * kRowsFnRow;                     // expand: [kRowsTokens][16 comb + 4 post]
+  const int64_t dim = a.dim, width = 4 * dim, split = blockIdx.x, t0 = int64_t(blockIdx.y) * kRowsTokens;
+  const int ntok = int(a.n - t0 < kRowsTokens ? a.n - t0 : kRowsTokens);
+  const int64_t lo = split * (4 * kRowsCols);
+  const int tid = threadIdx.x, lane = tid & 31, g = tid >> 5, m0 = 5 * g;
+  if constexpr (kExpand) {
+    for (int idx = tid; idx < ntok * 20; idx += kRowsThreads) {
+      const int tt = idx / 20, j = idx % 20;
+      cs[idx] = j < 16 ? e.comb[(t0 + tt) * 16 + j] : e.post[(t0 + tt) * 4 + j - 16];
+    }
+  }
+  float fin[2][5];
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int o = 0; o < 5; ++o) fin[u][o] = 0.0f;
+
+  for (int cw = 0; cw < 4; ++cw) {
+    const int64_t d0 = lo + cw * kRowsCols;
+    if (cw > 0) __syncthreads();  // the previous stage's reads are done
+    // fn: item (m, q) = 4 streams x 4 columns, stored as 4 columns of 4 streams.
+    for (int idx = tid; idx < kMaxMix * 8; idx += kRowsThreads) {
+      const int m = idx >> 3, q = idx & 7;
+      const float* src = a.fn + m * width + d0 + 4 * q;
+      float4 v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = *reinterpret_cast<const float4*>(src + k * dim);
+      float* dst = fs + m * kRowsFnRow;
+      *reinterpret_cast<float4*>(dst + rows_col_off(4 * q + 0)) = make_float4(v[0].x, v[1].x, v[2].x, v[3].x);
+      *reinterpret_cast<float4*>(dst + rows_col_off(4 * q + 1)) = make_float4(v[0].y, v[1].y, v[2].y, v[3].y);
+      *reinterpret_cast<float4*>(dst + rows_col_off(4 * q + 2)) = make_float4(v[0].z, v[1].z, v[2].z, v[3].z);
+      *reinterpret_cast<float4*>(dst + rows_col_off(4 * q + 3)) = make_float4(v[0].w, v[1].w, v[2].w, v[3].w);
+    }
+    if (kExpand && cw == 0) __syncthreads();  // cs
+    // The state: item (token, q), the expand (expand_column's arithmetic, in its order)
+    // applied on the way and written back.
+    for (int idx = tid; idx < kRowsTokens * 8; idx += kRowsThreads) {
+      const int tt = idx >> 3, q = idx & 7;
+      float4 v[4];
+      if (tt < ntok) {
+        const int64_t at = (t0 + tt) * width + d0 + 4 * q;
+        const float* src = a.h + at;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = *reinterpret_cast<const float4*>(src + k * dim);
+        if constexpr (kExpand) {
+          const float4 y4 = *reinterpret_cast<const float4*>(e.y + (t0 + tt) * dim + d0 + 4 * q);
+          const float* c = cs + tt * 20;
+          float old[4][4], nw[4][4];  // [column i][stream]
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            old[0][k] = v[k].x, old[1][k] = v[k].y, old[2][k] = v[k].z, old[3][k] = v[k].w;
+          }
+          const float ys[4] = {y4.x, y4.y, y4.z, y4.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              float mixed = 0.0f;
+#pragma unroll
+              for (int j = 0; j < 4; ++j) mixed = __fadd_rn(mixed, __fmul_rn(c[j * 4 + k], old[i][j]));
+              nw[i][k] = __fadd_rn(__fmul_rn(c[16 + k], ys[i]), mixed);
+            }
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            v[k] = make_float4(nw[0][k], nw[1][k], nw[2][k], nw[3][k]);
+            *reinterpret_cast<float4*>(e.h + at + k * dim) = v[k];  // e.h == a.h
+          }
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+      float* dst = hs + tt * kRowsHRow;
+      *reinterpret_cast<float4*>(dst + rows_col_off(4 * q + 0)) = make_float4(v[0].x, v[1].x, v[2].x, v[3].x);
+      *reinterpret_cast<float4*>(dst + rows_col_off(4 * q + 1)) = make_float4(v[0].y, v[1].y, v[2].y, v[3].y);
+      *reinterpret_cast<float4*>(dst + rows_col_off(4 * q + 2)) = make_float4(v[0].z, v[1].z, v[2].z, v[3].z);
+      *reinterpret_cast<float4*>(dst + rows_col_off(4 * q + 3)) = make_float4(v[0].w, v[1].w, v[2].w, v[3].w);
+    }
+    __syncthreads();
+    if (g == kRowsWarps - 1)
+      rows_stage<true>(hs, fs, lane, m0, fin);
+    else
+      rows_stage<false>(hs, fs, lane, m0, fin);
+  }
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int tt = lane + 32 * u;
+    if (tt >= ntok) continue;
+    float* out = ws + ((t0 + tt) * splits + split) * (kMaxMix + 1) + m0;
+#pragma unroll
+    for (int o = 0; o < 5; ++o) out[o] = fin[u][o];
+  }
+}
+
 // Token t's mixes from the split sums mix[0 .. kMaxMix] (one thread): normalizes (r Σ
 // h·fn is the projection of the RMS-normalized state), then the gates and the tiny
 // Sinkhorn problem. prm holds base[0 .. num_mix) and, from prm[kMaxMix], scale[0 .. 2],
@@ -543,9 +733,28 @@ __global__ void hc_expand_kernel(HcExpandArgs a) {
 namespace {
 // The partial sums: the tiled kernel where a split is at most kMixThreads columns (V4.1),
 // else (or when a.variant asks) the per-token kernel; both give the same bits.
+// The rows kernel's shape: hc = 4, splits of exactly 4 x 32 columns, 16-byte rows.
+bool rows_fit(const HcMixesArgs& a, const HcExpandArgs& e, bool expand, int64_t splits) {
+  const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return a.hc == 4 && splits * 4 * kRowsCols == a.dim && al(a.h) && al(a.fn) && (!expand || al(e.y));
+}
+template <bool kExpand>
+cudaError_t mixes_rows(const HcMixesArgs& a, const HcExpandArgs& e, int64_t splits, cudaStream_t stream) {
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      hc_mixes_rows_kernel<kExpand>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kRowsSmem));
+  if (attr != cudaSuccess) return attr;
+  const int64_t tiles = (a.n + kRowsTokens - 1) / kRowsTokens;
+  hc_mixes_rows_kernel<kExpand>
+      <<<dim3(unsigned(splits), unsigned(tiles)), kRowsThreads, kRowsSmem, stream>>>(a, e, a.workspace, int(splits));
+  return cudaGetLastError();
+}
+
 template <bool kExpand>
 cudaError_t mixes_partial(const HcMixesArgs& a, const HcExpandArgs& e, cudaStream_t stream) {
   const int64_t splits = hc_mixes_splits(a.hc, a.dim), dchunk = (a.dim + splits - 1) / splits;
+  const bool rows = rows_fit(a, e, kExpand, splits);
+  if (a.variant == 3 && !rows) return cudaErrorInvalidValue;
+  if (a.variant == 3 || (a.variant == 0 && rows && a.n >= kRowsMinTokens)) return mixes_rows<kExpand>(a, e, splits, stream);
   const bool tiled = a.variant == 2 || (a.variant == 0 && dchunk <= kMixThreads);
   if (a.variant == 2 && dchunk > kMixThreads) return cudaErrorInvalidValue;
   if (!tiled) {
@@ -573,7 +782,7 @@ unsigned finish_blocks(int64_t n) { return unsigned((n + kFinishTokens - 1) / kF
 cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.hc < 1 || a.hc > kMaxHc || a.dim <= 0 || a.sinkhorn_iters < 1 || a.n > INT32_MAX)
     return cudaErrorInvalidValue;
-  if (a.variant < 0 || a.variant > 2 || a.finish_variant < 0 || a.finish_variant > 1) return cudaErrorInvalidValue;
+  if (a.variant < 0 || a.variant > 3 || a.finish_variant < 0 || a.finish_variant > 1) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.h || !a.fn || !a.base || !a.scale || !a.pre || !a.post || !a.comb) return cudaErrorInvalidValue;
   if (!a.workspace) return cudaErrorInvalidValue;
@@ -589,7 +798,7 @@ cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& m, con
                                 cudaStream_t stream) {
   if (m.n < 0 || m.hc < 1 || m.hc > kMaxHc || m.dim <= 0 || m.sinkhorn_iters < 1 || m.n > INT32_MAX)
     return cudaErrorInvalidValue;
-  if (m.variant < 0 || m.variant > 2 || m.finish_variant < 0 || m.finish_variant > 1) return cudaErrorInvalidValue;
+  if (m.variant < 0 || m.variant > 3 || m.finish_variant < 0 || m.finish_variant > 1) return cudaErrorInvalidValue;
   if (cn.n != m.n || cn.hc < 1 || cn.dim <= 0 || cn.dim > kMaxCollapseNormDim) return cudaErrorInvalidValue;
   if (e && (e->h != m.h || e->n != m.n || e->hc != m.hc || e->dim != m.dim)) return cudaErrorInvalidValue;
   if (m.n == 0) return cudaSuccess;

@@ -23,9 +23,11 @@ struct HcMixesArgs {
   float* post = nullptr;  // [n, hc]
   float* comb = nullptr;  // [n, hc, hc]
   float* workspace = nullptr;  // [n, hc_mixes_splits(hc, dim), kMaxMixes + 1] partial sums
-  // Partial-sum kernel: 0 = pick (tiled where a split fits one block's columns),
-  // 1 = one block per (split, token), 2 = tiled (cudaErrorInvalidValue where it cannot
-  // run). All give the same bits; 1 and 2 exist for the A/B test.
+  // Partial-sum kernel: 0 = pick (rows from 256 tokens where it fits, else tiled where a
+  // split fits one block's columns), 1 = one block per (split, token), 2 = tiled, 3 = rows
+  // (hc = 4 and splits of exactly 128 columns, V4.1's shape; 2 and 3 return
+  // cudaErrorInvalidValue where they cannot run). All give the same bits; 1-3 exist for
+  // the A/B test.
   int variant = 0;
   // The finish (gates + Sinkhorn) of a token: 0 = one warp, lane (j, k) holding comb[j][k]
   // (row / column sums gathered by shuffles in the serial order), 1 = one thread (the
