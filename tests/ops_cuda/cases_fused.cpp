@@ -61,7 +61,7 @@ NrqInputs nrq_inputs(Rng& rng, const NrqShape& s) {
 }
 
 // The fused kernel's output for inputs `in` (device, out of place or in place).
-std::vector<float> nrq_fused(const NrqShape& s, const NrqInputs& in, float eps) {
+std::vector<float> nrq_fused(const NrqShape& s, const NrqInputs& in, float eps, int variant = 0) {
   Dev<float> dx(in.x), dw(in.w), dinv(in.inv), dy(size_t(s.n * s.dim));
   Dev<int64_t> dpos(in.pos);
   kernels::NormRopeQuantArgs a;
@@ -79,6 +79,7 @@ std::vector<float> nrq_fused(const NrqShape& s, const NrqInputs& in, float eps) 
   a.attention_factor = s.factor;
   a.quant_block = s.block;
   a.kind = s.kind;
+  a.variant = variant;
   check_cuda(kernels::norm_rope_quant(a, nullptr), "norm_rope_quant");
   return s.in_place ? dx.host() : dy.host();
 }
@@ -124,7 +125,10 @@ OpCase nrq_exact_case(std::string name, NrqShape s) {
             const float eps = 1e-6f;
             const NrqInputs in = nrq_inputs(rng, s);
             const auto fused = nrq_fused(s, in, eps);
-            Outputs o{{{"vs_cuda_sequence", nrq_sequence_cuda(s, in, eps), fused}}, {}};
+            Outputs o{{{"vs_cuda_sequence", nrq_sequence_cuda(s, in, eps), fused},
+                       // Narrow rows run a warp per row: against the block-per-row kernel.
+                       {"vs_block_kernel", nrq_fused(s, in, eps, 1), fused}},
+                      {}};
             if (!s.norm) o.floats.push_back({"vs_cpu", nrq_cpu(s, in, eps), fused});
             return o;
           }};
@@ -240,6 +244,24 @@ std::vector<OpCase> fused_cases() {
   iq.yarn = true;
   iq.kind = QK::kFp4Ue8m0;
   c.push_back(nrq_exact_case("fused_index_query_rope_fp4ue8m0", iq));
+  // Narrow rows on the warp-per-row kernel: 8 warps' sums (dim 256), 5 (dim 160, a
+  // partial block of rows: n % 8 != 0), RoPE over the whole row (dim 64).
+  NrqShape n256 = ik;
+  n256.n = 13;
+  n256.dim = 256;
+  c.push_back(nrq_exact_case("fused_norm_rope_warp_dim256", n256));
+  NrqShape n160 = ik;
+  n160.n = 11;
+  n160.dim = 160;
+  n160.weight = false;
+  n160.kind = QK::kFp8E4m3;
+  c.push_back(nrq_exact_case("fused_norm_rope_warp_dim160", n160));
+  NrqShape n64 = iq;
+  n64.n = 4 * 8;
+  n64.heads = 8;
+  n64.dim = 64;
+  n64.norm = true;
+  c.push_back(nrq_exact_case("fused_norm_rope_warp_dim64_full_rope", n64));
   // Odd width: quantization skipped (dim % block != 0, as fake_quant), no weight.
   NrqShape odd;
   odd.n = 3;

@@ -132,6 +132,77 @@ __global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_kernel(NormRopeQu
   }
 }
 
+// Narrow rows (dim a multiple of 32, at most the block kernel's 256 threads; V4.1's
+// indexer query, 32 heads x 128 per token, and its key): one warp per row, 8 rows per
+// block. The block kernel spends a 256-thread block and two or three barriers on each
+// 128-element row (262144 blocks, 0.56 ms per call at an 8K prefill for 268 MB, a 63 us
+// read + write). Lane l holds elements 32e + l, as the block kernel's warp e does, and
+// every step repeats that kernel's arithmetic: the norm's block_sum is its per-warp
+// butterflies (warps past the row sum zeros) and then the butterfly over the eight warp
+// sums in lanes 0..7; the RoPE pairs go through this warp's row in shared memory with
+// the same rope_cs / rope_pair; a quantization block is the same consecutive lanes. So
+// the bits are the block kernel's (NormRopeQuantArgs::variant 1 runs it; fused cases).
+constexpr int kNrqRowsPerBlock = kNrqThreads / 32;
+constexpr int kNrqWarpMaxDim = kNrqThreads;
+__global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_warp_kernel(NormRopeQuantArgs a) {
+  pdl_trigger();  // as the block kernel
+  __shared__ float rows[kNrqRowsPerBlock][kNrqWarpMaxDim];
+  const int lane = threadIdx.x & 31, wr = threadIdx.x >> 5;
+  const int64_t t = int64_t(blockIdx.x) * kNrqRowsPerBlock + wr;
+  if (t >= a.n) return;  // whole warp; no block barrier below
+  constexpr int kE = kNrqWarpMaxDim / 32;
+  const int ne = int(a.dim / 32);
+  const float* x = a.x + t * a.dim;
+  float v[kE];
+#pragma unroll
+  for (int e = 0; e < kE; ++e) v[e] = e < ne ? x[32 * e + lane] : 0.0f;
+  if (a.norm) {
+    float mine = 0.0f;  // lane w < 8: the block kernel's warp w sum
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      const float s = warp_sum(e < ne ? __fmaf_rn(v[e], v[e], 0.0f) : 0.0f);
+      if (lane == e) mine = s;
+    }
+    const float ss = warp_sum(mine);
+    const float r = 1.0f / sqrtf(ss / float(a.dim) + a.eps);
+#pragma unroll
+    for (int e = 0; e < kE; ++e) {
+      if (e >= ne) break;
+      const float nv = __fmul_rn(v[e], r);
+      v[e] = a.weight ? __fmul_rn(a.weight[32 * e + lane], nv) : nv;
+    }
+  }
+  if (a.rope_dim > 0) {
+    float* row = rows[wr];
+#pragma unroll
+    for (int e = 0; e < kE; ++e)
+      if (e < ne) row[32 * e + lane] = v[e];
+    __syncwarp();
+    const int64_t half = a.rope_dim / 2, pos = a.positions[t / a.heads];
+    for (int64_t i = lane; i < half; i += 32) {
+      float c, s;
+      rope_cs(pos, a.inv_freq, i, a.attention_factor, false, c, s);
+      rope_pair(row + a.dim - a.rope_dim + 2 * i, c, s);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < kE; ++e)
+      if (e < ne) v[e] = row[32 * e + lane];
+  }
+  float* y = a.y + t * a.dim;
+  const bool quant = a.quant_block > 0 && a.dim % a.quant_block == 0;  // as fake_quant
+#pragma unroll
+  for (int e = 0; e < kE; ++e) {
+    if (e >= ne) break;
+    if (quant) {
+      const float amax = block_amax(v[e], a.quant_block);
+      y[32 * e + lane] = quant_value(v[e], amax, a.kind);
+    } else {
+      y[32 * e + lane] = v[e];
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
@@ -167,6 +238,12 @@ cudaError_t norm_rope_quant(const NormRopeQuantArgs& a, cudaStream_t stream) {
   if (a.n == 0) return cudaSuccess;
   if (a.x == nullptr || a.y == nullptr || (a.rope_dim > 0 && (a.positions == nullptr || a.inv_freq == nullptr)))
     return cudaErrorInvalidValue;
+  if (a.variant < 0 || a.variant > 1) return cudaErrorInvalidValue;
+  if (a.variant == 0 && a.dim % 32 == 0 && a.dim <= kNrqWarpMaxDim) {
+    const int64_t blocks = (a.n + kNrqRowsPerBlock - 1) / kNrqRowsPerBlock;
+    norm_rope_quant_warp_kernel<<<unsigned(blocks), kNrqThreads, 0, stream>>>(a);
+    return cudaGetLastError();
+  }
   norm_rope_quant_kernel<<<unsigned(a.n), kNrqThreads, size_t(a.dim) * sizeof(float), stream>>>(a);
   return cudaGetLastError();
 }

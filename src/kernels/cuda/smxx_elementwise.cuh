@@ -60,6 +60,9 @@ struct NormRopeQuantArgs {
   float attention_factor = 1.0f;
   int quant_block = 0;  // 0: no fake quantization; else as FakeQuantArgs::block
   QuantKind kind = QuantKind::kFp8E4m3;
+  // 0: a warp per row where dim % 32 == 0 and dim <= 256, else a block per row; 1: always
+  // a block per row. Same bits; 1 exists for the A/B test.
+  int variant = 0;
 };
 constexpr int64_t kMaxNormRopeQuantDim = 8192;
 cudaError_t norm_rope_quant(const NormRopeQuantArgs& a, cudaStream_t stream);
