@@ -59,24 +59,25 @@ OpCase hc_case(std::string name, int64_t n, int64_t hc, int64_t dim, bool expand
             const Out a = run(0), b = run(1), v1 = run(2), v2 = run(3);
             // The rows kernel: hc = 4, splits of exactly 128 columns.
             const bool rows = hc == 4 && kernels::hc_mixes_splits(hc, dim) * 128 == dim;
-            const Out v3 = rows ? run(4) : v2, r = rows ? run(5) : a;
-            return Outputs{{{"pre", a.pre, b.pre},
-                            {"rows_pre", v2.pre, v3.pre},
-                            {"rows_post", v2.post, v3.post},
-                            {"rows_comb", v2.comb, v3.comb},
-                            {"rows_layer_pre", a.pre, r.pre},
-                            {"rows_layer_post", a.post, r.post},
-                            {"rows_layer_comb", a.comb, r.comb},
-                            {"rows_layer_x", a.x, r.x},
-                            {"rows_layer_h", a.h, r.h},
-                            {"post", a.post, b.post},
-                            {"comb", a.comb, b.comb},
-                            {"x", a.x, b.x},
-                            {"h", a.h, b.h},
-                            {"variant_pre", v1.pre, v2.pre},
-                            {"variant_post", v1.post, v2.post},
-                            {"variant_comb", v1.comb, v2.comb}},
-                           {}};
+            std::vector<FloatOut> extra;
+            if (rows) {
+              const Out v3 = run(4), r = run(5);
+              extra = {{"rows_pre", v2.pre, v3.pre},         {"rows_post", v2.post, v3.post},
+                       {"rows_comb", v2.comb, v3.comb},      {"rows_layer_pre", a.pre, r.pre},
+                       {"rows_layer_post", a.post, r.post},  {"rows_layer_comb", a.comb, r.comb},
+                       {"rows_layer_x", a.x, r.x},           {"rows_layer_h", a.h, r.h}};
+            }
+            Outputs o{{{"pre", a.pre, b.pre},
+                       {"post", a.post, b.post},
+                       {"comb", a.comb, b.comb},
+                       {"x", a.x, b.x},
+                       {"h", a.h, b.h},
+                       {"variant_pre", v1.pre, v2.pre},
+                       {"variant_post", v1.post, v2.post},
+                       {"variant_comb", v1.comb, v2.comb}},
+                      {}};
+            o.floats.insert(o.floats.end(), extra.begin(), extra.end());
+            return o;
           }};
 }
 
