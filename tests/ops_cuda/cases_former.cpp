@@ -160,42 +160,6 @@ OpCase engram_gate_case(std::string name, int64_t n, int64_t hc, int64_t dim) {
           }};
 }
 
-// The Engram gather's warp-per-row kernel (e4m3 codes, e8m0 scales) against the generic
-// byte-per-thread one (variant 1), with out-of-range rows (zeros and the flag).
-OpCase engram_gather_case(std::string name, int64_t rows, int64_t hd, int64_t block_rows, int64_t block_cols,
-                          int64_t n, int64_t cols) {
-  return {name, "former", [=](Rng& rng) {
-            std::vector<uint8_t> codes(rows * hd);
-            for (auto& c : codes) {
-              c = uint8_t(randint(rng, 0, 255));
-              if ((c & 0x7f) == 0x7f) c = 0x3c;  // no NaN codes
-            }
-            const int64_t scale_cols = (hd + block_cols - 1) / block_cols, scale_rows = (rows + block_rows - 1) / block_rows;
-            std::vector<uint8_t> scales(scale_rows * scale_cols);
-            for (auto& e : scales) e = uint8_t(randint(rng, 118, 136));
-            const int64_t stride = cols + 1;
-            std::vector<int64_t> idx(n * stride);
-            for (auto& i : idx) i = randint(rng, 0, 11) == 0 ? (randint(rng, 0, 1) ? -1 : rows) : randint(rng, 0, rows - 1);
-            Dev<uint8_t> dcodes(codes), dscales(scales);
-            Dev<int64_t> didx(idx);
-            kernels::WeightArgs w;
-            w.format = kernels::WFormat::kE4M3, w.data = dcodes.get(), w.rows = rows, w.cols = hd;
-            w.scale_format = kernels::SFormat::kE8M0, w.scale = dscales.get(), w.scale_cols = scale_cols;
-            w.block_rows = block_rows, w.block_cols = block_cols;
-            auto run = [&](int variant) {
-              Dev<float> out(n * cols * hd);
-              Dev<int> bad(std::vector<int>{0});
-              kernels::EngramGatherArgs a{w, didx.get(), stride, n, cols, out.get(), bad.get()};
-              a.variant = variant;
-              check_cuda(kernels::engram_gather(a, nullptr), "engram_gather");
-              const auto b = bad.host();
-              return std::make_pair(out.host(), std::vector<int64_t>(b.begin(), b.end()));
-            };
-            const auto a = run(1), b = run(0);
-            return Outputs{{{"out", a.first, b.first}}, {{"bad_row", a.second, b.second}}};
-          }};
-}
-
 }  // namespace
 
 std::vector<OpCase> former_cases() {
@@ -219,8 +183,6 @@ std::vector<OpCase> former_cases() {
       rope_case("former_rope_heads12_n5", 5, 12, 512, 64, false),
       rope_case("former_rope_q_n300", 300, 64, 512, 64, false),
       rope_case("former_rope_kv_n9", 9, 1, 512, 64, false),
-      engram_gather_case("former_engram_gather_v41", 300, 256, 1, 32, 37, 24),
-      engram_gather_case("former_engram_gather_hd264", 40, 264, 2, 8, 5, 3),
       engram_gate_case("former_engram_gate_v41_n1", 1, 4, 5120),
       engram_gate_case("former_engram_gate_v41_n9", 9, 4, 5120),
       engram_gate_case("former_engram_gate_dim100", 3, 3, 100),

@@ -495,7 +495,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kern
 
   __shared__ uint32_t qs[kGroupRows][kMmaHeads * kQWords];  // each row's q as bf16 (top halves)
   __shared__ float ws[kGroupRows][kMmaHeads];
-  __shared__ __align__(16) float red[kMmaWarps][16 * kRedStride];
+  __shared__ float red[kMmaWarps][16 * kRedStride];
   __shared__ int64_t nk_s[kGroupRows], nk_load[kGroupRows], table_s[kGroupRows], score_s[kGroupRows];
   __shared__ int q_rest_s[kGroupRows];
   if (threadIdx.x < kGroupRows) {
@@ -585,19 +585,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kern
       }
       __syncwarp();
       if (lane < 16 && s0 + lane < nk) {
-        // The 32 terms as 8 float4 loads (a row of 36 floats is 9 16-byte units, so 8
-        // lanes' loads hit distinct banks): 32 scalar loads with 2-way conflicts were half
-        // of the kernel's shared-memory wavefronts per (row, 16 keys). Same order.
-        const float4* row = reinterpret_cast<const float4*>(rw + lane * kRedStride);
+        const float* row = rw + lane * kRedStride;
         float tot = 0.0f;
 #pragma unroll
-        for (int u = 0; u < kMmaHeads / 4; ++u) {
-          const float4 t4 = row[u];
-          tot = __fadd_rn(tot, t4.x);
-          tot = __fadd_rn(tot, t4.y);
-          tot = __fadd_rn(tot, t4.z);
-          tot = __fadd_rn(tot, t4.w);
-        }
+        for (int h = 0; h < kMmaHeads; ++h) tot = __fadd_rn(tot, row[h]);
         a.scores[score_s[r] + s0 + lane] = tot;
       }
     }

@@ -31,39 +31,6 @@ __global__ void engram_gather_kernel(EngramGatherArgs a) {
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) out[i] = weight_at(a.table, r, i);
 }
 
-// One warp per (token, column) for the released table format (e4m3 codes, one e8m0
-// scale per block of >= 8 columns): the table sits in mapped pinned host memory, so
-// every load is a PCIe read. The kernel above reads a row a byte per thread (32-byte
-// requests per warp: ~10 GB/s over the bus, 4.95 ms for an 8K prefill's 196608 rows of
-// 264 bytes); here a lane reads 8 codes at once (256-byte requests) and its block's
-// scale byte. Each value is weight_at's e4m3_to_float(code) * e8m0_to_float(scale), so
-// the bits are the same.
-constexpr int kGatherWarps = 8;
-__global__ void __launch_bounds__(32 * kGatherWarps) engram_gather_e4m3_kernel(EngramGatherArgs a) {
-  const int64_t item = int64_t(blockIdx.x) * kGatherWarps + (threadIdx.x >> 5);
-  if (item >= a.n * a.cols) return;
-  const int lane = threadIdx.x & 31;
-  const int64_t t = item / a.cols, c = item % a.cols, hd = a.table.cols;
-  const int64_t r = a.rows[t * a.row_stride + c];
-  float* out = a.out + item * hd;
-  if (r < 0 || r >= a.table.rows) {
-    if (lane == 0) *a.bad_row = 1;
-    for (int64_t i = lane; i < hd; i += 32) out[i] = 0.0f;
-    return;
-  }
-  const uint8_t* codes = a.table.data + r * hd;
-  const uint8_t* scales = a.table.scale + (r / a.table.block_rows) * a.table.scale_cols;
-  for (int64_t i0 = 8 * int64_t(lane); i0 < hd; i0 += 256) {
-    const uint2 b = *reinterpret_cast<const uint2*>(codes + i0);
-    const float s = e8m0_to_float(scales[i0 / a.table.block_cols]);
-    float f[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) f[i] = e4m3_to_float(uint8_t(((i < 4 ? b.x : b.y) >> (8 * (i & 3))) & 0xffu)) * s;
-    reinterpret_cast<float4*>(out + i0)[0] = make_float4(f[0], f[1], f[2], f[3]);
-    reinterpret_cast<float4*>(out + i0)[1] = make_float4(f[4], f[5], f[6], f[7]);
-  }
-}
-
 __device__ __forceinline__ double block_sum_d(double v, double* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   v = warp_sum(v);
@@ -182,20 +149,10 @@ cudaError_t embed_rows(const EmbedRowsArgs& a, cudaStream_t stream) {
 }
 
 cudaError_t engram_gather(const EngramGatherArgs& a, cudaStream_t stream) {
-  if (!weight_args_valid(a.table) || a.n < 0 || a.cols < 1 || a.row_stride < a.cols || !a.bad_row ||
-      a.variant < 0 || a.variant > 1)
+  if (!weight_args_valid(a.table) || a.n < 0 || a.cols < 1 || a.row_stride < a.cols || !a.bad_row)
     return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
-  const WeightArgs& w = a.table;
-  const bool wide = w.format == WFormat::kE4M3 && w.scale_format == SFormat::kE8M0 && w.cols % 8 == 0 &&
-                    w.block_cols % 8 == 0 && reinterpret_cast<uintptr_t>(w.data) % 8 == 0 &&
-                    reinterpret_cast<uintptr_t>(a.out) % 16 == 0 && a.variant != 1;
-  if (wide) {
-    const int64_t blocks = (a.n * a.cols + kGatherWarps - 1) / kGatherWarps;
-    engram_gather_e4m3_kernel<<<unsigned(blocks), 32 * kGatherWarps, 0, stream>>>(a);
-  } else {
-    engram_gather_kernel<<<unsigned(a.n * a.cols), row_threads(a.table.cols), 0, stream>>>(a);
-  }
+  engram_gather_kernel<<<unsigned(a.n * a.cols), row_threads(a.table.cols), 0, stream>>>(a);
   return cudaGetLastError();
 }
 

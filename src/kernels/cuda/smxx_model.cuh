@@ -36,9 +36,6 @@ struct EngramGatherArgs {
   int64_t row_stride = 0, n = 0, cols = 0;
   float* out = nullptr;            // [n, cols, head_dim]
   int* bad_row = nullptr;          // set to 1 when a row is out of range (checked by the host)
-  // 0: the warp-per-row kernel for e4m3 / e8m0 tables (else the generic one); 1: always
-  // the generic one (a byte per thread). Same bits; 1 exists for the A/B test.
-  int variant = 0;
 };
 cudaError_t engram_gather(const EngramGatherArgs& a, cudaStream_t stream);
 
