@@ -61,7 +61,7 @@
 //                [--fp8-kinds wgmmap,wgmma,wgmma3,wgmmaw,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
-//                [--router vec|wide|dmma]
+//                [--router vec|wide|dmma] [--moe-small auto|former|lean4|lean4p|lean4l] [--moe-select 1|0]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap] [--attn-small new|former]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
@@ -1038,7 +1038,8 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
       continue;
     }
     for (auto av : {ops::Activations::kBF16, ops::Activations::kF32})
-      for (MoeTcSmall sm : {MoeTcSmall::kFormer, MoeTcSmall::kLean4, MoeTcSmall::kLean8, MoeTcSmall::kLean4T}) {
+      for (MoeTcSmall sm : {MoeTcSmall::kFormer, MoeTcSmall::kLean4, MoeTcSmall::kLean8, MoeTcSmall::kLean4T,
+                            MoeTcSmall::kLean4P, MoeTcSmall::kLean4L}) {
         kernels::moe_tc_set_small(sm);
         kernels::moe_plan_set_single_launch_max(sm != MoeTcSmall::kFormer ? kernels::kMoePlanOneMax : 0);
         auto call = [&] {
@@ -1325,6 +1326,9 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
       if (small_t) add(MoeTcSmall::kFused, false, false, 8, kAutoBig);
       if (small_t) add(MoeTcSmall::kLean4T, one_ok, false, 8, kAutoBig);
+      if (small_t) add(MoeTcSmall::kLean4P, one_ok, false, 8, kAutoBig);  // NOTES 20
+      if (small_t) add(MoeTcSmall::kLean4P, one_ok, true, 8, kAutoBig);
+      if (small_t) add(MoeTcSmall::kLean4L, one_ok, false, 8, kAutoBig);
       for (MoeTcSmall sm : {MoeTcSmall::kLean4, MoeTcSmall::kLean8}) {
         add(sm, false, false, 8, kAutoBig);
         if (!small_t) {  // prefill chunks: where 9..32-row experts still occur
@@ -1377,6 +1381,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
             const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
                              : cfg.small == MoeTcSmall::kLean4T ? " small=lean4t"
+                             : cfg.small == MoeTcSmall::kLean4P ? " small=lean4p"
+                             : cfg.small == MoeTcSmall::kLean4L ? " small=lean4l"
                              : cfg.small == MoeTcSmall::kFused ? " small=fused"
                              : cfg.small == MoeTcSmall::kAuto ? " small=auto"
                                                                : " small=former";
@@ -1864,6 +1870,14 @@ int main(int argc, char** argv) {
           "--router", next(),
           {{"vec", kernels::RouterLogitsPath::kVec}, {"wide", kernels::RouterLogitsPath::kWide},
            {"dmma", kernels::RouterLogitsPath::kDmma}}));
+    else if (a == "--moe-small")  // the MoE small-tile kernel for the whole run (kernels::MoeTcSmall; NOTES 20)
+      kernels::moe_tc_set_small(pick<kernels::MoeTcSmall>(
+          "--moe-small", next(),
+          {{"auto", kernels::MoeTcSmall::kAuto}, {"former", kernels::MoeTcSmall::kFormer},
+           {"lean4", kernels::MoeTcSmall::kLean4}, {"lean4p", kernels::MoeTcSmall::kLean4P},
+           {"lean4l", kernels::MoeTcSmall::kLean4L}}));
+    else if (a == "--moe-select")  // 0: router_select as its own launch, not folded into the MoE plan (NOTES 20)
+      kernels::moe_plan_set_select(pick<bool>("--moe-select", next(), {{"1", true}, {"0", false}}));
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

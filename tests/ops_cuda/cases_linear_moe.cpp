@@ -309,7 +309,9 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                                          std::pair{kernels::MoeTcSmall::kFused, "fused"},
                                          std::pair{kernels::MoeTcSmall::kLean4, "lean4"},
                                          std::pair{kernels::MoeTcSmall::kLean8, "lean8"},
-                                         std::pair{kernels::MoeTcSmall::kLean4T, "lean4t"}})
+                                         std::pair{kernels::MoeTcSmall::kLean4T, "lean4t"},
+                                         std::pair{kernels::MoeTcSmall::kLean4P, "lean4p"},
+                                         std::pair{kernels::MoeTcSmall::kLean4L, "lean4l"}})
                 for (bool one : {false, true}) {
                   if (one && n * k > kernels::kMoePlanOneMax) continue;
                   Dev<float> alt(n * dim);
@@ -370,7 +372,8 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               std::vector<kernels::MoeTcSmall> kinds = {def};
               if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0)
                 for (auto kern : {kernels::MoeTcSmall::kFormer, kernels::MoeTcSmall::kFused,
-                                  kernels::MoeTcSmall::kLean4, kernels::MoeTcSmall::kLean8, kernels::MoeTcSmall::kLean4T})
+                                  kernels::MoeTcSmall::kLean4, kernels::MoeTcSmall::kLean8, kernels::MoeTcSmall::kLean4T,
+                                  kernels::MoeTcSmall::kLean4P, kernels::MoeTcSmall::kLean4L})
                   if (kern != def) kinds.push_back(kern);
               int64_t diff = 0;
               for (auto kern : kinds) {
@@ -386,6 +389,80 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               o.ints.push_back({"sub_batches_bitwise_differ", {0}, {diff}});
             }
             return o;
+          }};
+}
+
+// moe_route_experts (router + experts, the selection folded into the one-launch plan where
+// n * k <= 64 and n <= 32) against the CPU router + experts, and bitwise against the two
+// separate ops (moe_router, moe_experts) and against itself with the fold off
+// (kernels::moe_plan_set_select(false): router_select as its own launch). n * k above the
+// one-launch plan's 64 takes the unfused path inside the op (checked the same way).
+OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int64_t inter, int64_t dim,
+                          ops::Activations act) {
+  const bool bf16 = act == ops::Activations::kBF16;
+  return {name, bf16 ? "moe_experts_bf16" : "moe_experts", [=](Rng& rng) {
+            const auto& w = expert_weights(WKind::kFp4E8m0, inter, dim, 3);
+            std::vector<ops::MoeExpertRef> hexp(E), dexp(E);
+            for (int64_t e = 0; e < E; ++e) {
+              const size_t b = size_t(e % 3) * 3;
+              hexp[e] = {w[b]->ref(false), w[b + 1]->ref(false), w[b + 2]->ref(false)};
+              dexp[e] = {w[b]->ref(true), w[b + 1]->ref(true), w[b + 2]->ref(true)};
+            }
+            const auto gate = random_weight(rng, WKind::kBF16, E, dim, 0.02f);
+            const auto x = randn(rng, n * dim);
+            const auto bias = randn(rng, E, 0.05f);
+            const auto res = randn(rng, n * dim, 0.5f);
+            // CPU: router, then experts on its picks.
+            std::vector<int64_t> ids(n * k);
+            std::vector<float> wts(n * k), y(n * dim);
+            ops::MoeRouterParams hr;
+            hr.x = x.data();
+            hr.n = n;
+            hr.gate = gate->ref(false);
+            hr.bias = bias.data();
+            hr.top_k = k;
+            hr.norm_topk_prob = true;
+            hr.routed_scaling_factor = 1.5f;
+            hr.expert_ids = ids.data();
+            hr.expert_weights = wts.data();
+            ops::cpu::moe_router(hr);
+            ops::cpu::moe_experts({x.data(), n, k, ids.data(), wts.data(), hexp.data(), E, 10.0f, res.data(), y.data(), act});
+            const ops::cuda::MoeExpertTable table(dexp);
+            Dev<float> dx(x), db(bias), dres(res);
+            struct Run {
+              std::vector<int64_t> ids;
+              std::vector<float> wts, y;
+            };
+            auto run = [&](int how) {  // 0: fused op, 1: router + experts, 2: fused op with the fold off
+              Dev<int64_t> did(n * k);
+              Dev<float> dw(n * k), dy(n * dim);
+              ops::MoeRouterParams r = hr;
+              r.x = dx.get();
+              r.gate = gate->ref(true);
+              r.bias = db.get();
+              r.expert_ids = did.get();
+              r.expert_weights = dw.get();
+              const ops::MoeExpertsParams p{dx.get(), n, k, did.get(), dw.get(), nullptr, E, 10.0f, dres.get(), dy.get(), act};
+              const bool def = kernels::moe_plan_select();
+              kernels::moe_plan_set_select(how != 2);
+              if (how == 1) {
+                ops::cuda::moe_router(r, nullptr);
+                ops::cuda::moe_experts(p, table, ops::cuda::LinearMode::kAuto, nullptr);
+              } else {
+                ops::cuda::moe_route_experts(r, p, table, ops::cuda::LinearMode::kAuto, nullptr);
+              }
+              kernels::moe_plan_set_select(def);
+              return Run{did.host(), dw.host(), dy.host()};
+            };
+            const Run fused = run(0), separate = run(1), unfolded = run(2);
+            auto differ = [&](const Run& o) {
+              return int64_t(o.ids != fused.ids || std::memcmp(o.wts.data(), fused.wts.data(), o.wts.size() * 4) != 0 ||
+                             std::memcmp(o.y.data(), fused.y.data(), o.y.size() * 4) != 0);
+            };
+            return Outputs{{{"y", y, fused.y}, {"weights", wts, fused.wts}},
+                           {{"ids", ids, fused.ids},
+                            {"separate_ops_differ", {0}, {differ(separate)}},
+                            {"fold_off_differ", {0}, {differ(unfolded)}}}};
           }};
 }
 
@@ -433,6 +510,12 @@ std::vector<OpCase> moe_cases() {
       // take seconds per seed at this size).
       moe_experts_case("moe_experts_v41_fp4_n1", WKind::kFp4E8m0, 1, 384, 6, 2304, 5120, 4, 64, false, true),
       moe_experts_case("moe_experts_v41_fp4_n8", WKind::kFp4E8m0, 8, 384, 6, 2304, 5120, 4, 64, false, true),
+      // Router + experts in one op (the selection folded into the plan): 1 and 8 tokens
+      // (fused), 12 x top-6 of 384 (72 assignments: the unfused path), kBF16 and kF32.
+      route_experts_case("moe_route_experts_bf16_n1", 1, 384, 6, 128, 256, ops::Activations::kBF16),
+      route_experts_case("moe_route_experts_bf16_n8", 8, 384, 6, 128, 256, ops::Activations::kBF16),
+      route_experts_case("moe_route_experts_bf16_n12", 12, 384, 6, 128, 256, ops::Activations::kBF16),
+      route_experts_case("moe_route_experts_f32_n5_e16", 5, 16, 4, 128, 256, ops::Activations::kF32),
       moe_experts_case("moe_experts_v41_fp4_n256", WKind::kFp4E8m0, 256, 384, 6, 2304, 5120, 4, 64, false, true,
                        false, 16),
       moe_experts_case("moe_experts_v41_fp4_n64_invariant", WKind::kFp4E8m0, 64, 384, 6, 2304, 5120, 4, 64, true,

@@ -342,22 +342,19 @@ RouterLogitsPath g_router_path = RouterLogitsPath::kDmma;
 // computed alone, warp 0 selects).
 constexpr int kSelectWarps = 4;
 constexpr int kSelectMaxThreads = 512;
-__global__ void __launch_bounds__(kSelectMaxThreads) router_select_kernel(RouterSelectArgs a) {
-  extern __shared__ float sm[];
-  const int64_t t = blockIdx.x;
+// Token t's score and biased score of expert e (each element computed alone).
+__device__ __forceinline__ void select_score(const RouterSelectArgs& a, int64_t t, int e, float* score, float* biased) {
+  const float z = a.logits[t * a.num_experts + e] / a.temp;
+  const float sp = z > 20.0f ? z : float(log1p(exp(double(z))));
+  score[e] = sqrtf(sp);
+  biased[e] = score[e] + (a.bias ? a.bias[e] : 0.0f);
+}
+
+// One warp picks token t's top_k from its scores (router_select_kernel's warp 0; the
+// fused plan's warp t): ids, weights to a.expert_ids / a.expert_weights.
+__device__ __forceinline__ void select_pick(const RouterSelectArgs& a, int64_t t, const float* score, float* biased,
+                                            int* picked, int lane) {
   const int E = int(a.num_experts);
-  float* score = sm;
-  float* biased = sm + E;
-  int* picked = reinterpret_cast<int*>(sm + 2 * E);  // [top_k]: lane 0 reads them back, not from HBM
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    const float z = a.logits[t * E + e] / a.temp;
-    const float sp = z > 20.0f ? z : float(log1p(exp(double(z))));
-    score[e] = sqrtf(sp);
-    biased[e] = score[e] + (a.bias ? a.bias[e] : 0.0f);
-  }
-  __syncthreads();
-  if (threadIdx.x >= 32) return;
-  const int lane = threadIdx.x;
   int64_t* ids = a.expert_ids + t * a.top_k;
   float* wts = a.expert_weights + t * a.top_k;
   for (int64_t k = 0; k < a.top_k; ++k) {
@@ -396,6 +393,19 @@ __global__ void __launch_bounds__(kSelectMaxThreads) router_select_kernel(Router
     if (a.norm_topk_prob && a.top_k > 1) w = w / (sum + 1e-20f);
     wts[k] = w * a.routed_scaling_factor;
   }
+}
+
+__global__ void __launch_bounds__(kSelectMaxThreads) router_select_kernel(RouterSelectArgs a) {
+  extern __shared__ float sm[];
+  const int64_t t = blockIdx.x;
+  const int E = int(a.num_experts);
+  float* score = sm;
+  float* biased = sm + E;
+  int* picked = reinterpret_cast<int*>(sm + 2 * E);  // [top_k]: lane 0 reads them back, not from HBM
+  for (int e = threadIdx.x; e < E; e += blockDim.x) select_score(a, t, e, score, biased);
+  __syncthreads();
+  if (threadIdx.x >= 32) return;
+  select_pick(a, t, score, biased, picked, threadIdx.x);
 }
 
 __global__ void swiglu_act_kernel(SwigluActArgs a) {
@@ -665,6 +675,24 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_one_kernel(MoePlanArgs 
   int32_t* nbig = one_sm + 2 * E;
   int32_t* part = one_sm + 3 * E;
   int32_t* ids = part + kScanThreads;  // [kPlanOneMax]
+  if (a.select.logits) {
+    // The router's selection first (moe_plan_select): every (token, expert) score as
+    // router_select_kernel computes it, then warp t picks token t (n <= 32 warps), writing
+    // a.select's ids / weights, which are this plan's expert_ids / expert_weights: the
+    // block's barrier makes those global writes visible to the reads below.
+    float* sel = reinterpret_cast<float*>(ids + kPlanOneMax);  // [n][2 E] scores | biased, then [n][top_k] picks
+    const int64_t n = a.select.n;
+    for (int64_t i = tid; i < n * E; i += blockDim.x) {
+      const int64_t t = i / E;
+      select_score(a.select, t, int(i % E), sel + t * 2 * E, sel + t * 2 * E + E);
+    }
+    __syncthreads();
+    const int w = tid >> 5;
+    if (w < n)
+      select_pick(a.select, w, sel + int64_t(w) * 2 * E, sel + int64_t(w) * 2 * E + E,
+                  reinterpret_cast<int*>(sel + n * 2 * E) + int64_t(w) * a.select.top_k, tid & 31);
+    __syncthreads();
+  }
   for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
   for (int i = tid; i < total; i += blockDim.x) {
     const int64_t v = a.expert_ids[i];
@@ -697,6 +725,9 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_one_kernel(MoePlanArgs 
 }
 
 int g_moe_plan_one_max = 64;  // moe_plan_set_single_launch_max
+bool g_moe_plan_select = true;  // moe_plan_set_select
+// The fused selection gives each token one warp of the one-launch plan's block.
+constexpr int kPlanSelectMaxTokens = kScanThreads / 32;
 
 using moe_terms::swiglu;
 
@@ -954,6 +985,8 @@ void moe_plan_set_single_launch_max(int assignments) {
   g_moe_plan_one_max = std::clamp(assignments, 0, kPlanOneMax);
 }
 int moe_plan_single_launch_max() { return g_moe_plan_one_max; }
+void moe_plan_set_select(bool on) { g_moe_plan_select = on; }
+bool moe_plan_select() { return g_moe_plan_select; }
 
 int64_t moe_plan_chunks(int64_t assignments) { return (assignments + kPlanChunk - 1) / kPlanChunk; }
 int64_t moe_small_tile_rows(int64_t n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : kMoeSmallRows; }
@@ -982,9 +1015,26 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
       (a.split_x && (!a.split_out || a.split_count <= 0 || a.split_count % 4 != 0 ||
                      (a.split_terms != 1 && a.split_terms != 3) || reinterpret_cast<uintptr_t>(a.split_x) % 16 != 0)))
     return cudaErrorInvalidValue;
+  if (a.select.logits) {
+    const RouterSelectArgs& r = a.select;
+    if (r.n != a.n || r.top_k != a.k || r.num_experts != a.num_experts || r.expert_ids != a.expert_ids ||
+        r.expert_weights != a.expert_weights)
+      return cudaErrorInvalidValue;
+    const size_t sel_smem = size_t(a.n) * (2 * E * sizeof(float) + a.k * sizeof(int));
+    if (!(g_moe_plan_select && total <= g_moe_plan_one_max && a.n <= kPlanSelectMaxTokens &&
+          sel_smem <= 128 * 1024)) {
+      // Not fusable here: the router's own launch, then the plan as usual.
+      const cudaError_t e = router_select(r, stream);
+      if (e != cudaSuccess) return e;
+      MoePlanArgs b = a;
+      b.select = RouterSelectArgs{};
+      return moe_plan(b, stream);
+    }
+  }
   if (total <= g_moe_plan_one_max) {
     const int64_t blocks = 1 + (a.split_x ? (a.split_count / 4 + kScanThreads - 1) / kScanThreads : 0);
-    const size_t smem = (3 * E + kScanThreads + kPlanOneMax) * sizeof(int32_t);
+    const size_t smem = (3 * E + kScanThreads + kPlanOneMax) * sizeof(int32_t) +
+                        (a.select.logits ? size_t(a.n) * (2 * E * sizeof(float) + a.k * sizeof(int)) : 0);
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
     if (smem > 48 * 1024) {
       const cudaError_t err =

@@ -144,6 +144,13 @@ struct MoePlanArgs {
   uint16_t* split_out = nullptr;   // split_terms planes of split_count
   int64_t split_count = 0;         // % 4 == 0
   int split_terms = 1;
+  // Optional: the router's selection (router_select) folded into the plan (logits set).
+  // Its expert_ids / expert_weights must be this plan's; n, top_k and num_experts the
+  // same. Where the one-launch plan runs and n <= 32 (moe_plan_select() on), block 0
+  // selects each token's experts first, with router_select's arithmetic, then plans:
+  // one launch for select + plan. Otherwise moe_plan launches router_select itself
+  // first. Either way the ids, weights and plan are bitwise router_select's + the plan's.
+  RouterSelectArgs select;
 };
 int64_t moe_plan_chunks(int64_t assignments);
 // Small-tile height for a batch of n tokens (an expert has at most n rows when a
@@ -161,6 +168,10 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream);
 constexpr int kMoePlanOneMax = 1024;
 void moe_plan_set_single_launch_max(int assignments);
 int moe_plan_single_launch_max();
+// MoePlanArgs::select folded into the one-launch plan where it fits (default on); off:
+// router_select runs as its own launch before the plan (the same bits; for A/B tests).
+void moe_plan_set_select(bool on);
+bool moe_plan_select();
 
 struct MoeGroupedArgs {
   const MoeExpertPtrs* experts = nullptr;  // [E] device table
@@ -259,8 +270,14 @@ cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int
 //            (NOTES "MoE decode tiles: fewer instructions per weight byte");
 //   kLean4T  kLean4 with the scale folded into per-row lookup tables (fewer multiplies,
 //            more PRMT: tells whether issue slots or the ALU pipe bind);
+//   kLean4P  kLean4 with two chunks decoded and multiplied at once (two independent MMA
+//            chains per warp) and a tile-major one-dimensional grid (the small-tile
+//            bound's empty tiles last); kBF16 only, kF32 runs kLean4. Measured no faster
+//            than kLean4 (T = 1 equal, T = 8 +1.7%; NOTES 20): opt-in;
+//   kLean4L  kLean4 with an L2 prefetch-size hint of 256 bytes on the weight copies
+//            (NOTES 20's next step: longer DRAM accesses per weight row); not yet measured;
 //   kAuto    (default) the one measured fastest for the batch (moe_tc_small_for).
-enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T, kAuto };
+enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T, kAuto, kLean4P, kLean4L };
 void moe_tc_set_small(MoeTcSmall k);
 MoeTcSmall moe_tc_small();
 // moe_tc_small() for a batch of n tokens; kAuto resolves as measured on the H200 at the

@@ -102,6 +102,14 @@ __device__ __forceinline__ void cp_async16_mem(void* smem, const void* gmem) {
                : "memory");
 }
 
+// cp_async16_mem with an L2 prefetch-size hint (kLean4L): a miss brings the 256 bytes
+// around the copied 16 into L2.
+__device__ __forceinline__ void cp_async16_mem_l2(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))),
+               "l"(gmem)
+               : "memory");
+}
+
 // Waits until at most kPending of the thread's cp.async groups are in flight; "memory":
 // the shared-memory reads after it stay after it.
 template <int kPending>
@@ -327,6 +335,29 @@ __device__ __forceinline__ void decode8_lean(uint32_t u, uint32_t sc, uint32_t k
 template <int kTerms, int kRing>
 constexpr int lean_blocks() { return kTerms == 3 && kRing == 8 ? 2 : 3; }
 
+// Two chunks of the ring in flight through the decode and MMAs at once (kLean4P, kBF16
+// only). Why: at batch 1 the lean kernel issued on ~50% of the cycles with no pipe
+// saturated (NOTES 8, ncu T = 1). Per chunk a warp runs one dependent chain: the ring
+// wait, the slot's LDS, the scale LUT's LDS, the decode, then eight MMAs that all
+// accumulate into one fragment (a promotion window), so each HMMA waits on the one
+// before it; the asm volatile MMAs and cp.async waits keep the chunks in program order,
+// so the chains of consecutive chunks never overlap inside a warp, and 6 warps per
+// scheduler do not hide a ~300-clock chain per 1 KB. Pairing chunks i and i + 1 (the
+// same MMAs per chunk in the same order, each chunk's window its own fragment, added to
+// acc in chunk order: acc += tmp_i, then acc += tmp_i+1, as the one-chunk loop does) gives
+// each warp two independent chains. kF32 (a window per q) would have to hold the second
+// chunk's four windows until the first's are added: not paired.
+// Measured (NOTES 20, H200): no faster. ncu stage 1 at n = 1 38.4-40.7 us (kLean4 37.8),
+// stage 2 24.0-25.0 (24.6); op T = 1 0.0749 vs 0.0753 ms, T = 8 0.357 vs 0.351. So the
+// in-warp MMA chain was not what left issue slots empty; kept opt-in (bitwise, tested).
+//
+// kL2 (kLean4L, opt-in, not yet measured): the weight copies carry an L2 prefetch-size
+// hint of kL2 bytes (cp.async ... .L2::256B). A warp's chunk reads 64 bytes of each of its
+// 16 rows (rows 2.5 KB / 1.15 KB apart), the next 64 bytes of the same rows one chunk
+// later: DRAM sees 64-byte pieces from ~100K rows at once. The hint makes each miss fetch
+// the row's next 256 bytes (this warp's next chunks) into L2 in one access. Same bytes
+// into the same slots: the arithmetic does not change.
+
 // The scale folded into the lookup tables (kLean4T): per row and chunk the eight e2m1
 // magnitudes times the scale (four bf16x2 multiplies of the same products decode8 forms
 // per element: exact, or the same rounding where they underflow or overflow), split into
@@ -358,9 +389,15 @@ __device__ __forceinline__ void decode8_tab(uint32_t u, const ScaleTab& t, uint3
   p[3] = prmt(l1, h1, 0x7362u);
 }
 
-template <int kStage, int kTerms, int kRing, bool kTab = false>
+// gy > 0: a one-dimensional grid of tiles x gy row blocks, tile-major (block b = tile
+// b / gy, row block b % gy), so the blocks of the small-tile bound's empty tiles (tile >=
+// *num_tiles: 7 of 13 at batch 1) come after every real one instead of between them
+// (with the grid (tile, row block) every wave held ~54% blocks that start only to exit).
+// gy == 0: the grid (tile, row block). Which block computes what changes no arithmetic.
+template <int kStage, int kTerms, int kRing, bool kTab = false, bool kPair = false, bool kL2 = false>
 __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
-    moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16) {
+    moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16, int gy) {
+  static_assert(!kPair || (kTerms == 1 && kRing % 2 == 0 && !kTab), "pairs: kBF16, even ring, no tables");
   constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
   constexpr int kWindow = kTerms == 3 ? 1 : 4;
   __shared__ float red[kTcWarps][32][4];
@@ -370,15 +407,17 @@ __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
   // start its blocks once every block of this grid has started (no-op otherwise).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   lut[threadIdx.x] = scale_bf16x2(uint8_t(threadIdx.x));  // blockDim = 256
-  if (int64_t(blockIdx.x) >= *a.num_tiles) return;        // block-uniform
+  const unsigned tile_idx = gy > 0 ? blockIdx.x / unsigned(gy) : blockIdx.x;
+  const unsigned row_block = gy > 0 ? blockIdx.x % unsigned(gy) : blockIdx.y;
+  if (int64_t(tile_idx) >= *a.num_tiles) return;  // block-uniform
   __syncthreads();
-  const MoeTile tile = a.tiles[blockIdx.x];
+  const MoeTile tile = a.tiles[tile_idx];
   const MoeExpertPtrs& ex = a.experts[tile.expert];
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
   const int64_t K = L.cols, out_rows = L.rows;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int slice = warp % ks, group = warp / ks, groups = kTcWarps / ks;
-  const int64_t o0 = (int64_t(blockIdx.y) * groups + group) * kOutPerWarp;
+  const int64_t o0 = (int64_t(row_block) * groups + group) * kOutPerWarp;
   const bool active = o0 < out_rows;
   const int64_t ob = active ? o0 : 0;
   const int64_t row_bytes = K / 2;
@@ -407,8 +446,13 @@ __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
     auto issue = [&](int i, int j) {
       if (ch0 + i < ch1) {
         uint8_t* d = slot0 + j * 1024;
-        cp_async16_mem(d, wa + int64_t(i) * 64);
-        cp_async16_mem(d + 512, wb + int64_t(i) * 64);
+        if constexpr (kL2) {
+          cp_async16_mem_l2(d, wa + int64_t(i) * 64);
+          cp_async16_mem_l2(d + 512, wb + int64_t(i) * 64);
+        } else {
+          cp_async16_mem(d, wa + int64_t(i) * 64);
+          cp_async16_mem(d + 512, wb + int64_t(i) * 64);
+        }
         qsa[j] = __ldg(sa + i * 4);
         qsb[j] = __ldg(sb + i * 4);
       }
@@ -421,6 +465,78 @@ __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
     // flushed. Without the launch attribute this returns at once.
     asm volatile("griddepcontrol.wait;" ::: "memory");
     const int n = ch1 - ch0;
+    if constexpr (kPair) {
+      // Chunks (i, i + 1) from slots (j, j + 1); an odd last chunk alone, as below.
+      for (int base = 0; base < n; base += kRing) {
+#pragma unroll
+        for (int j = 0; j < kRing; j += 2) {
+          const int i = base + j;
+          if (i + 1 < n) {               // warp-uniform
+            cp_async_wait<kRing - 2>();  // chunks i and i + 1 (the two oldest groups) have landed
+            const uint4 va0 = *reinterpret_cast<const uint4*>(slot0 + j * 1024);
+            const uint4 vb0 = *reinterpret_cast<const uint4*>(slot0 + j * 1024 + 512);
+            const uint4 va1 = *reinterpret_cast<const uint4*>(slot0 + (j + 1) * 1024);
+            const uint4 vb1 = *reinterpret_cast<const uint4*>(slot0 + (j + 1) * 1024 + 512);
+            const uint32_t sca0 = lut[qsa[j]], scb0 = lut[qsb[j]];
+            const uint32_t sca1 = lut[qsa[j + 1]], scb1 = lut[qsb[j + 1]];
+            const uint32_t wa0[4] = {va0.x, va0.y, va0.z, va0.w}, wb0[4] = {vb0.x, vb0.y, vb0.z, vb0.w};
+            const uint32_t wa1[4] = {va1.x, va1.y, va1.z, va1.w}, wb1[4] = {vb1.x, vb1.y, vb1.z, vb1.w};
+            const uint4* bq0 = bp + int64_t(i) * 16;
+            const uint4* bq1 = bq0 + 16;
+            float t0[4], t1[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              uint32_t pa[4], pb[4], pc[4], pd[4];
+              decode8_lean(wa0[q], sca0, k16, pa);
+              decode8_lean(wb0[q], scb0, k16, pb);
+              decode8_lean(wa1[q], sca1, k16, pc);
+              decode8_lean(wb1[q], scb1, k16, pd);
+              const uint4 b0 = bq0[q], b1 = bq1[q];
+              const uint32_t a00[4] = {pa[0], pb[0], pa[1], pb[1]}, a01[4] = {pa[2], pb[2], pa[3], pb[3]};
+              const uint32_t a10[4] = {pc[0], pd[0], pc[1], pd[1]}, a11[4] = {pc[2], pd[2], pc[3], pd[3]};
+              if (q == 0) {
+                mma_bf16_zero(t0, a00, b0.x, b0.y);
+                mma_bf16_zero(t1, a10, b1.x, b1.y);
+              } else {
+                mma_bf16(t0, a00, b0.x, b0.y);
+                mma_bf16(t1, a10, b1.x, b1.y);
+              }
+              mma_bf16(t0, a01, b0.z, b0.w);
+              mma_bf16(t1, a11, b1.z, b1.w);
+            }
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[r] += t0[r];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[r] += t1[r];
+            issue(i + kRing, j);  // both slots' words are decoded
+            issue(i + 1 + kRing, j + 1);
+          } else if (i < n) {
+            cp_async_wait<kRing - 1>();  // chunk i's group (the oldest in flight) has landed
+            const uint4 va = *reinterpret_cast<const uint4*>(slot0 + j * 1024);
+            const uint4 vb = *reinterpret_cast<const uint4*>(slot0 + j * 1024 + 512);
+            const uint32_t sca = lut[qsa[j]], scb = lut[qsb[j]];
+            const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+            const uint4* bq = bp + int64_t(i) * 16;
+            float tmp[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              uint32_t pa[4], pb[4];
+              decode8_lean(wa4[q], sca, k16, pa);
+              decode8_lean(wb4[q], scb, k16, pb);
+              const uint32_t a0[4] = {pa[0], pb[0], pa[1], pb[1]};
+              const uint32_t a1[4] = {pa[2], pb[2], pa[3], pb[3]};
+              const uint4 b = bq[q];
+              if (q == 0) mma_bf16_zero(tmp, a0, b.x, b.y);
+              else mma_bf16(tmp, a0, b.x, b.y);
+              mma_bf16(tmp, a1, b.z, b.w);
+            }
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[r] += tmp[r];
+            // The last chunk of the slice: no refill needed (issue would commit an empty group).
+          }
+        }
+      }
+    } else
     for (int base = 0; base < n; base += kRing) {
 #pragma unroll
       for (int j = 0; j < kRing; ++j) {
@@ -851,23 +967,27 @@ cudaError_t launch_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int kStage, int kTerms, int kRing, bool kTab = false>
+// kPair: kLean4P (pairs of chunks, tile-major one-dimensional grid); else the grid
+// (tile, row block) of kLean4 / kLean8 / kLean4T as measured in NOTES 8.
+template <int kStage, int kTerms, int kRing, bool kTab = false, bool kPair = false, bool kL2 = false>
 cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
   const int ks = small_tile_ks(int(L.cols / 128));  // the former kernel's K split: the same sums
   const int64_t per_block = int64_t(kTcWarps / ks) * (kStage == 1 ? 8 : 16);
   const int64_t gy = (L.rows + per_block - 1) / per_block;
   if (gy > 65535 || a.max_tiles > INT32_MAX || a.xt_plane % 8 != 0) return cudaErrorInvalidValue;
+  if (kPair && a.max_tiles * gy > INT32_MAX) return cudaErrorInvalidValue;
+  const dim3 grid = kPair ? dim3(unsigned(a.max_tiles * gy)) : dim3(unsigned(a.max_tiles), unsigned(gy));
+  const int gy_arg = kPair ? int(gy) : 0;
+  auto kernel = moe_tc_lean_kernel<kStage, kTerms, kRing, kTab, kPair, kL2>;
   constexpr int smem = lean_smem<kRing>(kTcWarps);
   // Once per instantiation: the ring above 48 KB needs the opt-in, and the carveout asks
   // for three blocks' shared memory (rings + red + lut); the rest stays L1 for B.
-  static const cudaError_t attr = [] {
-    cudaError_t e = cudaFuncSetAttribute(moe_tc_lean_kernel<kStage, kTerms, kRing, kTab>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  static const cudaError_t attr = [&] {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e == cudaSuccess) {
       const int per_block = smem + int(sizeof(float)) * kTcWarps * 32 * 4 + 1024 + 1024;  // + reserved
-      e = cudaFuncSetAttribute(moe_tc_lean_kernel<kStage, kTerms, kRing, kTab>,
-                               cudaFuncAttributePreferredSharedMemoryCarveout,
+      e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                std::min(100, (lean_blocks<kTerms, kRing>() * per_block * 100 + 228 * 1024 - 1) /
                                                  (228 * 1024)));
     }
@@ -876,7 +996,7 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (attr != cudaSuccess) return attr;
   if (kStage == 2 && moe_tc_pdl()) {
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(a.max_tiles), unsigned(gy));
+    cfg.gridDim = grid;
     cfg.blockDim = dim3(kTcWarps * 32);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
@@ -885,10 +1005,9 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, moe_tc_lean_kernel<kStage, kTerms, kRing, kTab>, a, ks, 65536u);
+    return cudaLaunchKernelEx(&cfg, kernel, a, ks, 65536u, gy_arg);
   }
-  moe_tc_lean_kernel<kStage, kTerms, kRing, kTab>
-      <<<dim3(unsigned(a.max_tiles), unsigned(gy)), kTcWarps * 32, smem, stream>>>(a, ks, 65536u);
+  kernel<<<grid, kTcWarps * 32, smem, stream>>>(a, ks, 65536u, gy_arg);
   return cudaGetLastError();
 }
 
@@ -900,6 +1019,10 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
       case MoeTcSmall::kLean4: return launch_lean<kStage, kTerms, 4>(a, stream);
       case MoeTcSmall::kLean8: return launch_lean<kStage, kTerms, 8>(a, stream);
       case MoeTcSmall::kLean4T: return launch_lean<kStage, kTerms, 4, true>(a, stream);
+      case MoeTcSmall::kLean4L: return launch_lean<kStage, kTerms, 4, false, false, true>(a, stream);
+      case MoeTcSmall::kLean4P:  // kBF16 only (see moe_tc_lean_kernel); kF32 takes kLean4
+        if constexpr (kTerms == 1) return launch_lean<kStage, kTerms, 4, false, true>(a, stream);
+        else return launch_lean<kStage, kTerms, 4>(a, stream);
       default: return launch_tc<kStage, kTerms, 1>(a, stream);
     }
   if constexpr (kTerms == 1) {  // big tiles, bf16: B staged in shared memory

@@ -995,10 +995,6 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
   float* d_wts = layer_arena->alloc<float>(n * k);
   // Every size here follows n (and the mode): a graph step's allocations repeat.
   const bool go = launching();
-  if (go)
-    gpu::moe_router({x, n, m.gate, m.gate_bias, k, float(c.gate_temp), c.norm_topk_prob,
-                     float(c.routed_scaling_factor), d_ids, d_wts},
-                    stream);
   float* shared_out = layer_arena->alloc<float>(n * d);
   // The shared expert as swiglu_expert computes it (x -> w1, w3 -> SwiGLU -> w2), but
   // through linear() with the GEMM workspace, so under bf16 activations its large-batch
@@ -1011,10 +1007,14 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
   if (go) CUDA_CHECK(kernels::swiglu_act({sg, su, nullptr, n, inter, float(c.swiglu_limit)}, stream));
   linear(sg, shared_out, n, m.shared.w2);
   void* ws = layer_arena->alloc<uint8_t>(int64_t(gpu::moe_experts_workspace_bytes(n, k, m.table, mode)));
+  // The router (logits, then the top-k selection folded into the plan's launch at decode
+  // sizes: moe_route_experts) after the shared expert; ids and weights stay on the device.
   if (go)
-    gpu::moe_experts({x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out, out,
-                       ops::rounding_of(act)},
-                     m.table, mode, stream, ws);
+    gpu::moe_route_experts({x, n, m.gate, m.gate_bias, k, float(c.gate_temp), c.norm_topk_prob,
+                            float(c.routed_scaling_factor), d_ids, d_wts},
+                           {x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out,
+                            out, ops::rounding_of(act)},
+                           m.table, mode, stream, ws);
 }
 
 }  // namespace deepinfer::v41

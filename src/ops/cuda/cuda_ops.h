@@ -198,6 +198,13 @@ class MoeExpertTable {
 size_t moe_experts_workspace_bytes(int64_t n, int64_t top_k, const MoeExpertTable& t, LinearMode mode);
 void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
                  void* workspace = nullptr);
+// moe_router(r) then moe_experts(p) (r's expert_ids / expert_weights are p's; n, top_k and
+// the expert count agree), with the router's selection folded into the plan's launch
+// where the one-launch plan runs (n * top_k <= kernels::moe_plan_single_launch_max(),
+// n <= 32): one launch fewer per MoE layer at decode sizes. Bitwise the two calls' ids,
+// weights and output (kernels::moe_plan_set_select(false) runs them as two launches).
+void moe_route_experts(const MoeRouterParams& r, const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode,
+                       cudaStream_t stream, void* workspace = nullptr);
 
 void indexer_score(const IndexerScoreParams& p, cudaStream_t stream);
 // Masks p.scores in place and writes the selection to device memory: ids [n, top_k]

@@ -26,19 +26,18 @@ struct Scratch {
 };
 }  // namespace
 
-void moe_router(const MoeRouterParams& p, cudaStream_t stream) {
-  CUDA_OP_CHECK(p.n >= 0 && p.top_k >= 1 && p.top_k <= p.gate.rows, "moe_router: bad top_k");
-  if (p.n == 0) return;
+namespace {
+// The router's logits into `logits` ([n, experts]) and the selection's arguments over them.
+kernels::RouterSelectArgs router_logits_then(const MoeRouterParams& p, float* logits, cudaStream_t stream) {
   const int64_t experts = p.gate.rows;
-  Scratch logits(p.n * experts, stream);
   kernels::RouterLogitsArgs la;
   la.x = p.x;
   la.n = p.n;
   la.gate = to_weight_args(p.gate);
-  la.logits = logits.p;
+  la.logits = logits;
   CUDA_CHECK(kernels::router_logits(la, stream));
   kernels::RouterSelectArgs sa;
-  sa.logits = logits.p;
+  sa.logits = logits;
   sa.bias = p.bias;
   sa.n = p.n;
   sa.num_experts = experts;
@@ -48,7 +47,15 @@ void moe_router(const MoeRouterParams& p, cudaStream_t stream) {
   sa.routed_scaling_factor = p.routed_scaling_factor;
   sa.expert_ids = p.expert_ids;
   sa.expert_weights = p.expert_weights;
-  CUDA_CHECK(kernels::router_select(sa, stream));
+  return sa;
+}
+}  // namespace
+
+void moe_router(const MoeRouterParams& p, cudaStream_t stream) {
+  CUDA_OP_CHECK(p.n >= 0 && p.top_k >= 1 && p.top_k <= p.gate.rows, "moe_router: bad top_k");
+  if (p.n == 0) return;
+  Scratch logits(p.n * p.gate.rows, stream);
+  CUDA_CHECK(kernels::router_select(router_logits_then(p, logits.p, stream), stream));
 }
 
 void swiglu_expert(const SwigluExpertParams& p, cudaStream_t stream) {
@@ -200,8 +207,32 @@ size_t moe_experts_workspace_bytes(int64_t n, int64_t top_k, const MoeExpertTabl
   return MoeLayout(n, top_k, t, mode).total;
 }
 
+namespace {
+void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
+                      void* workspace, const kernels::RouterSelectArgs* select);
+}  // namespace
+
 void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
                  void* workspace) {
+  moe_experts_impl(p, t, mode, stream, workspace, nullptr);
+}
+
+void moe_route_experts(const MoeRouterParams& r, const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode,
+                       cudaStream_t stream, void* workspace) {
+  CUDA_OP_CHECK(r.n >= 0 && r.top_k >= 1 && r.top_k <= r.gate.rows, "moe_route_experts: bad top_k");
+  CUDA_OP_CHECK(r.n == p.n && r.top_k == p.top_k && r.gate.rows == p.num_experts && r.expert_ids == p.expert_ids &&
+                    r.expert_weights == p.expert_weights,
+                "moe_route_experts: the router's n, top_k, experts and id / weight buffers must be the experts' own");
+  CUDA_OP_CHECK(r.expert_ids && r.expert_weights, "moe_route_experts: null pointer");
+  if (p.n == 0) return;
+  Scratch logits(r.n * r.gate.rows, stream);
+  const kernels::RouterSelectArgs sa = router_logits_then(r, logits.p, stream);
+  moe_experts_impl(p, t, mode, stream, workspace, &sa);
+}
+
+namespace {
+void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
+                      void* workspace, const kernels::RouterSelectArgs* select) {
   CUDA_OP_CHECK(t.table() != nullptr, "moe_experts: empty expert table");
   CUDA_OP_CHECK(p.num_experts == t.num_experts(), "moe_experts: num_experts differs from the table's");
   CUDA_OP_CHECK(p.n >= 0 && p.top_k >= 1 && p.top_k <= 16, "moe_experts: need n >= 0 and 1 <= top_k <= 16");
@@ -220,6 +251,7 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   kernels::MoePlanArgs pa;
   pa.expert_ids = p.expert_ids;
   pa.expert_weights = p.expert_weights;
+  if (select) pa.select = *select;  // the router's selection first, in the plan's launch where it fits
   pa.n = int32_t(p.n);
   pa.k = int32_t(p.top_k);
   pa.num_experts = int32_t(E);
@@ -264,7 +296,8 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   const bool fused = use_tc(t) && small_kind == kernels::MoeTcSmall::kFused;
   const bool folded_split =
       fused || (use_tc(t) && (small_kind == kernels::MoeTcSmall::kLean4 || small_kind == kernels::MoeTcSmall::kLean8 ||
-                              small_kind == kernels::MoeTcSmall::kLean4T));
+                              small_kind == kernels::MoeTcSmall::kLean4T || small_kind == kernels::MoeTcSmall::kLean4P ||
+                              small_kind == kernels::MoeTcSmall::kLean4L));
   const int terms = bf16 ? 1 : 3;
   int32_t* sync = reinterpret_cast<int32_t*>(at(lay.sync));
   if (folded_split) {
@@ -391,5 +424,6 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
   if (big) CUDA_CHECK(kernels::moe_mma(large, stream));
   combine(p, t, pa, y, stream);
 }
+}  // namespace
 
 }  // namespace deepinfer::ops::cuda
