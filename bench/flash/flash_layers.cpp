@@ -41,10 +41,12 @@
 // --ops-linear: only the op section's linear modes (the three
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192 or --linear-ns).
 // --ops-gemv: only the gemv kernels (both kernels, every decode weight shape, n = 1 .. 8,
-// and the multi-weight launch; run_gemv_ops). --gemv auto|stream|bulk: the gemv kernel of
-// every launch (kernels::GemvKind; the layers' A/B): "stream" the former kernel and no
-// multi-weight launches (the code before NOTES section 12), "bulk" the bulk kernel for every
-// call, "auto" (default) each where it measured faster.
+// and the multi-weight launch; run_gemv_ops). --gemv auto|stream|bulk|persist|auto0: the gemv
+// kernel of every launch (kernels::GemvKind; the layers' A/B): "stream" the former kernel and
+// no multi-weight launches (the code before NOTES section 12), "bulk" the bulk kernel for every
+// call, "persist" the persistent kernel at n <= 4 (NOTES 19), "auto0" the policy before it,
+// "auto" (default) each where it measured faster (auto0 but FP8 pairs at 3-4 tokens persist). --gemv-persist 4[,2]: its ring depth and
+// blocks per SM.
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
 // --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192; --attn-ns and
@@ -56,7 +58,8 @@
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096[,8192]] [--activations f32|bf16|fp8|f32,bf16,...] [--budget-s 300]
 //                [--bf16-weights off|on|auto|off,on]
-//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk] [--gemv-pdl 0|1]
+//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk|persist|auto0] [--gemv-pdl 0|1]
+//                [--gemv-persist 2|4|6[,blocks]] [--gemv-shapes a,b] [--gemv-variants a,b] [--gemv-ns 1,4]
 //                [--ops-moe] [--ops-moe-profile] [--profile-big wgmma,wgmmaws]
 //                [--fp8-kinds wgmmap,wgmma,wgmma3,wgmmaw,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
@@ -847,12 +850,17 @@ void run_linear_modes(HostPool& hp) {
 
 
 // --ops-gemv: the gemv path (n = 1, 2, 4, 8) on every weight a decode layer streams through
-// it, both kernels (kernels::GemvKind: "stream" the former one, "bulk" the TMA-ring one),
-// both activation modes, plus the projections sharing an x in one launch
+// it, each kernel variant (kernels::GemvKind: "stream" the former one, "bulk" the TMA-ring
+// one, "p2" / "p4" / "p6" the persistent one at ring depth 2 (registers) / 4 / 6 (cp.async
+// ring; p6 at n = 1 only), "p4b2" depth 4 at <= 2 blocks per SM; persistent variants at
+// n <= 4), both activation modes, plus the projections sharing an x in one launch
 // (kernels::linear_gemv_multi) against separate launches. Copies of each weight rotate
 // (>= 256 MB per shape, so L2 holds none when it comes back). GBps = weight + scale bytes
 // per call / time; frac = GBps / 4270 (the H200's measured copy bandwidth, ANCHORS.md).
+// --gemv-shapes wq_b,wo_b,... / --gemv-ns 1,4 / --gemv-variants stream,p4 restrict it.
 // Lines "op gemv ..." and "op gemv_multi ...".
+std::vector<std::string> g_gemv_shapes, g_gemv_variants;
+std::vector<int64_t> g_gemv_ns = {1, 2, 4, 8};
 void run_gemv_ops(HostPool& hp) {
   cudaStream_t st = nullptr;
   EvTimer tm;
@@ -899,31 +907,50 @@ void run_gemv_ops(HostPool& hp) {
     }
     return a;
   };
-  const kernels::GemvKind kinds[] = {kernels::GemvKind::kStream, kernels::GemvKind::kBulk};
-  const char* const kind_names[] = {"stream", "bulk"};
+  struct Variant {
+    const char* name;
+    kernels::GemvKind kind;
+    int depth, blocks;
+  };
+  const Variant all_variants[] = {{"stream", kernels::GemvKind::kStream, 0, 0}, {"bulk", kernels::GemvKind::kBulk, 0, 0},
+                                  {"p2", kernels::GemvKind::kPersist, 2, 0},    {"p4", kernels::GemvKind::kPersist, 4, 0},
+                                  {"p4b2", kernels::GemvKind::kPersist, 4, 2},  {"p6", kernels::GemvKind::kPersist, 6, 0}};
+  auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
+    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+  };
+  std::vector<Variant> variants;
+  for (const Variant& v : all_variants)
+    if (wanted(g_gemv_variants, v.name)) variants.push_back(v);
+  auto use = [](const Variant& v) {
+    kernels::gemv_set_kind(v.kind);
+    kernels::gemv_set_persist(v.depth, v.blocks);
+  };
   std::map<std::string, std::vector<WeightRef>> kept;  // the weights the multi section reuses
   for (const Shape& s : shapes) {
+    const std::string nm = s.name;
+    const bool multi_src = nm == "wq_a" || nm == "wkv" || nm == "shared_w1" || nm == "compressor_wkv";
+    if (!wanted(g_gemv_shapes, nm) && !(multi_src && g_gemv_shapes.empty())) continue;
     const WeightRef h = make(s);
     const double bytes = weight_bytes(h);
     const int copies = int(std::max<int64_t>(2, int64_t((256.0 * (1 << 20)) / bytes) + 1));
     std::vector<WeightRef> ws;
     for (int k = 0; k < copies; ++k) ws.push_back(dev_copy(h));
-    for (int64_t n : {1, 2, 4, 8})
+    for (int64_t n : g_gemv_ns)
       for (bool bf16x : {false, true})
-        for (int ki = 0; ki < 2; ++ki) {
-          kernels::gemv_set_kind(kinds[ki]);
+        for (const Variant& v : variants) {
+          if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
+          use(v);
           const float ms = time_adaptive(tm, [&](int i) {
             CK(kernels::linear(args(s, ws[size_t(i % copies)], n, bf16x, y), st));
           });
           const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
           std::printf("op gemv kernel=%s name=%s fmt=%c act=%s n=%lld rows=%lld cols=%lld MB=%.2f ms=%.5f GBps=%.0f "
                       "frac=%.3f\n",
-                      kind_names[ki], s.name, s.fmt, bf16x ? "bf16" : "f32", (long long)n, (long long)s.rows,
+                      v.name, s.name, s.fmt, bf16x ? "bf16" : "f32", (long long)n, (long long)s.rows,
                       (long long)s.cols, bytes / 1e6, ms, gbps, gbps / 4270.0);
         }
     std::fflush(stdout);
-    const std::string nm = s.name;
-    if (nm == "wq_a" || nm == "wkv" || nm == "shared_w1" || nm == "compressor_wkv") {
+    if (multi_src) {
       kept[nm] = ws;
     } else {
       for (auto& w : ws) {
@@ -941,34 +968,42 @@ void run_gemv_ops(HostPool& hp) {
   };
   for (const Pair& pr : {Pair{"wq_a+wkv", "wq_a", "wkv"}, Pair{"shared_w1+w3", "shared_w1", "shared_w1"},
                          Pair{"compressor_wkv+wgate", "compressor_wkv", "compressor_wkv"}}) {
+    if (kept.count(pr.a) == 0 || kept.count(pr.b) == 0) continue;
     const auto& wa = kept[pr.a];
     const auto& wb = kept[pr.b];
     const Shape sa{pr.a, '8', 0, 0, 0};
     const double bytes = weight_bytes(wa[0]) + weight_bytes(wb[0]);
-    for (int64_t n : {1, 8}) {
-      float ms[3];
-      for (int v = 0; v < 3; ++v) {  // 0: two stream launches, 1: two bulk launches, 2: one multi launch
-        kernels::gemv_set_kind(v == 0 ? kernels::GemvKind::kStream : kernels::GemvKind::kBulk);
-        ms[v] = time_adaptive(tm, [&](int i) {
+    for (int64_t n : {1, 4, 8}) {
+      if (std::find(g_gemv_ns.begin(), g_gemv_ns.end(), n) == g_gemv_ns.end()) continue;
+      // Two former-kernel launches, then one multi launch per variant (stream: two launches).
+      std::string line;
+      for (size_t vi = 0; vi < variants.size() + 1; ++vi) {
+        const Variant v = vi == 0 ? Variant{"stream2", kernels::GemvKind::kStream, 0, 0} : variants[vi - 1];
+        if (vi > 0 && v.kind == kernels::GemvKind::kStream) continue;
+        if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
+        use(v);
+        const float ms = time_adaptive(tm, [&](int i) {
           // wb rotates one copy ahead of wa so a shared-shape pair reads two distinct weights.
           const kernels::LinearArgs c[2] = {args(sa, wa[size_t(i % wa.size())], n, false, y),
                                             args(sa, wb[size_t((i + 1) % wb.size())], n, false, y2)};
-          if (v < 2) {
+          if (vi == 0) {
             CK(kernels::linear(c[0], st));
             CK(kernels::linear(c[1], st));
           } else {
             CK(kernels::linear_gemv_multi(c, 2, st));
           }
         });
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " %s_ms=%.5f %s_GBps=%.0f", v.name, ms, v.name,
+                      bytes / (double(ms) * 1e-3) / 1e9);
+        line += buf;
       }
-      std::printf("op gemv_multi name=%s n=%lld MB=%.2f stream2_ms=%.5f bulk2_ms=%.5f multi_ms=%.5f multi_GBps=%.0f "
-                  "frac=%.3f\n",
-                  pr.name, (long long)n, bytes / 1e6, ms[0], ms[1], ms[2], bytes / (double(ms[2]) * 1e-3) / 1e9,
-                  bytes / (double(ms[2]) * 1e-3) / 1e9 / 4270.0);
+      std::printf("op gemv_multi name=%s n=%lld MB=%.2f%s\n", pr.name, (long long)n, bytes / 1e6, line.c_str());
     }
   }
   std::fflush(stdout);
   kernels::gemv_set_kind(kernels::GemvKind::kAuto);
+  kernels::gemv_set_persist(0, 0);
   for (auto& [k, ws] : kept)
     for (auto& w : ws) {
       CK(cudaFree(const_cast<uint8_t*>(w.data)));
@@ -1806,7 +1841,15 @@ int main(int argc, char** argv) {
     else if (a == "--gemv")  // which gemv kernel every launch uses (kernels::gemv_set_kind): the layers' A/B
       kernels::gemv_set_kind(pick<kernels::GemvKind>(
           "--gemv", next(),
-          {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk}}));
+          {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk},
+           {"persist", kernels::GemvKind::kPersist}, {"auto0", kernels::GemvKind::kAuto0}}));
+    else if (a == "--gemv-persist") {  // the persistent gemv's ring depth [and blocks per SM]: 4 or 4,2
+      const std::vector<int64_t> v = parse_list(next());
+      kernels::gemv_set_persist(v.empty() ? 0 : int(v[0]), v.size() > 1 ? int(v[1]) : 0);
+    }
+    else if (a == "--gemv-shapes") g_gemv_shapes = split_commas(next());      // run_gemv_ops' weights
+    else if (a == "--gemv-variants") g_gemv_variants = split_commas(next());  // run_gemv_ops' kernels
+    else if (a == "--gemv-ns") g_gemv_ns = parse_list(next());                // run_gemv_ops' token counts
     else if (a == "--gemv-pdl") kernels::gemv_set_pdl(std::atoi(next()) != 0);  // programmatic dependent gemv launches
     else if (a == "--fp8-kinds") g_fp8_kinds = next();  // FP8 GEMMs to time (a crashed kind is left out)
     else if (a == "--linear-ns") {

@@ -10,6 +10,8 @@ parsed by bench/flash/report.py.
   gate+up as one [E, 5120, 4608] grouped GEMM, down as [E, 2304, 5120].
 - top-k: torch.topk(scores [n, K], k), k = 512 and 2048 (--topk-only: these alone).
 - copy bandwidth and the bf16 / fp8 GEMM peaks, measured once.
+- batch-1 gemv (`--gemv-only`): _scaled_mm and bf16 torch.mm at the dense FP8 decode shapes,
+  n = 1 and 4 (flash_layers --ops-gemv's baselines).
 - linear modes (`--linear-only` runs just these and the ceilings): bf16 torch.mm on
   dequantized weights and _scaled_mm at flash_layers --ops-linear's shapes and n.
 Timing: CUDA events, median over repeats after warm-up; weights rotated over copies
@@ -123,7 +125,40 @@ def ceilings():
     sys.stdout.flush()
 
 
+def gemv_only():
+    """The batch-1 gemv baselines (flash_layers --ops-gemv's dense FP8 shapes, n = 1 and 4):
+    torch._scaled_mm (e4m3 x e4m3, per-tensor scales, M padded to 16, bf16 out) and bf16
+    torch.mm on bf16 weights (twice the bytes). GBps counts the FP8 weight bytes for both,
+    so the bf16 line reads as "FP8-equivalent" speed. Lines "torch gemv ..."."""
+    one = torch.ones((), device=dev)
+    shapes = [("wq_a", 1280, 5120), ("wkv", 512, 5120), ("wq_b", 32768, 1280), ("wo_a", 8192, 4096),
+              ("wo_b", 5120, 8192), ("shared_w1", 2304, 5120), ("shared_w2", 5120, 2304)]
+    for name, rows, cols in shapes:
+        copies = max(2, int(256e6 // (rows * cols)) + 1)
+        w8 = [torch.randn(rows, cols, device=dev).to(torch.float8_e4m3fn) for _ in range(copies)]
+        for n in (1, 4):
+            x8 = torch.randn(max(n, 16), cols, device=dev).to(torch.float8_e4m3fn)
+            ms = bench(lambda i: torch._scaled_mm(x8, w8[i % copies].t(), one, one, out_dtype=torch.bfloat16),
+                       inner=20)
+            print(f"torch gemv op=scaled_mm name={name} n={n} rows={rows} cols={cols} ms={ms:.5f} "
+                  f"GBps={rows * cols / ms / 1e6:.0f}")
+        del w8
+        copies_b = max(2, int(256e6 // (2 * rows * cols)) + 1)
+        wb = [torch.randn(rows, cols, device=dev, dtype=torch.bfloat16) for _ in range(copies_b)]
+        for n in (1, 4):
+            xb = torch.randn(n, cols, device=dev, dtype=torch.bfloat16)
+            ms = bench(lambda i: torch.mm(xb, wb[i % copies_b].t()), inner=20)
+            print(f"torch gemv op=mm_bf16 name={name} n={n} rows={rows} cols={cols} ms={ms:.5f} "
+                  f"GBps={rows * cols / ms / 1e6:.0f}")
+        del wb
+        torch.cuda.empty_cache()
+        sys.stdout.flush()
+
+
 def main():
+    if "--gemv-only" in sys.argv:  # the batch-1 gemv baselines (flash_layers --ops-gemv)
+        gemv_only()
+        return
     if "--linear-only" in sys.argv:  # ceilings + linear_modes (flash_layers --ops-linear's baselines)
         ceilings()
         linear_modes()

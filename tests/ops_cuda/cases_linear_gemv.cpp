@@ -1,8 +1,9 @@
-// The gemv path's two kernels (kernels/cuda/smxx_linear_gemv.cuh): the bulk-copy kernel
-// (tiles of whole rows through a ring of shared-memory stages) against the CPU oracle
-// (family "linear"), and against the former streaming kernel on the same inputs,
-// bitwise (family "former": both follow one per-row summation order, so every output
-// must carry the same bits). Covered: every weight format, n = 1 .. 8 (each NT
+// The gemv path's kernels (kernels/cuda/smxx_linear_gemv.cuh): the bulk-copy kernel
+// (tiles of whole rows through a ring of shared-memory stages) and the persistent kernel
+// (one wave of blocks streaming contiguous tile ranges, loads in flight in a register or
+// cp.async ring) against the CPU oracle (family "linear"), and against the former
+// streaming kernel on the same inputs, bitwise (family "former": all follow one per-row
+// summation order, so every output must carry the same bits). Covered: every weight format, n = 1 .. 8 (each NT
 // instantiation and partial ones), bf16-rounded x, row slices, strided and grouped x
 // (the grouped wo_a launch), row tails, one-stage launches and rings that wrap many
 // times (a capped grid), and several weights in one launch (linear_gemv_multi).
@@ -21,15 +22,18 @@ namespace deepinfer::testing_cuda {
 
 namespace {
 
-// Sets the gemv kernel and the bulk grid cap for one scope.
+// Sets the gemv kernel, the grid cap (bulk and persistent kernels) and the persistent
+// kernel's ring depth for one scope.
 struct GemvScope {
-  GemvScope(kernels::GemvKind k, int cap) {
+  GemvScope(kernels::GemvKind k, int cap, int depth = 0) {
     kernels::gemv_set_kind(k);
     kernels::gemv_set_bulk_grid_cap(cap);
+    kernels::gemv_set_persist(depth, 0);
   }
   ~GemvScope() {
     kernels::gemv_set_kind(kernels::GemvKind::kAuto);
     kernels::gemv_set_bulk_grid_cap(0);
+    kernels::gemv_set_persist(0, 0);  // the default ring
   }
 };
 
@@ -94,11 +98,12 @@ kernels::LinearArgs args(const Shape& s, const TestWeight& w, const float* x, fl
   return a;
 }
 
-// y of a shape through one gemv kernel.
-std::vector<float> run_kind(const Shape& s, kernels::GemvKind kind, const TestWeight& w, const Dev<float>& dx) {
+// y of a shape through one gemv kernel (depth: the persistent kernel's ring).
+std::vector<float> run_kind(const Shape& s, kernels::GemvKind kind, const TestWeight& w, const Dev<float>& dx,
+                            int depth = 0) {
   const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
   Dev<float> dy(size_t(s.n * out_rows));
-  GemvScope scope(kind, kind == kernels::GemvKind::kBulk ? s.cap : 0);
+  GemvScope scope(kind, kind == kernels::GemvKind::kBulk || kind == kernels::GemvKind::kPersist ? s.cap : 0, depth);
   check_cuda(kernels::linear(args(s, w, dx.get(), dy.get()), nullptr), "gemv");
   return dy.host();
 }
@@ -124,9 +129,33 @@ OpCase ab_case(const Shape& s) {
           }};
 }
 
+// Persistent kernel (ring depth 2: registers; 4, 6: cp.async into shared memory) vs the
+// former kernel, bitwise; n <= 4 (at 5 .. 8 tokens kPersist runs what kAuto0 runs).
+OpCase persist_case(const Shape& s, int depth) {
+  return {shape_name(("gemv_persist_d" + std::to_string(depth)).c_str(), s), "former", [=](Rng& rng) {
+            const auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
+            const Dev<float> dx(randn(rng, size_t(s.n * x_width(s))));
+            return Outputs{{{"y", run_kind(s, kernels::GemvKind::kStream, *w, dx),
+                             run_kind(s, kernels::GemvKind::kPersist, *w, dx, depth)}},
+                           {}};
+          }};
+}
+
+// Persistent kernel vs the CPU oracle.
+OpCase persist_oracle_case(const Shape& s, int depth) {
+  return {shape_name(("gemv_persist_oracle_d" + std::to_string(depth)).c_str(), s), "linear", [=](Rng& rng) {
+            const auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
+            const auto x = randn(rng, size_t(s.n * x_width(s)));
+            const Dev<float> dx(x);
+            return Outputs{{{"y", oracle(s, *w, x), run_kind(s, kernels::GemvKind::kPersist, *w, dx, depth)}}, {}};
+          }};
+}
+
 // Several weights in one launch (linear_gemv_multi) against each one's own former-kernel
-// launch, bitwise. shapes: the same format, n and bf16_x; each its own x and y.
-OpCase multi_case(std::string name, std::vector<Shape> shapes) {
+// launch, bitwise. shapes: the same format, n and bf16_x; each its own x and y. kind:
+// the kernel of the multi launch (kBulk, or kPersist at ring depth `depth`).
+OpCase multi_case(std::string name, std::vector<Shape> shapes,
+                  kernels::GemvKind kind = kernels::GemvKind::kBulk, int depth = 0) {
   return {name, "former", [=](Rng& rng) {
             std::vector<std::unique_ptr<TestWeight>> ws;
             std::vector<std::unique_ptr<Dev<float>>> xs, ys;
@@ -140,7 +169,7 @@ OpCase multi_case(std::string name, std::vector<Shape> shapes) {
               calls.push_back(args(s, *ws.back(), xs.back()->get(), ys.back()->get()));
             }
             {
-              GemvScope scope(kernels::GemvKind::kBulk, shapes[0].cap);
+              GemvScope scope(kind, shapes[0].cap, depth);
               check_cuda(kernels::linear_gemv_multi(calls.data(), int(calls.size()), nullptr), "gemv_multi");
             }
             for (size_t k = 0; k < shapes.size(); ++k)
@@ -190,6 +219,50 @@ std::vector<OpCase> linear_gemv_cases() {
                                                      {K::kFp8E8m0, 2, 1000, 1280, 0, -1, false, 5},
                                                      {K::kFp8E8m0, 2, 6, 2048, 0, -1, false, 5},
                                                      {K::kFp8E8m0, 2, 512, 1024, 0, -1, false, 5, 8}}));
+  // The persistent kernel: every shape above of 1 .. 4 tokens at the default ring (depth 4;
+  // the capped grids give a block 10 .. 40 tiles, so its ring runs across many tile
+  // boundaries), the ks = 1 path (rows with no K split: no shared-memory sum, the warp
+  // stores) on 8192 x 1280 with a capped grid, an fp32 weight of 80 KB tiles (over the
+  // bulk stage); the other rings (2: registers, 6: six shared-memory slots) on a few shapes
+  // that still take every path (ks = 1 and > 1, caps, groups, FP4 per-row scales), so the
+  // cases stay at ~15 s of test time.
+  std::vector<Shape> persist = both;
+  persist.push_back({K::kFp8E8m0, 1, 8192, 1280, 0, -1, false, 13});
+  persist.push_back({K::kFp8E8m0, 4, 8192, 1280, 0, -1, true, 0});
+  persist.push_back({K::kF32, 3, 64, 5120});
+  for (const Shape& s : persist)
+    if (s.n <= 4) c.push_back(persist_case(s, 4));
+  const std::vector<Shape> other_rings = {
+      {K::kFp8E8m0, 1, 320, 5120, 0, -1, false, 7}, {K::kBF16, 1, 10, 512, 0, -1, false, 2},
+      {K::kFp8E8m0, 1, 1024, 1024, 0, -1, false, 0, 8}, {K::kFp4E8m0, 2, 400, 2304, 0, -1, true, 5},
+      {K::kFp8E8m0, 3, 640, 5120}, {K::kFp8E8m0, 4, 256, 1280, 40, 150}};
+  for (const Shape& s : other_rings)
+    for (int depth : {2, 6})
+      if (depth < 6 || s.n == 1) c.push_back(persist_case(s, depth));
+  c.push_back(persist_oracle_case({K::kFp8E8m0, 1, 640, 5120}, 4));
+  c.push_back(persist_oracle_case({K::kFp8E8m0, 2, 512, 1024, 0, -1, true, 6, 8}, 2));
+  c.push_back(persist_oracle_case({K::kFp4E8m0, 1, 576, 5120, 0, -1, true}, 6));
+  c.push_back(multi_case("gemv_persist_multi_wq_a_wkv_n1_d4", {{K::kFp8E8m0, 1, 640, 5120}, {K::kFp8E8m0, 1, 256, 5120}},
+                         kernels::GemvKind::kPersist, 4));
+  c.push_back(multi_case("gemv_persist_multi_mixed_n1_cap_d4",
+                         {{K::kFp8E8m0, 1, 300, 5120, 0, -1, false, 5},
+                          {K::kFp8E8m0, 1, 1000, 1280, 0, -1, false, 5},
+                          {K::kFp8E8m0, 1, 6, 2048, 0, -1, false, 5},
+                          {K::kFp8E8m0, 1, 512, 1024, 0, -1, false, 5, 8}},
+                         kernels::GemvKind::kPersist, 4));
+  c.push_back(multi_case("gemv_persist_multi_three_n4_bf16x_d4",
+                         {{K::kFp4E8m0, 4, 600, 2304, 0, -1, true},
+                          {K::kFp4E8m0, 4, 600, 2304, 0, -1, true},
+                          {K::kFp4E8m0, 4, 256, 2304, 40, 150, true}},
+                         kernels::GemvKind::kPersist, 4));
+  for (int depth : {2, 4})
+    c.push_back(multi_case("gemv_persist_multi_mixed_n2_cap_d" + std::to_string(depth),
+                           {{K::kFp8E8m0, 2, 300, 5120, 0, -1, false, 5},
+                            {K::kFp8E8m0, 2, 1000, 1280, 0, -1, false, 5},
+                            {K::kFp8E8m0, 2, 6, 2048, 0, -1, false, 5, 0}},
+                           kernels::GemvKind::kPersist, depth));
+  c.push_back(multi_case("gemv_persist_multi_wq_a_wkv_n1_d6", {{K::kFp8E8m0, 1, 640, 5120}, {K::kFp8E8m0, 1, 256, 5120}},
+                         kernels::GemvKind::kPersist, 6));
   return c;
 }
 
@@ -249,7 +322,8 @@ TEST(LinearGemv, PdlChainsMatchPlainLaunches) {
   cudaStream_t st;
   ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
   Dev<float> dx(size_t(s1.cols)), xn(size_t(s1.cols)), y1(size_t(s1.rows)), y2(size_t(s2.rows));
-  for (const kernels::GemvKind kind : {kernels::GemvKind::kStream, kernels::GemvKind::kBulk}) {
+  for (const kernels::GemvKind kind :
+       {kernels::GemvKind::kStream, kernels::GemvKind::kBulk, kernels::GemvKind::kPersist}) {
     for (int round = 0; round < 6; ++round) {
       const auto x = randn(rng, size_t(s1.cols));
       std::vector<float> out[2];

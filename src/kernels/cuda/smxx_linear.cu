@@ -53,6 +53,16 @@ std::atomic<int> g_gemv_kind{int(GemvKind::kAuto)};
 void gemv_set_kind(GemvKind k) { g_gemv_kind = int(k); }
 GemvKind gemv_kind() { return GemvKind(g_gemv_kind.load()); }
 namespace {
+constexpr int kPersistDefaultDepth = 4;
+std::atomic<int> g_gemv_persist_depth{kPersistDefaultDepth}, g_gemv_persist_blocks{0};
+}  // namespace
+void gemv_set_persist(int depth, int blocks_per_sm) {
+  g_gemv_persist_depth = depth <= 0 ? kPersistDefaultDepth : depth >= 6 ? 6 : depth >= 4 ? 4 : 2;
+  g_gemv_persist_blocks = blocks_per_sm > 0 ? blocks_per_sm : 0;
+}
+int gemv_persist_depth() { return g_gemv_persist_depth.load(); }
+int gemv_persist_blocks() { return g_gemv_persist_blocks.load(); }
+namespace {
 std::atomic<bool> g_gemv_pdl{false};
 }  // namespace
 void gemv_set_pdl(bool on) { g_gemv_pdl = on; }

@@ -56,19 +56,32 @@ constexpr int kGemvMaxMulti = 4;
 cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t stream);
 
 // Which gemv kernel runs (process-wide; for A/B measurements and tests). kStream: the
-// former kernel (threads streaming their rows' vectors from global memory; several calls
-// run one after another). kBulk: the bulk kernel (TMA copies of whole-row tiles into a
-// shared-memory ring) only; a call it cannot take fails with cudaErrorInvalidValue.
-// kAuto: the bulk kernel for several calls in one launch and for 5 .. 8 tokens, the
-// former one for a single call of 1 .. 4 tokens (what measured faster, H200) and for a
-// tile over the bulk kernel's stage. Both kernels give the same bits.
-enum class GemvKind : int { kAuto, kStream, kBulk };
+// former kernel (threads streaming their rows' vectors from global memory, one block per
+// 4 .. 32 rows; several calls run one after another). kBulk: the bulk kernel (TMA copies
+// of whole-row tiles into a shared-memory ring) only; a call it cannot take fails with
+// cudaErrorInvalidValue. kPersist: the persistent kernel (one wave of blocks, each
+// streaming a contiguous range of row tiles with its next steps' loads in flight) for
+// 1 .. 4 tokens, single or several calls per launch; at 5 .. 8 tokens what kAuto0 runs.
+// kAuto0: the policy before the persistent kernel (the bulk kernel for several calls and
+// for 5 .. 8 tokens, the former one for a single call of 1 .. 4 tokens or a tile over the
+// bulk kernel's stage). kAuto (the default): kAuto0, but the persistent kernel for several
+// FP8 calls of 3 .. 4 tokens (where it measured faster, H200; bench/flash/NOTES.md 19).
+// Every kernel gives the same bits.
+enum class GemvKind : int { kAuto, kStream, kBulk, kPersist, kAuto0 };
 void gemv_set_kind(GemvKind k);
 GemvKind gemv_kind();
 // Programmatic dependent launch for the gemv kernels (process-wide, off by default): each
 // gemv launch may start while the kernel before it drains (prefetching its first weights;
 // x is read after griddepcontrol.wait), and the small kernels that precede gemvs signal
 // early (pdl_trigger). Same values either way.
+// The persistent kernel's ring of loads in flight per thread (depth 2 or 3: two steps of
+// one 16-byte vector per row in registers; 4, 5: four slots in shared memory filled by
+// cp.async; >= 6: six slots at one token, four at more; <= 0: the default, 4) and at most
+// blocks_per_sm resident blocks per SM in its grid (0: as many as fit). For measurements
+// and tests (flash_layers --gemv-persist).
+void gemv_set_persist(int depth, int blocks_per_sm);
+int gemv_persist_depth();
+int gemv_persist_blocks();
 void gemv_set_pdl(bool on);
 bool gemv_pdl();
 // Tests only: at most this many blocks per bulk launch (0: no cap, the default), so

@@ -599,19 +599,333 @@ cudaError_t launch_bulk(const LinearArgs* calls, int count, cudaStream_t stream)
   return launch_pdl(gemv_bulk_kernel<F, NT>, dim3(unsigned(grid)), size_t(stages) * g.stage_bytes, stream, g);
 }
 
+// ---------------------------------------------------------------------------
+// The persistent streaming kernel (GemvKind::kPersist; bench/flash/NOTES.md section 19).
+//
+// Why: at n = 1 the former kernel's time fits ~6 us + bytes / 3.2 TB/s (NOTES 12). Its
+// threads issue one 16-byte load per row (4 rows), wait a DRAM round trip, compute, and
+// only then issue the next: each warp has one step of loads in flight and a bubble of a
+// full round trip per step, the blocks live for 2-3 such steps and the grid ramps up
+// and drains once per wave. The TMA ring (above) kept bytes in flight but through too
+// few, too large copies per SM. Here: one wave of blocks (SMs x resident blocks), each
+// owning a contiguous range of the tiles the former kernel's blocks covered, and each
+// thread keeps the loads of its next steps (a step: one 16-byte vector of each of its
+// four rows) in flight while it computes the current one, across tile boundaries (a
+// ring in registers, or in shared memory filled by cp.async: see the kernel), so no
+// warp waits on a cold round trip after its first, and the first steps' weights are
+// requested before griddepcontrol.wait (they do not depend on the kernel before).
+//
+// Bits: the tile, warp (group, slice), lane and vector assignment is the former
+// kernel's; gemv_vector / gemv_scales do the arithmetic; a slice's 32 lanes meet in
+// warp_sum and the slices are added in slice order from 0.0f (ks = 1: 0.0f + the
+// warp's sum, in the warp itself, no shared memory or barrier). So each output has the
+// former kernel's bits (tests/ops_cuda/cases_linear_gemv.cpp, family "former").
+// Several weights (jobs) share one launch as in the bulk kernel; a block's range may
+// cross from one job to the next (each tile uses its own job's ks, scales, x and y).
+//
+// Measured (H200, bench/results/2026-11-30-gemv1.md): the prediction (3.4 TB/s on the
+// 42 MB weights) failed. At n = 1 no ring beat the former kernel (wq_b 21.6 us former,
+// 23.5 register ring, 24.9 / 26.6 shared ring depth 4 / 6), and more bytes in flight
+// was slower, not faster: the per-launch ramps and bytes in flight are not what bounds
+// the former kernel (its time also grows ~40% from n = 1 to 2 at the same bytes: the
+// per-byte work on the SM is a large part). Kept for several FP8 weights at 3-4 tokens
+// (0.86x the bulk kernel's time there: GemvKind::kAuto) and as kPersist for A/B.
+// ---------------------------------------------------------------------------
+
+// One warp's position in its block's range: the tile, the step j of the tile's
+// ceil(per / 32) steps (uniform over the block: every warp of a tile has the same job,
+// hence the same count, so the barriers of ks > 1 are reached by all), and this lane's
+// vector and row pointers at that step.
+struct PersistPos {
+  int tile = 0, j = 0, steps = 0, job = 0, v = 0, v_end = 0;
+  int64_t lr0 = 0;     // the warp's first row in its job's slice
+  bool live = false;   // lr0 < num_rows (a warp past the last row group computes nothing)
+  const uint8_t* w = nullptr;  // row 0's 16-byte vector v; row r's at w + off[r - 1]
+  int off[kGemvRows - 1] = {};  // rows past num_rows read the last row (never stored)
+};
+
+__device__ __forceinline__ void persist_setup(const GemvBulkArgs& a, int tile, int warp, int lane, PersistPos& p) {
+  int j = 0;
+  while (j + 1 < a.jobs && tile >= a.job[j + 1].tile0) ++j;
+  const GemvJob& jb = a.job[j];
+  const int ks = jb.ks, slice = warp % ks, group = warp / ks;
+  const int nvec = int(jb.nvec), per = (nvec + ks - 1) / ks;
+  p.tile = tile;
+  p.job = j;
+  p.j = 0;
+  p.steps = (per + 31) / 32;
+  p.v = slice * per + lane;
+  p.v_end = min(nvec, (slice + 1) * per);
+  p.lr0 = int64_t(tile - jb.tile0) * jb.tile_rows + group * kGemvRows;
+  p.live = p.lr0 < jb.num_rows;
+  const int64_t r0 = min(p.lr0, jb.num_rows - 1);
+  p.w = jb.data + r0 * jb.row_bytes + int64_t(p.v) * 16;
+#pragma unroll
+  for (int r = 1; r < kGemvRows; ++r) p.off[r - 1] = int((min(p.lr0 + r, jb.num_rows - 1) - r0) * jb.row_bytes);
+}
+
+// The next step (t_end: the block's range end; past it the position stays off).
+__device__ __forceinline__ void persist_next(const GemvBulkArgs& a, int t_end, int warp, int lane, PersistPos& p) {
+  ++p.j;
+  p.v += 32;
+  p.w += 32 * 16;
+  if (p.j == p.steps) {
+    ++p.tile;
+    if (p.tile < t_end) persist_setup(a, p.tile, warp, lane, p);
+  }
+}
+
+__device__ __forceinline__ void persist_load(const PersistPos& p, uint4 (&wv)[kGemvRows]) {
+  wv[0] = load_stream(p.w);
+#pragma unroll
+  for (int r = 1; r < kGemvRows; ++r) wv[r] = load_stream(p.w + p.off[r - 1]);
+}
+
+__device__ __forceinline__ bool persist_on(const PersistPos& p, int t_end) {
+  return p.tile < t_end && p.live && p.v < p.v_end;
+}
+
+__device__ __forceinline__ void cp_async16(uint4* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The ring of a thread's steps in flight. kSmem false: D steps of kGemvRows 16-byte
+// vectors in registers (the loads issued D steps ahead; 2 x 16 + 16 registers of weights
+// at D = 2). kSmem true: D slots in shared memory, filled with cp.async (16 bytes per row,
+// L1 bypassed), D - 1 steps ahead; each thread reads back only what it copied itself, so
+// its own wait_group is the only synchronization, and the bytes in flight cost no
+// registers (D = 4 at 3 blocks per SM: ~144 KB per SM in flight, ~4.5x what 4.27 TB/s
+// needs at ~1 us; the register ring reaches ~64 KB).
+template <WFormat F, int NT, int D, bool kSmem>
+__global__ void __launch_bounds__(kGemvWarps * 32, kSmem && NT == 1 && D <= 4 ? 3 : 2)
+    gemv_persist_kernel(const __grid_constant__ GemvBulkArgs a) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
+  constexpr int kPerWord = Fmt<F>::kPerWord, kPerVec = 4 * kPerWord;
+  constexpr int kThreads = kGemvWarps * 32;
+  __shared__ float red[2][kGemvWarps][kGemvRows][NT];
+  extern __shared__ __align__(128) uint8_t pring[];  // kSmem: uint4 [D][kGemvRows][kThreads]
+  uint4* const ring = reinterpret_cast<uint4*>(pring);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // This block's tiles: a contiguous share of the launch's (the host launches at most
+  // a.tiles blocks, so every block has one or more).
+  const int t_begin = int(int64_t(a.tiles) * blockIdx.x / gridDim.x);
+  const int t_end = int(int64_t(a.tiles) * (blockIdx.x + 1) / gridDim.x);
+
+  // The loads run ahead of the arithmetic (ld: the loading position, c: the computing
+  // one). The first steps read weights only: issued before pdl_wait.
+  PersistPos ld, c;
+  persist_setup(a, t_begin, warp, lane, ld);
+  constexpr int kAhead = kSmem ? D - 1 : D;
+  uint4 buf[kSmem ? 1 : D][kGemvRows];
+  auto slot = [&](int k, int r) -> uint4* { return ring + (k * kGemvRows + r) * kThreads + threadIdx.x; };
+  auto issue = [&](int k) {  // the step at ld into ring slot / register buffer k
+    if constexpr (kSmem) {
+      if (persist_on(ld, t_end)) {
+        cp_async16(slot(k, 0), ld.w);
+#pragma unroll
+        for (int r = 1; r < kGemvRows; ++r) cp_async16(slot(k, r), ld.w + ld.off[r - 1]);
+      }
+      cp_async_commit();  // one group per step, empty or not: wait_group counts steps
+    } else {
+      if (persist_on(ld, t_end)) persist_load(ld, buf[k]);
+    }
+    persist_next(a, t_end, warp, lane, ld);
+  };
+#pragma unroll
+  for (int d = 0; d < kAhead; ++d) issue(d);
+  pdl_wait();  // x (gemv_vector) and y come after
+
+  persist_setup(a, t_begin, warp, lane, c);
+  float acc[kGemvRows][NT];
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+  int parity = 0;
+  // The current tile's scale rows (row r's at sbase + sdelta[r - 1], bytes) and x.
+  const uint8_t* sbase = nullptr;
+  int sdelta[kGemvRows - 1] = {};
+  const float* xg = nullptr;
+  int ks_slot = 0;  // kSmem: the slot of step c (the slot of step c + D - 1 is the one before it)
+  while (c.tile < t_end) {
+#pragma unroll
+    for (int d = 0; d < (kSmem ? 1 : D); ++d) {
+      if (c.tile < t_end) {  // uniform over the block
+        uint4 wv[kGemvRows];
+        if constexpr (kSmem) {
+          issue(ks_slot == 0 ? D - 1 : ks_slot - 1);  // the slot step c - 1 used (read already)
+          cp_async_wait<D - 1>();                      // step c's group has landed
+#pragma unroll
+          for (int r = 0; r < kGemvRows; ++r) wv[r] = *slot(ks_slot, r);
+          ks_slot = ks_slot + 1 == D ? 0 : ks_slot + 1;
+        } else {
+#pragma unroll
+          for (int r = 0; r < kGemvRows; ++r) wv[r] = buf[d][r];
+          issue(d);
+        }
+
+        const GemvJob& jb = a.job[c.job];
+        if (c.j == 0) {  // a new tile: its scale rows and x (once per tile, not per step)
+          const bool scaled = jb.scale_format != SFormat::kNone;
+          const int esz = jb.scale_format == SFormat::kF32 ? 4 : 1;
+          int64_t so[kGemvRows];
+#pragma unroll
+          for (int r = 0; r < kGemvRows; ++r) {
+            const int64_t row = jb.row0 + min(c.lr0 + r, jb.num_rows - 1);
+            so[r] = scaled ? (row / jb.block_rows) * jb.scale_cols * esz : 0;
+          }
+          sbase = jb.scale + so[0];
+#pragma unroll
+          for (int r = 1; r < kGemvRows; ++r) sdelta[r - 1] = int(so[r] - so[0]);
+          xg = jb.x + (jb.x_group_rows > 0 ? (min(c.lr0, jb.num_rows - 1) / jb.x_group_rows) * jb.x_group_step : 0);
+        }
+        if (c.live && c.v < c.v_end) {
+          float s[kGemvRows];
+          if (sdelta[kGemvRows - 2] == 0) {
+            // The four rows share a scale row (rows only grow): one load, the same value.
+            const uint8_t* const one[kGemvRows] = {sbase, sbase, sbase, sbase};
+            float s1[kGemvRows];
+            gemv_scales<F>(jb.scale_format, one, c.v, jb.vec_shift, s1);
+#pragma unroll
+            for (int r = 0; r < kGemvRows; ++r) s[r] = s1[0];
+          } else {
+            const uint8_t* const rows[kGemvRows] = {sbase, sbase + sdelta[0], sbase + sdelta[1], sbase + sdelta[2]};
+            gemv_scales<F>(jb.scale_format, rows, c.v, jb.vec_shift, s);
+          }
+          gemv_vector<F, NT>(wv, s, xg, jb.x_stride, int64_t(c.v) * kPerVec, a.n, a.bf16_x, acc);
+        }
+        if (c.j + 1 == c.steps) {  // the tile's last step: its outputs
+          const int ks = jb.ks;
+          if (ks == 1) {
+            // The warp holds its rows' whole sums: 0.0f + sum, as the former kernel's
+            // slice loop gives for one slice. Lane r * NT + t stores (r, t).
+#pragma unroll
+            for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+              for (int t = 0; t < NT; ++t) {
+                const float sum = 0.0f + warp_sum(acc[r][t]);
+                if (lane == r * NT + t && t < a.n && c.live && c.lr0 + r < jb.num_rows)
+                  jb.y[t * jb.num_rows + c.lr0 + r] = sum;
+              }
+          } else {
+            float (&rb)[kGemvWarps][kGemvRows][NT] = red[parity];
+#pragma unroll
+            for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+              for (int t = 0; t < NT; ++t) {
+                const float sum = warp_sum(acc[r][t]);
+                if (lane == 0) rb[warp][r][t] = sum;
+              }
+            // red alternates: the next tile's writes never meet this tile's reads
+            // (every thread passes the next tile's barrier after its reads here).
+            __syncthreads();
+            const int groups = kGemvWarps / ks, e = threadIdx.x;
+            if (e < groups * kGemvRows * NT) {
+              const int g = e / (kGemvRows * NT), r = (e / NT) % kGemvRows, t = e % NT;
+              const int64_t lr = int64_t(c.tile - jb.tile0) * jb.tile_rows + g * kGemvRows + r;
+              if (t < a.n && lr < jb.num_rows) {
+                float sum = 0.0f;
+                for (int k = 0; k < ks; ++k) sum += rb[g * ks + k][r][t];
+                jb.y[t * jb.num_rows + lr] = sum;
+              }
+            }
+            parity ^= 1;
+          }
+#pragma unroll
+          for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+        }
+        persist_next(a, t_end, warp, lane, c);
+      }
+    }
+  }
+}
+
+// Host side: the launch's jobs and tiles as for the bulk kernel (no stage limit: nothing
+// is staged), a grid of one wave (resident blocks x SMs, at most gemv_persist_blocks()
+// per SM when set, at most the bulk grid cap when set), D = gemv_persist_depth().
+template <WFormat F, int NT, int D, bool kSmem>
+cudaError_t launch_persist_d(const LinearArgs* calls, int count, cudaStream_t stream) {
+  GemvBulkArgs g;
+  g.jobs = count;
+  g.n = int(calls[0].n);
+  g.bf16_x = calls[0].bf16_x;
+  int64_t tiles = 0;
+  for (int k = 0; k < count; ++k) {
+    GemvJob j = bulk_job(calls[k]);
+    j.tile0 = int(tiles);
+    tiles += (j.num_rows + j.tile_rows - 1) / j.tile_rows;
+    g.job[k] = j;
+  }
+  g.tiles = int(tiles);
+  const int smem = kSmem ? D * kGemvRows * kGemvWarps * 32 * 16 : 0;
+  if (kSmem) {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(gemv_persist_kernel<F, NT, D, kSmem>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (attr != cudaSuccess) return attr;
+  }
+  const void* kernel = reinterpret_cast<const void*>(gemv_persist_kernel<F, NT, D, kSmem>);
+  int per_sm = bulk_blocks_per_sm(kernel, smem);
+  if (per_sm <= 0) return cudaErrorInvalidConfiguration;
+  if (gemv_persist_blocks() > 0) per_sm = std::min(per_sm, gemv_persist_blocks());
+  int64_t grid = std::min<int64_t>(tiles, int64_t(per_sm) * bulk_sm_count());
+  const int cap = gemv_bulk_grid_cap();  // tests: a small grid gives each block many tiles
+  if (cap > 0) grid = std::min<int64_t>(grid, cap);
+  return launch_pdl(gemv_persist_kernel<F, NT, D, kSmem>, dim3(unsigned(grid)), size_t(smem), stream, g);
+}
+
+// Whether the persistent kernel takes these calls: its 32-bit row offsets within a warp's
+// four rows, and tile and vector counts within int.
+inline bool persist_fits(const LinearArgs* calls, int count) {
+  int64_t tiles = 0;
+  for (int k = 0; k < count; ++k) {
+    const GemvJob j = bulk_job(calls[k]);
+    if (j.row_bytes * kGemvRows >= (int64_t(1) << 31) || j.nvec >= (int64_t(1) << 30)) return false;
+    tiles += (j.num_rows + j.tile_rows - 1) / j.tile_rows;
+  }
+  return tiles < (int64_t(1) << 30);
+}
+
+// gemv_persist_depth(): 2 the register ring (D = 2); 4 (the default) and 6 the shared-
+// memory ring (D = 4 at up to 3 blocks per SM at one token, 2 at more; D = 6 at 2, one
+// token only).
+template <WFormat F, int NT>
+cudaError_t launch_persist(const LinearArgs* calls, int count, cudaStream_t stream) {
+  const int depth = gemv_persist_depth();
+  if constexpr (NT == 1) {
+    if (depth >= 6) return launch_persist_d<F, NT, 6, true>(calls, count, stream);
+  }
+  if (depth >= 4) return launch_persist_d<F, NT, 4, true>(calls, count, stream);
+  return launch_persist_d<F, NT, 2, false>(calls, count, stream);
+}
+
 template <WFormat F, int NT>
 cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
-  // kAuto, as measured on the H200 (bench/results/2026-11-30-b1-linears.md): the bulk
-  // kernel for several weights in one launch (one launch's fixed ~5 us saved: wq_a + wkv
-  // 13.7 -> 10.8 us, compressor wkv + wgate 10.0 -> 6.2 us at n = 1) and for one weight
-  // at 5 .. 8 tokens (16 warps per SM for the FMAs instead of 8: wq_b / wo_a / wo_b
-  // 1.23-1.34x at n = 8); the former kernel for one weight at n <= 4, where the bulk
-  // copies measured 0.68-1.09x of it (0.78-0.81x on the 33-42 MB weights at n = 1).
-  const GemvKind kind = gemv_kind();
-  bool bulk = kind == GemvKind::kBulk || (kind == GemvKind::kAuto && (count > 1 || NT == 8));
+  // kAuto0 (the policy before the persistent kernel, bench/results/2026-11-30-b1-linears.md):
+  // the bulk kernel for several weights in one launch (one launch's fixed ~5 us saved) and
+  // for one weight at 5 .. 8 tokens (16 warps per SM for the FMAs instead of 8: wq_b / wo_a
+  // / wo_b 1.23-1.34x at n = 8); the former kernel for one weight at n <= 4.
+  // kAuto (H200, NOTES 19): kAuto0, except several FP8 weights at 3 .. 4 tokens, where the
+  // persistent kernel measured 0.86x the bulk one (wq_a + wkv 20.5 -> 17.7 us, shared w1 +
+  // w3 37.0 -> 31.7 at n = 4). At n = 1 it was no faster than the former kernel on any
+  // weight (wq_b 24.9 vs 21.6 us) nor than the bulk one on the pairs, so it stays out there.
+  GemvKind kind = gemv_kind();
+  if constexpr (NT <= 4) {
+    const bool auto_persist = kind == GemvKind::kAuto && NT == 4 && count > 1 && F == WFormat::kE4M3;
+    if ((kind == GemvKind::kPersist || auto_persist) && persist_fits(calls, count))
+      return launch_persist<F, NT>(calls, count, stream);
+  }
+  if (kind == GemvKind::kAuto || kind == GemvKind::kPersist) kind = GemvKind::kAuto0;
+  bool bulk = kind == GemvKind::kBulk || (kind == GemvKind::kAuto0 && (count > 1 || NT == 8));
   for (int k = 0; bulk && k < count; ++k) bulk = bulk_fits(calls[k]);
   if (bulk) return launch_bulk<F, NT>(calls, count, stream);
-  if (gemv_kind() == GemvKind::kBulk) return cudaErrorInvalidValue;  // forced, and it cannot take the call
+  if (kind == GemvKind::kBulk) return cudaErrorInvalidValue;  // forced, and it cannot take the call
   for (int k = 0; k < count; ++k) {
     const cudaError_t e = launch_gemv<F, NT>(calls[k], stream);
     if (e != cudaSuccess) return e;
