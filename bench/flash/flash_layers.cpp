@@ -65,6 +65,7 @@
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma] [--moe-small auto|former|lean4|lean4p|lean4l] [--moe-select 1|0]
+//                [--moe-big auto|wide|wgmma|wgmmaws|wgmmacl2|wgmmacl4]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap] [--attn-small new|former]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
@@ -1237,6 +1238,10 @@ void run_attention_ops(const ModelConfig& c) {
 
 // moe_only (--ops-moe): the MoE part alone (grouped op in both activation modes, the
 // former per-expert loop, the router) and the FP4 linear gemv; skips the FP8 linears.
+// g_moe_bigs_only (--ops-moe-bigs, with --ops-moe): only the grouped op in kAuto + kBF16,
+// the default and each wgmma-era big-tile kernel (wide, wgmma, wgmmaws, wgmmacl2, wgmmacl4):
+// the big-tile A/B in a few seconds of device time.
+bool g_moe_bigs_only = false;
 void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches, bool moe_only) {
   if (!moe_only) run_linear_modes(hp);
   cudaStream_t st = nullptr;  // legacy stream: the timers record on it
@@ -1281,6 +1286,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
   std::fflush(stdout);
   // FP4 linear (gemv path at n <= 8) at an expert's shapes, 32 device copies (190 MB).
   for (const Shape& s : {Shape{"expert_w1", 2304, 5120}, Shape{"expert_w2", 5120, 2304}}) {
+    if (g_moe_bigs_only) break;
     std::vector<WeightRef> ws;
     for (int k = 0; k < 32; ++k) ws.push_back(dev_copy(fp4(hp, s.rows, s.cols)));
     for (int64_t n : {1, 2, 4, 8}) {
@@ -1358,26 +1364,32 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       };
       const auto kAutoBig = kernels::MoeTcBig::kAuto;
       cfgs.push_back(def_cfg);  // the defaults (small = auto, plan as set, f32big 32, big = auto)
-      add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
-      if (small_t) add(MoeTcSmall::kFused, false, false, 8, kAutoBig);
-      if (small_t) add(MoeTcSmall::kLean4T, one_ok, false, 8, kAutoBig);
-      if (small_t) add(MoeTcSmall::kLean4P, one_ok, false, 8, kAutoBig);  // NOTES 20
-      if (small_t) add(MoeTcSmall::kLean4P, one_ok, true, 8, kAutoBig);
-      if (small_t) add(MoeTcSmall::kLean4L, one_ok, false, 8, kAutoBig);
-      for (MoeTcSmall sm : {MoeTcSmall::kLean4, MoeTcSmall::kLean8}) {
-        add(sm, false, false, 8, kAutoBig);
-        if (!small_t) {  // prefill chunks: where 9..32-row experts still occur
-          if (T <= 2048) add(sm, false, false, 32, kAutoBig);
-          continue;
+      if (g_moe_bigs_only)
+        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWgmmaWs,
+                        kernels::MoeTcBig::kWgmmaCl2, kernels::MoeTcBig::kWgmmaCl4})
+          cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});
+      else {
+        add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
+        if (small_t) add(MoeTcSmall::kFused, false, false, 8, kAutoBig);
+        if (small_t) add(MoeTcSmall::kLean4T, one_ok, false, 8, kAutoBig);
+        if (small_t) add(MoeTcSmall::kLean4P, one_ok, false, 8, kAutoBig);  // NOTES 20
+        if (small_t) add(MoeTcSmall::kLean4P, one_ok, true, 8, kAutoBig);
+        if (small_t) add(MoeTcSmall::kLean4L, one_ok, false, 8, kAutoBig);
+        for (MoeTcSmall sm : {MoeTcSmall::kLean4, MoeTcSmall::kLean8}) {
+          add(sm, false, false, 8, kAutoBig);
+          if (!small_t) {  // prefill chunks: where 9..32-row experts still occur
+            if (T <= 2048) add(sm, false, false, 32, kAutoBig);
+            continue;
+          }
+          add(sm, true, false, 8, kAutoBig);
+          add(sm, one_ok, true, 8, kAutoBig);
+          add(sm, one_ok, false, 32, kAutoBig);
         }
-        add(sm, true, false, 8, kAutoBig);
-        add(sm, one_ok, true, 8, kAutoBig);
-        add(sm, one_ok, false, 32, kAutoBig);
+        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWgmmaWs,
+                        kernels::MoeTcBig::kWgmmaCl2, kernels::MoeTcBig::kWgmmaCl4, kernels::MoeTcBig::kWgmmaDeep,
+                        kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
+          cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});  // kBF16 only: f32big unused
       }
-      for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWgmmaWs,
-                      kernels::MoeTcBig::kWgmmaDeep,
-                      kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
-        cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});  // kBF16 only: f32big unused
       auto apply = [](const Cfg& c) {
         kernels::moe_tc_set_small(c.small);
         kernels::moe_plan_set_single_launch_max(c.plan_max);
@@ -1391,7 +1403,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
             const bool ab = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kBF16;
             const bool af = mode == ops::cuda::LinearMode::kAuto && av == ops::Activations::kF32;
             // f32big only matters in kAuto + kF32: elsewhere only the default line runs it at 32.
-            if ((!ab && cfg.big != kernels::MoeTcBig::kAuto) || (!af && cfg.f32_big == 32 && &cfg != &cfgs[0]) ||
+            if ((g_moe_bigs_only && !ab) || (!ab && cfg.big != kernels::MoeTcBig::kAuto) ||
+                (!af && cfg.f32_big == 32 && &cfg != &cfgs[0]) ||
                 (T > maxn && mode != ops::cuda::LinearMode::kAuto))
               continue;
             apply(cfg);
@@ -1410,6 +1423,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                              : cfg.big == kernels::MoeTcBig::kWgmma    ? " big=wgmma"
                              : cfg.big == kernels::MoeTcBig::kWgmmaDeep ? " big=wgmmadeep"
                              : cfg.big == kernels::MoeTcBig::kWgmmaWs   ? " big=wgmmaws"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaCl2  ? " big=wgmmacl2"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaCl4  ? " big=wgmmacl4"
                              : cfg.big == kernels::MoeTcBig::kWide2  ? " big=wide2"
                              : cfg.big == kernels::MoeTcBig::kWide128 ? " big=wide128"
                                                                       : " big=rows64";
@@ -1430,7 +1445,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                 ab ? bn : "", sn, fb, T * k <= cfg.plan_max ? 1 : 3, cfg.pdl ? 1 : 0);
           }
       std::fflush(stdout);
-      if (T > maxn) continue;
+      if (T > maxn || g_moe_bigs_only) continue;
       int64_t active = 0;
       for (int64_t e = 0; e < E; ++e) active += count[size_t(e)] > 0;
       const float ms = tm.time_ms(
@@ -1451,7 +1466,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
     CK(cudaFree(d_ids));
     CK(cudaFree(ws));
     // The router at the Flash shape: BF16 gate [384 x 5120], logits + top-6 select.
-    {
+    if (!g_moe_bigs_only) {
       const WeightRef gate = dev_copy(bf16(hp, E, D, 1.0f / std::sqrt(float(D))));
       int64_t* rid;
       float* rwt;
@@ -1485,6 +1500,11 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
     CK(cudaFree(rw));
   }
   std::fflush(stdout);
+  if (g_moe_bigs_only) {  // the big-tile A/B alone
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+    return;
+  }
   run_topk();
   run_index_score();
   std::fflush(stdout);
@@ -1867,6 +1887,7 @@ int main(int argc, char** argv) {
     else if (a == "--ops") with_ops = true;
     else if (a == "--ops-only") ops_only = with_ops = true;
     else if (a == "--ops-moe") ops_only = with_ops = moe_only = true;
+    else if (a == "--ops-moe-bigs") ops_only = with_ops = moe_only = g_moe_bigs_only = true;  // see g_moe_bigs_only
     else if (a == "--ops-moe-profile") moe_profile = true;
     else if (a == "--profile-big") {  // --ops-moe-profile: these big-tile kernels, bf16 (wgmma,wgmmaws,wgmmadeep,wide)
       const std::string list = next();
@@ -1877,11 +1898,13 @@ int main(int argc, char** argv) {
         b = e + 1;
         const kernels::MoeTcBig k = v == "wgmma"       ? kernels::MoeTcBig::kWgmma
                                     : v == "wgmmaws"   ? kernels::MoeTcBig::kWgmmaWs
+                                    : v == "wgmmacl2"  ? kernels::MoeTcBig::kWgmmaCl2
+                                    : v == "wgmmacl4"  ? kernels::MoeTcBig::kWgmmaCl4
                                     : v == "wgmmadeep" ? kernels::MoeTcBig::kWgmmaDeep
                                     : v == "wide"      ? kernels::MoeTcBig::kWide
                                                        : kernels::MoeTcBig::kAuto;
         if (k == kernels::MoeTcBig::kAuto) {
-          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmma, wgmmaws, wgmmadeep, wide)\n", v.c_str());
+          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmma, wgmmaws, wgmmacl2, wgmmacl4, wgmmadeep, wide)\n", v.c_str());
           return 2;
         }
         g_profile_bigs.push_back({k, v});
@@ -1908,6 +1931,12 @@ int main(int argc, char** argv) {
     else if (a == "--engram-compare") compare = std::atoi(next()) != 0;
     else if (a == "--engram-only") engram_only = true;
     else if (a == "--graphs") graphs = std::atoi(next()) != 0;
+    else if (a == "--moe-big")  // the kBF16 MoE big-tile kernel for the whole run (kernels::moe_tc_set_big): prefill A/B
+      kernels::moe_tc_set_big(pick<kernels::MoeTcBig>(
+          "--moe-big", next(),
+          {{"auto", kernels::MoeTcBig::kAuto}, {"wide", kernels::MoeTcBig::kWide}, {"wgmma", kernels::MoeTcBig::kWgmma},
+           {"wgmmaws", kernels::MoeTcBig::kWgmmaWs}, {"wgmmacl2", kernels::MoeTcBig::kWgmmaCl2},
+           {"wgmmacl4", kernels::MoeTcBig::kWgmmaCl4}}));
     else if (a == "--router")  // the router logits kernel for the whole run (kernels::RouterLogitsPath)
       kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(
           "--router", next(),

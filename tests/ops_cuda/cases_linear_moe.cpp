@@ -216,7 +216,8 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // both_big: the batch runs again with each big-tile kernel (moe_tc_set_big: the wide one,
 // 64-row tiles, 32 rows per warp, 128 rows per block, the wgmma tiles of 128 rows with the
 // measured 4-stage ring, with the deep weight ring and warp-specialized (kWgmmaWs: producer
-// warpgroup, mbarrier stages, no block barrier; also against the CPU as y_wgmmaws) and must
+// warpgroup, mbarrier stages, no block barrier; also against the CPU as y_wgmmaws), the same
+// as clusters of 2 / 4 blocks sharing token chunks (kWgmmaCl2 / kWgmmaCl4, y_wgmmacl2 / 4) and must
 // equal the default's (kAuto's) output bit for bit (same MMAs, same order).
 // FP4 experts at moe_tc shapes also run with every other small-tile kernel (moe_tc_set_small:
 // the former launches, the fused persistent kernel, the lean kernels with a 4- / 8-chunk
@@ -278,7 +279,9 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                                          std::pair{kernels::MoeTcBig::kWide128, "wide128_vs_default_differ"},
                                          std::pair{kernels::MoeTcBig::kWgmma, "wgmma_vs_default_differ"},
                                          std::pair{kernels::MoeTcBig::kWgmmaDeep, "wgmmadeep_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmmaWs, "wgmmaws_vs_default_differ"}}) {
+                                         std::pair{kernels::MoeTcBig::kWgmmaWs, "wgmmaws_vs_default_differ"},
+                                         std::pair{kernels::MoeTcBig::kWgmmaCl2, "wgmmacl2_vs_default_differ"},
+                                         std::pair{kernels::MoeTcBig::kWgmmaCl4, "wgmmacl4_vs_default_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());
@@ -286,7 +289,8 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                 const std::vector<float> other = alt.host();
                 o.ints.push_back({label, {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
                 if (kern == kernels::MoeTcBig::kWgmma || kern == kernels::MoeTcBig::kWgmmaDeep ||
-                    kern == kernels::MoeTcBig::kWgmmaWs) {
+                    kern == kernels::MoeTcBig::kWgmmaWs || kern == kernels::MoeTcBig::kWgmmaCl2 ||
+                    kern == kernels::MoeTcBig::kWgmmaCl4) {
                   // Also against the CPU on its own (a rounding difference in the k16 step
                   // would show here only).
                   std::vector<float> og(m * dim);
@@ -294,7 +298,9 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                     std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, og.begin() + i * dim);
                   o.floats.push_back({kern == kernels::MoeTcBig::kWgmma       ? "y_wgmma"
                                       : kern == kernels::MoeTcBig::kWgmmaDeep ? "y_wgmmadeep"
-                                                                               : "y_wgmmaws",
+                                      : kern == kernels::MoeTcBig::kWgmmaWs   ? "y_wgmmaws"
+                                      : kern == kernels::MoeTcBig::kWgmmaCl2  ? "y_wgmmacl2"
+                                                                               : "y_wgmmacl4",
                                       y, og});
                 }
               }

@@ -238,9 +238,16 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // warpgroups run without a block-wide barrier (one's decode and chain sum under the
 // other's MMAs). The same MMAs and chains: the same bits (tested). Measured (run moepf2,
 // op moe_grouped bf16): T = 4096 6.66-6.78 vs kWgmma's 8.26-8.32 ms, T = 8192 14.30 vs 15.11.
+// kWgmmaCl2 / kWgmmaCl4 (helper moeclu, NOTES 21): kWgmmaWs run as thread-block clusters of
+// 2 / 4 blocks on consecutive row blocks of one tile; each block's producer copies 1/2 or
+// 1/4 of every token chunk from L2 and forwards it to the other blocks' shared memory
+// (st.async), so the tile's tokens cross L2 -> SM once per 2 / 4 blocks. Same MMAs: same bits
+// (tested). Measured slower at every size (run moeclu, op bf16, ms, ws / cl2 / cl4): T = 4096
+// 6.68 / 10.95 / 16.39, T = 8192 14.29 / 20.48 / 28.94: the forward puts an L2 round trip per
+// chunk on the producer's path and the cluster-wide stage release couples the blocks. Opt-in.
 // kAuto (default): kWgmmaWs from kMoeTcWgmmaMinTokens tokens per call (where supported),
 // kWide below.
-enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kWgmmaDeep, kWgmmaWs, kAuto };
+enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kWgmmaDeep, kWgmmaWs, kWgmmaCl2, kWgmmaCl4, kAuto };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code

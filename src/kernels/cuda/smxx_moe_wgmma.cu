@@ -443,9 +443,78 @@ __device__ __forceinline__ void cp_arrive_noinc(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
-template <int kStage, int kN>
+// Thread-block clusters (MoeTcBig::kWgmmaCl2 / kWgmmaCl4, ws_tile with kCl > 1).
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// The cluster-window address of this block's shared-window address addr in block `rank`.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+// Every thread of every block of the cluster; orders shared-memory writes before it
+// (release) with reads after it (acquire) cluster-wide.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The barrier inits, for the other blocks' arrivals and transaction counts.
+__device__ __forceinline__ void fence_mbar_init_cluster() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// An arrival on a barrier of any block of the cluster (bar: cluster-window address),
+// releasing this thread's prior accesses (the wgmma reads of the stage) cluster-wide.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// As mbar_wait, acquiring at cluster scope (the other blocks' arrivals).
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// The current phase of bar also waits for `bytes` more bytes of complete_tx (st.async from
+// the other blocks; they may land before this: the count goes negative meanwhile).
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// 16 bytes into another block's shared memory (addr, bar: cluster-window addresses); the
+// bytes count on that block's barrier bar once written.
+__device__ __forceinline__ void st_async16(uint32_t addr, const uint4& v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+
+// kCl > 1 (MoeTcBig::kWgmmaCl2 / kWgmmaCl4): the block is one of a cluster of kCl blocks on
+// consecutive row blocks of the same tile, which all need the same token chunks. Each
+// block's producer copies only its share of every chunk from L2 (8-row groups j with j %
+// kCl == its rank) and, once those land, forwards them into the other blocks' stages with
+// st.async, which count on those blocks' "full" barriers (expect_tx: the bytes the others
+// send). A stage is free when the consumers of every block in the cluster have released it:
+// each consumer warp arrives on the "empty" barrier of every block. cl_total: the cluster's
+// chunk count (its first block's items x chunks; a block with fewer row blocks, at the
+// end of the matrix, runs the rest of the token stream without MMAs).
+// Measured (run moeclu, NOTES 21): same bits, but 1.4-1.7x (kCl 2) and 2.0-2.7x (kCl 4) the
+// time of kCl = 1 at T = 1024 .. 8192, with L2 at 2.5 / 1.5 TB/s: each producer thread forwards
+// chunk g - 1 right after issuing chunk g (two chunks of copies in flight, one L2 round trip +
+// the forward per chunk) and a stage frees only when the slowest block of the cluster is done
+// with it, so the 4-stage ring acts as ~2 stages. Kept opt-in for A/B.
+template <int kStage, int kN, int kCl = 1>
 __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
-                                        uint32_t sbase, uint8_t* sgen) {
+                                        uint32_t sbase, uint8_t* sgen, int cl_items = 0) {
   using S = WsLayout;
   constexpr int kD = kN / 2;          // accumulator registers per thread
   constexpr int kPerLane = kN / 8;    // a producer thread's 16-byte token copies per chunk (kN x 16 / 128)
@@ -454,6 +523,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   const MoeExpertPtrs& ex = a.experts[tile.expert];
   const int64_t K = L.cols, out_rows = L.rows;
   const int chunks = int(K / 128), total = items * chunks;
+  const int cl_total = kCl > 1 ? cl_items * chunks : total;  // the token stream's chunks
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int rows = tile.rows;
   int32_t* const xo = reinterpret_cast<int32_t*>(sgen + S::kXoBase);
@@ -481,11 +551,83 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   if (tid == 0)
     for (int s = 0; s < kWsStages; ++s) {
       mbar_init(full0 + 8 * s, 128);  // the producer's 128 threads (cp.async arrivals)
-      mbar_init(empty0 + 8 * s, 8);  // lane 0 of each consumer warp
+      mbar_init(empty0 + 8 * s, 8 * kCl);  // lane 0 of each consumer warp (of every block of the cluster)
     }
   wgmma::fence_proxy_async();  // the zero rows, for the wgmma reads
-  __syncthreads();             // xo, the zero rows, the barriers: the last block-wide barrier
+  if constexpr (kCl > 1) {
+    if (tid == 0) fence_mbar_init_cluster();
+    cluster_sync();  // also the other blocks' barriers are initialized before anything reaches them
+  } else {
+    __syncthreads();  // xo, the zero rows, the barriers: the last block-wide barrier
+  }
 
+  if constexpr (kCl > 1) if (tid >= kWsConsumers) {
+    // The cluster's producer (see above): thread pt copies units pt + 128 j of its groups j
+    // = kCl jj + rank (row (pt >> 4) + 8 j), then forwards them to the other blocks.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kWsProducerRegs));
+    const int pt = tid - kWsConsumers;
+    const uint32_t rank = cluster_rank();
+    constexpr int kOwn = (kPerLane + kCl - 1) / kCl;
+    int32_t xr[kOwn];
+#pragma unroll
+    for (int jj = 0; jj < kOwn; ++jj) {
+      const int j = kCl * jj + int(rank);
+      xr[jj] = j < kPerLane ? xo[pt + 128 * j] : -1;
+    }
+    // The bytes the other blocks send per chunk: 256 per tile row outside this block's groups.
+    int own_rows = 0;
+    for (int j = int(rank); 8 * j < rows; j += kCl) own_rows += min(8, rows - 8 * j);
+    const uint32_t recv = uint32_t(rows - own_rows) * 256u;
+    const uint32_t dbase = uint32_t(((pt >> 3) & 1) * kAtomBytes + (pt >> 4) * 128 +
+                                    (((pt & 7) ^ ((pt >> 4) & 7)) << 4)) + 1024u * rank;
+    uint32_t peer_smem[kCl - 1], peer_full[kCl - 1];
+#pragma unroll
+    for (int p = 0; p < kCl - 1; ++p) {
+      const uint32_t peer = (rank + 1 + uint32_t(p)) % kCl;
+      peer_smem[p] = cluster_map(sbase, peer);
+      peer_full[p] = cluster_map(full0, peer);
+    }
+    // This thread's units of the chunk in stage sf (landed: cp.async.wait_group) to the others.
+    auto forward = [&](int sf) {
+      const uint32_t off = uint32_t(sf) * kXBytes + dbase;
+#pragma unroll
+      for (int jj = 0; jj < kOwn; ++jj)
+        if (xr[jj] >= 0) {
+          const uint4 v = lds128(sbase + off + uint32_t(1024 * kCl * jj));
+#pragma unroll
+          for (int p = 0; p < kCl - 1; ++p)
+            st_async16(peer_smem[p] + off + uint32_t(1024 * kCl * jj), v, peer_full[p] + 8u * uint32_t(sf));
+        }
+    };
+    const uint16_t* xc = a.xt;
+    int ch = 0, s = 0, sp = 0;
+    uint32_t ph = 0;
+#pragma unroll 1
+    for (int gc = 0; gc < cl_total; ++gc) {
+      if (gc >= kWsStages) mbar_wait_cluster(empty0 + 8 * s, ph ^ 1);  // every block's consumers released it
+      if (pt == 0) mbar_expect_tx(full0 + 8 * s, recv);
+      const uint32_t st = sbase + uint32_t(s) * kXBytes + dbase;
+#pragma unroll
+      for (int jj = 0; jj < kOwn; ++jj)
+        if (xr[jj] >= 0) cp_async16(st + uint32_t(1024 * kCl * jj), xc + xr[jj]);
+      cp_arrive_noinc(full0 + 8 * s);
+      cp_commit();
+      if (gc > 0) {  // the previous chunk's own units, once landed, to the other blocks
+        cp_wait<1>();
+        forward(sp);
+      }
+      sp = s;
+      if (++ch == chunks) ch = 0, xc = a.xt;
+      else xc += 128;
+      if (++s == kWsStages) s = 0, ph ^= 1;
+    }
+    if (cl_total > 0) {
+      cp_wait<0>();
+      forward(sp);
+    }
+    cluster_sync();  // no block leaves while the others may still write its shared memory
+    return;
+  }
   if (tid >= kWsConsumers) {
     // The producer: chunk gc's tokens into stage gc % kWsStages once both warpgroups have
     // released chunk gc - kWsStages. Thread pt copies units pt + 128 j (row (pt >> 4) + 8 j,
@@ -591,6 +733,18 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     for (int i = 0; i < kD; ++i) acc[i] = 0.0f;
   };
 
+  // kCl > 1: a stage is released on the "empty" barrier of every block of the cluster.
+  // cl_empty[p]: block p's "empty" barriers (cluster-window addresses, this block's own included).
+  uint32_t cl_empty[kCl];
+  if constexpr (kCl > 1) {
+#pragma unroll
+    for (int p = 0; p < kCl; ++p) cl_empty[p] = cluster_map(empty0, uint32_t(p));
+  }
+  auto release_cl = [&](int st) {
+#pragma unroll
+    for (int p = 0; p < kCl; ++p) mbar_arrive_cluster(cl_empty[p] + 8u * uint32_t(st));
+  };
+
   // Weights of chunks 0 .. kWsStages - 1 (one group each); chunk 0 decoded.
 #pragma unroll 1
   for (int s = 0; s < kWsStages; ++s) stage_w();
@@ -604,7 +758,10 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   uint32_t ph = 0;
 #pragma unroll 1
   for (int gc = 0; gc < total; ++gc) {
-    mbar_wait(full0 + 8 * s, ph);  // chunk gc's tokens have landed (every producer thread's copies)
+    // Chunk gc's tokens have landed (every producer thread's copies; kCl > 1: and the other
+    // blocks' st.async, hence the cluster-scope acquire).
+    if constexpr (kCl > 1) mbar_wait_cluster(full0 + 8 * s, ph);
+    else mbar_wait(full0 + 8 * s, ph);
     wgmma::fence_proxy_async();    // ... and are visible to this thread's wgmma (async proxy) reads
     const uint32_t xs = sbase + uint32_t(s) * kXBytes;
     wgmma::fence();
@@ -645,7 +802,11 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     next_q(std::integral_constant<int, 1>{});
     next_q(std::integral_constant<int, 2>{});
     next_q(std::integral_constant<int, 3>{});  // waits for all 8: token stage s is free for this warp
-    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    if constexpr (kCl > 1) {
+      if (lane == 0) release_cl(s);
+    } else {
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    }
 #pragma unroll
     for (int i = 0; i < kD; ++i) wgmma::keep(tmp[i]);
 #pragma unroll
@@ -656,9 +817,22 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     }
     if (++s == kWsStages) s = 0, ph ^= 1;
   }
+  if constexpr (kCl > 1) {
+    // The rest of the cluster's token stream (a block with fewer row blocks): no MMAs, the
+    // stages released as they fill.
+#pragma unroll 1
+    for (int gc = total; gc < cl_total; ++gc) {
+      mbar_wait_cluster(full0 + 8 * s, ph);
+      if (lane == 0) release_cl(s);
+      if (++s == kWsStages) s = 0, ph ^= 1;
+    }
+    cluster_sync();  // as the producer's
+  }
 }
 
-template <int kStage>
+// kCl > 1: launched as clusters of kCl blocks along x (launch_wgmma_ws); the blocks of a
+// cluster share blockIdx.y (the tile), so a cluster leaves at the tile check as a whole.
+template <int kStage, int kCl = 1>
 __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedArgs a, int items) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) uint8_t wg_smem[];
@@ -666,19 +840,21 @@ __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedA
   const MoeTile tile = a.tiles[blockIdx.y];
   const int64_t blocks = (kStage == 1 ? a.w13.rows / 64 : a.w2.rows / 128);
   const int64_t rb0 = int64_t(blockIdx.x) * items;
-  const int n = int(min(int64_t(items), blocks - rb0));
+  const int n = int(max(int64_t(0), min(int64_t(items), blocks - rb0)));
+  // The cluster's first block's row blocks (>= 1: the grid rounds up to whole clusters only).
+  const int n0 = kCl > 1 ? int(min(int64_t(items), blocks - int64_t(blockIdx.x - blockIdx.x % kCl) * items)) : n;
   const uint32_t raw = smem_u32(wg_smem), pad = (1024u - raw % 1024u) % 1024u;
   uint8_t* const sgen = wg_smem + pad;
   const uint32_t sbase = raw + pad;
   switch ((tile.rows + 15) / 16) {
-    case 1: ws_tile<kStage, 16>(a, tile, rb0, n, sbase, sgen); break;
-    case 2: ws_tile<kStage, 32>(a, tile, rb0, n, sbase, sgen); break;
-    case 3: ws_tile<kStage, 48>(a, tile, rb0, n, sbase, sgen); break;
-    case 4: ws_tile<kStage, 64>(a, tile, rb0, n, sbase, sgen); break;
-    case 5: ws_tile<kStage, 80>(a, tile, rb0, n, sbase, sgen); break;
-    case 6: ws_tile<kStage, 96>(a, tile, rb0, n, sbase, sgen); break;
-    case 7: ws_tile<kStage, 112>(a, tile, rb0, n, sbase, sgen); break;
-    case 8: ws_tile<kStage, 128>(a, tile, rb0, n, sbase, sgen); break;
+    case 1: ws_tile<kStage, 16, kCl>(a, tile, rb0, n, sbase, sgen, n0); break;
+    case 2: ws_tile<kStage, 32, kCl>(a, tile, rb0, n, sbase, sgen, n0); break;
+    case 3: ws_tile<kStage, 48, kCl>(a, tile, rb0, n, sbase, sgen, n0); break;
+    case 4: ws_tile<kStage, 64, kCl>(a, tile, rb0, n, sbase, sgen, n0); break;
+    case 5: ws_tile<kStage, 80, kCl>(a, tile, rb0, n, sbase, sgen, n0); break;
+    case 6: ws_tile<kStage, 96, kCl>(a, tile, rb0, n, sbase, sgen, n0); break;
+    case 7: ws_tile<kStage, 112, kCl>(a, tile, rb0, n, sbase, sgen, n0); break;
+    case 8: ws_tile<kStage, 128, kCl>(a, tile, rb0, n, sbase, sgen, n0); break;
     default: __trap();
   }
 #else
@@ -742,18 +918,55 @@ cudaError_t launch_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int kStage>
+// Row blocks per block for a cluster of cl blocks: the largest count up to the unclustered
+// choice (wgmma_items) that wastes the fewest row-block slots once the blocks are rounded up
+// to whole clusters (V4.1 at T = 8192: stage 1's 36 row blocks -> 3 per block, 12 blocks;
+// stage 2's 40 -> 4 (cl 2: 10 blocks) or 2 (cl 4: 20 blocks)). A function of the shapes and
+// the host's tile bound only: the same for every call of the same size.
+int cluster_items(int cap, int64_t row_blocks, int cl) {
+  int best = 1;
+  int64_t best_slots = INT64_MAX;
+  for (int it = cap; it >= 1; --it) {
+    const int64_t per_tile = (row_blocks + it - 1) / it, slots = (per_tile + cl - 1) / cl * cl * it;
+    if (slots < best_slots) best = it, best_slots = slots;
+  }
+  return best;
+}
+
+template <int kStage, int kCl = 1>
 cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
   BigGrid g;
   if (!big_grid<kStage>(a, g)) return cudaErrorInvalidValue;
+  if constexpr (kCl > 1) {
+    g.items = cluster_items(g.items, g.row_blocks, kCl);
+    const int64_t per_tile = (g.row_blocks + g.items - 1) / g.items;
+    g.grid.x = unsigned((per_tile + kCl - 1) / kCl * kCl);
+  }
   // ws_tile's 32-bit weight / scale offsets over a block's items.
   if (int64_t(g.items) * g.per_block * (g.L->cols / 2) > INT32_MAX ||
       int64_t(g.items) * g.per_block * g.L->scale_cols > INT32_MAX)
     return cudaErrorInvalidValue;
-  static const cudaError_t attr = cudaFuncSetAttribute(moe_wgmma_ws_kernel<kStage>,
+  static const cudaError_t attr = cudaFuncSetAttribute(moe_wgmma_ws_kernel<kStage, kCl>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, WsLayout::kSmem);
   if (attr != cudaSuccess) return attr;
-  moe_wgmma_ws_kernel<kStage><<<g.grid, kWsThreads, WsLayout::kSmem, stream>>>(a, g.items);
+  if constexpr (kCl == 1) {
+    moe_wgmma_ws_kernel<kStage><<<g.grid, kWsThreads, WsLayout::kSmem, stream>>>(a, g.items);
+  } else {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = g.grid;
+    cfg.blockDim = dim3(kWsThreads);
+    cfg.dynamicSmemBytes = WsLayout::kSmem;
+    cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = kCl;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, moe_wgmma_ws_kernel<kStage, kCl>, a, g.items);
+    if (e != cudaSuccess) return e;
+  }
   return cudaGetLastError();
 }
 
@@ -783,6 +996,10 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
     return a.stage == 1 ? launch_wgmma<1, RingShared>(a, stream) : launch_wgmma<2, RingShared>(a, stream);
   if (big == MoeTcBig::kWgmmaDeep)  // opt-in, measured slower (see WgRing)
     return a.stage == 1 ? launch_wgmma<1, RingDeep>(a, stream) : launch_wgmma<2, RingDeep>(a, stream);
+  if (big == MoeTcBig::kWgmmaCl2)  // opt-in: clusters of 2 sharing the token chunks (NOTES 21: slower)
+    return a.stage == 1 ? launch_wgmma_ws<1, 2>(a, stream) : launch_wgmma_ws<2, 2>(a, stream);
+  if (big == MoeTcBig::kWgmmaCl4)
+    return a.stage == 1 ? launch_wgmma_ws<1, 4>(a, stream) : launch_wgmma_ws<2, 4>(a, stream);
   // kWgmmaWs and kAuto: the warp-specialized kernel (run moepf2: 1.22-1.25x kWgmma at T =
   // 4096, 1.06x at 8192).
   return a.stage == 1 ? launch_wgmma_ws<1>(a, stream) : launch_wgmma_ws<2>(a, stream);
