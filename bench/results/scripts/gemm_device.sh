@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the unpacked bench/flash/gemm_pack.sh tarball (this script's
+# On the GPU machine, from the unpacked bench/results/scripts/gemm_pack.sh tarball (this script's
 # folder), with the checkout as the working directory (tests/fixtures): the GPU tests,
 # flash_layers' linear modes, the torch baselines for them, and the layers in both
 # activation modes (bf16 first), each part under a timeout and a shared deadline

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the unpacked bench/flash/fp8_pack.sh tarball (this script's
+# On the GPU machine, from the unpacked bench/results/scripts/fp8_pack.sh tarball (this script's
 # folder): the FP8-activation and fake-quant GPU op tests, flash_layers' linear modes
 # (f32, bf16, fp8), torch's baselines for them (_scaled_mm), then the other linear op
 # tests with what time is left, each part
