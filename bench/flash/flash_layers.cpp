@@ -41,11 +41,12 @@
 // --ops-linear: only the op section's linear modes (the three
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192 or --linear-ns).
 // --ops-gemv: only the gemv kernels (both kernels, every decode weight shape, n = 1 .. 8,
-// and the multi-weight launch; run_gemv_ops). --gemv auto|stream|bulk|persist|auto0: the gemv
+// and the multi-weight launch; run_gemv_ops). --gemv auto|stream|bulk|persist|auto0|tensor: the gemv
 // kernel of every launch (kernels::GemvKind; the layers' A/B): "stream" the former kernel and
 // no multi-weight launches (the code before NOTES section 12), "bulk" the bulk kernel for every
 // call, "persist" the persistent kernel at n <= 4 (NOTES 19), "auto0" the policy before it,
-// "auto" (default) each where it measured faster (auto0 but FP8 pairs at 3-4 tokens persist). --gemv-persist 4[,2]: its ring depth and
+// "auto" (default) each where it measured faster (auto0 but FP8 pairs at 3-4 tokens persist),
+// "tensor" the tensor-core kernel for FP8 calls under bf16 x (NOTES 26), auto0 elsewhere. --gemv-persist 4[,2]: its ring depth and
 // blocks per SM.
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
@@ -854,7 +855,7 @@ void run_linear_modes(HostPool& hp) {
 // it, each kernel variant (kernels::GemvKind: "stream" the former one, "bulk" the TMA-ring
 // one, "p2" / "p4" / "p6" the persistent one at ring depth 2 (registers) / 4 / 6 (cp.async
 // ring; p6 at n = 1 only), "p4b2" depth 4 at <= 2 blocks per SM; persistent variants at
-// n <= 4), both activation modes, plus the projections sharing an x in one launch
+// n <= 4; "tc" the tensor-core kernel, FP8 shapes under bf16 x only), both activation modes, plus the projections sharing an x in one launch
 // (kernels::linear_gemv_multi) against separate launches. Copies of each weight rotate
 // (>= 256 MB per shape, so L2 holds none when it comes back). GBps = weight + scale bytes
 // per call / time; frac = GBps / 4270 (the H200's measured copy bandwidth, ANCHORS.md).
@@ -915,7 +916,8 @@ void run_gemv_ops(HostPool& hp) {
   };
   const Variant all_variants[] = {{"stream", kernels::GemvKind::kStream, 0, 0}, {"bulk", kernels::GemvKind::kBulk, 0, 0},
                                   {"p2", kernels::GemvKind::kPersist, 2, 0},    {"p4", kernels::GemvKind::kPersist, 4, 0},
-                                  {"p4b2", kernels::GemvKind::kPersist, 4, 2},  {"p6", kernels::GemvKind::kPersist, 6, 0}};
+                                  {"p4b2", kernels::GemvKind::kPersist, 4, 2},  {"p6", kernels::GemvKind::kPersist, 6, 0},
+                                  {"tc", kernels::GemvKind::kTensor, 0, 0}};
   auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
@@ -940,6 +942,8 @@ void run_gemv_ops(HostPool& hp) {
       for (bool bf16x : {false, true})
         for (const Variant& v : variants) {
           if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
+          // tc: FP8 under bf16 x only (elsewhere kTensor runs kAuto0's kernel: not a tc line).
+          if (v.kind == kernels::GemvKind::kTensor && (!bf16x || s.fmt != '8')) continue;
           use(v);
           const float ms = time_adaptive(tm, [&](int i) {
             CK(kernels::linear(args(s, ws[size_t(i % copies)], n, bf16x, y), st));
@@ -982,6 +986,7 @@ void run_gemv_ops(HostPool& hp) {
         const Variant v = vi == 0 ? Variant{"stream2", kernels::GemvKind::kStream, 0, 0} : variants[vi - 1];
         if (vi > 0 && v.kind == kernels::GemvKind::kStream) continue;
         if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
+        if (v.kind == kernels::GemvKind::kTensor) continue;  // these pairs run f32 x
         use(v);
         const float ms = time_adaptive(tm, [&](int i) {
           // wb rotates one copy ahead of wa so a shared-shape pair reads two distinct weights.
@@ -1862,7 +1867,8 @@ int main(int argc, char** argv) {
       kernels::gemv_set_kind(pick<kernels::GemvKind>(
           "--gemv", next(),
           {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk},
-           {"persist", kernels::GemvKind::kPersist}, {"auto0", kernels::GemvKind::kAuto0}}));
+           {"persist", kernels::GemvKind::kPersist}, {"auto0", kernels::GemvKind::kAuto0},
+           {"tensor", kernels::GemvKind::kTensor}}));
     else if (a == "--gemv-persist") {  // the persistent gemv's ring depth [and blocks per SM]: 4 or 4,2
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_persist(v.empty() ? 0 : int(v[0]), v.size() > 1 ? int(v[1]) : 0);

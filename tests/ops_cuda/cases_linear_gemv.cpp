@@ -9,6 +9,8 @@
 // times (a capped grid), and several weights in one launch (linear_gemv_multi).
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
@@ -179,6 +181,82 @@ OpCase multi_case(std::string name, std::vector<Shape> shapes,
           }};
 }
 
+// The tensor-core kernel (GemvKind::kTensor, smxx_linear_gemv_tc.cu): FP8 e4m3 under
+// bf16 x on mma.sync. Not bitwise the SIMT kernels (other fp32 sum order): against the
+// CPU oracle (family "linear"). Each case first checks that kTensor really takes the call
+// (linear_gemv_tc_eligible), so a silent fallback to the SIMT kernel cannot pass for it.
+// scales: 0 the drawn e8m0 scales; 1 none (raw e4m3 values); 2 one row block's scale
+// codes above 142 (the kernel's two-factor path) and one at 0 (2^-127).
+std::vector<float> run_tc(const Shape& s, const TestWeight& w, const Dev<float>& dx) {
+  const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+  Dev<float> dy(size_t(s.n * out_rows));
+  const kernels::LinearArgs a = args(s, w, dx.get(), dy.get());
+  if (!kernels::linear_gemv_tc_eligible(a)) throw std::runtime_error("kTensor does not take " + shape_name("tc", s));
+  GemvScope scope(kernels::GemvKind::kTensor, 0);
+  check_cuda(kernels::linear(a, nullptr), "gemv tc");
+  return dy.host();
+}
+
+std::unique_ptr<TestWeight> tc_weight(Rng& rng, const Shape& s, int scales) {
+  auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
+  if (scales == 1) {
+    w->scale.clear();
+    w->d_scale.reset();
+  } else if (scales == 2) {
+    const int64_t rb = std::min<int64_t>(1, (s.rows - 1) / w->block_rows);  // row block 1 (or 0)
+    for (int64_t c = 0; c < w->scale_cols; ++c) w->scale[size_t(rb * w->scale_cols + c)] = uint8_t(143 + c % 8);
+    w->scale[0] = 0;
+    w->d_scale = std::make_unique<Dev<uint8_t>>(w->scale);
+  }
+  return w;
+}
+
+OpCase tc_oracle_case(const Shape& s, int scales = 0) {
+  const char* what = scales == 1 ? "gemv_tc_noscale" : scales == 2 ? "gemv_tc_bigscale" : "gemv_tc";
+  return {shape_name(what, s), "linear", [=](Rng& rng) {
+            const auto w = tc_weight(rng, s, scales);
+            const auto x = randn(rng, size_t(s.n * x_width(s)));
+            const Dev<float> dx(x);
+            return Outputs{{{"y", oracle(s, *w, x), run_tc(s, *w, dx)}}, {}};
+          }};
+}
+
+// Batch invariance: n tokens in one launch against each token alone (n = 1), bitwise
+// ("cpu" holds the single-token outputs). x_stride keeps the tokens' rows in place.
+OpCase tc_invariance_case(const Shape& s) {
+  return {shape_name("gemv_tc_invariant", s), "former", [=](Rng& rng) {
+            const auto w = tc_weight(rng, s, 0);
+            const int64_t width = x_width(s), out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+            const auto x = randn(rng, size_t(s.n * width));
+            const Dev<float> dx(x);
+            const auto all = run_tc(s, *w, dx);
+            std::vector<float> alone(all.size());
+            for (int64_t t = 0; t < s.n; ++t) {
+              Shape one = s;
+              one.n = 1;
+              const Dev<float> dx1(std::vector<float>(x.begin() + t * width, x.begin() + (t + 1) * width));
+              const auto y1 = run_tc(one, *w, dx1);
+              std::copy(y1.begin(), y1.end(), alone.begin() + t * out_rows);
+            }
+            return Outputs{{{"y", alone, all}}, {}};
+          }};
+}
+
+// kTensor on calls its kernel does not take (f32 x, fp32 scales): kAuto0's SIMT kernel,
+// bitwise the former kernel ("cpu").
+OpCase tc_fallback_case(const Shape& s) {
+  return {shape_name("gemv_tc_fallback", s), "former", [=](Rng& rng) {
+            const auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
+            const Dev<float> dx(randn(rng, size_t(s.n * x_width(s))));
+            Dev<float> dy(size_t(s.n * s.rows));
+            if (kernels::linear_gemv_tc_eligible(args(s, *w, dx.get(), dy.get())))
+              throw std::runtime_error("expected kTensor to fall back on " + shape_name("tc", s));
+            return Outputs{{{"y", run_kind(s, kernels::GemvKind::kStream, *w, dx),
+                             run_kind(s, kernels::GemvKind::kTensor, *w, dx)}},
+                           {}};
+          }};
+}
+
 }  // namespace
 
 std::vector<OpCase> linear_gemv_cases() {
@@ -263,6 +341,28 @@ std::vector<OpCase> linear_gemv_cases() {
                            kernels::GemvKind::kPersist, depth));
   c.push_back(multi_case("gemv_persist_multi_wq_a_wkv_n1_d6", {{K::kFp8E8m0, 1, 640, 5120}, {K::kFp8E8m0, 1, 256, 5120}},
                          kernels::GemvKind::kPersist, 6));
+  // The tensor-core kernel (kTensor): n = 1, 3, 8 on V4.1's column counts (wq_a 5120,
+  // wq_b 1280, wo_b 8192; K splits 8 .. 2) at fewer rows, row tails (200 = 12 x 16 + 8;
+  // 6 rows), a slice, a last chunk of 32 columns (1056), grouped x (wo_a), no scales,
+  // scale codes on the two-factor path; batch invariance at n = 8 and 5 (grouped); the
+  // fallback for calls it does not take.
+  using K2 = WKind;
+  for (const Shape& s : std::vector<Shape>{
+           {K2::kFp8E8m0, 1, 640, 5120, 0, -1, true}, {K2::kFp8E8m0, 3, 640, 5120, 0, -1, true},
+           {K2::kFp8E8m0, 8, 256, 5120, 0, -1, true}, {K2::kFp8E8m0, 1, 1024, 1280, 0, -1, true},
+           {K2::kFp8E8m0, 8, 512, 1280, 0, -1, true}, {K2::kFp8E8m0, 1, 160, 8192, 0, -1, true},
+           {K2::kFp8E8m0, 4, 96, 8192, 0, -1, true},  {K2::kFp8E8m0, 5, 200, 1280, 0, -1, true},
+           {K2::kFp8E8m0, 3, 6, 1024, 0, -1, true},   {K2::kFp8E8m0, 4, 256, 1280, 40, 150, true},
+           {K2::kFp8E8m0, 2, 64, 1056, 0, -1, true},  {K2::kFp8E8m0, 1, 1024, 1024, 0, -1, true, 0, 8},
+           {K2::kFp8E8m0, 6, 512, 1024, 0, -1, true, 0, 8}})
+    c.push_back(tc_oracle_case(s));
+  c.push_back(tc_oracle_case({K2::kFp8E8m0, 3, 200, 1280, 0, -1, true}, 1));
+  c.push_back(tc_oracle_case({K2::kFp8E8m0, 2, 96, 2048, 0, -1, true}, 2));
+  c.push_back(tc_invariance_case({K2::kFp8E8m0, 8, 512, 1280, 0, -1, true}));
+  c.push_back(tc_invariance_case({K2::kFp8E8m0, 8, 160, 8192, 0, -1, true}));
+  c.push_back(tc_invariance_case({K2::kFp8E8m0, 5, 512, 1024, 0, -1, true, 0, 8}));
+  c.push_back(tc_fallback_case({K2::kFp8E8m0, 3, 256, 1280}));
+  c.push_back(tc_fallback_case({K2::kFp8F32Scale, 2, 200, 1280, 0, -1, true}));
   return c;
 }
 

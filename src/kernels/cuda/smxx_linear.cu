@@ -109,8 +109,25 @@ bool linear_mma_eligible(const LinearArgs& a) {
   return scale_ok && w.cols % 32 == 0 && aligned16(w.data) && aligned16(a.x);
 }
 
+namespace gemv_tc {
+// smxx_linear_gemv_tc.cu: the tensor-core gemv kernel (GemvKind::kTensor).
+cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
+}  // namespace gemv_tc
+
 namespace {
 cudaError_t gemv_dispatch(const LinearArgs* calls, int count, cudaStream_t stream) {
+  if (gemv_kind() == GemvKind::kTensor) {
+    // All calls or none (a multi launch keeps one kind of arithmetic); one launch each.
+    bool all = true;
+    for (int k = 0; k < count && all; ++k) all = linear_gemv_tc_eligible(calls[k]);
+    if (all) {
+      for (int k = 0; k < count; ++k) {
+        const cudaError_t e = gemv_tc::launch(calls[k], stream);
+        if (e != cudaSuccess) return e;
+      }
+      return cudaSuccess;
+    }
+  }
   switch (calls[0].w.format) {
     case WFormat::kF32: return gemv::launch<WFormat::kF32>(calls, count, stream);
     case WFormat::kBF16: return gemv::launch<WFormat::kBF16>(calls, count, stream);

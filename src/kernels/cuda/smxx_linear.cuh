@@ -66,8 +66,12 @@ cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t s
 // for 5 .. 8 tokens, the former one for a single call of 1 .. 4 tokens or a tile over the
 // bulk kernel's stage). kAuto (the default): kAuto0, but the persistent kernel for several
 // FP8 calls of 3 .. 4 tokens (where it measured faster, H200; bench/flash/NOTES.md 19).
-// Every kernel gives the same bits.
-enum class GemvKind : int { kAuto, kStream, kBulk, kPersist, kAuto0 };
+// Every kernel above gives the same bits. kTensor (opt-in, never the default; not bitwise
+// the others): FP8 e4m3 calls (e8m0 or no scales) under bf16_x take the tensor-core kernel
+// (smxx_linear_gemv_tc.cu: mma.sync bf16 on exactly decoded weights, fp32 sums in another
+// order, checked against the CPU oracle; batch-invariant per token); every other call
+// runs what kAuto0 runs.
+enum class GemvKind : int { kAuto, kStream, kBulk, kPersist, kAuto0, kTensor };
 void gemv_set_kind(GemvKind k);
 GemvKind gemv_kind();
 // Programmatic dependent launch for the gemv kernels (process-wide, off by default): each
@@ -92,6 +96,9 @@ int gemv_bulk_grid_cap();
 // Whether the gemv / mma paths can take these arguments (format, alignment, block layout).
 bool linear_gemv_eligible(const LinearArgs& a);
 bool linear_mma_eligible(const LinearArgs& a);
+// Whether GemvKind::kTensor runs the tensor-core kernel for a (gemv-eligible, e4m3 with
+// e8m0 or no scales, bf16_x, x_group_rows a multiple of 16); else it runs kAuto0's kernel.
+bool linear_gemv_tc_eligible(const LinearArgs& a);
 
 // For the cuBLASLt path: x [n, cols] fp32 -> bf16 (RNE), and rows row0 .. row0 + rows
 // of an e4m3 / e2m1 weight (e8m0 or no scales) dequantized exactly into bf16 [rows, cols].

@@ -921,7 +921,8 @@ cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
     if ((kind == GemvKind::kPersist || auto_persist) && persist_fits(calls, count))
       return launch_persist<F, NT>(calls, count, stream);
   }
-  if (kind == GemvKind::kAuto || kind == GemvKind::kPersist) kind = GemvKind::kAuto0;
+  // kTensor: the calls the tensor-core kernel does not take (smxx_linear.cu) run kAuto0.
+  if (kind == GemvKind::kAuto || kind == GemvKind::kPersist || kind == GemvKind::kTensor) kind = GemvKind::kAuto0;
   bool bulk = kind == GemvKind::kBulk || (kind == GemvKind::kAuto0 && (count > 1 || NT == 8));
   for (int k = 0; bulk && k < count; ++k) bulk = bulk_fits(calls[k]);
   if (bulk) return launch_bulk<F, NT>(calls, count, stream);
