@@ -410,20 +410,22 @@ TEST(LinearGemv, BulkFallbackAndRejects) {
 // dependents at its start) -> gemv -> gemv on a stream, where each gemv reads what the
 // kernel before it writes. With PDL the gemv blocks start early and must still read x
 // only after griddepcontrol.wait: the outputs equal the plain launches' bit for bit, for
-// the streaming and the bulk kernel, over several rounds with fresh inputs (a missing
-// wait would read the previous round's or the zeroed x).
+// the streaming, bulk, persistent and tensor-core kernels, over several rounds with fresh
+// inputs (a missing wait would read the previous round's or the zeroed x).
 TEST(LinearGemv, PdlChainsMatchPlainLaunches) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
   Rng rng(11);
-  const Shape s1{WKind::kFp8E8m0, 1, 1024, 5120}, s2{WKind::kFp8E8m0, 1, 5120, 1024};
+  Shape s1{WKind::kFp8E8m0, 1, 1024, 5120}, s2{WKind::kFp8E8m0, 1, 5120, 1024};
   const auto w1 = random_weight(rng, s1.kind, s1.rows, s1.cols, 0.05f);
   const auto w2 = random_weight(rng, s2.kind, s2.rows, s2.cols, 0.05f);
   cudaStream_t st;
   ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
   Dev<float> dx(size_t(s1.cols)), xn(size_t(s1.cols)), y1(size_t(s1.rows)), y2(size_t(s2.rows));
-  for (const kernels::GemvKind kind :
-       {kernels::GemvKind::kStream, kernels::GemvKind::kBulk, kernels::GemvKind::kPersist}) {
+  for (const kernels::GemvKind kind : {kernels::GemvKind::kStream, kernels::GemvKind::kBulk,
+                                       kernels::GemvKind::kPersist, kernels::GemvKind::kTensor}) {
+    // kTensor: its tensor-core kernel takes FP8 calls under bf16 x only.
+    s1.bf16_x = s2.bf16_x = kind == kernels::GemvKind::kTensor;
     for (int round = 0; round < 6; ++round) {
       const auto x = randn(rng, size_t(s1.cols));
       std::vector<float> out[2];
