@@ -1123,6 +1123,19 @@ void run_attention_ops(const ModelConfig& c) {
   std::printf("op attention_small_clusters f32=%d bf16=%d former_f32=%d former_bf16=%d\n",
               kernels::attention_small_max_clusters(false, false), kernels::attention_small_max_clusters(true, false),
               kernels::attention_small_max_clusters(false, true), kernels::attention_small_max_clusters(true, true));
+  // Waves at n = 1 / 2 / 4 / 8 from the occupancy query (not assumed): n x ceil(H / heads per
+  // block) clusters over the max active ones (the smaller of the two modes').
+  for (const bool former : {false, true}) {
+    const int hb = kernels::attention_small_heads_per_block(former);
+    const int mc = std::min(kernels::attention_small_max_clusters(false, former),
+                            kernels::attention_small_max_clusters(true, former));
+    const int64_t per_query = (H + hb - 1) / hb;
+    std::printf("op attention_small_waves kernel=%s heads_per_block=%d clusters_per_query=%lld max_active=%d", former ? "former" : "new",
+                hb, (long long)per_query, mc);
+    for (const int64_t n : {1, 2, 4, 8})
+      std::printf(" n%lld=%lld", (long long)n, mc > 0 ? (long long)((n * per_query + mc - 1) / mc) : -1LL);
+    std::printf("\n");
+  }
   // RoPE folded into the small kernel as the model calls it (positions near the context).
   const int64_t rd = c.qk_rope_head_dim;
   std::vector<float> inv(size_t(rd / 2));

@@ -299,7 +299,10 @@ OpCase attention_rope_case(std::string name, int64_t n, int64_t heads, int64_t d
 
 // The small-batch kernel (gpu_path 2: rows staged in per-warp rings, merge weights once per
 // warp / slice) against its former self (gpu_path 3, NOTES section 13), bitwise: the same
-// arithmetic in the same order. rope_dim > 0: both with RoPE folded in (positions up to
+// arithmetic in the same order. The new kernel groups heads by 5 (the fifth in its own dot
+// slots, NOTES 25), the former by 4, so equal bits also say a head's sums do not depend on
+// its group: 64 heads = 12 x 5 + 4 (a ragged last group), 3 / 4 heads (one short group),
+// 5 / 10 (whole groups), 6 / 8 / 12 (a last group of 1 / 3 / 2). rope_dim > 0: both with RoPE folded in (positions up to
 // 70000, as attention_rope_case). Counts past 12 rows per warp (> 768 entries) wrap the
 // ring; past 32 per warp (> 2048) the id windows advance.
 template <class Count>
@@ -508,6 +511,12 @@ std::vector<OpCase> attention_cases() {
                               [](Rng& r, int64_t t) { return t == 0 ? int64_t(128) : randint(r, 1, 640); }, kBf16, 64),
       attention_small_ab_case("sink_attention_small_ab_bf16_rope_odd", 5, 6, 102, 300,
                               [](Rng& r, int64_t t) { return t == 2 ? int64_t(0) : randint(r, 1, 200); }, kBf16, 102),
+      attention_small_ab_case("sink_attention_small_ab_heads5", 2, 5, 512, 2000,
+                              [](Rng& r, int64_t) { return randint(r, 1, 900); }, ops::Activations::kF32),
+      attention_small_ab_case("sink_attention_small_ab_heads4", 2, 4, 512, 2000,
+                              [](Rng& r, int64_t) { return randint(r, 1, 900); }, ops::Activations::kF32),
+      attention_small_ab_case("sink_attention_small_ab_bf16_heads10_rope", 2, 10, 512, 2000,
+                              [](Rng& r, int64_t) { return randint(r, 1, 900); }, kBf16, 64),
       // The wgmma kernel (kv_rows known): V4.1 shapes, ragged counts (empty, partial tiles,
       // lists of 2000), odd shapes, and the default dispatch at a prefill-like ratio.
       attention_wgmma_case("sink_attention_bf16_wgmma_v41", 24, 64, 512, 4096,

@@ -67,19 +67,26 @@ struct SinkAttentionArgs {
   // (smxx_attention.cu, namespace wg); unknown keeps the mma.sync kernel.
   int64_t kv_rows = 0;
 };
-// Path 1 takes the small-batch kernel up to this many queries. A query is 16 clusters of 8
-// one-SM blocks (4 heads x 8 slices), of which the H200 holds 15 at once, so n queries run
-// in ceil(16 n / 15) waves of ~11 us (640 entries; NOTES 23). H200, 640 entries, us: n = 1 /
-// 2 / 4 / 8 f32 23.7 / 34.5 / 56.1 / 99, bf16 25.2 / 36.8 / 59.9 / 106, against the SIMT
-// kernel's 39.5 / 58.3 / 33.4 / 64.6 (f32) and the mma.sync kernel's 119-129 up to n = 16
-// (bf16). Set before that measurement (n = 1 f32, 4 bf16); by it 2 (f32) and 8 (bf16) would
-// pay, not yet changed because it changes which bits the model gets at those n.
-constexpr int64_t attention_small_max_n(bool bf16) { return bf16 ? 4 : 1; }
+// Path 1 takes the small-batch kernel up to this many queries (outside the batch-invariant
+// mode only: the model never takes path 1 there, so this changes no invariant-mode bits).
+// A query is ceil(heads / 5) clusters of 8 one-SM blocks (13 at 64 heads; 5 heads x 8
+// slices per cluster), of which the H200 holds 15 at once (attention_small_max_clusters),
+// so n queries run in ceil(13 n / 15) waves. The 4-head kernel (16 clusters, NOTES 23) at
+// 640 entries, us: n = 1 / 2 / 4 / 8 f32 23.7 / 34.5 / 56.1 / 99, bf16 25.2 / 36.8 / 59.9 /
+// 106, against the SIMT kernel's 39.5 / 58.3 / 33.4 / 64.6 (f32) and the mma.sync kernel's
+// 119-129 up to n = 16 (bf16). f32: 2 (one wave fewer with 5 heads: 2 instead of 3 at
+// n = 2). bf16 stays 4: n = 5..8 would win at 640 entries (106 vs 126 measured) but the
+// mma.sync kernel at the ratio-0 layers' 128 entries (4 tiles instead of 20) was not
+// measured, and the small kernel there costs ~65 us at n = 8 (NOTES 25).
+constexpr int64_t attention_small_max_n(bool bf16) { return bf16 ? 4 : 2; }
 cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
 // cudaOccupancyMaxActiveClusters of the small-batch kernel (former: path 3's) at its launch
-// shape, -1 on error: its clusters of 8 one-SM blocks need 8 free SMs of one GPC, so
-// fewer than n x heads / 4 of them means a second wave (printed by the benchmark).
+// shape (its registers, shared memory and cluster size), -1 on error: its clusters of 8
+// one-SM blocks need 8 free SMs of one GPC, so fewer than n x ceil(heads / heads per block)
+// of them means a second wave (printed by the benchmark).
 int attention_small_max_clusters(bool bf16, bool former);
+// Heads per block (= per cluster) of the small-batch kernel: 5, the former's 4.
+int attention_small_heads_per_block(bool former);
 // true: paths 1 and 2 run the former small-batch kernel too (same bits; for the layers' A/B
 // in one binary, flash_layers --attn-small former). Process-wide, default false.
 void sink_attention_set_small_former(bool former);
