@@ -119,17 +119,18 @@ enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Wgmma 
 // Activations::kFP8 (ops/linear.h; FP8 e4m3 weights with no or 32-multiple ue8m0 scale
 // blocks, else the call throws): x is quantized per 32-K block on the device, bit for bit
 // as the CPU does, then
-//   - kAuto with a workspace from n >= linear_gemm_min_n() when the weight has its bf16
-//     copy, from max(512, that) when it is dequantized per call (or from ws.min_n), or
-//     kGemm forced:
+//   - kAuto with a workspace from n >= linear_gemm_min_n() (or ws.min_n), or kGemm forced:
 //     the bf16 cuBLASLt GEMM above on code * scale in bf16 (exact: <= 4 significant bits)
 //     against the weight's exact bf16 image (per call or the persistent copy): the FP8
-//     GEMM's products, added in fp32 in cuBLASLt's order. kAuto prefers it there because
-//     it is 1.9-4.5x faster than the FP8 kernels below (with the copy at 256 and 8192
-//     tokens; per call from ~300-500; bench/results/2026-11-30-h200-flash-layers.md runs
-//     17 and 20): V4.1's 32 x 32 ue8m0 blocks need a
-//     promotion after every k32 MMA, which costs those kernels as much issue as the MMAs,
-//     and cuBLASLt 13 refuses its 32-block FP8 mode (VEC32_UE8M0) on Hopper;
+//     GEMM's products, added in fp32 in cuBLASLt's order. kAuto prefers it because it is
+//     accurate where the wgmma FP8 kernels are not: they add each block's 32 products on
+//     the tensor core with a truncated alignment (worst error 2e-5..1e-4 of S in the op
+//     cases, 1.5e-7 for mma.sync), which on the trained model moved fp8 mode's logits as
+//     far from the CPU as fp8 mode is from bf16 (run 21). With the bf16 copies it is also
+//     1.9-4.5x faster (bench/results/2026-11-30-h200-flash-layers.md runs 17 and 20): V4.1's
+//     32 x 32 ue8m0 blocks need a promotion after every k32 MMA, which costs the FP8
+//     kernels as much issue as the MMAs, and cuBLASLt 13 refuses its 32-block FP8 mode
+//     (VEC32_UE8M0) on Hopper;
 //   - else from n >= linear_fp8_min_n() tokens (kAuto), or forced with kFp8Wgmma / kFp8Mma: a
 //     GEMM on the FP8 tensor cores (kernels/cuda/smxx_linear_fp8.cuh: one k32 MMA per
 //     32-block from zero, promoted to fp32 with s_x * s_w): kAuto the pipelined Hopper

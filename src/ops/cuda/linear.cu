@@ -226,12 +226,13 @@ struct Scratch {
 };
 
 // Activations::kFP8 (cuda_ops.h): quantize x on the device, then (kAuto, from the bf16
-// mode's GEMM threshold with the weight's bf16 copy, from 512 tokens without, and a
-// cuBLASLt workspace) a bf16 cuBLASLt GEMM on the exact dequantized codes; else the FP8 tensor-core GEMM or an fp32 kernel on the dequantized
-// codes. cuBLASLt first because it is 2-4x faster than our FP8 GEMM at every Flash shape
-// (bench/results/2026-11-30-h200-flash-layers.md, run 17: the per-32-K promotion that
-// V4.1's 32 x 32 ue8m0 blocks need costs the FP8 kernel as much issue as its MMAs, and
-// cuBLASLt 13 has no 32-block FP8 mode on Hopper: VEC32_UE8M0 is refused, run 20).
+// mode's GEMM threshold, with a cuBLASLt workspace) a bf16 cuBLASLt GEMM on the exact
+// dequantized codes; else the FP8 tensor-core GEMM or an fp32 kernel on the dequantized
+// codes. cuBLASLt first because it is exact in its products and fp32 in its sums, where the
+// wgmma FP8 kernels are not (below), and faster than our FP8 GEMM at every Flash shape with
+// the bf16 copies (bench/results/2026-11-30-h200-flash-layers.md, runs 17 and 21: the
+// per-32-K promotion that V4.1's 32 x 32 ue8m0 blocks need costs the FP8 kernel as much
+// issue as its MMAs, and cuBLASLt 13 has no 32-block FP8 mode on Hopper, run 20).
 void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws,
                 LinearKernel kernel, int64_t rows) {
   CUDA_OP_CHECK(fp8_activation_weight(p.w),
@@ -247,13 +248,15 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
                   "linear: the cuBLASLt path cannot take this call (weight format, workspace or shape)");
     return;
   }
-  // With the weight's bf16 copy cuBLASLt wins from the bf16 threshold on (run 17: 1.9-4.5x
-  // the FP8 kernel at 256 tokens, 2.2-2.5x at 8192); dequantizing the weight per call
-  // (~0.08 ms for wq_b / wo_b) loses to the FP8 kernel at 256 tokens and wins from ~300-500
-  // (wq_b 8192: 1.17 vs 2.54 ms), hence 512 there.
-  const int64_t min_n = ws.min_n > 0             ? ws.min_n
-                        : p.w.bf16 != nullptr ? linear_gemm_min_n(p.w, rows)
-                                              : std::max<int64_t>(512, linear_gemm_min_n(p.w, rows));
+  // cuBLASLt from the bf16 threshold whenever a workspace is given, for accuracy first:
+  // the wgmma FP8 kernels add each block's 32 products on the tensor core with a truncated
+  // alignment (op cases: worst error 2e-5..1e-4 of S, against 1.5e-7 for mma.sync and
+  // cuBLASLt's fp32), and on the trained model that moved fp8 mode's logits as far from the
+  // CPU as fp8 mode is from bf16 (2.55 vs 2.39; cuBLASLt 0.31; run 21). Speed agrees with
+  // the weight's bf16 copy (run 17: 1.9-4.5x the FP8 kernel at 256 tokens, 2.2-2.5x at
+  // 8192); dequantizing per call costs ~0.08 ms per call on wq_b / wo_b (0.12 vs 0.078 ms at
+  // 256 tokens, 1.17 vs 2.54 ms at 8192).
+  const int64_t min_n = ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
   if (mode == LinearMode::kAuto && kernel == LinearKernel::kAuto && p.n >= min_n &&
       linear_gemm(p, wa, rows, ws, stream, true))
     return;
