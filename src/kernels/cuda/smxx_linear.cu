@@ -116,7 +116,8 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
 
 namespace {
 cudaError_t gemv_dispatch(const LinearArgs* calls, int count, cudaStream_t stream) {
-  if (gemv_kind() == GemvKind::kTensor) {
+  const GemvKind kind = gemv_kind();
+  if (kind == GemvKind::kTensor || (kind == GemvKind::kAuto && calls[0].n >= 2 && !calls[0].one_kernel)) {
     // All calls or none (a multi launch keeps one kind of arithmetic); one launch each.
     bool all = true;
     for (int k = 0; k < count && all; ++k) all = linear_gemv_tc_eligible(calls[k]);

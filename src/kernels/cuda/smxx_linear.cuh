@@ -44,6 +44,10 @@ struct LinearArgs {
   // Activations::kBF16 (ops/linear.h): x rounded to bf16 (RNE) as it is read. gemv and
   // tiled round on load; mma then needs one bf16 MMA per tile instead of three.
   bool bf16_x = false;
+  // The caller needs one kernel for every n (LinearMode::kInvariant: a token's bits must not
+  // depend on the batch). GemvKind::kAuto takes the tensor-core gemv from 2 tokens only and
+  // the stream kernel at 1, two sum orders, so it keeps the stream kernel for such calls.
+  bool one_kernel = false;
 };
 cudaError_t linear(const LinearArgs& a, cudaStream_t stream);
 
@@ -65,9 +69,11 @@ cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t s
 // kAuto0: the policy before the persistent kernel (the bulk kernel for several calls and
 // for 5 .. 8 tokens, the former one for a single call of 1 .. 4 tokens or a tile over the
 // bulk kernel's stage). kAuto (the default): kAuto0, but the persistent kernel for several
-// FP8 calls of 3 .. 4 tokens (where it measured faster, H200; bench/flash/NOTES.md 19).
-// Every kernel above gives the same bits. kTensor (opt-in, never the default; not bitwise
-// the others): FP8 e4m3 calls (e8m0 or no scales) under bf16_x take the tensor-core kernel
+// FP8 calls of 3 .. 4 tokens (where it measured faster, H200; bench/flash/NOTES.md 19),
+// and the tensor-core kernel (below) for FP8 calls under bf16_x from 2 tokens unless
+// LinearArgs::one_kernel (3.6-5.7x the stream kernel at 8 tokens, 0.9-1.1x at 1: NOTES 26).
+// Every kernel above but the tensor-core one gives the same bits. kTensor: FP8 e4m3 calls
+// (e8m0 or no scales) under bf16_x take the tensor-core kernel at every n
 // (smxx_linear_gemv_tc.cu: mma.sync bf16 on exactly decoded weights, fp32 sums in another
 // order, checked against the CPU oracle; batch-invariant per token); every other call
 // runs what kAuto0 runs.

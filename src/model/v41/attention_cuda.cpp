@@ -305,6 +305,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   ga.path = kernels::LinearPath::kGemv;
   const ops::Activations wo_a_act = ops::activations_for(act, a.wo_a);
   ga.bf16_x = wo_a_act == ops::Activations::kBF16;  // the rounding linear() applies on its paths
+  ga.one_kernel = mode == gpu::LinearMode::kInvariant;  // as linear()'s invariant chunks
   // (fp8 mode with an FP8 wo_a: linear() quantizes x per group, which this gemv cannot.)
   const bool grouped = groups * rank <= a.wo_a.rows && kernels::linear_gemv_eligible(ga) &&
                        wo_a_act != ops::Activations::kFP8 && (n <= 8 || mode == gpu::LinearMode::kInvariant);

@@ -397,6 +397,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
         c.y = p.y + t0 * rows;
         c.n = std::min<int64_t>(kInvariantChunk, p.n - t0);
         c.path = kernels::LinearPath::kGemv;
+        c.one_kernel = true;  // the same gemv kernel for chunks of 1 .. 8 tokens
         CUDA_CHECK(kernels::linear(c, stream));
       }
       return;
@@ -433,6 +434,7 @@ void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream
     }
     kernels::LinearArgs a = linear_args(p, rows);
     a.path = kernels::LinearPath::kGemv;
+    a.one_kernel = mode == LinearMode::kInvariant;  // as linear()'s invariant chunks
     const int64_t min_n = ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
     const bool gemm = mode == LinearMode::kAuto && a.bf16_x && p.n >= min_n && gemm_format(a.w) &&
                       ws.data != nullptr;  // linear() would try cuBLASLt first
