@@ -225,6 +225,12 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
+// The n from which kAuto takes the cuBLASLt path for this call: the workspace's own
+// threshold (tests) or the weight's (linear_gemm_min_n).
+int64_t gemm_min_n(const LinearParams& p, const LinearWorkspace& ws, int64_t rows) {
+  return ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
+}
+
 // Activations::kFP8 (cuda_ops.h): quantize x on the device, then (kAuto, from the bf16
 // mode's GEMM threshold, with a cuBLASLt workspace) a bf16 cuBLASLt GEMM on the exact
 // dequantized codes; else the FP8 tensor-core GEMM or an fp32 kernel on the dequantized
@@ -237,10 +243,8 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
                 LinearKernel kernel, int64_t rows) {
   CUDA_OP_CHECK(fp8_activation_weight(p.w),
                 "linear: Activations::kFP8 needs an e4m3 weight with no or ue8m0 scales in blocks of 32k columns");
+  // (linear() has checked that a forced kernel comes with LinearMode::kAuto.)
   const bool forced_gemm = kernel == LinearKernel::kFp8Mma || kernel == LinearKernel::kFp8Wgmma;
-  CUDA_OP_CHECK(!forced_gemm || mode == LinearMode::kAuto, "linear: a forced kernel needs LinearMode::kAuto");
-  CUDA_OP_CHECK(kernel != LinearKernel::kGemm || mode == LinearMode::kAuto,
-                "linear: a forced kernel needs LinearMode::kAuto");
   if (p.n == 0 || rows == 0) return;
   const kernels::WeightArgs wa = to_weight_args(p.w);
   if (kernel == LinearKernel::kGemm) {
@@ -256,7 +260,7 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
   // the weight's bf16 copy (run 17: 1.9-4.5x the FP8 kernel at 256 tokens, 2.2-2.5x at
   // 8192); dequantizing per call costs ~0.08 ms per call on wq_b / wo_b (0.12 vs 0.078 ms at
   // 256 tokens, 1.17 vs 2.54 ms at 8192).
-  const int64_t min_n = ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
+  const int64_t min_n = gemm_min_n(p, ws, rows);
   if (mode == LinearMode::kAuto && kernel == LinearKernel::kAuto && p.n >= min_n &&
       linear_gemm(p, wa, rows, ws, stream, true))
     return;
@@ -413,7 +417,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
                   "linear: the cuBLASLt path cannot take this call (weight format, workspace or shape)");
     return;
   }
-  const int64_t min_n = ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
+  const int64_t min_n = gemm_min_n(p, ws, rows);
   if (kernel == LinearKernel::kAuto && a.bf16_x && p.n >= min_n && linear_gemm(p, a.w, rows, ws, stream)) return;
   a.path = kernel_path(kernel);
   CUDA_CHECK(kernels::linear(a, stream));
@@ -435,7 +439,7 @@ void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream
     kernels::LinearArgs a = linear_args(p, rows);
     a.path = kernels::LinearPath::kGemv;
     a.one_kernel = mode == LinearMode::kInvariant;  // as linear()'s invariant chunks
-    const int64_t min_n = ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
+    const int64_t min_n = gemm_min_n(p, ws, rows);
     const bool gemm = mode == LinearMode::kAuto && a.bf16_x && p.n >= min_n && gemm_format(a.w) &&
                       ws.data != nullptr;  // linear() would try cuBLASLt first
     if (gemm || !kernels::linear_gemv_eligible(a) ||
