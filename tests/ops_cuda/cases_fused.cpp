@@ -134,6 +134,51 @@ OpCase nrq_exact_case(std::string name, NrqShape s) {
           }};
 }
 
+// kernels::rms_norm_and_norm_rope_quant (the decode layer's q norm and kv norm_rope_quant
+// in one launch, rows also copied to copy_to) against kernels::rms_norm then
+// kernels::norm_rope_quant on the block kernel, bitwise; and each copy_to row against y.
+OpCase norm_pair_case(std::string name, int64_t n, int64_t qdim, NrqShape s, bool copies) {
+  s.n = n;
+  s.heads = 1;
+  return {name, "fused", [=](Rng& rng) {
+            const float eps = 1e-6f;
+            const NrqInputs in = nrq_inputs(rng, s);
+            const auto qx = randn(rng, size_t(n * qdim), 2.0f);
+            const auto qw = uniform(rng, size_t(qdim), 0.5f, 1.5f);
+            Dev<float> dqw(qw), dw(in.w), dinv(in.inv);
+            Dev<int64_t> dpos(in.pos);
+            auto nrq_args = [&](float* x) {
+              kernels::NormRopeQuantArgs a;
+              a.x = x, a.y = x, a.n = s.n, a.dim = s.dim, a.norm = s.norm, a.weight = s.weight ? dw.get() : nullptr;
+              a.eps = eps, a.positions = dpos.get(), a.heads = 1, a.inv_freq = dinv.get(), a.rope_dim = s.rope_dim;
+              a.attention_factor = s.factor, a.quant_block = s.block, a.kind = s.kind, a.variant = 1;
+              return a;
+            };
+            // The former launches.
+            Dev<float> q1(qx), k1(in.x);
+            check_cuda(kernels::rms_norm({q1.get(), q1.get(), dqw.get(), n, qdim, eps}, nullptr), "rms_norm");
+            check_cuda(kernels::norm_rope_quant(nrq_args(k1.get()), nullptr), "norm_rope_quant");
+            // The pair, with copies into rows of a scratch buffer in reverse order.
+            Dev<float> q2(qx), k2(in.x), rows(size_t(n * s.dim));
+            std::vector<float*> dst;
+            for (int64_t t = 0; t < n; ++t) dst.push_back(rows.get() + (n - 1 - t) * s.dim);
+            Dev<float*> ddst(dst);
+            kernels::NormRopeQuantArgs a2 = nrq_args(k2.get());
+            if (copies) a2.copy_to = ddst.get();
+            check_cuda(kernels::rms_norm_and_norm_rope_quant({q2.get(), q2.get(), dqw.get(), n, qdim, eps}, a2, nullptr),
+                       "rms_norm_and_norm_rope_quant");
+            Outputs o{{{"q", q1.host(), q2.host()}, {"kv", k1.host(), k2.host()}}, {}};
+            if (copies) {
+              const auto kv = k2.host(), cp = rows.host();
+              std::vector<float> expect(cp.size());
+              for (int64_t t = 0; t < n; ++t)
+                std::copy(kv.begin() + t * s.dim, kv.begin() + (t + 1) * s.dim, expect.begin() + (n - 1 - t) * s.dim);
+              o.floats.push_back({"copy_to", expect, cp});
+            }
+            return o;
+          }};
+}
+
 // With the norm and no quantization: fused vs the CPU composition (the norm's fp32 sum).
 OpCase nrq_norm_case(std::string name, NrqShape s) {
   s.block = 0;
@@ -274,6 +319,18 @@ std::vector<OpCase> fused_cases() {
   wide.n = 2;
   wide.dim = 8192;
   c.push_back(nrq_exact_case("fused_norm_rope_fp8_8192", wide));
+
+  // The decode layer's q norm (q_lora_rank 1024 at V4.1-Flash; 1536 at V4.1) and kv row
+  // (512, RoPE 64, FP8 blocks of 32) in one launch, the kv rows also written elsewhere.
+  NrqShape kvs;
+  c.push_back(norm_pair_case("fused_norm_pair_v41_n1", 1, 1024, kvs, true));
+  c.push_back(norm_pair_case("fused_norm_pair_v41_n8", 8, 1536, kvs, true));
+  c.push_back(norm_pair_case("fused_norm_pair_odd", 3, 333, odd, false));
+  c.push_back(nrq_exact_case("fused_norm_rope_v41_kv_n1", [] {
+    NrqShape k;
+    k.n = 1;
+    return k;
+  }()));
 
   c.push_back(collapse_norm_case("fused_hc_collapse_norm_v41", false, 5, 4, 5120, true, 1e-20f));
   c.push_back(collapse_norm_case("fused_hc_collapse_norm_v41_vs_cpu", true, 5, 4, 5120, true, 1e-20f));

@@ -37,8 +37,12 @@ OpCase mixes_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t 
 // mixes and the normalized collapse, which uses the other site's weights (pre_prev).
 // With `expand`, kernels::hc_expand_mixes_collapse_norm against hc_expand first (its
 // post / comb are the buffers the mixes then overwrite, as in the layer), h compared too.
+// With `one_launch`, the fused call gets HcMixesArgs::counters (the one-launch site where
+// the shape allows: n <= 8, splits of <= 128 columns) and runs twice on the same counters
+// (the second launch finds them zero again, so its results are checked too), and the
+// counters must be zero afterwards.
 OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t iters, bool weight,
-                                bool expand = false) {
+                                bool expand = false, bool one_launch = false) {
   return {name, "fused", [=](Rng& rng) {
             const int64_t width = hc * dim, num_mix = (2 + hc) * hc;
             const auto h = randn(rng, n * width, 2.0f);
@@ -55,6 +59,7 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
             struct Out {
               std::vector<float> pre, post, comb, x, h;
             };
+            Dev<unsigned> counters(std::vector<unsigned>(size_t(n), 0u));
             auto run = [&](bool fused) {
               Dev<float> dh(h), dpre(n * hc), dpost(post0), dcomb(comb0), dx(n * dim);
               const kernels::HcExpandArgs e{dh.get(), dy.get(), dpost.get(), dcomb.get(), n, hc, dim};
@@ -73,8 +78,23 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
               m.post = dpost.get();
               m.comb = dcomb.get();
               m.workspace = ws.get();
+              if (fused && one_launch) m.counters = counters.get();
               const kernels::HcCollapseNormArgs cn{dh.get(), dprev.get(), weight ? dw.get() : nullptr, dx.get(), n, hc,
                                                    dim, 1e-6f};
+              if (fused && one_launch) {
+                // A first launch on copies of the inputs (its outputs dropped), so the
+                // measured one reuses counters a launch has already used.
+                Dev<float> h2(h), pre2(n * hc), post2(post0), comb2(comb0), x2(n * dim);
+                kernels::HcMixesArgs m2 = m;
+                m2.h = h2.get(), m2.pre = pre2.get(), m2.post = post2.get(), m2.comb = comb2.get();
+                kernels::HcCollapseNormArgs cn2 = cn;
+                cn2.h = h2.get(), cn2.x = x2.get();
+                const kernels::HcExpandArgs e2{h2.get(), dy.get(), post2.get(), comb2.get(), n, hc, dim};
+                check_cuda(expand ? kernels::hc_expand_mixes_collapse_norm(e2, m2, cn2, nullptr)
+                                  : kernels::hc_mixes_collapse_norm(m2, cn2, nullptr),
+                           "one-launch warm-up");
+                check_cuda(cudaDeviceSynchronize(), "one-launch warm-up");
+              }
               if (fused && expand) {
                 check_cuda(kernels::hc_expand_mixes_collapse_norm(e, m, cn, nullptr), "hc_expand_mixes_collapse_norm");
               } else if (fused) {
@@ -97,12 +117,15 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
             bad.post = dpost.get(), bad.comb = dcomb.get();
             const cudaError_t rejected = kernels::hc_mixes_collapse_norm(
                 bad, {dh.get(), dprev.get(), nullptr, dx.get(), n, hc, dim, 1e-6f}, nullptr);
+            const std::vector<unsigned> left = counters.host();
+            const bool zero = std::all_of(left.begin(), left.end(), [](unsigned v) { return v == 0u; });
             return Outputs{{{"pre", seq.pre, fused.pre},
                             {"post", seq.post, fused.post},
                             {"comb", seq.comb, fused.comb},
                             {"x", seq.x, fused.x},
                             {"h", seq.h, fused.h}},
-                           {{"aliased_pre_rejected", {1}, {rejected == cudaErrorInvalidValue ? 1 : 0}}}};
+                           {{"aliased_pre_rejected", {1}, {rejected == cudaErrorInvalidValue ? 1 : 0}},
+                            {"counters_left_zero", {1}, {zero ? 1 : 0}}}};
           }};
 }
 
@@ -399,6 +422,13 @@ std::vector<OpCase> hyper_connection_cases() {
       mixes_collapse_norm_case("fused_hc_mixes_collapse_norm_odd", 3, 3, 333, 3, false),
       mixes_collapse_norm_case("fused_hc_expand_mixes_collapse_norm_v41", 5, 4, 5120, 20, true, true),
       mixes_collapse_norm_case("fused_hc_expand_mixes_collapse_norm_odd", 3, 3, 333, 3, false, true),
+      // The one-launch site (counters) against the three kernels, bitwise.
+      mixes_collapse_norm_case("fused_hc_site_one_launch_n1", 1, 4, 5120, 20, true, false, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_expand_n1", 1, 4, 5120, 20, true, true, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_expand_n8", 8, 4, 5120, 20, true, true, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_expand_odd", 3, 4, 333, 3, false, true, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_hc3", 5, 3, 100, 7, true, false, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_n9_two_launches", 9, 4, 5120, 20, true, true, true),
       mixes_finish_ab_case("former_hc_mixes_finish_warp_v41", 5, 4, 5120, 20, true),
       mixes_finish_ab_case("former_hc_mixes_finish_warp_n1", 1, 4, 5120, 20, false),
       mixes_finish_ab_case("former_hc_mixes_finish_warp_hc3", 11, 3, 333, 3, false),

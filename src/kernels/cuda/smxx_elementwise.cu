@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_elementwise.cuh"
+#include "kernels/cuda/smxx_hyper_connection.cuh"  // b1_fuse_enabled
 #include "kernels/cuda/smxx_rope.cuh"
 
 namespace deepinfer::kernels {
@@ -26,6 +27,53 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
     const float v = __fmul_rn(x[i], r);
     y[i] = a.weight ? __fmul_rn(a.weight[i], v) : v;
   }
+}
+
+// rms_norm_kernel with each thread's loads issued kNormBatch at a time before any is
+// used (DEEPINFER_B1_FUSE). At batch 1 the one block's loop was a chain of dim / 256
+// dependent global round trips per pass (the FMA waits on its load, the next load
+// waits to issue); now one per 8 elements. Same elements, same FMAs in the same order,
+// same tree: the same bits.
+constexpr int kNormBatch = 8;
+__device__ __forceinline__ void rms_norm_row_batched(const RmsNormArgs& a, int64_t t, float* scratch) {
+  const int64_t step = int64_t(kNormBatch) * blockDim.x;
+  const float* x = a.x + t * a.dim;
+  float* y = a.y + t * a.dim;
+  float ss = 0.0f;
+  for (int64_t i0 = threadIdx.x; i0 < a.dim; i0 += step) {
+    float v[kNormBatch];
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      const int64_t i = i0 + int64_t(u) * blockDim.x;
+      v[u] = i < a.dim ? x[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u)
+      if (i0 + int64_t(u) * blockDim.x < a.dim) ss = __fmaf_rn(v[u], v[u], ss);
+  }
+  ss = block_sum(ss, scratch);
+  const float r = 1.0f / sqrtf(ss / float(a.dim) + a.eps);
+  for (int64_t i0 = threadIdx.x; i0 < a.dim; i0 += step) {
+    float v[kNormBatch], w[kNormBatch];
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      const int64_t i = i0 + int64_t(u) * blockDim.x;
+      v[u] = i < a.dim ? x[i] : 0.0f;
+      w[u] = a.weight && i < a.dim ? a.weight[i] : 1.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kNormBatch; ++u) {
+      const int64_t i = i0 + int64_t(u) * blockDim.x;
+      if (i >= a.dim) break;
+      const float nv = __fmul_rn(v[u], r);
+      y[i] = a.weight ? __fmul_rn(w[u], nv) : nv;
+    }
+  }
+}
+__global__ void rms_norm_batched_kernel(RmsNormArgs a) {
+  pdl_trigger();  // as rms_norm_kernel
+  __shared__ float scratch[32];
+  rms_norm_row_batched(a, blockIdx.x, scratch);
 }
 
 // Block (token, group of up to `hb` heads): the token's cos / sin pairs once into shared
@@ -84,14 +132,48 @@ __global__ void fake_quant_kernel(FakeQuantArgs a) {
 // One block per row (kNrqThreads): norm into shared memory, RoPE pairs there, then the
 // quantization in 256-element sweeps whose 32-lane warps hold whole blocks (block
 // divides 32), the row written once.
+// kBatched (DEEPINFER_B1_FUSE): the norm's loads kNormBatch at a time, as
+// rms_norm_batched_kernel (same order, same bits).
 constexpr int kNrqThreads = 256;
-__global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_kernel(NormRopeQuantArgs a) {
-  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
-  extern __shared__ float row[];
-  __shared__ float scratch[32];
-  const int64_t t = blockIdx.x;
+template <bool kBatched>
+__device__ __forceinline__ void nrq_row(const NormRopeQuantArgs& a, int64_t t, float* row, float* scratch) {
   const float* x = a.x + t * a.dim;
-  if (a.norm) {
+  if (kBatched && a.norm) {
+    const int64_t step = int64_t(kNormBatch) * blockDim.x;
+    float ss = 0.0f;
+    for (int64_t i0 = threadIdx.x; i0 < a.dim; i0 += step) {
+      float v[kNormBatch];
+#pragma unroll
+      for (int u = 0; u < kNormBatch; ++u) {
+        const int64_t i = i0 + int64_t(u) * blockDim.x;
+        v[u] = i < a.dim ? x[i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kNormBatch; ++u) {
+        const int64_t i = i0 + int64_t(u) * blockDim.x;
+        if (i >= a.dim) break;
+        row[i] = v[u];
+        ss = __fmaf_rn(v[u], v[u], ss);
+      }
+    }
+    ss = block_sum(ss, scratch);
+    const float r = 1.0f / sqrtf(ss / float(a.dim) + a.eps);
+    for (int64_t i0 = threadIdx.x; i0 < a.dim; i0 += step) {
+      float w[kNormBatch];
+#pragma unroll
+      for (int u = 0; u < kNormBatch; ++u) {
+        const int64_t i = i0 + int64_t(u) * blockDim.x;
+        w[u] = a.weight && i < a.dim ? a.weight[i] : 1.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kNormBatch; ++u) {
+        const int64_t i = i0 + int64_t(u) * blockDim.x;
+        if (i >= a.dim) break;
+        const float v = __fmul_rn(row[i], r);
+        row[i] = a.weight ? __fmul_rn(w[u], v) : v;
+      }
+    }
+  } else if (a.norm) {
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) {
       const float v = x[i];
@@ -118,6 +200,7 @@ __global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_kernel(NormRopeQu
     __syncthreads();
   }
   float* y = a.y + t * a.dim;
+  float* y2 = a.copy_to ? a.copy_to[t] : nullptr;
   const bool quant = a.quant_block > 0 && a.dim % a.quant_block == 0;  // as fake_quant
   for (int64_t base = 0; base < a.dim; base += blockDim.x) {
     const int64_t i = base + threadIdx.x;
@@ -125,11 +208,36 @@ __global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_kernel(NormRopeQu
     const float v = live ? row[i] : 0.0f;
     if (quant) {
       const float amax = block_amax(v, a.quant_block);
-      if (live) y[i] = quant_value(v, amax, a.kind);
+      if (live) {
+        const float q = quant_value(v, amax, a.kind);
+        y[i] = q;
+        if (y2) y2[i] = q;
+      }
     } else if (live) {
       y[i] = v;
+      if (y2) y2[i] = v;
     }
   }
+}
+template <bool kBatched>
+__global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_kernel(NormRopeQuantArgs a) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  nrq_row<kBatched>(a, blockIdx.x, row, scratch);
+}
+
+// rms_norm(r) and norm_rope_quant(q) in one launch (the decode layer's q and kv norms, both
+// right after the wq_a + wkv gemv): blocks [0, r.n) run rms_norm_batched_kernel's rows,
+// blocks r.n.. norm_rope_quant_kernel<true>'s, so each output is bitwise its own kernel's.
+__global__ void __launch_bounds__(kNrqThreads) rms_norm_and_nrq_kernel(RmsNormArgs r, NormRopeQuantArgs q) {
+  pdl_trigger();  // as the two kernels
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  if (int64_t(blockIdx.x) < r.n)
+    rms_norm_row_batched(r, blockIdx.x, scratch);
+  else
+    nrq_row<true>(q, int64_t(blockIdx.x) - r.n, row, scratch);
 }
 
 // Narrow rows (dim a multiple of 32, at most the block kernel's 256 threads; V4.1's
@@ -190,16 +298,14 @@ __global__ void __launch_bounds__(kNrqThreads) norm_rope_quant_warp_kernel(NormR
       if (e < ne) v[e] = row[32 * e + lane];
   }
   float* y = a.y + t * a.dim;
+  float* y2 = a.copy_to ? a.copy_to[t] : nullptr;
   const bool quant = a.quant_block > 0 && a.dim % a.quant_block == 0;  // as fake_quant
 #pragma unroll
   for (int e = 0; e < kE; ++e) {
     if (e >= ne) break;
-    if (quant) {
-      const float amax = block_amax(v[e], a.quant_block);
-      y[32 * e + lane] = quant_value(v[e], amax, a.kind);
-    } else {
-      y[32 * e + lane] = v[e];
-    }
+    const float q = quant ? quant_value(v[e], block_amax(v[e], a.quant_block), a.kind) : v[e];
+    y[32 * e + lane] = q;
+    if (y2) y2[32 * e + lane] = q;
   }
 }
 
@@ -209,7 +315,10 @@ cudaError_t rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.dim <= 0 || (a.n > 0 && (a.x == nullptr || a.y == nullptr))) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (a.n > INT32_MAX) return cudaErrorInvalidValue;
-  rms_norm_kernel<<<unsigned(a.n), 256, 0, stream>>>(a);
+  if (b1_fuse_enabled())
+    rms_norm_batched_kernel<<<unsigned(a.n), 256, 0, stream>>>(a);
+  else
+    rms_norm_kernel<<<unsigned(a.n), 256, 0, stream>>>(a);
   return cudaGetLastError();
 }
 
@@ -229,6 +338,27 @@ cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+namespace {
+bool nrq_args_ok(const NormRopeQuantArgs& a) {
+  const bool qb_ok = a.quant_block == 0 || (a.quant_block > 0 && a.quant_block <= 32 &&
+                                            (a.quant_block & (a.quant_block - 1)) == 0);
+  if (a.n < 0 || a.dim <= 0 || a.dim > kMaxNormRopeQuantDim || a.n > INT32_MAX || !qb_ok || a.heads < 1 || a.rope_dim < 0 ||
+      a.rope_dim % 2 != 0 || a.rope_dim > a.dim)
+    return false;
+  if (a.n > 0 && (a.x == nullptr || a.y == nullptr || (a.rope_dim > 0 && (a.positions == nullptr || a.inv_freq == nullptr))))
+    return false;
+  return a.variant >= 0 && a.variant <= 1;
+}
+}  // namespace
+
+cudaError_t rms_norm_and_norm_rope_quant(const RmsNormArgs& r, const NormRopeQuantArgs& q, cudaStream_t stream) {
+  if (r.n < 0 || r.dim <= 0 || (r.n > 0 && (r.x == nullptr || r.y == nullptr)) || !nrq_args_ok(q)) return cudaErrorInvalidValue;
+  if (r.n + q.n > INT32_MAX) return cudaErrorInvalidValue;
+  if (r.n + q.n == 0) return cudaSuccess;
+  rms_norm_and_nrq_kernel<<<unsigned(r.n + q.n), kNrqThreads, size_t(q.dim) * sizeof(float), stream>>>(r, q);
+  return cudaGetLastError();
+}
+
 cudaError_t norm_rope_quant(const NormRopeQuantArgs& a, cudaStream_t stream) {
   const bool qb_ok = a.quant_block == 0 || (a.quant_block > 0 && a.quant_block <= 32 &&
                                             (a.quant_block & (a.quant_block - 1)) == 0);
@@ -244,7 +374,10 @@ cudaError_t norm_rope_quant(const NormRopeQuantArgs& a, cudaStream_t stream) {
     norm_rope_quant_warp_kernel<<<unsigned(blocks), kNrqThreads, 0, stream>>>(a);
     return cudaGetLastError();
   }
-  norm_rope_quant_kernel<<<unsigned(a.n), kNrqThreads, size_t(a.dim) * sizeof(float), stream>>>(a);
+  if (b1_fuse_enabled())
+    norm_rope_quant_kernel<true><<<unsigned(a.n), kNrqThreads, size_t(a.dim) * sizeof(float), stream>>>(a);
+  else
+    norm_rope_quant_kernel<false><<<unsigned(a.n), kNrqThreads, size_t(a.dim) * sizeof(float), stream>>>(a);
   return cudaGetLastError();
 }
 

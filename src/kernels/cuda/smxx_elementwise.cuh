@@ -63,8 +63,15 @@ struct NormRopeQuantArgs {
   // 0: a warp per row where dim % 32 == 0 and dim <= 256, else a block per row; 1: always
   // a block per row. Same bits; 1 exists for the A/B test.
   int variant = 0;
+  // [n] or null: row t is also written to copy_to[t] (dim floats; the model's window ring
+  // row of a decode token, so the copy_rows launch that wrote it goes).
+  float* const* copy_to = nullptr;
 };
 constexpr int64_t kMaxNormRopeQuantDim = 8192;
 cudaError_t norm_rope_quant(const NormRopeQuantArgs& a, cudaStream_t stream);
+// rms_norm(r) and norm_rope_quant(q) in one launch (one block per row of either; q always
+// on the block kernel): bitwise the two calls (the batched single-block loops of
+// DEEPINFER_B1_FUSE). For two independent row sets, e.g. the decode layer's q and kv.
+cudaError_t rms_norm_and_norm_rope_quant(const RmsNormArgs& r, const NormRopeQuantArgs& q, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels

@@ -1,4 +1,7 @@
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
@@ -160,9 +163,26 @@ __device__ __forceinline__ int mix_lane_index(int lane, bool& writer) {
   return idx;
 }
 
-template <bool kExpand, int kG>
-__global__ void __launch_bounds__(kMixThreads * kG) hc_mixes_tiled_kernel(HcMixesArgs a, HcExpandArgs e, float* ws,
-                                                                          int64_t dchunk, int splits, int tile) {
+// The one-launch hc site (HcMixesArgs::counters): the collapse + norm's arguments that
+// the tiled kernel's kTail instantiation takes along (HcCollapseNormArgs without h, n,
+// hc and dim, which are the mixes' own).
+struct OneLaunchTail {
+  const float* pre = nullptr;
+  const float* weight = nullptr;
+  float* x = nullptr;
+  float eps = 0.0f;
+  unsigned* counters = nullptr;
+};
+__device__ void one_launch_tail(const HcMixesArgs& a, const OneLaunchTail& tl, const float* ws, int splits, int64_t t,
+                                float* stage);
+
+// The body of hc_mixes_tiled_kernel. kTail (one token per block, kG * kMixThreads >= 288
+// threads; hc_site_one_launch_kernel): the block also writes
+// the unnormalized collapse of its columns into tl.x, and the last of the token's split
+// blocks runs one_launch_tail (the norm of the row, the mixes' finish).
+template <bool kExpand, int kG, bool kTail>
+__device__ __forceinline__ void mixes_tiled(const HcMixesArgs& a, const HcExpandArgs& e, float* ws, int64_t dchunk,
+                                            int splits, int tile, const OneLaunchTail& tl) {
   using G = MixGroup<kG>;
   __shared__ float hs[kTileTokens][kMaxHc][kMixThreads];  // the (expanded) state of the tile's columns
   __shared__ float ys[kTileTokens][kMixThreads];           // expand: y of the columns
@@ -224,6 +244,17 @@ __global__ void __launch_bounds__(kMixThreads * kG) hc_mixes_tiled_kernel(HcMixe
     }
   }
   __syncthreads();
+  if constexpr (kTail) {
+    // collapse_norm_token's element: Σ_k pre[k] h[k][d] from 0 in stream order, on the
+    // values it would read back from h (tile 1: token t0).
+    if (g == 0 && live) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kMaxHc; ++k)
+        if (k < hc) acc = __fadd_rn(acc, __fmul_rn(tl.pre[t0 * hc + k], hs[0][k][i]));
+      tl.x[t0 * a.dim + d] = acc;
+    }
+  }
 
   const int lane = threadIdx.x & 31, cw = i >> 5;
   bool writer;
@@ -254,6 +285,24 @@ __global__ void __launch_bounds__(kMixThreads * kG) hc_mixes_tiled_kernel(HcMixe
     for (int cwi = 0; cwi < kMixThreads / 32; ++cwi) v = __fadd_rn(v, part[tt][cwi][m]);
     ws[((t0 + tt) * splits + split) * (kMaxMix + 1) + m] = v;
   }
+  if constexpr (kTail) {
+    static_assert(kMixThreads * kG >= 288, "the tail takes 8 warps for the norm and warp 8 for the finish");
+    static_assert(sizeof(hs) >= sizeof(float) * 64 * (kMaxMix + 1), "the tail stages ws in hs");
+    one_launch_tail(a, tl, ws, splits, t0, &hs[0][0][0]);
+  }
+}
+template <bool kExpand, int kG>
+__global__ void __launch_bounds__(kMixThreads * kG) hc_mixes_tiled_kernel(HcMixesArgs a, HcExpandArgs e, float* ws,
+                                                                          int64_t dchunk, int splits, int tile) {
+  mixes_tiled<kExpand, kG, false>(a, e, ws, dchunk, splits, tile, OneLaunchTail{});
+}
+// The one-launch hc site (HcMixesArgs::counters): kG 4, one token per block.
+template <bool kExpand>
+__global__ void __launch_bounds__(kMixThreads * 4) hc_site_one_launch_kernel(HcMixesArgs a, HcExpandArgs e, float* ws,
+                                                                             int64_t dchunk, int splits,
+                                                                             OneLaunchTail tl) {
+  pdl_trigger();  // as the finish kernel it replaces: the gemv after it may start
+  mixes_tiled<kExpand, 4, true>(a, e, ws, dchunk, splits, 1, tl);
 }
 
 // Prefill-sized partial sums (a.variant 3; picked from kRowsMinTokens tokens at hc = 4 with
@@ -577,6 +626,87 @@ __device__ __noinline__ void mixes_finish_token_warp(const HcMixesArgs a, const 
   if (lane < 16 && active) a.comb[t * hc * hc + j * hc + k] = c;
 }
 
+// The tail of the one-launch hc site, run by every block of hc_mixes_tiled_kernel<., 4,
+// true> after its writes (h, its ws partial sums, its columns of the raw collapse in
+// tl.x). Completion counter per token (the threadFenceReduction pattern): the block that
+// brings it to `splits` saw every other block's fenced writes, resets it (the next
+// site's launch reuses it), then
+//   - threads 0..255 normalize token t's row as collapse_norm_token does: thread i adds
+//     elements i, i + 256, .. with an FMA, the block_sum tree over those 8 warps (a named
+//     barrier, so warp 8 is not held), r, then w[d] (row[d] r);
+//   - warps 8..15 stage the token's split sums (splits x 25 floats) in `stage` (the
+//     tiled kernel's hs, free by now) with one load each per thread, all in flight; then
+//     warp 8 finishes the mixes as mixes_finish_tokens' warp does: each of lanes 0..24
+//     adds its value over the splits in split order, then the same
+//     mixes_finish_token_warp / mixes_finish_token.
+// The row and ws are read with ld.global.cg (L2: other SMs wrote them in this launch).
+__device__ void one_launch_tail(const HcMixesArgs& a, const OneLaunchTail& tl, const float* ws, int splits, int64_t t,
+                                float* stage) {
+  __shared__ unsigned am_last;
+  __shared__ float scratch[8];
+  __shared__ float mix[kMaxMix + 1];
+  __shared__ float prm[kMaxMix + 3];
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) am_last = atomicAdd(tl.counters + t, 1u) == unsigned(splits - 1) ? 1u : 0u;
+  __syncthreads();
+  if (am_last == 0u) return;
+  __threadfence();
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  if (warp >= 8) {
+    const int total = splits * (kMaxMix + 1);  // <= 64 x 25 = 1600: up to 7 per thread
+    const float* src = ws + t * total;
+    for (int idx = int(threadIdx.x) - 256; idx < total; idx += int(blockDim.x) - 256) stage[idx] = __ldcg(src + idx);
+    // Barrier 2 over warps 8.. (blockDim.x - 256 threads, a multiple of 32).
+    asm volatile("bar.sync 2, %0;" ::"r"(int(blockDim.x) - 256) : "memory");
+    if (warp > 8) return;
+    if (lane == 0) tl.counters[t] = 0u;
+    const int num_mix = int((2 + a.hc) * a.hc);
+    if (lane < num_mix) prm[lane] = a.base[lane];
+    else if (lane >= kMaxMix && lane < kMaxMix + 3) prm[lane] = a.scale[lane - kMaxMix];
+    if (lane <= kMaxMix) {
+      float v = 0.0f;
+      for (int s = 0; s < splits; ++s) v += stage[s * (kMaxMix + 1) + lane];
+      mix[lane] = v;
+    }
+    __syncwarp();
+    if (a.finish_variant == 1) {
+      if (lane == 0) mixes_finish_token(a, mix, prm, t);
+    } else {
+      mixes_finish_token_warp(a, mix, prm, t);
+    }
+    return;
+  }
+  if (threadIdx.x >= 256) return;
+  constexpr int kPer = int(kOneLaunchMaxDim / 256);
+  const int64_t dim = a.dim;
+  float* x = tl.x + t * dim;
+  float v[kPer], wv[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int64_t d = threadIdx.x + int64_t(u) * 256;
+    v[u] = d < dim ? __ldcg(x + d) : 0.0f;
+    wv[u] = tl.weight && d < dim ? tl.weight[d] : 1.0f;
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    if (threadIdx.x + int64_t(u) * 256 < dim) ss = __fmaf_rn(v[u], v[u], ss);
+  // block_sum over 256 threads, on barrier 1 for those 8 warps only.
+  ss = warp_sum(ss);
+  if (lane == 0) scratch[warp] = ss;
+  asm volatile("bar.sync 1, 256;" ::: "memory");
+  ss = warp_sum(lane < 8 ? scratch[lane] : 0.0f);
+  const float r = 1.0f / sqrtf(ss / float(dim) + tl.eps);
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int64_t d = threadIdx.x + int64_t(u) * 256;
+    if (d >= dim) break;
+    const float nv = __fmul_rn(v[u], r);
+    x[d] = tl.weight ? __fmul_rn(wv[u], nv) : nv;
+  }
+}
+
 // Finish of up to kFinishTokens tokens from t0, one warp per token: lanes 0..kMaxMix
 // sum the token's splits in split order (loads unrolled, so they are in flight
 // together: the former loop over 40 splits on a 32-thread block was a chain of 40 L2
@@ -779,6 +909,18 @@ cudaError_t mixes_partial(const HcMixesArgs& a, const HcExpandArgs& e, cudaStrea
 unsigned finish_blocks(int64_t n) { return unsigned((n + kFinishTokens - 1) / kFinishTokens); }
 }  // namespace
 
+int b1_fuse_max_n() {
+  static const int n = [] {
+    const char* v = std::getenv("DEEPINFER_B1_FUSE");
+    if (v == nullptr) return kB1FuseDefault;
+    const std::string s(v);
+    if (s.size() == 1 && s[0] >= '0' && s[0] <= '8') return s[0] - '0';
+    std::fprintf(stderr, "DEEPINFER_B1_FUSE=%s ignored (expected 0..8)\n", v);
+    return kB1FuseDefault;
+  }();
+  return n;
+}
+
 cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.hc < 1 || a.hc > kMaxHc || a.dim <= 0 || a.sinkhorn_iters < 1 || a.n > INT32_MAX)
     return cudaErrorInvalidValue;
@@ -809,6 +951,20 @@ cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& m, con
   // replaces would collapse with the new weights, so they must be other buffers.
   if (cn.pre == m.pre || cn.pre == m.post || cn.pre == m.comb) return cudaErrorInvalidValue;
   const int64_t splits = hc_mixes_splits(m.hc, m.dim);
+  // One launch (m.counters): the tiled kernel at one token per block, as mixes_partial
+  // picks it for n <= 8, with the collapse, the norm and the finish in its tail.
+  const int64_t dchunk = (m.dim + splits - 1) / splits;
+  if (m.counters != nullptr && m.n <= 8 && (m.variant == 0 || m.variant == 2) && dchunk <= kMixThreads &&
+      cn.h == m.h && cn.hc == m.hc && cn.dim == m.dim && m.dim <= kOneLaunchMaxDim) {
+    const OneLaunchTail tl{cn.pre, cn.weight, cn.x, cn.eps, m.counters};
+    const dim3 grid(unsigned(splits), unsigned(m.n));
+    if (e)
+      hc_site_one_launch_kernel<true><<<grid, kMixThreads * 4, 0, stream>>>(m, *e, m.workspace, dchunk, int(splits), tl);
+    else
+      hc_site_one_launch_kernel<false>
+          <<<grid, kMixThreads * 4, 0, stream>>>(m, HcExpandArgs{}, m.workspace, dchunk, int(splits), tl);
+    return cudaGetLastError();
+  }
   const cudaError_t err = e ? mixes_partial<true>(m, *e, stream) : mixes_partial<false>(m, HcExpandArgs{}, stream);
   if (err != cudaSuccess) return err;
   const unsigned fin = finish_blocks(m.n);

@@ -34,6 +34,13 @@ struct HcMixesArgs {
   // former code: at batch 1 its 20 iterations of 32 dependent IEEE divisions took ~33 us).
   // Same operations in the same order: the same bits; 1 exists for the A/B test.
   int finish_variant = 0;
+  // [n] counters, zero before the call and left zero after it (or null). With them,
+  // hc_[expand_]mixes_collapse_norm runs in ONE launch where the tiled partial sums run
+  // one token per block (n <= 8, dim <= kOneLaunchMaxDim, cn over m's state): each
+  // block also collapses its columns, and the last split block of a token (a completion
+  // counter) normalizes the row and finishes the mixes, with the separate kernels'
+  // arithmetic in their order (bitwise the two launches). Null: the two launches.
+  unsigned* counters = nullptr;
 };
 constexpr int kMaxMixes = (2 + kMaxHc) * kMaxHc;
 // Splits of the hc * dim reduction: ~512 elements each, at most 64 (fixed by the shape
@@ -66,6 +73,13 @@ struct HcCollapseNormArgs {
   float eps = 1e-6f;
 };
 constexpr int64_t kMaxCollapseNormDim = 8192;  // the row in shared memory (32 KB)
+constexpr int64_t kOneLaunchMaxDim = 20 * 256;     // the one-launch norm keeps its row in registers
+// The batch-1 small-kernel fusions: the model passes HcMixesArgs::counters for batches of
+// up to b1_fuse_max_n() rows, and rms_norm / norm_rope_quant batch their single-block
+// loads when it is > 0. DEEPINFER_B1_FUSE=0..8 sets it (read once), else kB1FuseDefault.
+constexpr int kB1FuseDefault = 0;
+int b1_fuse_max_n();
+inline bool b1_fuse_enabled() { return b1_fuse_max_n() > 0; }
 cudaError_t hc_collapse_norm(const HcCollapseNormArgs& a, cudaStream_t stream);
 
 // hc_mixes(m) then hc_collapse_norm(cn) in two launches instead of three: the mixes'

@@ -22,7 +22,39 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   float* kv = layer_arena->alloc<float>(n * hd);
   const bool go = launching();
   linear2(x, n, qr, a.wq_a, kv, a.wkv);  // both read x: one launch at decode
-  if (go) gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
+  // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
+  // With DEEPINFER_B1_FUSE it runs in the q norm's launch (kernels::
+  // rms_norm_and_norm_rope_quant; both read only the gemv's outputs, so it moves ahead of
+  // wq_b), and at decode (one token per item) it also writes each new row into its window
+  // ring, which the copy_rows launch below did after the pool copy. Writing it first is
+  // safe there: the ring row a token overwrites holds position p - win, outside its window
+  // (p - win + 1 .. p), so the pool copies it to a row that no id of this step names.
+  const bool b1_fuse = kernels::b1_fuse_enabled();
+  const int64_t win_rows = c.sliding_window;
+  const bool ring_in_nrq = b1_fuse && win_rows > 0 && int64_t(b.items->size()) == b.begin.back();
+  float* const* ring_rows = nullptr;
+  if (ring_in_nrq) {
+    std::vector<float*> rows;
+    for (size_t i = 0; i < b.items->size(); ++i)
+      rows.push_back(window((*b.items)[i].slot, l) + (b.positions[b.begin[i]] % win_rows) * hd);
+    DI_CHECK(gp == nullptr || hd <= pad_dim, "graph step: ring rows of ", hd, " floats exceed the padding rows");
+    ring_rows = upload(rows, *layer_arena, n, dump_row);
+  }
+  auto kv_norm = [&] {
+    norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32, kernels::QuantKind::kFp8E4m3,
+                    1, ring_rows);
+  };
+  if (b1_fuse) {
+    if (go && n > 0) {
+      kernels::NormRopeQuantArgs nq;
+      nq.x = kv, nq.y = kv, nq.n = n, nq.dim = hd, nq.norm = true, nq.weight = a.kv_norm, nq.eps = eps;
+      nq.positions = b.d_positions, nq.heads = 1, nq.inv_freq = inv_freq, nq.rope_dim = rd, nq.attention_factor = af;
+      nq.quant_block = 32, nq.kind = kernels::QuantKind::kFp8E4m3, nq.copy_to = ring_rows;
+      CUDA_CHECK(kernels::rms_norm_and_norm_rope_quant({qr, qr, a.q_norm, n, c.q_lora_rank, eps}, nq, stream));
+    }
+  } else if (go) {
+    gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
+  }
   linear(qr, q, n, a.wq_b);
   // Outside the batch-invariant mode small batches take the small-batch attention kernel
   // (a query spread over 128 SMs at n = 1; other sums than the invariant kernels, so the
@@ -31,9 +63,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   const bool small_attention = mode != gpu::LinearMode::kInvariant &&
                                n <= kernels::attention_small_max_n(ops::rounding_of(act) == ops::Activations::kBF16) && hd % 2 == 0;
   if (go && !small_attention) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
-  // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
-  norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32,
-                  kernels::QuantKind::kFp8E4m3);
+  if (!b1_fuse) kv_norm();
 
   // Pass 1: every item's compressor, then one batched write of all items' new
   // compressed entries (and, at index sources, their index keys), then the batched
@@ -221,16 +251,18 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // The new tokens go into the rings after the pool has copied the old contents
   // (stream order). Only an item's last `win` tokens survive in its ring; they land
   // on distinct rows, so one launch writes them all.
-  std::vector<const float*> src;
-  std::vector<float*> dst;
-  for (size_t i = 0; i < b.items->size(); ++i) {
-    const int64_t slot_id = (*b.items)[i].slot, t0 = b.begin[i], cnt = b.count(i);
-    for (int64_t k = std::max<int64_t>(0, cnt - win); k < cnt; ++k) {
-      src.push_back(kv + (t0 + k) * hd);
-      dst.push_back(window(slot_id, l) + (b.positions[t0 + k] % win) * hd);
+  if (!ring_in_nrq) {
+    std::vector<const float*> src;
+    std::vector<float*> dst;
+    for (size_t i = 0; i < b.items->size(); ++i) {
+      const int64_t slot_id = (*b.items)[i].slot, t0 = b.begin[i], cnt = b.count(i);
+      for (int64_t k = std::max<int64_t>(0, cnt - win); k < cnt; ++k) {
+        src.push_back(kv + (t0 + k) * hd);
+        dst.push_back(window(slot_id, l) + (b.positions[t0 + k] % win) * hd);
+      }
     }
+    copy_rows(src, dst, hd, n);
   }
-  copy_rows(src, dst, hd, n);
 
   const int64_t* d_offsets = nullptr;
   const int64_t* d_ids = nullptr;

@@ -612,8 +612,12 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   if (launching()) CUDA_CHECK(kernels::embed_rows({gpu::to_weight_args(embed), d_tokens, h, n, hc}, stream));
   const int64_t* d_engram_rows = nullptr;
   int64_t engram_row_stride = 0;
-  d_bad_row = step_arena->alloc<int>(1);
-  if (launching()) CUDA_CHECK(cudaMemsetAsync(d_bad_row, 0, sizeof(int), stream));
+  // The flag, then (DEEPINFER_B1_FUSE) the one-launch hc sites' completion counters, one
+  // per row: zeroed by the same memset (no node more), and each launch leaves them zero.
+  const bool hc_one_launch = n <= kernels::b1_fuse_max_n();
+  d_bad_row = step_arena->alloc<int>(hc_one_launch ? 1 + n : 1);
+  unsigned* hc_counters = hc_one_launch ? reinterpret_cast<unsigned*>(d_bad_row + 1) : nullptr;
+  if (launching()) CUDA_CHECK(cudaMemsetAsync(d_bad_row, 0, sizeof(int) * (hc_one_launch ? 1 + n : 1), stream));
   if (engram) {
     std::vector<int64_t> rows;
     for (size_t i = 0; i < items.size(); ++i) {
@@ -656,6 +660,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     a.post = post;
     a.comb = comb;
     a.workspace = mix_ws;
+    a.counters = hc_counters;  // hc_mixes (no collapse) never reads them
     return a;
   };
   // hc_collapse + rms_norm, one launch (bitwise the two kernels).

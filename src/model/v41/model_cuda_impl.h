@@ -310,7 +310,7 @@ struct CudaModel::Impl {
   // kernels::norm_rope_quant on `rows` single-head rows (see smxx_elementwise.cuh).
   void norm_rope_quant(const float* x, float* y, int64_t rows, int64_t dim, bool norm, const float* weight,
                        const int64_t* positions, const float* inv_freq, int64_t rope_dim, float factor, int block,
-                       kernels::QuantKind kind, int64_t heads = 1) {
+                       kernels::QuantKind kind, int64_t heads = 1, float* const* copy_to = nullptr) {
     if (!launching() || rows == 0) return;
     kernels::NormRopeQuantArgs a;
     a.x = x;
@@ -327,6 +327,7 @@ struct CudaModel::Impl {
     a.attention_factor = factor;
     a.quant_block = block;
     a.kind = kind;
+    a.copy_to = copy_to;
     CUDA_CHECK(kernels::norm_rope_quant(a, stream));
   }
   float* window(int64_t slot, int64_t layer) const {
