@@ -2,7 +2,7 @@
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_elementwise.cuh"
-#include "kernels/cuda/smxx_hyper_connection.cuh"  // b1_fuse_enabled
+#include "kernels/cuda/smxx_hyper_connection.cuh"  // b1_fuse_for
 #include "kernels/cuda/smxx_rope.cuh"
 
 namespace deepinfer::kernels {
@@ -315,7 +315,7 @@ cudaError_t rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.dim <= 0 || (a.n > 0 && (a.x == nullptr || a.y == nullptr))) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (a.n > INT32_MAX) return cudaErrorInvalidValue;
-  if (b1_fuse_enabled())
+  if (b1_fuse_for(a.n))
     rms_norm_batched_kernel<<<unsigned(a.n), 256, 0, stream>>>(a);
   else
     rms_norm_kernel<<<unsigned(a.n), 256, 0, stream>>>(a);
@@ -374,7 +374,7 @@ cudaError_t norm_rope_quant(const NormRopeQuantArgs& a, cudaStream_t stream) {
     norm_rope_quant_warp_kernel<<<unsigned(blocks), kNrqThreads, 0, stream>>>(a);
     return cudaGetLastError();
   }
-  if (b1_fuse_enabled())
+  if (b1_fuse_for(a.n))
     norm_rope_quant_kernel<true><<<unsigned(a.n), kNrqThreads, size_t(a.dim) * sizeof(float), stream>>>(a);
   else
     norm_rope_quant_kernel<false><<<unsigned(a.n), kNrqThreads, size_t(a.dim) * sizeof(float), stream>>>(a);

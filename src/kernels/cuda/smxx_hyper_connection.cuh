@@ -74,12 +74,15 @@ struct HcCollapseNormArgs {
 };
 constexpr int64_t kMaxCollapseNormDim = 8192;  // the row in shared memory (32 KB)
 constexpr int64_t kOneLaunchMaxDim = 20 * 256;     // the one-launch norm keeps its row in registers
-// The batch-1 small-kernel fusions: the model passes HcMixesArgs::counters for batches of
-// up to b1_fuse_max_n() rows, and rms_norm / norm_rope_quant batch their single-block
-// loads when it is > 0. DEEPINFER_B1_FUSE=0..8 sets it (read once), else kB1FuseDefault.
-constexpr int kB1FuseDefault = 0;
+// The batch-1 small-kernel fusions, taken for batches of up to b1_fuse_max_n() rows: the
+// model passes HcMixesArgs::counters and runs the q / kv norms in one launch (with the ring
+// write), and rms_norm / norm_rope_quant calls of that many rows batch their single-block
+// loads. DEEPINFER_B1_FUSE=0..8 sets it (read once; 0: the former launches), else
+// kB1FuseDefault: 1, where it measured faster (NOTES 29: graph replay, batch 1 -6 us per
+// layer; batch 8 unchanged within noise with 8).
+constexpr int kB1FuseDefault = 1;
 int b1_fuse_max_n();
-inline bool b1_fuse_enabled() { return b1_fuse_max_n() > 0; }
+inline bool b1_fuse_for(int64_t n) { return n >= 1 && n <= b1_fuse_max_n(); }
 cudaError_t hc_collapse_norm(const HcCollapseNormArgs& a, cudaStream_t stream);
 
 // hc_mixes(m) then hc_collapse_norm(cn) in two launches instead of three: the mixes'

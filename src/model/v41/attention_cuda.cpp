@@ -29,7 +29,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // ring, which the copy_rows launch below did after the pool copy. Writing it first is
   // safe there: the ring row a token overwrites holds position p - win, outside its window
   // (p - win + 1 .. p), so the pool copies it to a row that no id of this step names.
-  const bool b1_fuse = kernels::b1_fuse_enabled();
+  const bool b1_fuse = kernels::b1_fuse_for(n);
   const int64_t win_rows = c.sliding_window;
   const bool ring_in_nrq = b1_fuse && win_rows > 0 && int64_t(b.items->size()) == b.begin.back();
   float* const* ring_rows = nullptr;

@@ -614,7 +614,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   int64_t engram_row_stride = 0;
   // The flag, then (DEEPINFER_B1_FUSE) the one-launch hc sites' completion counters, one
   // per row: zeroed by the same memset (no node more), and each launch leaves them zero.
-  const bool hc_one_launch = n <= kernels::b1_fuse_max_n();
+  const bool hc_one_launch = kernels::b1_fuse_for(n);
   d_bad_row = step_arena->alloc<int>(hc_one_launch ? 1 + n : 1);
   unsigned* hc_counters = hc_one_launch ? reinterpret_cast<unsigned*>(d_bad_row + 1) : nullptr;
   if (launching()) CUDA_CHECK(cudaMemsetAsync(d_bad_row, 0, sizeof(int) * (hc_one_launch ? 1 + n : 1), stream));
