@@ -65,7 +65,8 @@
 //                [--fp8-kinds wgmmap,wgmma,wgmma3,wgmmaw,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
-//                [--router vec|wide|dmma] [--moe-small auto|former|lean4|lean4p|lean4l] [--moe-select 1|0]
+//                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4|lean4p|lean4l|leanw2|leanw4] [--moe-select 1|0]
+//                [--moe-plan one|fast] [--moe-fold 0|1] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmma|wgmmaws|wgmmacl2|wgmmacl4]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap] [--attn-small new|former]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
@@ -1254,6 +1255,117 @@ void run_attention_ops(const ModelConfig& c) {
   CK(cudaFree(sink));
 }
 
+// --ops-moe-route (NOTES 28): the routed MoE of one decode layer as the model calls it
+// (moe_route_experts: router logits, the plan with the folded selection, the lean tiles,
+// the combine; bf16 activations, a residual), per T of --batches, in each configuration
+// of the batch-1 kernels: router = the logits kernel (dmma / dmmadeep), plan = the one-launch
+// plan kernel (one / fast), small = the small-tile kernel. 16 gate copies and 16 x's in
+// rotation (62 MB of gates: the gate is not L2-resident between calls, as in the layers;
+// each x picks other experts). Then, with --ops-moe-route-profile, each configuration once
+// inside cudaProfilerStart / Stop (ncu --profile-from-start off).
+void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches, bool profile) {
+  const int64_t D = c.hidden_size, E = c.n_routed_experts, I = c.moe_intermediate_size, k = c.num_experts_per_tok;
+  int64_t maxn = 1;
+  for (int64_t T : batches) maxn = std::max(maxn, T);
+  constexpr int kCopies = 16;
+  float *x, *y, *res, *rw;
+  int64_t* d_ids;
+  CK(cudaMalloc(&x, size_t(kCopies * maxn * D) * 4));
+  CK(cudaMalloc(&y, size_t(maxn * D) * 4));
+  CK(cudaMalloc(&res, size_t(maxn * D) * 4));
+  CK(cudaMalloc(&rw, size_t(maxn * k) * 4));
+  CK(cudaMalloc(&d_ids, size_t(maxn * k) * 8));
+  fill_random(x, size_t(kCopies * maxn * D) * 4, 31);
+  fill_random(res, size_t(maxn * D) * 4, 32);
+  std::vector<WeightRef> gates;
+  for (int i = 0; i < kCopies; ++i) gates.push_back(dev_copy(bf16(hp, E, D, 1.0f / std::sqrt(float(D)))));
+  std::vector<ops::MoeExpertRef> refs;
+  for (int64_t e = 0; e < E; ++e) refs.push_back({dev_copy(fp4(hp, I, D)), dev_copy(fp4(hp, I, D)), dev_copy(fp4(hp, D, I))});
+  const ops::cuda::MoeExpertTable table(refs);
+  void* ws;
+  CK(cudaMalloc(&ws, ops::cuda::moe_experts_workspace_bytes(maxn, k, table, ops::cuda::LinearMode::kAuto)));
+  using kernels::MoeTcSmall;
+  using kernels::RouterLogitsPath;
+  struct Cfg {
+    const char* name;
+    RouterLogitsPath router;
+    bool fast_plan;
+    MoeTcSmall small;
+    bool fold;     // moe_tc_set_fold_combine
+    bool profile;  // in the --ops-moe-route-profile pass
+  };
+  const auto D4 = RouterLogitsPath::kDmma, DD = RouterLogitsPath::kDmmaDeep;
+  const Cfg cfgs[] = {{"former", D4, false, MoeTcSmall::kAuto, false, true},
+                      {"rdeep", DD, false, MoeTcSmall::kAuto, false, false},
+                      {"pfast", D4, true, MoeTcSmall::kAuto, false, false},
+                      {"new", DD, true, MoeTcSmall::kAuto, false, true},
+                      {"new_fold", DD, true, MoeTcSmall::kAuto, true, false},
+                      {"new_lean4l", DD, true, MoeTcSmall::kLean4L, false, true},
+                      {"new_leanw2", DD, true, MoeTcSmall::kLeanW2, false, true},
+                      {"new_leanw4", DD, true, MoeTcSmall::kLeanW4, false, true},
+                      {"new_leanw4_fold", DD, true, MoeTcSmall::kLeanW4, true, true}};
+  const RouterLogitsPath path_def = kernels::router_logits_path();
+  const bool fast_def = kernels::moe_plan_fast(), fold_def = kernels::moe_tc_fold_combine();
+  const MoeTcSmall small_def = kernels::moe_tc_small();
+  auto apply = [](const Cfg& g) {
+    kernels::router_logits_set_path(g.router);
+    kernels::moe_plan_set_fast(g.fast_plan);
+    kernels::moe_tc_set_small(g.small);
+    kernels::moe_tc_set_fold_combine(g.fold);
+  };
+  auto restore = [&] {
+    kernels::router_logits_set_path(path_def);
+    kernels::moe_plan_set_fast(fast_def);
+    kernels::moe_tc_set_small(small_def);
+    kernels::moe_tc_set_fold_combine(fold_def);
+  };
+  EvTimer tm;
+  for (int64_t T : batches) {
+    auto call = [&](int i) {
+      const int r = i % kCopies;
+      const float* xr = x + size_t(r) * maxn * D;
+      ops::cuda::moe_route_experts({xr, T, gates[size_t(r)], nullptr, k, float(c.gate_temp), c.norm_topk_prob,
+                                    float(c.routed_scaling_factor), d_ids, rw},
+                                   {xr, T, k, d_ids, rw, nullptr, E, float(c.swiglu_limit), res, y,
+                                    ops::Activations::kBF16},
+                                   table, ops::cuda::LinearMode::kAuto, nullptr, ws);
+    };
+    for (const Cfg& g : cfgs) {
+      apply(g);
+      const float ms = tm.time_ms(call, 15, 16);
+      restore();
+      std::printf("op moe_route T=%lld cfg=%s ms=%.5f\n", (long long)T, g.name, ms);
+    }
+    std::fflush(stdout);
+    if (!profile) continue;
+    for (const Cfg& g : cfgs) {
+      if (!g.profile) continue;
+      apply(g);
+      call(0);
+      CK(cudaDeviceSynchronize());
+      CK(cudaProfilerStart());
+      call(1);
+      CK(cudaDeviceSynchronize());
+      CK(cudaProfilerStop());
+      restore();
+      std::printf("profile moe_route T=%lld cfg=%s\n", (long long)T, g.name);
+    }
+    std::fflush(stdout);
+  }
+  for (auto& g : gates) CK(cudaFree(const_cast<uint8_t*>(g.data)));
+  for (auto& r : refs)
+    for (const WeightRef* w : {&r.w1, &r.w3, &r.w2}) {
+      CK(cudaFree(const_cast<uint8_t*>(w->data)));
+      CK(cudaFree(const_cast<uint8_t*>(w->scale)));
+    }
+  CK(cudaFree(ws));
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+  CK(cudaFree(res));
+  CK(cudaFree(rw));
+  CK(cudaFree(d_ids));
+}
+
 // moe_only (--ops-moe): the MoE part alone (grouped op in both activation modes, the
 // former per-expert loop, the router) and the FP4 linear gemv; skips the FP8 linears.
 // g_moe_bigs_only (--ops-moe-bigs, with --ops-moe): only the grouped op in kAuto + kBF16,
@@ -1824,6 +1936,7 @@ int main(int argc, char** argv) {
   std::vector<v41::Bf16Weights> bf16w = {v41::Bf16Weights::kOff};
   double budget = 300;
   bool moe_profile = false;
+  bool moe_route = false, moe_route_profile = false;  // --ops-moe-route[-profile]
 
   bool attention_only = false;
   bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
@@ -1960,15 +2073,22 @@ int main(int argc, char** argv) {
       kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(
           "--router", next(),
           {{"vec", kernels::RouterLogitsPath::kVec}, {"wide", kernels::RouterLogitsPath::kWide},
-           {"dmma", kernels::RouterLogitsPath::kDmma}}));
+           {"dmma", kernels::RouterLogitsPath::kDmma}, {"dmmadeep", kernels::RouterLogitsPath::kDmmaDeep}}));
     else if (a == "--moe-small")  // the MoE small-tile kernel for the whole run (kernels::MoeTcSmall; NOTES 20)
       kernels::moe_tc_set_small(pick<kernels::MoeTcSmall>(
           "--moe-small", next(),
           {{"auto", kernels::MoeTcSmall::kAuto}, {"former", kernels::MoeTcSmall::kFormer},
            {"lean4", kernels::MoeTcSmall::kLean4}, {"lean4p", kernels::MoeTcSmall::kLean4P},
-           {"lean4l", kernels::MoeTcSmall::kLean4L}}));
+           {"lean4l", kernels::MoeTcSmall::kLean4L}, {"leanw2", kernels::MoeTcSmall::kLeanW2},
+           {"leanw4", kernels::MoeTcSmall::kLeanW4}}));
     else if (a == "--moe-select")  // 0: router_select as its own launch, not folded into the MoE plan (NOTES 20)
       kernels::moe_plan_set_select(pick<bool>("--moe-select", next(), {{"1", true}, {"0", false}}));
+    else if (a == "--moe-fold")  // 1: the combine in the lean stage 2's tail (kernels::moe_tc_set_fold_combine; NOTES 28)
+      kernels::moe_tc_set_fold_combine(pick<bool>("--moe-fold", next(), {{"1", true}, {"0", false}}));
+    else if (a == "--moe-plan")  // the one-launch MoE plan kernel: one (moe_plan_one_kernel) | fast (NOTES 28)
+      kernels::moe_plan_set_fast(pick<bool>("--moe-plan", next(), {{"fast", true}, {"one", false}}));
+    else if (a == "--ops-moe-route") moe_route = true;  // run_moe_route (NOTES 28)
+    else if (a == "--ops-moe-route-profile") moe_route = moe_route_profile = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -2013,6 +2133,10 @@ int main(int argc, char** argv) {
   }
   if (moe_profile) {
     run_moe_profile(cfg, hp, batches);
+    return 0;
+  }
+  if (moe_route) {
+    run_moe_route(cfg, hp, batches, moe_route_profile);
     return 0;
   }
   if (ops_only) {  // the op section needs only the config and its own device weights

@@ -142,6 +142,40 @@ OpCase router_dmma_case(std::string name, WKind kind, int64_t n, int64_t few, in
           }};
 }
 
+// kDmmaDeep (ten groups in flight per warp at n <= 8, NOTES 28) against kDmma: the same
+// order of the double sums, so the same bits, at every n of 1..8 (and at n = 9, where
+// kDmmaDeep falls back to kDmma's kernel).
+OpCase router_dmma_deep_case(std::string name, WKind kind, int64_t experts, int64_t dim) {
+  return {name, "moe_router", [=](Rng& rng) {
+            auto w = random_weight(rng, kind, experts, dim, 0.02f);
+            const int64_t nmax = 9;
+            const auto x = randn(rng, nmax * dim);
+            Dev<float> dx(x), ref(nmax * experts), deep(nmax * experts);
+            kernels::RouterLogitsArgs a;
+            a.x = dx.get();
+            a.gate = ops::cuda::to_weight_args(w->ref(true));
+            using kernels::RouterLogitsPath;
+            const RouterLogitsPath def = kernels::router_logits_path();
+            std::vector<int64_t> want, got;
+            for (int64_t n = 1; n <= nmax; ++n) {
+              for (auto [path, out] : {std::pair{RouterLogitsPath::kDmma, ref.get()},
+                                       std::pair{RouterLogitsPath::kDmmaDeep, deep.get()}}) {
+                kernels::router_logits_set_path(path);
+                a.n = n;
+                a.logits = out;
+                check_cuda(kernels::router_logits(a, nullptr), "router_logits");
+              }
+              const auto r = ref.host(), d = deep.host();
+              for (int64_t i = 0; i < n * experts; ++i) {
+                want.push_back(int64_t(std::bit_cast<uint32_t>(r[size_t(i)])));
+                got.push_back(int64_t(std::bit_cast<uint32_t>(d[size_t(i)])));
+              }
+            }
+            kernels::router_logits_set_path(def);
+            return Outputs{{}, {{"dmmadeep_vs_dmma_bits", want, got}}};
+          }};
+}
+
 // The whole router (logits + select) on a given logits path against the CPU oracle.
 OpCase router_path_case(std::string name, kernels::RouterLogitsPath path, OpCase inner) {
   return {name, inner.family, [=](Rng& rng) {
@@ -317,7 +351,9 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                                          std::pair{kernels::MoeTcSmall::kLean8, "lean8"},
                                          std::pair{kernels::MoeTcSmall::kLean4T, "lean4t"},
                                          std::pair{kernels::MoeTcSmall::kLean4P, "lean4p"},
-                                         std::pair{kernels::MoeTcSmall::kLean4L, "lean4l"}})
+                                         std::pair{kernels::MoeTcSmall::kLean4L, "lean4l"},
+                                         std::pair{kernels::MoeTcSmall::kLeanW2, "leanw2"},
+                                         std::pair{kernels::MoeTcSmall::kLeanW4, "leanw4"}})
                 for (bool one : {false, true}) {
                   if (one && n * k > kernels::kMoePlanOneMax) continue;
                   Dev<float> alt(n * dim);
@@ -331,6 +367,21 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                                     {0},
                                     {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
                 }
+              // The combine folded into the lean stage 2 (NOTES 28), with lean4 and the
+              // row-piece tiles, one-launch plan where it fits.
+              for (auto [kern, label] : {std::pair{kernels::MoeTcSmall::kLean4, "lean4_fold"},
+                                         std::pair{kernels::MoeTcSmall::kLeanW2, "leanw2_fold"},
+                                         std::pair{kernels::MoeTcSmall::kLeanW4, "leanw4_fold"}}) {
+                Dev<float> alt(n * dim);
+                kernels::moe_tc_set_small(kern);
+                kernels::moe_tc_set_fold_combine(true);
+                run(0, n, alt.get());
+                kernels::moe_tc_set_fold_combine(false);
+                kernels::moe_tc_set_small(def);
+                const std::vector<float> other = alt.host();
+                o.ints.push_back({std::string(label) + "_vs_default_differ", {0},
+                                  {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
+              }
             } else {  // other formats: both plans
               const int def_one = kernels::moe_plan_single_launch_max();
               for (bool one : {false, true}) {
@@ -379,7 +430,8 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0)
                 for (auto kern : {kernels::MoeTcSmall::kFormer, kernels::MoeTcSmall::kFused,
                                   kernels::MoeTcSmall::kLean4, kernels::MoeTcSmall::kLean8, kernels::MoeTcSmall::kLean4T,
-                                  kernels::MoeTcSmall::kLean4P, kernels::MoeTcSmall::kLean4L})
+                                  kernels::MoeTcSmall::kLean4P, kernels::MoeTcSmall::kLean4L, kernels::MoeTcSmall::kLeanW2,
+                                  kernels::MoeTcSmall::kLeanW4})
                   if (kern != def) kinds.push_back(kern);
               int64_t diff = 0;
               for (auto kern : kinds) {
@@ -439,7 +491,10 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               std::vector<int64_t> ids;
               std::vector<float> wts, y;
             };
-            auto run = [&](int how) {  // 0: fused op, 1: router + experts, 2: fused op with the fold off
+            // 0: fused op, 1: router + experts, 2: fused op with the fold off; 3 / 4: 0 / 2 with
+            // the batch-1 kernels of NOTES 28 (kDmmaDeep logits, moe_plan_fast_kernel, the
+            // combine folded into stage 2; 4 also the row-piece tiles kLeanW4)
+            auto run = [&](int how) {
               Dev<int64_t> did(n * k);
               Dev<float> dw(n * k), dy(n * dim);
               ops::MoeRouterParams r = hr;
@@ -449,8 +504,16 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               r.expert_ids = did.get();
               r.expert_weights = dw.get();
               const ops::MoeExpertsParams p{dx.get(), n, k, did.get(), dw.get(), nullptr, E, 10.0f, dres.get(), dy.get(), act};
-              const bool def = kernels::moe_plan_select();
-              kernels::moe_plan_set_select(how != 2);
+              const bool def = kernels::moe_plan_select(), def_fast = kernels::moe_plan_fast(),
+                         def_fold = kernels::moe_tc_fold_combine();
+              const kernels::RouterLogitsPath def_path = kernels::router_logits_path();
+              const kernels::MoeTcSmall def_small = kernels::moe_tc_small();
+              kernels::moe_plan_set_select(how != 2 && how != 4);
+              kernels::router_logits_set_path(how >= 3 ? kernels::RouterLogitsPath::kDmmaDeep
+                                                       : kernels::RouterLogitsPath::kDmma);
+              kernels::moe_plan_set_fast(how >= 3);
+              kernels::moe_tc_set_fold_combine(how >= 3);  // (3: with kAuto's lean4; 4: the row-piece tiles)
+              if (how == 4) kernels::moe_tc_set_small(kernels::MoeTcSmall::kLeanW4);
               if (how == 1) {
                 ops::cuda::moe_router(r, nullptr);
                 ops::cuda::moe_experts(p, table, ops::cuda::LinearMode::kAuto, nullptr);
@@ -458,17 +521,24 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
                 ops::cuda::moe_route_experts(r, p, table, ops::cuda::LinearMode::kAuto, nullptr);
               }
               kernels::moe_plan_set_select(def);
+              kernels::moe_plan_set_fast(def_fast);
+              kernels::router_logits_set_path(def_path);
+              kernels::moe_tc_set_fold_combine(def_fold);
+              kernels::moe_tc_set_small(def_small);
               return Run{did.host(), dw.host(), dy.host()};
             };
-            const Run fused = run(0), separate = run(1), unfolded = run(2);
+            const Run fused = run(0), separate = run(1), unfolded = run(2), fresh = run(3), fresh_off = run(4);
             auto differ = [&](const Run& o) {
               return int64_t(o.ids != fused.ids || std::memcmp(o.wts.data(), fused.wts.data(), o.wts.size() * 4) != 0 ||
                              std::memcmp(o.y.data(), fused.y.data(), o.y.size() * 4) != 0);
             };
-            return Outputs{{{"y", y, fused.y}, {"weights", wts, fused.wts}},
+            return Outputs{{{"y", y, fused.y}, {"weights", wts, fused.wts}, {"y_new_kernels", y, fresh.y}},
                            {{"ids", ids, fused.ids},
+                            {"ids_new_kernels", ids, fresh.ids},
                             {"separate_ops_differ", {0}, {differ(separate)}},
-                            {"fold_off_differ", {0}, {differ(unfolded)}}}};
+                            {"fold_off_differ", {0}, {differ(unfolded)}},
+                            {"new_kernels_differ", {0}, {differ(fresh)}},
+                            {"new_kernels_fold_off_differ", {0}, {differ(fresh_off)}}}};
           }};
 }
 
@@ -516,10 +586,21 @@ std::vector<OpCase> moe_cases() {
       // take seconds per seed at this size).
       moe_experts_case("moe_experts_v41_fp4_n1", WKind::kFp4E8m0, 1, 384, 6, 2304, 5120, 4, 64, false, true),
       moe_experts_case("moe_experts_v41_fp4_n8", WKind::kFp4E8m0, 8, 384, 6, 2304, 5120, 4, 64, false, true),
+      // kBF16 at the V4.1 shapes, n = 5 (8-row small tiles; NOTES 28): every small-tile
+      // kernel, incl. the row-piece ones (stage 1: 10 chunks per slice, pieces 4 + 4 + 2 / 5 x 2;
+      // stage 2: 9, an odd tail), bitwise against the default (n = 1, 8: below).
+      moe_experts_case("moe_experts_v41_fp4_bf16_n5", WKind::kFp4E8m0, 5, 384, 6, 2304, 5120, 4, 64, false, true, false,
+                       1, ops::Activations::kBF16),
       // Router + experts in one op (the selection folded into the plan): 1 and 8 tokens
       // (fused), 12 x top-6 of 384 (72 assignments: the unfused path), kBF16 and kF32.
       route_experts_case("moe_route_experts_bf16_n1", 1, 384, 6, 128, 256, ops::Activations::kBF16),
       route_experts_case("moe_route_experts_bf16_n8", 8, 384, 6, 128, 256, ops::Activations::kBF16),
+      // NOTES 28: n = 2..7 and the V4.1 dim (40 groups per DMMA warp: the deep ring wraps).
+      route_experts_case("moe_route_experts_bf16_n3", 3, 384, 6, 128, 256, ops::Activations::kBF16),
+      route_experts_case("moe_route_experts_bf16_n6", 6, 384, 6, 128, 256, ops::Activations::kBF16),
+      route_experts_case("moe_route_experts_bf16_n2_v41dim", 2, 384, 6, 128, 5120, ops::Activations::kBF16),
+      router_dmma_deep_case("router_logits_dmmadeep_v41_bf16", WKind::kBF16, 384, 5120),
+      router_dmma_deep_case("router_logits_dmmadeep_odd_f32", WKind::kF32, 13, 384),
       route_experts_case("moe_route_experts_bf16_n12", 12, 384, 6, 128, 256, ops::Activations::kBF16),
       route_experts_case("moe_route_experts_f32_n5_e16", 5, 16, 4, 128, 256, ops::Activations::kF32),
       moe_experts_case("moe_experts_v41_fp4_n256", WKind::kFp4E8m0, 256, 384, 6, 2304, 5120, 4, 64, false, true,

@@ -191,7 +191,12 @@ __device__ __forceinline__ void dmma_8x8x4(double (&c)[2], double a, double b) {
                : "d"(a), "d"(b));
 }
 
-template <WFormat F, int TM, int TE>
+// kAhead: 32-channel groups a small-tile warp keeps in flight (registers). 4 (kDmma); 10
+// (kDmmaDeep, n <= 8): run 25's ncu put the n = 1 kernel at 14.2 us for 3.9 MB (0.28 TB/s):
+// 192 warps x 4 groups x 512 B is ~0.4 MB in flight, so each warp's 40 groups still wait
+// ~10 load round trips; 10 ahead leaves ~4, and the 320-step DMMA chain per warp (~4 us)
+// becomes the floor. The order of the sums is the same for every kAhead (bitwise kDmma).
+template <WFormat F, int TM, int TE, int kAhead = 4>
 __global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(RouterLogitsArgs a) {
   constexpr int kMt = TM / 8, kNt = TE / 8;
   constexpr int kElem = F == WFormat::kF32 ? 4 : 2;
@@ -278,9 +283,8 @@ __global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(
     }
   };
   if constexpr (TM == 8) {
-    // Four groups in flight: run r1 measured 27 us per call at n = 1 with one (the loads,
-    // not the 320-step DMMA chain, set the time).
-    constexpr int kAhead = 4;
+    // Groups in flight: run r1 measured 27 us per call at n = 1 with one (the loads,
+    // not the 320-step DMMA chain, set the time), run 25 14.2 us with four.
     Raw buf[kAhead];
 #pragma unroll
     for (int u = 0; u < kAhead; ++u)
@@ -432,7 +436,17 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
                    reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
   // DMMA: K quarters of whole 32-channel groups; 16-byte row starts for the vector loads.
   const bool dmma = vec && w.cols % (kDmmaQuarters * 32) == 0 && (w.cols * (w.format == WFormat::kF32 ? 4 : 2)) % 16 == 0;
-  if (dmma && g_router_path == RouterLogitsPath::kDmma) {
+  if (dmma && g_router_path == RouterLogitsPath::kDmmaDeep && a.n <= 8) {
+    // One 8-token row of blocks; ten groups in flight per warp (same order as kDmma).
+    const dim3 grid(unsigned((w.rows + 7) / 8), 1u);
+    const int threads = kDmmaQuarters * 32;
+    if (w.format == WFormat::kF32) router_logits_dmma_kernel<WFormat::kF32, 8, 8, 10><<<grid, threads, 0, stream>>>(a);
+    else if (w.format == WFormat::kBF16)
+      router_logits_dmma_kernel<WFormat::kBF16, 8, 8, 10><<<grid, threads, 0, stream>>>(a);
+    else router_logits_dmma_kernel<WFormat::kF16, 8, 8, 10><<<grid, threads, 0, stream>>>(a);
+    return cudaGetLastError();
+  }
+  if (dmma && (g_router_path == RouterLogitsPath::kDmma || g_router_path == RouterLogitsPath::kDmmaDeep)) {
     const bool small = a.n <= 64;
     const int64_t tile = small ? 8 : 32;  // tokens and experts per block
     const dim3 grid(unsigned((w.rows + tile - 1) / tile), unsigned((a.n + tile - 1) / tile));
@@ -724,6 +738,116 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_one_kernel(MoePlanArgs 
   }
 }
 
+// The one-launch plan with one expert per thread (moe_plan_set_fast; E <= blockDim.x <=
+// 1024). Why: run 25's ncu timed moe_plan_one_kernel (with the selection) at 13.9 us for
+// 6 assignments; its three block scans are Hillis-Steele passes over 1024 slots with two
+// block barriers per step (66 barriers of 32 warps), plus the barriers around them. Here
+// thread e holds expert e's rows and tile counts, and the three exclusive scans run at once
+// as warp shuffles plus one pass over the <= 32 warp totals: 2 barriers instead of ~70, and a
+// block of only max(E, 32 n) threads. Integer sums in any order are exact, so counts,
+// offsets, tile lists, totals and the placement are moe_plan_one_kernel's (the selection
+// is the same select_score / select_pick). Blocks 1.. split x as there.
+__global__ void __launch_bounds__(kScanThreads) moe_plan_fast_kernel(MoePlanArgs a) {
+  if (blockIdx.x > 0) {
+    const int64_t i = (int64_t(blockIdx.x - 1) * blockDim.x + threadIdx.x) * 4;
+    if (i < a.split_count) {
+      if (a.split_terms == 1) moe_terms::split4<1>(a.split_x, a.split_out, a.split_count, i);
+      else moe_terms::split4<3>(a.split_x, a.split_out, a.split_count, i);
+    }
+    return;
+  }
+  extern __shared__ int32_t fast_sm[];
+  const int E = a.num_experts, total = a.n * a.k, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warps = int(blockDim.x >> 5);
+  for (int64_t i = tid; i < a.sync_count; i += blockDim.x) a.sync[i] = 0;
+  int32_t* cnt = fast_sm;                // [E]: rows, then row offsets
+  int32_t* ids = cnt + E;                // [kPlanOneMax]
+  int32_t* wsum = ids + kPlanOneMax;     // [3][32] warp totals (then their exclusive scans), [3] totals
+  if (a.select.logits) {  // as moe_plan_one_kernel
+    float* sel = reinterpret_cast<float*>(wsum + 3 * 32 + 4);
+    const int64_t n = a.select.n;
+    for (int64_t i = tid; i < n * E; i += blockDim.x) {
+      const int64_t t = i / E;
+      select_score(a.select, t, int(i % E), sel + t * 2 * E, sel + t * 2 * E + E);
+    }
+    __syncthreads();
+    if (warp < n)
+      select_pick(a.select, warp, sel + int64_t(warp) * 2 * E, sel + int64_t(warp) * 2 * E + E,
+                  reinterpret_cast<int*>(sel + n * 2 * E) + int64_t(warp) * a.select.top_k, lane);
+    __syncthreads();
+  }
+  for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
+  for (int i = tid; i < total; i += blockDim.x) {
+    const int64_t v = a.expert_ids[i];
+    ids[i] = v >= 0 && v < E ? int32_t(v) : -1;
+  }
+  __syncthreads();
+  for (int i = tid; i < total; i += blockDim.x)
+    if (ids[i] >= 0) atomicAdd(&cnt[ids[i]], 1);
+  __syncthreads();
+  int32_t c = 0, ns = 0, nb = 0;
+  if (tid < E) {
+    c = cnt[tid];
+    a.counts[tid] = c;
+    tile_counts(a, c, ns, nb);
+  }
+  int32_t ic = c, is = ns, ib = nb;  // inclusive warp scans
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t uc = __shfl_up_sync(0xffffffffu, ic, o), us = __shfl_up_sync(0xffffffffu, is, o),
+                  ub = __shfl_up_sync(0xffffffffu, ib, o);
+    if (lane >= o) ic += uc, is += us, ib += ub;
+  }
+  if (lane == 31) wsum[warp] = ic, wsum[32 + warp] = is, wsum[64 + warp] = ib;
+  __syncthreads();
+  if (warp == 0) {
+    const int32_t vc = lane < warps ? wsum[lane] : 0, vs = lane < warps ? wsum[32 + lane] : 0,
+                  vb = lane < warps ? wsum[64 + lane] : 0;
+    int32_t jc = vc, js = vs, jb = vb;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t uc = __shfl_up_sync(0xffffffffu, jc, o), us = __shfl_up_sync(0xffffffffu, js, o),
+                    ub = __shfl_up_sync(0xffffffffu, jb, o);
+      if (lane >= o) jc += uc, js += us, jb += ub;
+    }
+    if (lane < warps) wsum[lane] = jc - vc, wsum[32 + lane] = js - vs, wsum[64 + lane] = jb - vb;
+    if (lane == 31) wsum[96] = jc, wsum[97] = js, wsum[98] = jb;
+  }
+  __syncthreads();
+  if (tid < E) {
+    const int32_t off = ic - c + wsum[warp], soff = is - ns + wsum[32 + warp], boff = ib - nb + wsum[64 + warp];
+    a.offsets[tid] = off;
+    cnt[tid] = off;
+    if (c > a.big_threshold) {
+      for (int32_t r = 0; r < c; r += a.big_rows)
+        a.big_tiles[boff + r / a.big_rows] = {tid, off + r, min(a.big_rows, c - r), 0};
+    } else {
+      for (int32_t r = 0; r < c; r += a.small_rows)
+        a.small_tiles[soff + r / a.small_rows] = {tid, off + r, min(a.small_rows, c - r), 0};
+    }
+  }
+  if (tid == 0) {
+    a.offsets[E] = wsum[96];
+    a.num_tiles[0] = wsum[97];
+    a.num_tiles[1] = wsum[98];
+  }
+  __syncthreads();
+  for (int i = tid; i < total; i += blockDim.x) {
+    const int32_t e = ids[i];
+    if (e < 0) {
+      a.slot_row[i] = -1;
+      continue;
+    }
+    int32_t rank = 0;
+    for (int j = 0; j < i; ++j) rank += ids[j] == e;
+    const int32_t p = cnt[e] + rank;
+    a.row_token[p] = int32_t(i / a.k);
+    a.row_weight[p] = a.expert_weights[i];
+    a.slot_row[i] = p;
+  }
+}
+
+bool g_moe_plan_fast = false;  // moe_plan_set_fast
 int g_moe_plan_one_max = 64;  // moe_plan_set_single_launch_max
 bool g_moe_plan_select = true;  // moe_plan_set_select
 // The fused selection gives each token one warp of the one-launch plan's block.
@@ -986,6 +1110,8 @@ void moe_plan_set_single_launch_max(int assignments) {
 }
 int moe_plan_single_launch_max() { return g_moe_plan_one_max; }
 void moe_plan_set_select(bool on) { g_moe_plan_select = on; }
+void moe_plan_set_fast(bool on) { g_moe_plan_fast = on; }
+bool moe_plan_fast() { return g_moe_plan_fast; }
 bool moe_plan_select() { return g_moe_plan_select; }
 
 int64_t moe_plan_chunks(int64_t assignments) { return (assignments + kPlanChunk - 1) / kPlanChunk; }
@@ -1030,6 +1156,25 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
       b.select = RouterSelectArgs{};
       return moe_plan(b, stream);
     }
+  }
+  if (total <= g_moe_plan_one_max && g_moe_plan_fast && a.num_experts <= kScanThreads) {
+    // One expert per thread; with the selection, one thread per (token, expert) score up to
+    // 1024 (each a double exp + log1p: at 8 tokens and 384 threads 8 in a row per thread)
+    // and a warp per token (n <= 32 here).
+    const int64_t per_score = a.select.logits ? int64_t(a.n) * a.num_experts : 0;
+    const int64_t want = std::max<int64_t>({a.num_experts, per_score, a.select.logits ? 32 * int64_t(a.n) : 0});
+    const int threads = int(std::min<int64_t>(kScanThreads, (want + 31) / 32 * 32));
+    const int64_t blocks = 1 + (a.split_x ? (a.split_count / 4 + threads - 1) / threads : 0);
+    const size_t smem = (E + kPlanOneMax + 3 * 32 + 4) * sizeof(int32_t) +
+                        (a.select.logits ? size_t(a.n) * (2 * E * sizeof(float) + a.k * sizeof(int)) : 0);
+    if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+    if (smem > 48 * 1024) {
+      const cudaError_t err =
+          cudaFuncSetAttribute(moe_plan_fast_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      if (err != cudaSuccess) return err;
+    }
+    moe_plan_fast_kernel<<<unsigned(blocks), threads, smem, stream>>>(a);
+    return cudaGetLastError();
   }
   if (total <= g_moe_plan_one_max) {
     const int64_t blocks = 1 + (a.split_x ? (a.split_count / 4 + kScanThreads - 1) / kScanThreads : 0);

@@ -37,7 +37,10 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream);
 // A process-wide setting (like the other path switches) so that every call of a run, and
 // every batch size, takes the same path. Default kDmma (faster at every n measured; the
 // others stay for A/B and as the fallback for gates DMMA does not take).
-enum class RouterLogitsPath : uint8_t { kVec, kWide, kDmma };
+//   kDmmaDeep  kDmma's kernel and order (bitwise kDmma), with ten 32-channel groups in
+//          flight per warp instead of four at n <= 8 (the batch-1 router was load-latency
+//          bound: NOTES 28); kDmma above 8 tokens.
+enum class RouterLogitsPath : uint8_t { kVec, kWide, kDmma, kDmmaDeep };
 void router_logits_set_path(RouterLogitsPath p);
 RouterLogitsPath router_logits_path();
 
@@ -172,6 +175,11 @@ int moe_plan_single_launch_max();
 // router_select runs as its own launch before the plan (the same bits; for A/B tests).
 void moe_plan_set_select(bool on);
 bool moe_plan_select();
+// The one-launch plan as moe_plan_fast_kernel (num_experts <= 1024): one expert per thread,
+// the three scans as warp shuffles (2 block barriers instead of ~70); the same outputs
+// bit for bit (ops cases moe_plan_fast_*). Off by default until measured (NOTES 28).
+void moe_plan_set_fast(bool on);
+bool moe_plan_fast();
 
 struct MoeGroupedArgs {
   const MoeExpertPtrs* experts = nullptr;  // [E] device table
@@ -199,6 +207,17 @@ struct MoeGroupedArgs {
   // moe_tc, tiles of <= 8 rows: the MoeTcSmall kernel (as int; the op sets it from
   // moe_tc_small_for), -1: moe_tc_small() resolved for this tile height alone.
   int small_kernel = -1;
+  // moe_tc lean small tiles, stage 2 only (moe_tc_set_fold_combine; fold_out set): moe_combine
+  // in the stage's tail. The last of the *num_tiles warps that write a 16-row group of y (a
+  // counter per group, fold_count[o / 16], zero on entry: the plan zeroes it) sums that
+  // group's dims for every token in moe_combine's order (slots sorted by expert id, then the
+  // residual): the same bits, one launch fewer. Only where every tile is a small one.
+  float* fold_out = nullptr;               // [fold_n, dim]
+  const float* fold_residual = nullptr;    // [fold_n, dim] or null
+  const int64_t* fold_ids = nullptr;       // [fold_n, fold_k]
+  const int32_t* fold_slot_row = nullptr;  // [fold_n, fold_k]
+  int32_t* fold_count = nullptr;           // [ceil(dim / 16)]
+  int32_t fold_n = 0, fold_k = 0;
 };
 // Whether the grouped kernels take this expert layout (format, vector alignment,
 // power-of-two scale blocks).
@@ -284,7 +303,10 @@ cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int
 //   kLean4L  kLean4 with an L2 prefetch-size hint of 256 bytes on the weight copies
 //            (NOTES 20's next step: longer DRAM accesses per weight row); not yet measured;
 //   kAuto    (default) the one measured fastest for the batch (moe_tc_small_for).
-enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T, kAuto, kLean4P, kLean4L };
+//   kLeanW2 / kLeanW4  kLean4's arithmetic with the weights fetched in row pieces of 128 /
+//            256 contiguous bytes (2 / 4 chunks; 3 / 2 pieces in flight per warp) instead of
+//            64 bytes per row and chunk (NOTES 28);
+enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T, kAuto, kLean4P, kLean4L, kLeanW2, kLeanW4 };
 void moe_tc_set_small(MoeTcSmall k);
 MoeTcSmall moe_tc_small();
 // moe_tc_small() for a batch of n tokens; kAuto resolves as measured on the H200 at the
@@ -308,6 +330,10 @@ int moe_tc_f32_big_threshold();
 // before reading h. Off by default (opt-in; NOTES "MoE decode tiles").
 void moe_tc_set_pdl(bool on);
 bool moe_tc_pdl();
+// The combine folded into the lean kernels' stage 2 (MoeGroupedArgs::fold_out; the op sets
+// it where every tile is a small lean one). Off by default until measured (NOTES 28).
+void moe_tc_set_fold_combine(bool on);
+bool moe_tc_fold_combine();
 // x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).
 cudaError_t moe_split_terms(const float* x, uint16_t* out, int64_t count, int terms, cudaStream_t stream);
 // out = bf16-rounded x (fp32 storage), for the SIMT paths under Activations::kBF16.

@@ -389,15 +389,74 @@ __device__ __forceinline__ void decode8_tab(uint32_t u, const ScaleTab& t, uint3
   p[3] = prmt(l1, h1, 0x7362u);
 }
 
+// moe_combine's sum for token t and dim d (MoeGroupedArgs::fold_out): the token's slots
+// with a row, sorted by expert id (stable), y rows added in that order from zero, then the
+// residual; y read through L2 (other blocks wrote it during this launch).
+__device__ __forceinline__ void fold_combine_one(const MoeGroupedArgs& a, int64_t t, int64_t d, int64_t dim) {
+  constexpr int kMaxK = 16;
+  int32_t rows[kMaxK];
+  int64_t ids[kMaxK];
+  int m = 0;
+  for (int j = 0; j < a.fold_k && j < kMaxK; ++j) {
+    const int32_t p = a.fold_slot_row[t * a.fold_k + j];
+    if (p < 0) continue;
+    const int64_t id = a.fold_ids[t * a.fold_k + j];
+    int q = m++;
+    while (q > 0 && ids[q - 1] > id) {
+      ids[q] = ids[q - 1];
+      rows[q] = rows[q - 1];
+      --q;
+    }
+    ids[q] = id;
+    rows[q] = p;
+  }
+  float acc = 0.0f;
+  for (int i = 0; i < m; ++i) acc += __ldcg(a.y + int64_t(rows[i]) * dim + d);
+  if (a.fold_residual) acc = acc + a.fold_residual[t * dim + d];
+  a.fold_out[t * dim + d] = acc;
+}
+
+// A stage-2 warp that has stored its 16 rows (dims o0 .. o0 + 15) of y for one tile: count it
+// for the group; the tile's warp that completes the group combines the group's dims.
+__device__ __forceinline__ void fold_combine_tail(const MoeGroupedArgs& a, int64_t o0, int64_t dim, int lane) {
+  __threadfence();  // this lane's y stores, before the count
+  __syncwarp();
+  int last = 0;
+  if (lane == 0) last = atomicAdd(a.fold_count + o0 / 16, 1) == *a.num_tiles - 1;
+  last = __shfl_sync(0xffffffffu, last, 0);
+  if (!last) return;
+  __threadfence();  // every other tile's stores (counted before ours), before the reads
+  for (int idx = lane; idx < a.fold_n * 16; idx += 32) {
+    const int64_t d = o0 + idx % 16;
+    if (d < dim) fold_combine_one(a, idx / 16, d, dim);
+  }
+}
+
 // gy > 0: a one-dimensional grid of tiles x gy row blocks, tile-major (block b = tile
 // b / gy, row block b % gy), so the blocks of the small-tile bound's empty tiles (tile >=
 // *num_tiles: 7 of 13 at batch 1) come after every real one instead of between them
 // (with the grid (tile, row block) every wave held ~54% blocks that start only to exit).
 // gy == 0: the grid (tile, row block). Which block computes what changes no arithmetic.
-template <int kStage, int kTerms, int kRing, bool kTab = false, bool kPair = false, bool kL2 = false>
-__global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
+//
+// kSup > 1 (kLeanW2 / kLeanW4, NOTES 28): the weights arrive in row pieces of kSup chunks
+// (kSup x 64 contiguous bytes of each of the warp's 16 rows) instead of 64 bytes per row and
+// chunk. Why: NOTES 20 measured the batch-1 stages at 1.9 / 1.4 TB/s with no pipe saturated
+// and two MMA chains per warp changing nothing, and read it as the access pattern: every
+// warp-instruction of the ring fetched 64 bytes from each of 8 rows, so the memory system
+// serves ~50K rows 64 bytes at a time. Here a warp's 32 lanes copy consecutive 16-byte units
+// of whole row pieces (one cp.async instruction covers 512 contiguous-per-row bytes: 4 rows x
+// 128 B or 2 rows x 256 B), kSlots pieces in flight, and each lane then reads back the units
+// its MMA fragments need (other lanes' copies: cp.async wait + __syncwarp; a row's units are
+// XOR-swizzled by its parity so the 8 lanes of an LDS.128 phase hit 8 distinct bank groups).
+// The decode, MMAs, promotion windows and slice sums are the kSup = 1 path's, chunk by chunk
+// in the same order: bitwise the same output.
+template <int kStage, int kTerms, int kRing, bool kTab = false, bool kPair = false, bool kL2 = false, int kSup = 1,
+          int kSlots = 2>
+__global__ void __launch_bounds__(kTcWarps * 32, kSup == 4 ? 2 : lean_blocks<kTerms, kRing>())
     moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16, int gy) {
   static_assert(!kPair || (kTerms == 1 && kRing % 2 == 0 && !kTab), "pairs: kBF16, even ring, no tables");
+  static_assert(kSup == 1 || ((kSup == 2 || kSup == 4) && !kPair && !kTab && !kL2 && kSlots >= 2),
+                "row pieces: 2 or 4 chunks, plain decode");
   constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
   constexpr int kWindow = kTerms == 3 ? 1 : 4;
   __shared__ float red[kTcWarps][32][4];
@@ -409,7 +468,20 @@ __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
   lut[threadIdx.x] = scale_bf16x2(uint8_t(threadIdx.x));  // blockDim = 256
   const unsigned tile_idx = gy > 0 ? blockIdx.x / unsigned(gy) : blockIdx.x;
   const unsigned row_block = gy > 0 ? blockIdx.x % unsigned(gy) : blockIdx.y;
-  if (int64_t(tile_idx) >= *a.num_tiles) return;  // block-uniform
+  if (int64_t(tile_idx) >= *a.num_tiles) {  // block-uniform
+    if constexpr (kStage == 2) {
+      // Folded combine with no tile at all (every id invalid): nothing counts, so the first
+      // tile's blocks write out = residual (or 0) for their row block, as moe_combine would.
+      if (a.fold_out && *a.num_tiles == 0 && tile_idx == 0) {
+        const int64_t span = int64_t(kTcWarps / ks) * 16, d0 = int64_t(row_block) * span;
+        for (int64_t idx = threadIdx.x; idx < int64_t(a.fold_n) * span; idx += blockDim.x) {
+          const int64_t d = d0 + idx % span;
+          if (d < a.w2.rows) fold_combine_one(a, idx / span, d, a.w2.rows);
+        }
+      }
+    }
+    return;
+  }
   __syncthreads();
   const MoeTile tile = a.tiles[tile_idx];
   const MoeExpertPtrs& ex = a.experts[tile.expert];
@@ -438,6 +510,97 @@ __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
   const int64_t plane16 = a.xt_plane / 8;  // plane stride in uint4 (xt_plane % 8 == 0: checked on the host)
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
+  if constexpr (kSup > 1) {
+    if (active && ch0 < ch1) {
+      constexpr int kUnits = 4 * kSup;          // 16-byte units per row piece
+      constexpr int kPiece = 16 * kUnits * 16;  // bytes per slot: 16 rows x kSup x 64
+      uint8_t* const ring = lean_ring + warp * (kSlots * kPiece);
+      // Rows 0..7: matrix a's rows ob + r; rows 8..15: matrix b's (stage 1: w3's ob + r;
+      // stage 2: w2's ob + 8 + r), all from chunk ch0.
+      const uint8_t* const base_a = ex.w[kStage == 1 ? 0 : 2] + ob * row_bytes + int64_t(ch0) * 64;
+      const uint8_t* const base_b = ex.w[kStage == 1 ? 1 : 2] + (kStage == 1 ? ob : ob + 8) * row_bytes + int64_t(ch0) * 64;
+      const int n = ch1 - ch0, pieces = (n + kSup - 1) / kSup;
+      uint32_t qsa[kSlots][kSup], qsb[kSlots][kSup];
+      // Copy instruction it (0 .. kUnits / 2 - 1) of a piece: rows it * (8 / kSup) + rr, the
+      // lane's unit u of each (rr = lane / kUnits, u = lane % kUnits); instructions 0 .. kSup - 1
+      // take matrix a's rows, the rest b's. Row parity = rr's (8 / kSup is even).
+      const int rr = lane / kUnits, u = lane % kUnits;
+      const uint8_t* const src_a = base_a + int64_t(rr) * row_bytes + u * 16;
+      const uint8_t* const src_b = base_b + int64_t(rr) * row_bytes + u * 16;
+      const int64_t rstep = int64_t(8 / kSup) * row_bytes;
+      const int dst_lane = rr * (kUnits * 16) + ((u ^ ((rr & 1) * 4)) * 16);
+      // Piece pc (chunks pc kSup ..) into slot sl; one commit group per call (empty past
+      // the slice: the group count stays uniform).
+      auto issue = [&](int pc, int sl) {
+        const int i0 = pc * kSup;
+        if (i0 < n) {
+          uint8_t* const d = ring + sl * kPiece + dst_lane;
+          if (i0 + u / 4 < n) {
+#pragma unroll
+            for (int it = 0; it < kUnits / 2; ++it)  // 16 rows x kUnits units / 32 lanes
+              cp_async16_mem(d + it * 512,
+                             (it < kSup ? src_a : src_b) + int64_t(it % kSup) * rstep + int64_t(i0) * 64);
+          }
+#pragma unroll
+          for (int j = 0; j < kSup; ++j)
+            if (i0 + j < n) {
+              qsa[sl][j] = __ldg(sa + (i0 + j) * 4);
+              qsb[sl][j] = __ldg(sb + (i0 + j) * 4);
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+      };
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) issue(sl, sl);
+      asm volatile("griddepcontrol.wait;" ::: "memory");  // as below
+      for (int base = 0; base < pieces; base += kSlots) {
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) {
+          const int pc = base + sl;
+          if (pc < pieces) {  // warp-uniform
+            cp_async_wait<kSlots - 1>();  // this lane's copies of piece pc have landed
+            __syncwarp();                 // ... and every other lane's
+            const uint8_t* const sp = ring + sl * kPiece;
+#pragma unroll
+            for (int j = 0; j < kSup; ++j) {
+              const int i = pc * kSup + j;
+              if (i < n) {
+                // Row g's and row 8 + g's unit 4 j + c (row parity 0 / 1 for g even / odd: 8 + g has g's).
+                const int sw = ((4 * j + c) ^ ((g & 1) * 4)) * 16;
+                const uint4 va = *reinterpret_cast<const uint4*>(sp + g * (kUnits * 16) + sw);
+                const uint4 vb = *reinterpret_cast<const uint4*>(sp + (8 + g) * (kUnits * 16) + sw);
+                const uint32_t sca = lut[qsa[sl][j]], scb = lut[qsb[sl][j]];
+                const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
+                const uint4* bq = bp + int64_t(i) * 16;
+                float tmp[4];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                  uint32_t pa[4], pb[4];
+                  decode8_lean(wa4[q], sca, k16, pa);
+                  decode8_lean(wb4[q], scb, k16, pb);
+                  const uint32_t a0[4] = {pa[0], pb[0], pa[1], pb[1]};
+                  const uint32_t a1[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+                  for (int t = kTerms - 1; t >= 0; --t) {  // smallest term first (tc_tile's order)
+                    const uint4 b = bq[t * plane16 + q];
+                    if (q % kWindow == 0 && t == kTerms - 1) mma_bf16_zero(tmp, a0, b.x, b.y);
+                    else mma_bf16(tmp, a0, b.x, b.y);
+                    mma_bf16(tmp, a1, b.z, b.w);
+                  }
+                  if (q % kWindow == kWindow - 1) {
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) acc[r] += tmp[r];
+                  }
+                }
+              }
+            }
+            __syncwarp();  // every lane has read slot sl before any lane refills it
+            issue(pc + kSlots, sl);
+          }
+        }
+      }
+    }
+  } else
   if (active && ch0 < ch1) {
     uint8_t* const slot0 = lean_ring + (warp * kRing) * 1024 + lane * 16;  // + j * 1024: slot j
     uint32_t qsa[kRing], qsb[kRing];
@@ -602,6 +765,8 @@ __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
     if (i >= rows) continue;
     store_fragment_row<kStage, kTerms>(a, acc, h, tile.row0 + i, out_rows, o0 + g);
   }
+  if constexpr (kStage == 2)
+    if (a.fold_out) fold_combine_tail(a, o0, out_rows, lane);
 }
 
 template <int kStage, int kTerms, int kNT8>
@@ -969,7 +1134,8 @@ cudaError_t launch_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
 
 // kPair: kLean4P (pairs of chunks, tile-major one-dimensional grid); else the grid
 // (tile, row block) of kLean4 / kLean8 / kLean4T as measured in NOTES 8.
-template <int kStage, int kTerms, int kRing, bool kTab = false, bool kPair = false, bool kL2 = false>
+template <int kStage, int kTerms, int kRing, bool kTab = false, bool kPair = false, bool kL2 = false, int kSup = 1,
+          int kSlots = 2>
 cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
   const int ks = small_tile_ks(int(L.cols / 128));  // the former kernel's K split: the same sums
@@ -979,8 +1145,8 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (kPair && a.max_tiles * gy > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 grid = kPair ? dim3(unsigned(a.max_tiles * gy)) : dim3(unsigned(a.max_tiles), unsigned(gy));
   const int gy_arg = kPair ? int(gy) : 0;
-  auto kernel = moe_tc_lean_kernel<kStage, kTerms, kRing, kTab, kPair, kL2>;
-  constexpr int smem = lean_smem<kRing>(kTcWarps);
+  auto kernel = moe_tc_lean_kernel<kStage, kTerms, kRing, kTab, kPair, kL2, kSup, kSlots>;
+  constexpr int smem = kSup > 1 ? kTcWarps * kSlots * kSup * 1024 : lean_smem<kRing>(kTcWarps);
   // Once per instantiation: the ring above 48 KB needs the opt-in, and the carveout asks
   // for three blocks' shared memory (rings + red + lut); the rest stays L1 for B.
   static const cudaError_t attr = [&] {
@@ -988,7 +1154,7 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
     if (e == cudaSuccess) {
       const int per_block = smem + int(sizeof(float)) * kTcWarps * 32 * 4 + 1024 + 1024;  // + reserved
       e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               std::min(100, (lean_blocks<kTerms, kRing>() * per_block * 100 + 228 * 1024 - 1) /
+                               std::min(100, ((kSup == 4 ? 2 : lean_blocks<kTerms, kRing>()) * per_block * 100 + 228 * 1024 - 1) /
                                                  (228 * 1024)));
     }
     return e;
@@ -1020,6 +1186,8 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
       case MoeTcSmall::kLean8: return launch_lean<kStage, kTerms, 8>(a, stream);
       case MoeTcSmall::kLean4T: return launch_lean<kStage, kTerms, 4, true>(a, stream);
       case MoeTcSmall::kLean4L: return launch_lean<kStage, kTerms, 4, false, false, true>(a, stream);
+      case MoeTcSmall::kLeanW2: return launch_lean<kStage, kTerms, 4, false, false, false, 2, 3>(a, stream);
+      case MoeTcSmall::kLeanW4: return launch_lean<kStage, kTerms, 4, false, false, false, 4, 2>(a, stream);
       case MoeTcSmall::kLean4P:  // kBF16 only (see moe_tc_lean_kernel); kF32 takes kLean4
         if constexpr (kTerms == 1) return launch_lean<kStage, kTerms, 4, false, true>(a, stream);
         else return launch_lean<kStage, kTerms, 4>(a, stream);
@@ -1189,6 +1357,11 @@ int g_moe_tc_f32_big = 32;  // moe_tc_set_f32_big_threshold
 bool g_moe_tc_pdl = false;             // moe_tc_set_pdl
 }  // namespace
 void moe_tc_set_pdl(bool on) { g_moe_tc_pdl = on; }
+namespace {
+bool g_moe_tc_fold = false;  // moe_tc_set_fold_combine
+}  // namespace
+void moe_tc_set_fold_combine(bool on) { g_moe_tc_fold = on; }
+bool moe_tc_fold_combine() { return g_moe_tc_fold; }
 bool moe_tc_pdl() { return g_moe_tc_pdl; }
 void moe_tc_set_f32_big_threshold(int rows) { g_moe_tc_f32_big = std::max(rows, kMoeSmallRows); }
 int moe_tc_f32_big_threshold() { return g_moe_tc_f32_big; }
