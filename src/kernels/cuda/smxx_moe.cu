@@ -331,7 +331,8 @@ __global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(
 
 // kDmma by default: run r1 of session 6 (NOTES 17), per call vs kVec: 6.6 -> 1.1 ms at 8192
 // tokens, 0.19 -> 0.08 ms at 256, 0.055 -> 0.028 ms at 8.
-RouterLogitsPath g_router_path = RouterLogitsPath::kDmma;
+// kDmmaDeep since NOTES 28 (the same bits; at n <= 8 ncu 14.2 -> 11.4 us per call, op -3 us).
+RouterLogitsPath g_router_path = RouterLogitsPath::kDmmaDeep;
 
 // One block of kSelectWarps warps per token; scores and biased scores live in shared
 // memory, computed by all the block's threads (each element as before: a double
@@ -847,7 +848,7 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_fast_kernel(MoePlanArgs
   }
 }
 
-bool g_moe_plan_fast = false;  // moe_plan_set_fast
+bool g_moe_plan_fast = true;  // moe_plan_set_fast (NOTES 28: ncu 13.9 -> 10.2 us at batch 1, the same outputs)
 int g_moe_plan_one_max = 64;  // moe_plan_set_single_launch_max
 bool g_moe_plan_select = true;  // moe_plan_set_select
 // The fused selection gives each token one warp of the one-launch plan's block.

@@ -37,9 +37,9 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream);
 // A process-wide setting (like the other path switches) so that every call of a run, and
 // every batch size, takes the same path. Default kDmma (faster at every n measured; the
 // others stay for A/B and as the fallback for gates DMMA does not take).
-//   kDmmaDeep  kDmma's kernel and order (bitwise kDmma), with ten 32-channel groups in
-//          flight per warp instead of four at n <= 8 (the batch-1 router was load-latency
-//          bound: NOTES 28); kDmma above 8 tokens.
+//   kDmmaDeep  (default) kDmma's kernel and order (bitwise kDmma), with ten 32-channel
+//          groups in flight per warp instead of four at n <= 8 (NOTES 28: 14.2 -> 11.4 us per
+//          call at n = 1; what is left is the warp's 320-DMMA chain); kDmma above 8 tokens.
 enum class RouterLogitsPath : uint8_t { kVec, kWide, kDmma, kDmmaDeep };
 void router_logits_set_path(RouterLogitsPath p);
 RouterLogitsPath router_logits_path();
@@ -177,7 +177,8 @@ void moe_plan_set_select(bool on);
 bool moe_plan_select();
 // The one-launch plan as moe_plan_fast_kernel (num_experts <= 1024): one expert per thread,
 // the three scans as warp shuffles (2 block barriers instead of ~70); the same outputs
-// bit for bit (ops cases moe_plan_fast_*). Off by default until measured (NOTES 28).
+// bit for bit (ops cases moe_route_experts_*: new_kernels_differ). Default on (NOTES 28:
+// 13.9 -> 10.2 us per call at batch 1 with the selection); off: moe_plan_one_kernel.
 void moe_plan_set_fast(bool on);
 bool moe_plan_fast();
 
@@ -301,11 +302,15 @@ cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int
 //            bound's empty tiles last); kBF16 only, kF32 runs kLean4. Measured no faster
 //            than kLean4 (T = 1 equal, T = 8 +1.7%; NOTES 20): opt-in;
 //   kLean4L  kLean4 with an L2 prefetch-size hint of 256 bytes on the weight copies
-//            (NOTES 20's next step: longer DRAM accesses per weight row); not yet measured;
+//            (NOTES 20's next step: longer DRAM accesses per weight row). NOTES 28: op T = 1
+//            equal to kLean4 (ncu: stage 1 -0.7, stage 2 +1.5 us), T = 8 -14 us (-3.8%) in one
+//            timing without an ncu to confirm it: not taken by kAuto until a second run agrees;
 //   kAuto    (default) the one measured fastest for the batch (moe_tc_small_for).
 //   kLeanW2 / kLeanW4  kLean4's arithmetic with the weights fetched in row pieces of 128 /
 //            256 contiguous bytes (2 / 4 chunks; 3 / 2 pieces in flight per warp) instead of
-//            64 bytes per row and chunk (NOTES 28);
+//            64 bytes per row and chunk. Measured slower (NOTES 28: op T = 1 +7 / +1 us, T = 8
+//            +29 / +33 us; W4 stage 1 37.5 -> 40.2 us): the row access length is not what
+//            binds the batch-1 tiles. Opt-in, tested bitwise;
 enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T, kAuto, kLean4P, kLean4L, kLeanW2, kLeanW4 };
 void moe_tc_set_small(MoeTcSmall k);
 MoeTcSmall moe_tc_small();
@@ -331,7 +336,8 @@ int moe_tc_f32_big_threshold();
 void moe_tc_set_pdl(bool on);
 bool moe_tc_pdl();
 // The combine folded into the lean kernels' stage 2 (MoeGroupedArgs::fold_out; the op sets
-// it where every tile is a small lean one). Off by default until measured (NOTES 28).
+// it where every tile is a small lean one, n <= 8). Off by default: NOTES 28 measured the op
+// -0.7 us at T = 1 (noise) and +19 us at T = 8 (one warp per 16 dims sums 8 tokens' rows).
 void moe_tc_set_fold_combine(bool on);
 bool moe_tc_fold_combine();
 // x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).

@@ -351,7 +351,7 @@ constexpr int lean_blocks() { return kTerms == 3 && kRing == 8 ? 2 : 3; }
 // stage 2 24.0-25.0 (24.6); op T = 1 0.0749 vs 0.0753 ms, T = 8 0.357 vs 0.351. So the
 // in-warp MMA chain was not what left issue slots empty; kept opt-in (bitwise, tested).
 //
-// kL2 (kLean4L, opt-in, not yet measured): the weight copies carry an L2 prefetch-size
+// kL2 (kLean4L, opt-in; NOTES 28: equal to kLean4 at T = 1, unclear at T = 8): the weight copies carry an L2 prefetch-size
 // hint of kL2 bytes (cp.async ... .L2::256B). A warp's chunk reads 64 bytes of each of its
 // 16 rows (rows 2.5 KB / 1.15 KB apart), the next 64 bytes of the same rows one chunk
 // later: DRAM sees 64-byte pieces from ~100K rows at once. The hint makes each miss fetch
@@ -449,7 +449,9 @@ __device__ __forceinline__ void fold_combine_tail(const MoeGroupedArgs& a, int64
 // its MMA fragments need (other lanes' copies: cp.async wait + __syncwarp; a row's units are
 // XOR-swizzled by its parity so the 8 lanes of an LDS.128 phase hit 8 distinct bank groups).
 // The decode, MMAs, promotion windows and slice sums are the kSup = 1 path's, chunk by chunk
-// in the same order: bitwise the same output.
+// in the same order: bitwise the same output. Measured (NOTES 28, batch 1): W4 stage 1 37.5 ->
+// 40.2 us, the op +1 us (T = 1) / +33 us (T = 8), W2 worse still: 256-byte row pieces do not
+// raise the stream rate, so the access length is not the limit; opt-in.
 template <int kStage, int kTerms, int kRing, bool kTab = false, bool kPair = false, bool kL2 = false, int kSup = 1,
           int kSlots = 2>
 __global__ void __launch_bounds__(kTcWarps * 32, kSup == 4 ? 2 : lean_blocks<kTerms, kRing>())
