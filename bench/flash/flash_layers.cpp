@@ -1602,12 +1602,13 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       float* rwt;
       CK(cudaMalloc(&rid, size_t(maxn * k) * 8));
       CK(cudaMalloc(&rwt, size_t(maxn * k) * 4));
-      // logits=vec|wide|dmma (kernels::RouterLogitsPath; wide: vec's bits; dmma: FP64 tensor cores).
+      // logits=vec|wide|dmma|dmmadeep (kernels::RouterLogitsPath; wide: vec's bits; dmma: FP64 tensor cores; dmmadeep: dmma's bits).
       using kernels::RouterLogitsPath;
       const RouterLogitsPath path_def = kernels::router_logits_path();
       for (int64_t T : ns)
         for (auto [path, name] : {std::pair{RouterLogitsPath::kVec, "vec"}, std::pair{RouterLogitsPath::kWide, "wide"},
-                                  std::pair{RouterLogitsPath::kDmma, "dmma"}}) {
+                                  std::pair{RouterLogitsPath::kDmma, "dmma"},
+                                  std::pair{RouterLogitsPath::kDmmaDeep, "dmmadeep"}}) {
           kernels::router_logits_set_path(path);
           const float ms = tm.time_ms(
               [&](int) {

@@ -571,7 +571,7 @@ std::vector<OpCase> moe_cases() {
       router_dmma_case("router_logits_dmma_v41_bf16", WKind::kBF16, 200, 3, 384, 5120),
       router_dmma_case("router_logits_dmma_odd_f32", WKind::kF32, 70, 9, 13, 256),
       router_dmma_case("router_logits_dmma_f16_small", WKind::kF16, 5, 2, 40, 128),
-      // The cases above run the default path (kDmma); the vector kernel against the oracle too.
+      // The cases above run the default path (kDmmaDeep: kDmma's bits); the vector kernel against the oracle too.
       router_path_case("moe_router_vec_v41_bf16", kernels::RouterLogitsPath::kVec,
                        router_case("x", WKind::kBF16, 77, 384, 5120, 6, true, false, true)),
       router_path_case("moe_router_vec_ties_f32", kernels::RouterLogitsPath::kVec,
