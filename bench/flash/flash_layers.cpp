@@ -36,7 +36,7 @@
 // of the dense FP8 weights for the cuBLASLt linears, ~2x the dense FP8 bytes); a load
 // that made copies labels its lines act=bf16w (report.py gives it its own section).
 // --activations fp8: bf16, but the dense FP8 linears take Activations::kFP8 (x quantized per
-// 32-K block, the FP8 tensor-core GEMM from 64 tokens); its lines say act=fp8 (fp8_bf16w
+// 32-K block, then cuBLASLt bf16 on the exact codes, NOTES 24); its lines say act=fp8 (fp8_bf16w
 // when a weight got a bf16 copy).
 // --ops-linear: only the op section's linear modes (the three
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192 or --linear-ns).
@@ -62,7 +62,7 @@
 //                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk|persist|auto0] [--gemv-pdl 0|1]
 //                [--gemv-persist 2|4|6[,blocks]] [--gemv-shapes a,b] [--gemv-variants a,b] [--gemv-ns 1,4]
 //                [--ops-moe] [--ops-moe-profile] [--profile-big wgmma,wgmmaws]
-//                [--fp8-kinds wgmmap,wgmma,wgmma3,wgmmaw,mma8] [--linear-ns 256,8192]
+//                [--fp8-kinds auto,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4|lean4p|lean4l|leanw2|leanw4] [--moe-select 1|0]
@@ -721,10 +721,10 @@ float time_adaptive(EvTimer& tm, F&& f) {
 // mode forced onto mma (one MMA per tile) and onto the cuBLASLt GEMM (dequant + cast +
 // matmul), for the threshold; gemm_bf16w: the cuBLASLt matmul alone on a weight already
 // in bf16 (what torch.mm on a dequantized weight does). Lines "op linear act=... path=...".
-// --fp8-kinds: the FP8 GEMM kinds the linear section times ("wgmmap,wgmma,wgmma3,wgmmaw,mma8";
-// wgmmap = the pipelined TMA kernel, kAuto's; the op's kAuto runs at n >= linear_fp8_min_n
-// need "wgmmap", the forced first wgmma kernel "wgmma").
-std::string g_fp8_kinds = "wgmmap,wgmma,wgmma3,wgmmaw,mma8";
+// --fp8-kinds: what the linear section times in fp8 mode ("auto,mma8": the op's kAuto at
+// n >= linear_fp8_min_n, and the mma.sync FP8 GEMM forced and alone; the wgmma kinds wgmmap,
+// wgmma, wgmma3, wgmmaw were deleted in session 8, NOTES 16 / 24).
+std::string g_fp8_kinds = "auto,mma8";
 // --linear-ns: the token counts of the linear section (default 1, 8, 64, 256, 1024, 4096, 8192).
 std::vector<int64_t> g_linear_ns = {1, 8, 64, 256, 1024, 4096, 8192};
 bool fp8_kind_on(const char* k) { return ("," + g_fp8_kinds + ",").find(std::string(",") + k + ",") != std::string::npos; }
@@ -785,13 +785,12 @@ void run_linear_modes(HostPool& hp) {
       if (n >= 64 && !s.is_bf16)
         runs.push_back({"bf16", "gemm_bf16w", ops::Activations::kBF16, gpu::LinearKernel::kGemm, true});
       // Activations::kFP8 (FP8 weights): kAuto (below linear_fp8_min_n the dequantized codes
-      // through the fp32 kernels, above it the wgmma GEMM), and both FP8 GEMMs forced. Each
-      // includes the activation quantization kernel (torch's _scaled_mm line does not).
+      // through the fp32 kernels, above it cuBLASLt from its threshold, else the FP8 GEMM), and
+      // the FP8 GEMM forced. Each includes the activation quantization kernel (torch's
+      // _scaled_mm line does not).
       if (!s.is_bf16) {
-        if (n < gpu::linear_fp8_min_n() || fp8_kind_on("wgmmap"))
+        if (n < gpu::linear_fp8_min_n() || fp8_kind_on("auto"))
           runs.push_back({"fp8", "auto", ops::Activations::kFP8, gpu::LinearKernel::kAuto, false});
-        if (n >= 64 && fp8_kind_on("wgmma"))
-          runs.push_back({"fp8", "wgmma", ops::Activations::kFP8, gpu::LinearKernel::kFp8Wgmma, false});
         if (n >= 64 && fp8_kind_on("mma8"))
           runs.push_back({"fp8", "mma8", ops::Activations::kFP8, gpu::LinearKernel::kFp8Mma, false});
       }
@@ -814,15 +813,9 @@ void run_linear_modes(HostPool& hp) {
         });
         std::printf("op linear_fp8_quant name=%s n=%lld cols=%lld ms=%.5f GBps=%.1f\n", s.name, (long long)n,
                     (long long)s.cols, ms, double(n * s.cols) * (4.0 + 1.0 + 4.0 / 32) / (ms * 1e-3) / 1e9);
-        // The FP8 GEMM kernels alone on those codes (no quantization): the three variants.
-        for (auto kind : {kernels::Fp8GemmKind::kWgmmaTma, kernels::Fp8GemmKind::kWgmma, kernels::Fp8GemmKind::kWgmma3,
-                          kernels::Fp8GemmKind::kWgmmaWide, kernels::Fp8GemmKind::kMma}) {
-          const char* kname = kind == kernels::Fp8GemmKind::kMma        ? "mma8"
-                              : kind == kernels::Fp8GemmKind::kWgmmaTma ? "wgmmap"
-                              : kind == kernels::Fp8GemmKind::kWgmma  ? "wgmma"
-                              : kind == kernels::Fp8GemmKind::kWgmma3 ? "wgmma3"
-                                                                      : "wgmmaw";
-          if (!fp8_kind_on(kname)) continue;
+        // The FP8 GEMM kernel alone on those codes (no quantization).
+        if (fp8_kind_on("mma8")) {
+          const char* kname = "mma8";
           const float gms = time_adaptive(tm, [&](int i) {
             kernels::Fp8GemmArgs g;
             g.x_codes = codes;
@@ -831,7 +824,7 @@ void run_linear_modes(HostPool& hp) {
             g.w = ops::cuda::to_weight_args(wts[size_t(i % copies)]);
             g.num_rows = s.rows;
             g.y = y;
-            CK(kernels::linear_fp8_gemm(g, kind, st));
+            CK(kernels::linear_fp8_gemm(g, st));
           });
           std::printf("op linear_fp8_gemm kind=%s name=%s n=%lld rows=%lld cols=%lld ms=%.5f tflops=%.2f\n",
                       kname, s.name, (long long)n, (long long)s.rows, (long long)s.cols, gms,
@@ -2004,7 +1997,15 @@ int main(int argc, char** argv) {
     else if (a == "--gemv-variants") g_gemv_variants = split_commas(next());  // run_gemv_ops' kernels
     else if (a == "--gemv-ns") g_gemv_ns = parse_list(next());                // run_gemv_ops' token counts
     else if (a == "--gemv-pdl") kernels::gemv_set_pdl(std::atoi(next()) != 0);  // programmatic dependent gemv launches
-    else if (a == "--fp8-kinds") g_fp8_kinds = next();  // FP8 GEMMs to time (a crashed kind is left out)
+    else if (a == "--fp8-kinds") {  // what the linear section times in fp8 mode
+      g_fp8_kinds = next();
+      for (const std::string& k : split_commas(g_fp8_kinds))
+        if (k != "auto" && k != "mma8") {
+          std::fprintf(stderr, "--fp8-kinds takes auto and / or mma8 (the wgmma kinds were deleted), not '%s'\n",
+                       k.c_str());
+          return 2;
+        }
+    }
     else if (a == "--linear-ns") {
       g_linear_ns = parse_list(next());
       for (int64_t n : g_linear_ns)

@@ -1,5 +1,5 @@
 // Activations::kFP8: the activation quantizer and the mma.sync FP8 GEMM
-// (smxx_linear_fp8.cuh). The wgmma GEMM is in smxx_linear_fp8_wgmma.cu.
+// (smxx_linear_fp8.cuh).
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/smxx_common.cuh"
@@ -258,22 +258,18 @@ bool fp8_gemm_weight_ok(const WeightArgs& w) {
   return w.scale_format == SFormat::kE8M0 && w.block_cols % 32 == 0 && w.block_rows % 32 == 0;
 }
 
-bool linear_fp8_gemm_eligible(const Fp8GemmArgs& a, Fp8GemmKind kind) {
+bool linear_fp8_gemm_eligible(const Fp8GemmArgs& a) {
   if (!weight_args_valid(a.w) || !fp8_gemm_weight_ok(a.w)) return false;
   if (a.row0 < 0 || a.num_rows < 0 || a.row0 + a.num_rows > a.w.rows || a.n < 0) return false;
   if (!aligned16_fp8(a.x_codes) || a.x_scales == nullptr || a.y == nullptr) return false;
   // A row slice must start on a 32-row scale block (the warps' scale groups).
   if (a.w.scale_format != SFormat::kNone && a.row0 % 32 != 0) return false;
-  if (kind == Fp8GemmKind::kWgmmaTma) return linear_fp8_wgmma_eligible(a) && linear_fp8_tma_eligible(a);
-  if (kind != Fp8GemmKind::kMma) return linear_fp8_wgmma_eligible(a);
   return true;
 }
 
-cudaError_t linear_fp8_gemm(const Fp8GemmArgs& a, Fp8GemmKind kind, cudaStream_t stream) {
-  if (!linear_fp8_gemm_eligible(a, kind)) return cudaErrorInvalidValue;
+cudaError_t linear_fp8_gemm(const Fp8GemmArgs& a, cudaStream_t stream) {
+  if (!linear_fp8_gemm_eligible(a)) return cudaErrorInvalidValue;
   if (a.n == 0 || a.num_rows == 0) return cudaSuccess;
-  if (kind == Fp8GemmKind::kWgmmaTma) return linear_fp8_tma(a, stream);
-  if (kind != Fp8GemmKind::kMma) return linear_fp8_wgmma(a, kind, stream);
   const size_t smem = mma8::smem_bytes(a.w.cols);
   // Set on every call (a host-side attribute, cheap, allowed during graph capture): the
   // opt-in size depends on K.

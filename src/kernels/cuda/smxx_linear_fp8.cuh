@@ -11,8 +11,10 @@
 //     D_b is one FP8 MMA over the block's 32 K-elements started from zero (each k32
 //     instruction covers exactly one block, so the tensor core never mixes two scales)
 //     and the fp32 promotion acc += D_b * (s_x * s_w) follows every instruction.
-//     Kinds: kMma (mma.sync m16n8k32, any sm_89+) and kWgmma (Hopper wgmma m64nNk32,
-//     sm_90a). Requires k % 32 == 0, 16-byte aligned rows (codes and weight), and
+//     mma.sync m16n8k32 (any sm_89+): exact products and fp32 sums. (The Hopper wgmma
+//     kernels of session 6 were deleted in session 8: slower than cuBLASLt on the exact
+//     codes and less accurate, wgmma's truncated FP8 accumulation; NOTES 16 and 24.)
+//     Requires k % 32 == 0, 16-byte aligned rows (codes and weight), and
 //     weight scale blocks with block_cols % 32 == 0 and block_rows % 32 == 0 (one scale
 //     per 32 weight rows per K-block; V4.1's 32 x 32), or no scale.
 #pragma once
@@ -33,13 +35,6 @@ cudaError_t quant_act_fp8(const float* x, int64_t n, int64_t k, uint8_t* codes, 
 // cuBLASLt path of Activations::kFP8 (ops/cuda/linear.cu) feeds them to cuBLASLt.
 cudaError_t quant_act_fp8_bf16(const float* x, int64_t n, int64_t k, uint16_t* out, cudaStream_t stream);
 
-// kWgmma: two consumer warpgroups (128 x 128 tiles); kWgmma3: three (192 x 128);
-// kWgmmaWide: two, 128 x 256 (smxx_linear_fp8_wgmma.cu: cp.async ring, one wgmma in flight
-// per warpgroup). kWgmmaTma: 128 x 128, a TMA producer warp with mbarriers and two
-// consumer warpgroups that promote block b while block b + 1's wgmma runs
-// (smxx_linear_fp8_tma.cu); the fastest, kAuto's choice.
-enum class Fp8GemmKind : int { kMma, kWgmma, kWgmma3, kWgmmaWide, kWgmmaTma };
-
 struct Fp8GemmArgs {
   const uint8_t* x_codes = nullptr;  // [n, w.cols] e4m3
   const float* x_scales = nullptr;   // [n, w.cols / 32]
@@ -49,7 +44,7 @@ struct Fp8GemmArgs {
   float* y = nullptr;                // [n, num_rows] fp32
 };
 
-bool linear_fp8_gemm_eligible(const Fp8GemmArgs& a, Fp8GemmKind kind);
-cudaError_t linear_fp8_gemm(const Fp8GemmArgs& a, Fp8GemmKind kind, cudaStream_t stream);
+bool linear_fp8_gemm_eligible(const Fp8GemmArgs& a);
+cudaError_t linear_fp8_gemm(const Fp8GemmArgs& a, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels

@@ -1,5 +1,5 @@
-// Internal to the FP8-activation GEMMs (smxx_linear_fp8*.cu): cp.async staging, the
-// weight's per-(32 rows, 32-K block) scale, and the wgmma variant's entry points.
+// Internal to the FP8-activation GEMM (smxx_linear_fp8.cu): cp.async staging and the
+// weight's per-(32 rows, 32-K block) scale.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,13 +35,7 @@ __device__ __forceinline__ float fp8_weight_scale(const WeightArgs& w, int64_t r
   return e8m0_to_float(w.scale[(row / w.block_rows) * w.scale_cols + (b * 32) / w.block_cols]);
 }
 
-// Host side: the format checks both kinds share, and the wgmma kind (smxx_linear_fp8_wgmma.cu).
+// Host side: the weight format checks of linear_fp8_gemm_eligible.
 bool fp8_gemm_weight_ok(const WeightArgs& w);
-bool linear_fp8_wgmma_eligible(const Fp8GemmArgs& a);
-cudaError_t linear_fp8_wgmma(const Fp8GemmArgs& a, Fp8GemmKind kind, cudaStream_t stream);
-// kWgmmaTma (smxx_linear_fp8_tma.cu): also needs the driver's tensor-map encoder and the
-// shared memory for its ring plus the tile's weight scales (K up to ~40K).
-bool linear_fp8_tma_eligible(const Fp8GemmArgs& a);
-cudaError_t linear_fp8_tma(const Fp8GemmArgs& a, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels

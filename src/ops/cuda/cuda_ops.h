@@ -114,8 +114,8 @@ struct LinearGemmStats {
 LinearGemmStats linear_gemm_stats();
 // Which kernel runs: kAuto as above; the others force one (tests, benchmarks) and throw
 // when it cannot take the arguments. kGemm needs Activations::kBF16 or kFP8 and a
-// workspace; kFp8Mma / kFp8Wgmma need Activations::kFP8.
-enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Wgmma };
+// workspace; kFp8Mma needs Activations::kFP8.
+enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma };
 // Activations::kFP8 (ops/linear.h; FP8 e4m3 weights with no or 32-multiple ue8m0 scale
 // blocks, else the call throws): x is quantized per 32-K block on the device, bit for bit
 // as the CPU does, then
@@ -123,21 +123,20 @@ enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Wgmma 
 //     the bf16 cuBLASLt GEMM above on code * scale in bf16 (exact: <= 4 significant bits)
 //     against the weight's exact bf16 image (per call or the persistent copy): the FP8
 //     GEMM's products, added in fp32 in cuBLASLt's order. kAuto prefers it because it is
-//     accurate where the wgmma FP8 kernels are not: they add each block's 32 products on
-//     the tensor core with a truncated alignment (worst error 2e-5..1e-4 of S in the op
+//     accurate where the wgmma FP8 kernels (deleted in session 8) were not: they added
+//     each block's 32 products on the tensor core with a truncated alignment (worst error
+//     2e-5..1e-4 of S in the op
 //     cases, 1.5e-7 for mma.sync), which on the trained model moved fp8 mode's logits as
 //     far from the CPU as fp8 mode is from bf16 (run 21). With the bf16 copies it is also
 //     1.9-4.5x faster (bench/results/2026-11-30-h200-flash-layers.md runs 17 and 20): V4.1's
 //     32 x 32 ue8m0 blocks need a promotion after every k32 MMA, which costs the FP8
 //     kernels as much issue as the MMAs, and cuBLASLt 13 refuses its 32-block FP8 mode
 //     (VEC32_UE8M0) on Hopper;
-//   - else from n >= linear_fp8_min_n() tokens (kAuto), or forced with kFp8Wgmma / kFp8Mma: a
-//     GEMM on the FP8 tensor cores (kernels/cuda/smxx_linear_fp8.cuh: one k32 MMA per
-//     32-block from zero, promoted to fp32 with s_x * s_w): kAuto the pipelined Hopper
-//     kernel (kWgmmaTma: TMA ring, the promotion of block b overlapping block b + 1's
-//     wgmma), else the first wgmma kernel; kFp8Wgmma forces that first kernel (two
-//     warpgroups, one wgmma in flight each: 0.15-0.22x torch._scaled_mm at n >= 4096,
-//     bench/results/2026-11-30-fp8-gemm.md) and kFp8Mma mma.sync;
+//   - else from n >= linear_fp8_min_n() tokens (kAuto), or forced with kFp8Mma: a GEMM on
+//     the FP8 tensor cores (kernels/cuda/smxx_linear_fp8.cuh: mma.sync, one k32 MMA per
+//     32-block from zero, promoted to fp32 with s_x * s_w; exact products, fp32 sums). The
+//     session-6 wgmma FP8 kernels that kAuto took here were deleted in session 8 (less
+//     accurate, and off the model's path since the cuBLASLt path above; NOTES 16, 24);
 //     needs K % 32 == 0, 32-row weight scale blocks and a slice starting on one; kAuto
 //     falls back to the path below when these do not hold;
 //   - else (kAuto below the threshold, or kGemv / kMma / kTiled forced): the dequantized

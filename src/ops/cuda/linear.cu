@@ -235,7 +235,7 @@ int64_t gemm_min_n(const LinearParams& p, const LinearWorkspace& ws, int64_t row
 // mode's GEMM threshold, with a cuBLASLt workspace) a bf16 cuBLASLt GEMM on the exact
 // dequantized codes; else the FP8 tensor-core GEMM or an fp32 kernel on the dequantized
 // codes. cuBLASLt first because it is exact in its products and fp32 in its sums, where the
-// wgmma FP8 kernels are not (below), and faster than our FP8 GEMM at every Flash shape with
+// wgmma FP8 kernels (deleted in session 8) were not (below), and faster than our FP8 GEMM at every Flash shape with
 // the bf16 copies (bench/results/2026-11-30-h200-flash-layers.md, runs 17 and 21: the
 // per-32-K promotion that V4.1's 32 x 32 ue8m0 blocks need costs the FP8 kernel as much
 // issue as its MMAs, and cuBLASLt 13 has no 32-block FP8 mode on Hopper, run 20).
@@ -244,7 +244,7 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
   CUDA_OP_CHECK(fp8_activation_weight(p.w),
                 "linear: Activations::kFP8 needs an e4m3 weight with no or ue8m0 scales in blocks of 32k columns");
   // (linear() has checked that a forced kernel comes with LinearMode::kAuto.)
-  const bool forced_gemm = kernel == LinearKernel::kFp8Mma || kernel == LinearKernel::kFp8Wgmma;
+  const bool forced_gemm = kernel == LinearKernel::kFp8Mma;
   if (p.n == 0 || rows == 0) return;
   const kernels::WeightArgs wa = to_weight_args(p.w);
   if (kernel == LinearKernel::kGemm) {
@@ -253,7 +253,7 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
     return;
   }
   // cuBLASLt from the bf16 threshold whenever a workspace is given, for accuracy first:
-  // the wgmma FP8 kernels add each block's 32 products on the tensor core with a truncated
+  // the wgmma FP8 kernels (deleted in session 8) added each block's 32 products on the tensor core with a truncated
   // alignment (op cases: worst error 2e-5..1e-4 of S, against 1.5e-7 for mma.sync and
   // cuBLASLt's fp32), and on the trained model that moved fp8 mode's logits as far from the
   // CPU as fp8 mode is from bf16 (2.55 vs 2.39; cuBLASLt 0.31; run 21). Speed agrees with
@@ -267,11 +267,8 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
   const int64_t k = p.w.cols, nb = (k + 31) / 32;
   bool gemm = mode == LinearMode::kAuto && (forced_gemm || (kernel == LinearKernel::kAuto && p.n >= linear_fp8_min_n()));
   if (gemm) {
-    // kAuto: the pipelined TMA kernel (bench/results/2026-11-30-fp8-gemm.md, run 2); kFp8Wgmma
-    // keeps the first wgmma kernel (two warpgroups, one wgmma in flight each) for A/B.
-    kernels::Fp8GemmKind kind = kernel == LinearKernel::kFp8Mma     ? kernels::Fp8GemmKind::kMma
-                                : kernel == LinearKernel::kFp8Wgmma ? kernels::Fp8GemmKind::kWgmma
-                                                                    : kernels::Fp8GemmKind::kWgmmaTma;
+    // The mma.sync FP8 GEMM, kAuto's and kFp8Mma's: exact products, fp32 sums (the wgmma
+    // FP8 kernels, less accurate, were deleted in session 8; NOTES 24).
     const size_t codes_bytes = align_up(size_t(p.n * k));
     Scratch sc(ws, codes_bytes + size_t(p.n * nb) * 4, stream);
     kernels::Fp8GemmArgs g;
@@ -282,14 +279,10 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
     g.row0 = p.row0;
     g.num_rows = rows;
     g.y = p.y;
-    // kAuto: the TMA wgmma kernel where it runs (compute capability 9.0, the driver's tensor-map
-    // encoder, shared memory for K), else the first wgmma kernel, else mma.sync (sm_89+).
-    if (kernel == LinearKernel::kAuto && !kernels::linear_fp8_gemm_eligible(g, kind)) kind = kernels::Fp8GemmKind::kWgmma;
-    if (kernel == LinearKernel::kAuto && !kernels::linear_fp8_gemm_eligible(g, kind)) kind = kernels::Fp8GemmKind::kMma;
-    if (kernels::linear_fp8_gemm_eligible(g, kind)) {
+    if (kernels::linear_fp8_gemm_eligible(g)) {
       CUDA_CHECK(kernels::quant_act_fp8(p.x, p.n, k, sc.p, reinterpret_cast<float*>(sc.p + codes_bytes), nullptr,
                                         stream));
-      CUDA_CHECK(kernels::linear_fp8_gemm(g, kind, stream));
+      CUDA_CHECK(kernels::linear_fp8_gemm(g, stream));
       return;
     }
     CUDA_OP_CHECK(!forced_gemm, "linear: the FP8 GEMM cannot take this call (K % 32, scale blocks, slice start)");
@@ -384,8 +377,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
     linear_fp8(p, mode, stream, ws, kernel, rows);
     return;
   }
-  CUDA_OP_CHECK(kernel != LinearKernel::kFp8Mma && kernel != LinearKernel::kFp8Wgmma,
-                "linear: the FP8 GEMMs are for Activations::kFP8");
+  CUDA_OP_CHECK(kernel != LinearKernel::kFp8Mma, "linear: the FP8 GEMM is for Activations::kFP8");
   kernels::LinearArgs a = linear_args(p, rows);
   if (mode == LinearMode::kInvariant) {
     // The gemv kernel's per-row arithmetic does not depend on n (its K split comes from
