@@ -65,8 +65,8 @@
 //                [--fp8-kinds auto,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
-//                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4|lean4p|lean4l|leanw2|leanw4] [--moe-select 1|0]
-//                [--moe-plan one|fast] [--moe-fold 0|1] [--ops-moe-route] [--ops-moe-route-profile]
+//                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
+//                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmma|wgmmaws|wgmmacl2|wgmmacl4]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap] [--attn-small new|former]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
@@ -1073,8 +1073,7 @@ void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64
       continue;
     }
     for (auto av : {ops::Activations::kBF16, ops::Activations::kF32})
-      for (MoeTcSmall sm : {MoeTcSmall::kFormer, MoeTcSmall::kLean4, MoeTcSmall::kLean8, MoeTcSmall::kLean4T,
-                            MoeTcSmall::kLean4P, MoeTcSmall::kLean4L}) {
+      for (MoeTcSmall sm : {MoeTcSmall::kFormer, MoeTcSmall::kLean4, MoeTcSmall::kLean8, MoeTcSmall::kLean4T}) {
         kernels::moe_tc_set_small(sm);
         kernels::moe_plan_set_single_launch_max(sm != MoeTcSmall::kFormer ? kernels::kMoePlanOneMax : 0);
         auto call = [&] {
@@ -1284,33 +1283,26 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
     RouterLogitsPath router;
     bool fast_plan;
     MoeTcSmall small;
-    bool fold;     // moe_tc_set_fold_combine
     bool profile;  // in the --ops-moe-route-profile pass
   };
   const auto D4 = RouterLogitsPath::kDmma, DD = RouterLogitsPath::kDmmaDeep;
-  const Cfg cfgs[] = {{"former", D4, false, MoeTcSmall::kAuto, false, true},
-                      {"rdeep", DD, false, MoeTcSmall::kAuto, false, false},
-                      {"pfast", D4, true, MoeTcSmall::kAuto, false, false},
-                      {"new", DD, true, MoeTcSmall::kAuto, false, true},
-                      {"new_fold", DD, true, MoeTcSmall::kAuto, true, false},
-                      {"new_lean4l", DD, true, MoeTcSmall::kLean4L, false, true},
-                      {"new_leanw2", DD, true, MoeTcSmall::kLeanW2, false, true},
-                      {"new_leanw4", DD, true, MoeTcSmall::kLeanW4, false, true},
-                      {"new_leanw4_fold", DD, true, MoeTcSmall::kLeanW4, true, true}};
+  // (NOTES 28's new_fold, new_lean4l, new_leanw2 / 4 configurations went with those kernels in session 8.)
+  const Cfg cfgs[] = {{"former", D4, false, MoeTcSmall::kAuto, true},
+                      {"rdeep", DD, false, MoeTcSmall::kAuto, false},
+                      {"pfast", D4, true, MoeTcSmall::kAuto, false},
+                      {"new", DD, true, MoeTcSmall::kAuto, true}};
   const RouterLogitsPath path_def = kernels::router_logits_path();
-  const bool fast_def = kernels::moe_plan_fast(), fold_def = kernels::moe_tc_fold_combine();
+  const bool fast_def = kernels::moe_plan_fast();
   const MoeTcSmall small_def = kernels::moe_tc_small();
   auto apply = [](const Cfg& g) {
     kernels::router_logits_set_path(g.router);
     kernels::moe_plan_set_fast(g.fast_plan);
     kernels::moe_tc_set_small(g.small);
-    kernels::moe_tc_set_fold_combine(g.fold);
   };
   auto restore = [&] {
     kernels::router_logits_set_path(path_def);
     kernels::moe_plan_set_fast(fast_def);
     kernels::moe_tc_set_small(small_def);
-    kernels::moe_tc_set_fold_combine(fold_def);
   };
   EvTimer tm;
   for (int64_t T : batches) {
@@ -1495,9 +1487,6 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
         add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
         if (small_t) add(MoeTcSmall::kFused, false, false, 8, kAutoBig);
         if (small_t) add(MoeTcSmall::kLean4T, one_ok, false, 8, kAutoBig);
-        if (small_t) add(MoeTcSmall::kLean4P, one_ok, false, 8, kAutoBig);  // NOTES 20
-        if (small_t) add(MoeTcSmall::kLean4P, one_ok, true, 8, kAutoBig);
-        if (small_t) add(MoeTcSmall::kLean4L, one_ok, false, 8, kAutoBig);
         for (MoeTcSmall sm : {MoeTcSmall::kLean4, MoeTcSmall::kLean8}) {
           add(sm, false, false, 8, kAutoBig);
           if (!small_t) {  // prefill chunks: where 9..32-row experts still occur
@@ -1554,8 +1543,6 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
             const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
                              : cfg.small == MoeTcSmall::kLean4T ? " small=lean4t"
-                             : cfg.small == MoeTcSmall::kLean4P ? " small=lean4p"
-                             : cfg.small == MoeTcSmall::kLean4L ? " small=lean4l"
                              : cfg.small == MoeTcSmall::kFused ? " small=fused"
                              : cfg.small == MoeTcSmall::kAuto ? " small=auto"
                                                                : " small=former";
@@ -2080,13 +2067,9 @@ int main(int argc, char** argv) {
       kernels::moe_tc_set_small(pick<kernels::MoeTcSmall>(
           "--moe-small", next(),
           {{"auto", kernels::MoeTcSmall::kAuto}, {"former", kernels::MoeTcSmall::kFormer},
-           {"lean4", kernels::MoeTcSmall::kLean4}, {"lean4p", kernels::MoeTcSmall::kLean4P},
-           {"lean4l", kernels::MoeTcSmall::kLean4L}, {"leanw2", kernels::MoeTcSmall::kLeanW2},
-           {"leanw4", kernels::MoeTcSmall::kLeanW4}}));
+           {"lean4", kernels::MoeTcSmall::kLean4}}));
     else if (a == "--moe-select")  // 0: router_select as its own launch, not folded into the MoE plan (NOTES 20)
       kernels::moe_plan_set_select(pick<bool>("--moe-select", next(), {{"1", true}, {"0", false}}));
-    else if (a == "--moe-fold")  // 1: the combine in the lean stage 2's tail (kernels::moe_tc_set_fold_combine; NOTES 28)
-      kernels::moe_tc_set_fold_combine(pick<bool>("--moe-fold", next(), {{"1", true}, {"0", false}}));
     else if (a == "--moe-plan")  // the one-launch MoE plan kernel: one (moe_plan_one_kernel) | fast (NOTES 28)
       kernels::moe_plan_set_fast(pick<bool>("--moe-plan", next(), {{"fast", true}, {"one", false}}));
     else if (a == "--ops-moe-route") moe_route = true;  // run_moe_route (NOTES 28)

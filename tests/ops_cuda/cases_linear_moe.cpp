@@ -349,11 +349,7 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                                          std::pair{kernels::MoeTcSmall::kFused, "fused"},
                                          std::pair{kernels::MoeTcSmall::kLean4, "lean4"},
                                          std::pair{kernels::MoeTcSmall::kLean8, "lean8"},
-                                         std::pair{kernels::MoeTcSmall::kLean4T, "lean4t"},
-                                         std::pair{kernels::MoeTcSmall::kLean4P, "lean4p"},
-                                         std::pair{kernels::MoeTcSmall::kLean4L, "lean4l"},
-                                         std::pair{kernels::MoeTcSmall::kLeanW2, "leanw2"},
-                                         std::pair{kernels::MoeTcSmall::kLeanW4, "leanw4"}})
+                                         std::pair{kernels::MoeTcSmall::kLean4T, "lean4t"}})
                 for (bool one : {false, true}) {
                   if (one && n * k > kernels::kMoePlanOneMax) continue;
                   Dev<float> alt(n * dim);
@@ -367,21 +363,6 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                                     {0},
                                     {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
                 }
-              // The combine folded into the lean stage 2 (NOTES 28), with lean4 and the
-              // row-piece tiles, one-launch plan where it fits.
-              for (auto [kern, label] : {std::pair{kernels::MoeTcSmall::kLean4, "lean4_fold"},
-                                         std::pair{kernels::MoeTcSmall::kLeanW2, "leanw2_fold"},
-                                         std::pair{kernels::MoeTcSmall::kLeanW4, "leanw4_fold"}}) {
-                Dev<float> alt(n * dim);
-                kernels::moe_tc_set_small(kern);
-                kernels::moe_tc_set_fold_combine(true);
-                run(0, n, alt.get());
-                kernels::moe_tc_set_fold_combine(false);
-                kernels::moe_tc_set_small(def);
-                const std::vector<float> other = alt.host();
-                o.ints.push_back({std::string(label) + "_vs_default_differ", {0},
-                                  {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
-              }
             } else {  // other formats: both plans
               const int def_one = kernels::moe_plan_single_launch_max();
               for (bool one : {false, true}) {
@@ -429,9 +410,7 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               std::vector<kernels::MoeTcSmall> kinds = {def};
               if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0)
                 for (auto kern : {kernels::MoeTcSmall::kFormer, kernels::MoeTcSmall::kFused,
-                                  kernels::MoeTcSmall::kLean4, kernels::MoeTcSmall::kLean8, kernels::MoeTcSmall::kLean4T,
-                                  kernels::MoeTcSmall::kLean4P, kernels::MoeTcSmall::kLean4L, kernels::MoeTcSmall::kLeanW2,
-                                  kernels::MoeTcSmall::kLeanW4})
+                                  kernels::MoeTcSmall::kLean4, kernels::MoeTcSmall::kLean8, kernels::MoeTcSmall::kLean4T})
                   if (kern != def) kinds.push_back(kern);
               int64_t diff = 0;
               for (auto kern : kinds) {
@@ -492,8 +471,7 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               std::vector<float> wts, y;
             };
             // 0: fused op, 1: router + experts, 2: fused op with the fold off; 3 / 4: 0 / 2 with
-            // the batch-1 kernels of NOTES 28 (kDmmaDeep logits, moe_plan_fast_kernel, the
-            // combine folded into stage 2; 4 also the row-piece tiles kLeanW4)
+            // the batch-1 kernels of NOTES 28 (kDmmaDeep logits, moe_plan_fast_kernel)
             auto run = [&](int how) {
               Dev<int64_t> did(n * k);
               Dev<float> dw(n * k), dy(n * dim);
@@ -504,16 +482,12 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               r.expert_ids = did.get();
               r.expert_weights = dw.get();
               const ops::MoeExpertsParams p{dx.get(), n, k, did.get(), dw.get(), nullptr, E, 10.0f, dres.get(), dy.get(), act};
-              const bool def = kernels::moe_plan_select(), def_fast = kernels::moe_plan_fast(),
-                         def_fold = kernels::moe_tc_fold_combine();
+              const bool def = kernels::moe_plan_select(), def_fast = kernels::moe_plan_fast();
               const kernels::RouterLogitsPath def_path = kernels::router_logits_path();
-              const kernels::MoeTcSmall def_small = kernels::moe_tc_small();
               kernels::moe_plan_set_select(how != 2 && how != 4);
               kernels::router_logits_set_path(how >= 3 ? kernels::RouterLogitsPath::kDmmaDeep
                                                        : kernels::RouterLogitsPath::kDmma);
               kernels::moe_plan_set_fast(how >= 3);
-              kernels::moe_tc_set_fold_combine(how >= 3);  // (3: with kAuto's lean4; 4: the row-piece tiles)
-              if (how == 4) kernels::moe_tc_set_small(kernels::MoeTcSmall::kLeanW4);
               if (how == 1) {
                 ops::cuda::moe_router(r, nullptr);
                 ops::cuda::moe_experts(p, table, ops::cuda::LinearMode::kAuto, nullptr);
@@ -523,8 +497,6 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               kernels::moe_plan_set_select(def);
               kernels::moe_plan_set_fast(def_fast);
               kernels::router_logits_set_path(def_path);
-              kernels::moe_tc_set_fold_combine(def_fold);
-              kernels::moe_tc_set_small(def_small);
               return Run{did.host(), dw.host(), dy.host()};
             };
             const Run fused = run(0), separate = run(1), unfolded = run(2), fresh = run(3), fresh_off = run(4);

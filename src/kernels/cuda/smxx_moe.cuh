@@ -208,17 +208,6 @@ struct MoeGroupedArgs {
   // moe_tc, tiles of <= 8 rows: the MoeTcSmall kernel (as int; the op sets it from
   // moe_tc_small_for), -1: moe_tc_small() resolved for this tile height alone.
   int small_kernel = -1;
-  // moe_tc lean small tiles, stage 2 only (moe_tc_set_fold_combine; fold_out set): moe_combine
-  // in the stage's tail. The last of the *num_tiles warps that write a 16-row group of y (a
-  // counter per group, fold_count[o / 16], zero on entry: the plan zeroes it) sums that
-  // group's dims for every token in moe_combine's order (slots sorted by expert id, then the
-  // residual): the same bits, one launch fewer. Only where every tile is a small one.
-  float* fold_out = nullptr;               // [fold_n, dim]
-  const float* fold_residual = nullptr;    // [fold_n, dim] or null
-  const int64_t* fold_ids = nullptr;       // [fold_n, fold_k]
-  const int32_t* fold_slot_row = nullptr;  // [fold_n, fold_k]
-  int32_t* fold_count = nullptr;           // [ceil(dim / 16)]
-  int32_t fold_n = 0, fold_k = 0;
 };
 // Whether the grouped kernels take this expert layout (format, vector alignment,
 // power-of-two scale blocks).
@@ -297,21 +286,11 @@ cudaError_t moe_tc_fused(const MoeGroupedArgs& s1, const MoeGroupedArgs& s2, int
 //            (NOTES "MoE decode tiles: fewer instructions per weight byte");
 //   kLean4T  kLean4 with the scale folded into per-row lookup tables (fewer multiplies,
 //            more PRMT: tells whether issue slots or the ALU pipe bind);
-//   kLean4P  kLean4 with two chunks decoded and multiplied at once (two independent MMA
-//            chains per warp) and a tile-major one-dimensional grid (the small-tile
-//            bound's empty tiles last); kBF16 only, kF32 runs kLean4. Measured no faster
-//            than kLean4 (T = 1 equal, T = 8 +1.7%; NOTES 20): opt-in;
-//   kLean4L  kLean4 with an L2 prefetch-size hint of 256 bytes on the weight copies
-//            (NOTES 20's next step: longer DRAM accesses per weight row). NOTES 28: op T = 1
-//            equal to kLean4 (ncu: stage 1 -0.7, stage 2 +1.5 us), T = 8 -14 us (-3.8%) in one
-//            timing without an ncu to confirm it: not taken by kAuto until a second run agrees;
 //   kAuto    (default) the one measured fastest for the batch (moe_tc_small_for).
-//   kLeanW2 / kLeanW4  kLean4's arithmetic with the weights fetched in row pieces of 128 /
-//            256 contiguous bytes (2 / 4 chunks; 3 / 2 pieces in flight per warp) instead of
-//            64 bytes per row and chunk. Measured slower (NOTES 28: op T = 1 +7 / +1 us, T = 8
-//            +29 / +33 us; W4 stage 1 37.5 -> 40.2 us): the row access length is not what
-//            binds the batch-1 tiles. Opt-in, tested bitwise;
-enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T, kAuto, kLean4P, kLean4L, kLeanW2, kLeanW4 };
+// Deleted in session 8 (measured no faster, nothing built on them): kLean4P (two MMA chains
+// per warp, NOTES 20), kLean4L (an L2 prefetch hint, NOTES 20 / 28), kLeanW2 / kLeanW4 (row
+// pieces of 128 / 256 bytes, NOTES 28), and the combine folded into the lean stage 2 (NOTES 28).
+enum class MoeTcSmall { kFormer, kFused, kLean4, kLean8, kLean4T, kAuto };
 void moe_tc_set_small(MoeTcSmall k);
 MoeTcSmall moe_tc_small();
 // moe_tc_small() for a batch of n tokens; kAuto resolves as measured on the H200 at the
@@ -335,11 +314,6 @@ int moe_tc_f32_big_threshold();
 // before reading h. Off by default (opt-in; NOTES "MoE decode tiles").
 void moe_tc_set_pdl(bool on);
 bool moe_tc_pdl();
-// The combine folded into the lean kernels' stage 2 (MoeGroupedArgs::fold_out; the op sets
-// it where every tile is a small lean one, n <= 8). Off by default: NOTES 28 measured the op
-// -0.7 us at T = 1 (noise) and +19 us at T = 8 (one warp per 16 dims sums 8 tokens' rows).
-void moe_tc_set_fold_combine(bool on);
-bool moe_tc_fold_combine();
 // x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).
 cudaError_t moe_split_terms(const float* x, uint16_t* out, int64_t count, int terms, cudaStream_t stream);
 // out = bf16-rounded x (fp32 storage), for the SIMT paths under Activations::kBF16.

@@ -102,14 +102,6 @@ __device__ __forceinline__ void cp_async16_mem(void* smem, const void* gmem) {
                : "memory");
 }
 
-// cp_async16_mem with an L2 prefetch-size hint (kLean4L): a miss brings the 256 bytes
-// around the copied 16 into L2.
-__device__ __forceinline__ void cp_async16_mem_l2(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))),
-               "l"(gmem)
-               : "memory");
-}
-
 // Waits until at most kPending of the thread's cp.async groups are in flight; "memory":
 // the shared-memory reads after it stay after it.
 template <int kPending>
@@ -335,29 +327,6 @@ __device__ __forceinline__ void decode8_lean(uint32_t u, uint32_t sc, uint32_t k
 template <int kTerms, int kRing>
 constexpr int lean_blocks() { return kTerms == 3 && kRing == 8 ? 2 : 3; }
 
-// Two chunks of the ring in flight through the decode and MMAs at once (kLean4P, kBF16
-// only). Why: at batch 1 the lean kernel issued on ~50% of the cycles with no pipe
-// saturated (NOTES 8, ncu T = 1). Per chunk a warp runs one dependent chain: the ring
-// wait, the slot's LDS, the scale LUT's LDS, the decode, then eight MMAs that all
-// accumulate into one fragment (a promotion window), so each HMMA waits on the one
-// before it; the asm volatile MMAs and cp.async waits keep the chunks in program order,
-// so the chains of consecutive chunks never overlap inside a warp, and 6 warps per
-// scheduler do not hide a ~300-clock chain per 1 KB. Pairing chunks i and i + 1 (the
-// same MMAs per chunk in the same order, each chunk's window its own fragment, added to
-// acc in chunk order: acc += tmp_i, then acc += tmp_i+1, as the one-chunk loop does) gives
-// each warp two independent chains. kF32 (a window per q) would have to hold the second
-// chunk's four windows until the first's are added: not paired.
-// Measured (NOTES 20, H200): no faster. ncu stage 1 at n = 1 38.4-40.7 us (kLean4 37.8),
-// stage 2 24.0-25.0 (24.6); op T = 1 0.0749 vs 0.0753 ms, T = 8 0.357 vs 0.351. So the
-// in-warp MMA chain was not what left issue slots empty; kept opt-in (bitwise, tested).
-//
-// kL2 (kLean4L, opt-in; NOTES 28: equal to kLean4 at T = 1, unclear at T = 8): the weight copies carry an L2 prefetch-size
-// hint of kL2 bytes (cp.async ... .L2::256B). A warp's chunk reads 64 bytes of each of its
-// 16 rows (rows 2.5 KB / 1.15 KB apart), the next 64 bytes of the same rows one chunk
-// later: DRAM sees 64-byte pieces from ~100K rows at once. The hint makes each miss fetch
-// the row's next 256 bytes (this warp's next chunks) into L2 in one access. Same bytes
-// into the same slots: the arithmetic does not change.
-
 // The scale folded into the lookup tables (kLean4T): per row and chunk the eight e2m1
 // magnitudes times the scale (four bf16x2 multiplies of the same products decode8 forms
 // per element: exact, or the same rounding where they underflow or overflow), split into
@@ -389,76 +358,11 @@ __device__ __forceinline__ void decode8_tab(uint32_t u, const ScaleTab& t, uint3
   p[3] = prmt(l1, h1, 0x7362u);
 }
 
-// moe_combine's sum for token t and dim d (MoeGroupedArgs::fold_out): the token's slots
-// with a row, sorted by expert id (stable), y rows added in that order from zero, then the
-// residual; y read through L2 (other blocks wrote it during this launch).
-__device__ __forceinline__ void fold_combine_one(const MoeGroupedArgs& a, int64_t t, int64_t d, int64_t dim) {
-  constexpr int kMaxK = 16;
-  int32_t rows[kMaxK];
-  int64_t ids[kMaxK];
-  int m = 0;
-  for (int j = 0; j < a.fold_k && j < kMaxK; ++j) {
-    const int32_t p = a.fold_slot_row[t * a.fold_k + j];
-    if (p < 0) continue;
-    const int64_t id = a.fold_ids[t * a.fold_k + j];
-    int q = m++;
-    while (q > 0 && ids[q - 1] > id) {
-      ids[q] = ids[q - 1];
-      rows[q] = rows[q - 1];
-      --q;
-    }
-    ids[q] = id;
-    rows[q] = p;
-  }
-  float acc = 0.0f;
-  for (int i = 0; i < m; ++i) acc += __ldcg(a.y + int64_t(rows[i]) * dim + d);
-  if (a.fold_residual) acc = acc + a.fold_residual[t * dim + d];
-  a.fold_out[t * dim + d] = acc;
-}
-
-// A stage-2 warp that has stored its 16 rows (dims o0 .. o0 + 15) of y for one tile: count it
-// for the group; the tile's warp that completes the group combines the group's dims.
-__device__ __forceinline__ void fold_combine_tail(const MoeGroupedArgs& a, int64_t o0, int64_t dim, int lane) {
-  __threadfence();  // this lane's y stores, before the count
-  __syncwarp();
-  int last = 0;
-  if (lane == 0) last = atomicAdd(a.fold_count + o0 / 16, 1) == *a.num_tiles - 1;
-  last = __shfl_sync(0xffffffffu, last, 0);
-  if (!last) return;
-  __threadfence();  // every other tile's stores (counted before ours), before the reads
-  for (int idx = lane; idx < a.fold_n * 16; idx += 32) {
-    const int64_t d = o0 + idx % 16;
-    if (d < dim) fold_combine_one(a, idx / 16, d, dim);
-  }
-}
-
-// gy > 0: a one-dimensional grid of tiles x gy row blocks, tile-major (block b = tile
-// b / gy, row block b % gy), so the blocks of the small-tile bound's empty tiles (tile >=
-// *num_tiles: 7 of 13 at batch 1) come after every real one instead of between them
-// (with the grid (tile, row block) every wave held ~54% blocks that start only to exit).
-// gy == 0: the grid (tile, row block). Which block computes what changes no arithmetic.
-//
-// kSup > 1 (kLeanW2 / kLeanW4, NOTES 28): the weights arrive in row pieces of kSup chunks
-// (kSup x 64 contiguous bytes of each of the warp's 16 rows) instead of 64 bytes per row and
-// chunk. Why: NOTES 20 measured the batch-1 stages at 1.9 / 1.4 TB/s with no pipe saturated
-// and two MMA chains per warp changing nothing, and read it as the access pattern: every
-// warp-instruction of the ring fetched 64 bytes from each of 8 rows, so the memory system
-// serves ~50K rows 64 bytes at a time. Here a warp's 32 lanes copy consecutive 16-byte units
-// of whole row pieces (one cp.async instruction covers 512 contiguous-per-row bytes: 4 rows x
-// 128 B or 2 rows x 256 B), kSlots pieces in flight, and each lane then reads back the units
-// its MMA fragments need (other lanes' copies: cp.async wait + __syncwarp; a row's units are
-// XOR-swizzled by its parity so the 8 lanes of an LDS.128 phase hit 8 distinct bank groups).
-// The decode, MMAs, promotion windows and slice sums are the kSup = 1 path's, chunk by chunk
-// in the same order: bitwise the same output. Measured (NOTES 28, batch 1): W4 stage 1 37.5 ->
-// 40.2 us, the op +1 us (T = 1) / +33 us (T = 8), W2 worse still: 256-byte row pieces do not
-// raise the stream rate, so the access length is not the limit; opt-in.
-template <int kStage, int kTerms, int kRing, bool kTab = false, bool kPair = false, bool kL2 = false, int kSup = 1,
-          int kSlots = 2>
-__global__ void __launch_bounds__(kTcWarps * 32, kSup == 4 ? 2 : lean_blocks<kTerms, kRing>())
-    moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16, int gy) {
-  static_assert(!kPair || (kTerms == 1 && kRing % 2 == 0 && !kTab), "pairs: kBF16, even ring, no tables");
-  static_assert(kSup == 1 || ((kSup == 2 || kSup == 4) && !kPair && !kTab && !kL2 && kSlots >= 2),
-                "row pieces: 2 or 4 chunks, plain decode");
+// The lean small-tile kernel (kLean4 / kLean8 / kLean4T, NOTES 8): a per-warp cp.async ring
+// of kRing weight chunks; grid (tile, row block).
+template <int kStage, int kTerms, int kRing, bool kTab = false>
+__global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
+    moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16) {
   constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
   constexpr int kWindow = kTerms == 3 ? 1 : 4;
   __shared__ float red[kTcWarps][32][4];
@@ -468,22 +372,8 @@ __global__ void __launch_bounds__(kTcWarps * 32, kSup == 4 ? 2 : lean_blocks<kTe
   // start its blocks once every block of this grid has started (no-op otherwise).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   lut[threadIdx.x] = scale_bf16x2(uint8_t(threadIdx.x));  // blockDim = 256
-  const unsigned tile_idx = gy > 0 ? blockIdx.x / unsigned(gy) : blockIdx.x;
-  const unsigned row_block = gy > 0 ? blockIdx.x % unsigned(gy) : blockIdx.y;
-  if (int64_t(tile_idx) >= *a.num_tiles) {  // block-uniform
-    if constexpr (kStage == 2) {
-      // Folded combine with no tile at all (every id invalid): nothing counts, so the first
-      // tile's blocks write out = residual (or 0) for their row block, as moe_combine would.
-      if (a.fold_out && *a.num_tiles == 0 && tile_idx == 0) {
-        const int64_t span = int64_t(kTcWarps / ks) * 16, d0 = int64_t(row_block) * span;
-        for (int64_t idx = threadIdx.x; idx < int64_t(a.fold_n) * span; idx += blockDim.x) {
-          const int64_t d = d0 + idx % span;
-          if (d < a.w2.rows) fold_combine_one(a, idx / span, d, a.w2.rows);
-        }
-      }
-    }
-    return;
-  }
+  const unsigned tile_idx = blockIdx.x, row_block = blockIdx.y;
+  if (int64_t(tile_idx) >= *a.num_tiles) return;  // block-uniform
   __syncthreads();
   const MoeTile tile = a.tiles[tile_idx];
   const MoeExpertPtrs& ex = a.experts[tile.expert];
@@ -512,97 +402,6 @@ __global__ void __launch_bounds__(kTcWarps * 32, kSup == 4 ? 2 : lean_blocks<kTe
   const int64_t plane16 = a.xt_plane / 8;  // plane stride in uint4 (xt_plane % 8 == 0: checked on the host)
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
-  if constexpr (kSup > 1) {
-    if (active && ch0 < ch1) {
-      constexpr int kUnits = 4 * kSup;          // 16-byte units per row piece
-      constexpr int kPiece = 16 * kUnits * 16;  // bytes per slot: 16 rows x kSup x 64
-      uint8_t* const ring = lean_ring + warp * (kSlots * kPiece);
-      // Rows 0..7: matrix a's rows ob + r; rows 8..15: matrix b's (stage 1: w3's ob + r;
-      // stage 2: w2's ob + 8 + r), all from chunk ch0.
-      const uint8_t* const base_a = ex.w[kStage == 1 ? 0 : 2] + ob * row_bytes + int64_t(ch0) * 64;
-      const uint8_t* const base_b = ex.w[kStage == 1 ? 1 : 2] + (kStage == 1 ? ob : ob + 8) * row_bytes + int64_t(ch0) * 64;
-      const int n = ch1 - ch0, pieces = (n + kSup - 1) / kSup;
-      uint32_t qsa[kSlots][kSup], qsb[kSlots][kSup];
-      // Copy instruction it (0 .. kUnits / 2 - 1) of a piece: rows it * (8 / kSup) + rr, the
-      // lane's unit u of each (rr = lane / kUnits, u = lane % kUnits); instructions 0 .. kSup - 1
-      // take matrix a's rows, the rest b's. Row parity = rr's (8 / kSup is even).
-      const int rr = lane / kUnits, u = lane % kUnits;
-      const uint8_t* const src_a = base_a + int64_t(rr) * row_bytes + u * 16;
-      const uint8_t* const src_b = base_b + int64_t(rr) * row_bytes + u * 16;
-      const int64_t rstep = int64_t(8 / kSup) * row_bytes;
-      const int dst_lane = rr * (kUnits * 16) + ((u ^ ((rr & 1) * 4)) * 16);
-      // Piece pc (chunks pc kSup ..) into slot sl; one commit group per call (empty past
-      // the slice: the group count stays uniform).
-      auto issue = [&](int pc, int sl) {
-        const int i0 = pc * kSup;
-        if (i0 < n) {
-          uint8_t* const d = ring + sl * kPiece + dst_lane;
-          if (i0 + u / 4 < n) {
-#pragma unroll
-            for (int it = 0; it < kUnits / 2; ++it)  // 16 rows x kUnits units / 32 lanes
-              cp_async16_mem(d + it * 512,
-                             (it < kSup ? src_a : src_b) + int64_t(it % kSup) * rstep + int64_t(i0) * 64);
-          }
-#pragma unroll
-          for (int j = 0; j < kSup; ++j)
-            if (i0 + j < n) {
-              qsa[sl][j] = __ldg(sa + (i0 + j) * 4);
-              qsb[sl][j] = __ldg(sb + (i0 + j) * 4);
-            }
-        }
-        asm volatile("cp.async.commit_group;" ::: "memory");
-      };
-#pragma unroll
-      for (int sl = 0; sl < kSlots; ++sl) issue(sl, sl);
-      asm volatile("griddepcontrol.wait;" ::: "memory");  // as below
-      for (int base = 0; base < pieces; base += kSlots) {
-#pragma unroll
-        for (int sl = 0; sl < kSlots; ++sl) {
-          const int pc = base + sl;
-          if (pc < pieces) {  // warp-uniform
-            cp_async_wait<kSlots - 1>();  // this lane's copies of piece pc have landed
-            __syncwarp();                 // ... and every other lane's
-            const uint8_t* const sp = ring + sl * kPiece;
-#pragma unroll
-            for (int j = 0; j < kSup; ++j) {
-              const int i = pc * kSup + j;
-              if (i < n) {
-                // Row g's and row 8 + g's unit 4 j + c (row parity 0 / 1 for g even / odd: 8 + g has g's).
-                const int sw = ((4 * j + c) ^ ((g & 1) * 4)) * 16;
-                const uint4 va = *reinterpret_cast<const uint4*>(sp + g * (kUnits * 16) + sw);
-                const uint4 vb = *reinterpret_cast<const uint4*>(sp + (8 + g) * (kUnits * 16) + sw);
-                const uint32_t sca = lut[qsa[sl][j]], scb = lut[qsb[sl][j]];
-                const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
-                const uint4* bq = bp + int64_t(i) * 16;
-                float tmp[4];
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                  uint32_t pa[4], pb[4];
-                  decode8_lean(wa4[q], sca, k16, pa);
-                  decode8_lean(wb4[q], scb, k16, pb);
-                  const uint32_t a0[4] = {pa[0], pb[0], pa[1], pb[1]};
-                  const uint32_t a1[4] = {pa[2], pb[2], pa[3], pb[3]};
-#pragma unroll
-                  for (int t = kTerms - 1; t >= 0; --t) {  // smallest term first (tc_tile's order)
-                    const uint4 b = bq[t * plane16 + q];
-                    if (q % kWindow == 0 && t == kTerms - 1) mma_bf16_zero(tmp, a0, b.x, b.y);
-                    else mma_bf16(tmp, a0, b.x, b.y);
-                    mma_bf16(tmp, a1, b.z, b.w);
-                  }
-                  if (q % kWindow == kWindow - 1) {
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) acc[r] += tmp[r];
-                  }
-                }
-              }
-            }
-            __syncwarp();  // every lane has read slot sl before any lane refills it
-            issue(pc + kSlots, sl);
-          }
-        }
-      }
-    }
-  } else
   if (active && ch0 < ch1) {
     uint8_t* const slot0 = lean_ring + (warp * kRing) * 1024 + lane * 16;  // + j * 1024: slot j
     uint32_t qsa[kRing], qsb[kRing];
@@ -611,13 +410,8 @@ __global__ void __launch_bounds__(kTcWarps * 32, kSup == 4 ? 2 : lean_blocks<kTe
     auto issue = [&](int i, int j) {
       if (ch0 + i < ch1) {
         uint8_t* d = slot0 + j * 1024;
-        if constexpr (kL2) {
-          cp_async16_mem_l2(d, wa + int64_t(i) * 64);
-          cp_async16_mem_l2(d + 512, wb + int64_t(i) * 64);
-        } else {
-          cp_async16_mem(d, wa + int64_t(i) * 64);
-          cp_async16_mem(d + 512, wb + int64_t(i) * 64);
-        }
+        cp_async16_mem(d, wa + int64_t(i) * 64);
+        cp_async16_mem(d + 512, wb + int64_t(i) * 64);
         qsa[j] = __ldg(sa + i * 4);
         qsb[j] = __ldg(sb + i * 4);
       }
@@ -630,78 +424,6 @@ __global__ void __launch_bounds__(kTcWarps * 32, kSup == 4 ? 2 : lean_blocks<kTe
     // flushed. Without the launch attribute this returns at once.
     asm volatile("griddepcontrol.wait;" ::: "memory");
     const int n = ch1 - ch0;
-    if constexpr (kPair) {
-      // Chunks (i, i + 1) from slots (j, j + 1); an odd last chunk alone, as below.
-      for (int base = 0; base < n; base += kRing) {
-#pragma unroll
-        for (int j = 0; j < kRing; j += 2) {
-          const int i = base + j;
-          if (i + 1 < n) {               // warp-uniform
-            cp_async_wait<kRing - 2>();  // chunks i and i + 1 (the two oldest groups) have landed
-            const uint4 va0 = *reinterpret_cast<const uint4*>(slot0 + j * 1024);
-            const uint4 vb0 = *reinterpret_cast<const uint4*>(slot0 + j * 1024 + 512);
-            const uint4 va1 = *reinterpret_cast<const uint4*>(slot0 + (j + 1) * 1024);
-            const uint4 vb1 = *reinterpret_cast<const uint4*>(slot0 + (j + 1) * 1024 + 512);
-            const uint32_t sca0 = lut[qsa[j]], scb0 = lut[qsb[j]];
-            const uint32_t sca1 = lut[qsa[j + 1]], scb1 = lut[qsb[j + 1]];
-            const uint32_t wa0[4] = {va0.x, va0.y, va0.z, va0.w}, wb0[4] = {vb0.x, vb0.y, vb0.z, vb0.w};
-            const uint32_t wa1[4] = {va1.x, va1.y, va1.z, va1.w}, wb1[4] = {vb1.x, vb1.y, vb1.z, vb1.w};
-            const uint4* bq0 = bp + int64_t(i) * 16;
-            const uint4* bq1 = bq0 + 16;
-            float t0[4], t1[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              uint32_t pa[4], pb[4], pc[4], pd[4];
-              decode8_lean(wa0[q], sca0, k16, pa);
-              decode8_lean(wb0[q], scb0, k16, pb);
-              decode8_lean(wa1[q], sca1, k16, pc);
-              decode8_lean(wb1[q], scb1, k16, pd);
-              const uint4 b0 = bq0[q], b1 = bq1[q];
-              const uint32_t a00[4] = {pa[0], pb[0], pa[1], pb[1]}, a01[4] = {pa[2], pb[2], pa[3], pb[3]};
-              const uint32_t a10[4] = {pc[0], pd[0], pc[1], pd[1]}, a11[4] = {pc[2], pd[2], pc[3], pd[3]};
-              if (q == 0) {
-                mma_bf16_zero(t0, a00, b0.x, b0.y);
-                mma_bf16_zero(t1, a10, b1.x, b1.y);
-              } else {
-                mma_bf16(t0, a00, b0.x, b0.y);
-                mma_bf16(t1, a10, b1.x, b1.y);
-              }
-              mma_bf16(t0, a01, b0.z, b0.w);
-              mma_bf16(t1, a11, b1.z, b1.w);
-            }
-#pragma unroll
-            for (int r = 0; r < 4; ++r) acc[r] += t0[r];
-#pragma unroll
-            for (int r = 0; r < 4; ++r) acc[r] += t1[r];
-            issue(i + kRing, j);  // both slots' words are decoded
-            issue(i + 1 + kRing, j + 1);
-          } else if (i < n) {
-            cp_async_wait<kRing - 1>();  // chunk i's group (the oldest in flight) has landed
-            const uint4 va = *reinterpret_cast<const uint4*>(slot0 + j * 1024);
-            const uint4 vb = *reinterpret_cast<const uint4*>(slot0 + j * 1024 + 512);
-            const uint32_t sca = lut[qsa[j]], scb = lut[qsb[j]];
-            const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
-            const uint4* bq = bp + int64_t(i) * 16;
-            float tmp[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              uint32_t pa[4], pb[4];
-              decode8_lean(wa4[q], sca, k16, pa);
-              decode8_lean(wb4[q], scb, k16, pb);
-              const uint32_t a0[4] = {pa[0], pb[0], pa[1], pb[1]};
-              const uint32_t a1[4] = {pa[2], pb[2], pa[3], pb[3]};
-              const uint4 b = bq[q];
-              if (q == 0) mma_bf16_zero(tmp, a0, b.x, b.y);
-              else mma_bf16(tmp, a0, b.x, b.y);
-              mma_bf16(tmp, a1, b.z, b.w);
-            }
-#pragma unroll
-            for (int r = 0; r < 4; ++r) acc[r] += tmp[r];
-            // The last chunk of the slice: no refill needed (issue would commit an empty group).
-          }
-        }
-      }
-    } else
     for (int base = 0; base < n; base += kRing) {
 #pragma unroll
       for (int j = 0; j < kRing; ++j) {
@@ -767,8 +489,6 @@ __global__ void __launch_bounds__(kTcWarps * 32, kSup == 4 ? 2 : lean_blocks<kTe
     if (i >= rows) continue;
     store_fragment_row<kStage, kTerms>(a, acc, h, tile.row0 + i, out_rows, o0 + g);
   }
-  if constexpr (kStage == 2)
-    if (a.fold_out) fold_combine_tail(a, o0, out_rows, lane);
 }
 
 template <int kStage, int kTerms, int kNT8>
@@ -1134,21 +854,17 @@ cudaError_t launch_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// kPair: kLean4P (pairs of chunks, tile-major one-dimensional grid); else the grid
-// (tile, row block) of kLean4 / kLean8 / kLean4T as measured in NOTES 8.
-template <int kStage, int kTerms, int kRing, bool kTab = false, bool kPair = false, bool kL2 = false, int kSup = 1,
-          int kSlots = 2>
+// The grid (tile, row block) of kLean4 / kLean8 / kLean4T as measured in NOTES 8.
+template <int kStage, int kTerms, int kRing, bool kTab = false>
 cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
   const int ks = small_tile_ks(int(L.cols / 128));  // the former kernel's K split: the same sums
   const int64_t per_block = int64_t(kTcWarps / ks) * (kStage == 1 ? 8 : 16);
   const int64_t gy = (L.rows + per_block - 1) / per_block;
   if (gy > 65535 || a.max_tiles > INT32_MAX || a.xt_plane % 8 != 0) return cudaErrorInvalidValue;
-  if (kPair && a.max_tiles * gy > INT32_MAX) return cudaErrorInvalidValue;
-  const dim3 grid = kPair ? dim3(unsigned(a.max_tiles * gy)) : dim3(unsigned(a.max_tiles), unsigned(gy));
-  const int gy_arg = kPair ? int(gy) : 0;
-  auto kernel = moe_tc_lean_kernel<kStage, kTerms, kRing, kTab, kPair, kL2, kSup, kSlots>;
-  constexpr int smem = kSup > 1 ? kTcWarps * kSlots * kSup * 1024 : lean_smem<kRing>(kTcWarps);
+  const dim3 grid(unsigned(a.max_tiles), unsigned(gy));
+  auto kernel = moe_tc_lean_kernel<kStage, kTerms, kRing, kTab>;
+  constexpr int smem = lean_smem<kRing>(kTcWarps);
   // Once per instantiation: the ring above 48 KB needs the opt-in, and the carveout asks
   // for three blocks' shared memory (rings + red + lut); the rest stays L1 for B.
   static const cudaError_t attr = [&] {
@@ -1156,7 +872,7 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
     if (e == cudaSuccess) {
       const int per_block = smem + int(sizeof(float)) * kTcWarps * 32 * 4 + 1024 + 1024;  // + reserved
       e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               std::min(100, ((kSup == 4 ? 2 : lean_blocks<kTerms, kRing>()) * per_block * 100 + 228 * 1024 - 1) /
+                               std::min(100, (lean_blocks<kTerms, kRing>() * per_block * 100 + 228 * 1024 - 1) /
                                                  (228 * 1024)));
     }
     return e;
@@ -1173,9 +889,9 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, a, ks, 65536u, gy_arg);
+    return cudaLaunchKernelEx(&cfg, kernel, a, ks, 65536u);
   }
-  kernel<<<grid, kTcWarps * 32, smem, stream>>>(a, ks, 65536u, gy_arg);
+  kernel<<<grid, kTcWarps * 32, smem, stream>>>(a, ks, 65536u);
   return cudaGetLastError();
 }
 
@@ -1187,12 +903,6 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
       case MoeTcSmall::kLean4: return launch_lean<kStage, kTerms, 4>(a, stream);
       case MoeTcSmall::kLean8: return launch_lean<kStage, kTerms, 8>(a, stream);
       case MoeTcSmall::kLean4T: return launch_lean<kStage, kTerms, 4, true>(a, stream);
-      case MoeTcSmall::kLean4L: return launch_lean<kStage, kTerms, 4, false, false, true>(a, stream);
-      case MoeTcSmall::kLeanW2: return launch_lean<kStage, kTerms, 4, false, false, false, 2, 3>(a, stream);
-      case MoeTcSmall::kLeanW4: return launch_lean<kStage, kTerms, 4, false, false, false, 4, 2>(a, stream);
-      case MoeTcSmall::kLean4P:  // kBF16 only (see moe_tc_lean_kernel); kF32 takes kLean4
-        if constexpr (kTerms == 1) return launch_lean<kStage, kTerms, 4, false, true>(a, stream);
-        else return launch_lean<kStage, kTerms, 4>(a, stream);
       default: return launch_tc<kStage, kTerms, 1>(a, stream);
     }
   if constexpr (kTerms == 1) {  // big tiles, bf16: B staged in shared memory
@@ -1359,11 +1069,6 @@ int g_moe_tc_f32_big = 32;  // moe_tc_set_f32_big_threshold
 bool g_moe_tc_pdl = false;             // moe_tc_set_pdl
 }  // namespace
 void moe_tc_set_pdl(bool on) { g_moe_tc_pdl = on; }
-namespace {
-bool g_moe_tc_fold = false;  // moe_tc_set_fold_combine
-}  // namespace
-void moe_tc_set_fold_combine(bool on) { g_moe_tc_fold = on; }
-bool moe_tc_fold_combine() { return g_moe_tc_fold; }
 bool moe_tc_pdl() { return g_moe_tc_pdl; }
 void moe_tc_set_f32_big_threshold(int rows) { g_moe_tc_f32_big = std::max(rows, kMoeSmallRows); }
 int moe_tc_f32_big_threshold() { return g_moe_tc_f32_big; }

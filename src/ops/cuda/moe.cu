@@ -136,10 +136,8 @@ struct MoeLayout {
     xp = take(tc ? size_t(n * dim) * 2 : 0);
     xr = take(tc ? 0 : size_t(n * dim) * 4);
     // moe_tc_fused's ticket + per-small-tile counters (zeroed by the plan).
-    // (or the folded combine's per-16-dims counters, NOTES 28)
-    sync = take(tc ? size_t(std::max<int64_t>(kernels::moe_tc_fused_sync_count(kernels::moe_small_tile_bound(
-                                                  nk, E, kernels::moe_small_tile_rows(n))),
-                                              (dim + 15) / 16)) * 4
+    sync = take(tc ? size_t(kernels::moe_tc_fused_sync_count(kernels::moe_small_tile_bound(
+                                  nk, E, kernels::moe_small_tile_rows(n)))) * 4
                    : 0);
     total = at;
   }
@@ -299,9 +297,7 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   const bool fused = use_tc(t) && small_kind == kernels::MoeTcSmall::kFused;
   const bool folded_split =
       fused || (use_tc(t) && (small_kind == kernels::MoeTcSmall::kLean4 || small_kind == kernels::MoeTcSmall::kLean8 ||
-                              small_kind == kernels::MoeTcSmall::kLean4T || small_kind == kernels::MoeTcSmall::kLean4P ||
-                              small_kind == kernels::MoeTcSmall::kLean4L || small_kind == kernels::MoeTcSmall::kLeanW2 ||
-                              small_kind == kernels::MoeTcSmall::kLeanW4));
+                              small_kind == kernels::MoeTcSmall::kLean4T));
   const int terms = bf16 ? 1 : 3;
   int32_t* sync = reinterpret_cast<int32_t*>(at(lay.sync));
   if (folded_split) {
@@ -313,15 +309,6 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   if (fused) {
     pa.sync = sync;
     pa.sync_count = kernels::moe_tc_fused_sync_count(kernels::moe_small_tile_bound(nk, E, pa.small_rows));
-  }
-  // The combine in the lean stage 2's tail (moe_tc_set_fold_combine): only the lean kernels
-  // have it, and only where every tile is a small one; its counters zeroed by the plan.
-  // Decode batches only (n <= 8): one warp per 16 dims sums every token's rows.
-  const bool fold =
-      use_tc(t) && folded_split && !fused && !big && p.n <= 8 && p.top_k <= 16 && kernels::moe_tc_fold_combine();
-  if (fold) {
-    pa.sync = sync;
-    pa.sync_count = (dim + 15) / 16;
   }
   CUDA_CHECK(kernels::moe_plan(pa, stream));
 
@@ -373,15 +360,6 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
     ts2.xt = ht;
     ts2.xt_plane = nk * inter;
     ts2.y = y;
-    if (fold) {
-      ts2.fold_out = p.y;
-      ts2.fold_residual = p.residual;
-      ts2.fold_ids = p.expert_ids;
-      ts2.fold_slot_row = pa.slot_row;
-      ts2.fold_count = sync;
-      ts2.fold_n = int32_t(p.n);
-      ts2.fold_k = int32_t(p.top_k);
-    }
     bool small_done = false;
     if (fused) {
       const cudaError_t e = kernels::moe_tc_fused(ts, ts2, sync, stream);
@@ -413,7 +391,7 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
       large.y = y;
       CUDA_CHECK(kernels::moe_mma(large, stream));
     }
-    if (!fold) combine(p, t, pa, y, stream);
+    combine(p, t, pa, y, stream);
     return;
   }
 
