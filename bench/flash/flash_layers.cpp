@@ -61,13 +61,13 @@
 //                [--bf16-weights off|on|auto|off,on]
 //                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk|persist|auto0] [--gemv-pdl 0|1]
 //                [--gemv-persist 2|4|6[,blocks]] [--gemv-shapes a,b] [--gemv-variants a,b] [--gemv-ns 1,4]
-//                [--ops-moe] [--ops-moe-profile] [--profile-big wgmma,wgmmaws]
+//                [--ops-moe] [--ops-moe-profile] [--profile-big wgmmaws,wide]
 //                [--fp8-kinds auto,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
-//                [--moe-big auto|wide|wgmma|wgmmaws|wgmmacl2|wgmmacl4]
+//                [--moe-big auto|wide|wgmmaws]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap] [--attn-small new|former]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
@@ -1018,7 +1018,7 @@ void run_gemv_ops(HostPool& hp) {
 // configuration) inside cudaProfilerStart / Stop, each after a warm-up call outside, for
 // ncu --profile-from-start off (per-kernel time, issue and pipe utilisation, stall
 // reasons of the small-tile kernels; NOTES "MoE decode tiles"). Prints one line per call.
-// --profile-big wgmma,wgmmaws (g_profile_bigs): instead, one bf16 call per listed big-tile
+// --profile-big wgmmaws,wide (g_profile_bigs): instead, one bf16 call per listed big-tile
 // kernel (small tiles as default), so ncu sees the big-tile kernels side by side.
 std::vector<std::pair<kernels::MoeTcBig, std::string>> g_profile_bigs;
 void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches) {
@@ -1354,8 +1354,8 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
 // moe_only (--ops-moe): the MoE part alone (grouped op in both activation modes, the
 // former per-expert loop, the router) and the FP4 linear gemv; skips the FP8 linears.
 // g_moe_bigs_only (--ops-moe-bigs, with --ops-moe): only the grouped op in kAuto + kBF16,
-// the default and each wgmma-era big-tile kernel (wide, wgmma, wgmmaws, wgmmacl2, wgmmacl4):
-// the big-tile A/B in a few seconds of device time.
+// the default and each big-tile kernel (wide, wgmmaws): the big-tile A/B in a few seconds of
+// device time.
 bool g_moe_bigs_only = false;
 void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches, bool moe_only) {
   if (!moe_only) run_linear_modes(hp);
@@ -1480,8 +1480,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       const auto kAutoBig = kernels::MoeTcBig::kAuto;
       cfgs.push_back(def_cfg);  // the defaults (small = auto, plan as set, f32big 32, big = auto)
       if (g_moe_bigs_only)
-        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWgmmaWs,
-                        kernels::MoeTcBig::kWgmmaCl2, kernels::MoeTcBig::kWgmmaCl4})
+        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWs})
           cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});
       else {
         add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
@@ -1497,9 +1496,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
           add(sm, one_ok, true, 8, kAutoBig);
           add(sm, one_ok, false, 32, kAutoBig);
         }
-        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmma, kernels::MoeTcBig::kWgmmaWs,
-                        kernels::MoeTcBig::kWgmmaCl2, kernels::MoeTcBig::kWgmmaCl4, kernels::MoeTcBig::kWgmmaDeep,
-                        kernels::MoeTcBig::kWide2, kernels::MoeTcBig::kWide128, kernels::MoeTcBig::kRows64})
+        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWs})
           cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});  // kBF16 only: f32big unused
       }
       auto apply = [](const Cfg& c) {
@@ -1530,16 +1527,9 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
             for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
             // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
             const double bytes = double(act) * 3 * I * D * (0.5 + 1.0 / 32), flops = 2.0 * 3 * T * k * I * D;
-            const char* bn = cfg.big == kernels::MoeTcBig::kAuto     ? " big=auto"
-                             : cfg.big == kernels::MoeTcBig::kWide     ? " big=wide"
-                             : cfg.big == kernels::MoeTcBig::kWgmma    ? " big=wgmma"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaDeep ? " big=wgmmadeep"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWs   ? " big=wgmmaws"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaCl2  ? " big=wgmmacl2"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaCl4  ? " big=wgmmacl4"
-                             : cfg.big == kernels::MoeTcBig::kWide2  ? " big=wide2"
-                             : cfg.big == kernels::MoeTcBig::kWide128 ? " big=wide128"
-                                                                      : " big=rows64";
+            const char* bn = cfg.big == kernels::MoeTcBig::kAuto   ? " big=auto"
+                             : cfg.big == kernels::MoeTcBig::kWide ? " big=wide"
+                                                                   : " big=wgmmaws";
             const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
                              : cfg.small == MoeTcSmall::kLean4T ? " small=lean4t"
@@ -2010,22 +2000,19 @@ int main(int argc, char** argv) {
     else if (a == "--ops-moe") ops_only = with_ops = moe_only = true;
     else if (a == "--ops-moe-bigs") ops_only = with_ops = moe_only = g_moe_bigs_only = true;  // see g_moe_bigs_only
     else if (a == "--ops-moe-profile") moe_profile = true;
-    else if (a == "--profile-big") {  // --ops-moe-profile: these big-tile kernels, bf16 (wgmma,wgmmaws,wgmmadeep,wide)
+    else if (a == "--profile-big") {  // --ops-moe-profile: these big-tile kernels, bf16 (wgmmaws,wide)
       const std::string list = next();
       for (size_t b = 0; b <= list.size();) {
         size_t e = list.find(',', b);
         if (e == std::string::npos) e = list.size();
         const std::string v = list.substr(b, e - b);
         b = e + 1;
-        const kernels::MoeTcBig k = v == "wgmma"       ? kernels::MoeTcBig::kWgmma
-                                    : v == "wgmmaws"   ? kernels::MoeTcBig::kWgmmaWs
-                                    : v == "wgmmacl2"  ? kernels::MoeTcBig::kWgmmaCl2
-                                    : v == "wgmmacl4"  ? kernels::MoeTcBig::kWgmmaCl4
-                                    : v == "wgmmadeep" ? kernels::MoeTcBig::kWgmmaDeep
-                                    : v == "wide"      ? kernels::MoeTcBig::kWide
-                                                       : kernels::MoeTcBig::kAuto;
+        const kernels::MoeTcBig k = v == "wgmmaws" ? kernels::MoeTcBig::kWgmmaWs
+                                    : v == "wide"  ? kernels::MoeTcBig::kWide
+                                                   : kernels::MoeTcBig::kAuto;
         if (k == kernels::MoeTcBig::kAuto) {
-          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmma, wgmmaws, wgmmacl2, wgmmacl4, wgmmadeep, wide)\n", v.c_str());
+          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wide; the others were deleted in session 8)\n",
+                       v.c_str());
           return 2;
         }
         g_profile_bigs.push_back({k, v});
@@ -2055,9 +2042,8 @@ int main(int argc, char** argv) {
     else if (a == "--moe-big")  // the kBF16 MoE big-tile kernel for the whole run (kernels::moe_tc_set_big): prefill A/B
       kernels::moe_tc_set_big(pick<kernels::MoeTcBig>(
           "--moe-big", next(),
-          {{"auto", kernels::MoeTcBig::kAuto}, {"wide", kernels::MoeTcBig::kWide}, {"wgmma", kernels::MoeTcBig::kWgmma},
-           {"wgmmaws", kernels::MoeTcBig::kWgmmaWs}, {"wgmmacl2", kernels::MoeTcBig::kWgmmaCl2},
-           {"wgmmacl4", kernels::MoeTcBig::kWgmmaCl4}}));
+          {{"auto", kernels::MoeTcBig::kAuto}, {"wide", kernels::MoeTcBig::kWide},
+           {"wgmmaws", kernels::MoeTcBig::kWgmmaWs}}));
     else if (a == "--router")  // the router logits kernel for the whole run (kernels::RouterLogitsPath)
       kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(
           "--router", next(),

@@ -247,12 +247,10 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // token's output depends on its own row alone; the GPU still runs the whole ragged
 // batch); 1 = every token. invariant: kInvariant mode, and the rows of two sub-batches
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
-// both_big: the batch runs again with each big-tile kernel (moe_tc_set_big: the wide one,
-// 64-row tiles, 32 rows per warp, 128 rows per block, the wgmma tiles of 128 rows with the
-// measured 4-stage ring, with the deep weight ring and warp-specialized (kWgmmaWs: producer
-// warpgroup, mbarrier stages, no block barrier; also against the CPU as y_wgmmaws), the same
-// as clusters of 2 / 4 blocks sharing token chunks (kWgmmaCl2 / kWgmmaCl4, y_wgmmacl2 / 4) and must
-// equal the default's (kAuto's) output bit for bit (same MMAs, same order).
+// both_big: the batch runs again with each big-tile kernel (moe_tc_set_big: the wide one and
+// the warp-specialized wgmma tiles of 128 rows, kWgmmaWs, also against the CPU as y_wgmmaws)
+// and must equal the default's (kAuto's: one of the two, by T) output bit for bit (same
+// MMAs, same order).
 // FP4 experts at moe_tc shapes also run with every other small-tile kernel (moe_tc_set_small:
 // the former launches, the fused persistent kernel, the lean kernels with a 4- / 8-chunk
 // ring) and must equal the default's output bit for bit (the same MMAs per output, the
@@ -308,34 +306,20 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
             if (both_big) {
               const kernels::MoeTcBig def = kernels::moe_tc_big();
               for (auto [kern, label] : {std::pair{kernels::MoeTcBig::kWide, "wide_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kRows64, "rows64_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWide2, "wide2_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWide128, "wide128_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmma, "wgmma_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmmaDeep, "wgmmadeep_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmmaWs, "wgmmaws_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmmaCl2, "wgmmacl2_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmmaCl4, "wgmmacl4_vs_default_differ"}}) {
+                                         std::pair{kernels::MoeTcBig::kWgmmaWs, "wgmmaws_vs_default_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());
                 kernels::moe_tc_set_big(def);
                 const std::vector<float> other = alt.host();
                 o.ints.push_back({label, {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
-                if (kern == kernels::MoeTcBig::kWgmma || kern == kernels::MoeTcBig::kWgmmaDeep ||
-                    kern == kernels::MoeTcBig::kWgmmaWs || kern == kernels::MoeTcBig::kWgmmaCl2 ||
-                    kern == kernels::MoeTcBig::kWgmmaCl4) {
+                if (kern == kernels::MoeTcBig::kWgmmaWs) {
                   // Also against the CPU on its own (a rounding difference in the k16 step
                   // would show here only).
                   std::vector<float> og(m * dim);
                   for (int64_t i = 0; i < m; ++i)
                     std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, og.begin() + i * dim);
-                  o.floats.push_back({kern == kernels::MoeTcBig::kWgmma       ? "y_wgmma"
-                                      : kern == kernels::MoeTcBig::kWgmmaDeep ? "y_wgmmadeep"
-                                      : kern == kernels::MoeTcBig::kWgmmaWs   ? "y_wgmmaws"
-                                      : kern == kernels::MoeTcBig::kWgmmaCl2  ? "y_wgmmacl2"
-                                                                               : "y_wgmmacl4",
-                                      y, og});
+                  o.floats.push_back({"y_wgmmaws", y, og});
                 }
               }
             }
@@ -597,8 +581,8 @@ std::vector<OpCase> moe_cases() {
     cases.push_back(moe_experts_case("moe_experts_fp4tc" + m + "_n40_invariant", WKind::kFp4E8m0, 40, 16, 4, 128,
                                      384, 3, 16, true, false, false, 1, act));
   }
-  // The wide big-tile kernels (kBF16, tiles of up to 80 rows, 256 weight rows per block)
-  // against each other and the 64-row one, bitwise: ragged loads over 12 experts (~67 rows each, so some
+  // The wide big-tile kernel (kBF16, tiles of up to 80 rows, 256 weight rows per block)
+  // against the wgmma tiles, bitwise: ragged loads over 12 experts (~67 rows each, so some
   // experts take two tiles), K = 384 (3 chunks: the whole cp.async ring), dim 384 (the
   // second stage-2 block has inactive warps); and at the V4.1 shape at prefill size
   // (T = 4096: ~48 rows per cold expert, ~1500 per hot one), the oracle on 8 tokens.
@@ -610,7 +594,7 @@ std::vector<OpCase> moe_cases() {
                                    false, true, false, 512, ops::Activations::kBF16, true));
   // Prefill sizes with few experts, for the wgmma tiles (128 rows, a template case per 16
   // rows; kAuto takes them from 2048 tokens, so the default here is the wide kernel and
-  // the three wgmma kernels run in the both_big comparison): 8 / 12 experts at ~300 / ~500 rows (hot ones
+  // the wgmma kernel runs in the both_big comparison): 8 / 12 experts at ~300 / ~500 rows (hot ones
   // more) give full tiles and tails of many heights; K = 640 / 384 (5 and 3 chunks, 6
   // stage-1 and 5 stage-2 row blocks) and K = 256 / 128 (2 chunks, then one: fewer than the
   // 4-stage ring). One row block per block at these tile counts; the V4.1 n4096 case above
@@ -620,9 +604,8 @@ std::vector<OpCase> moe_cases() {
   cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n2000_wg_k128", WKind::kFp4E8m0, 2000, 12, 3, 128, 256, 3,
                                    12, false, false, false, 4, ops::Activations::kBF16, true));
   // Enough assignments (32100: a tile bound of 514) for 2 row blocks per wgmma block, with
-  // odd chunk counts (5 in stage 1, 3 in stage 2): the deep weight ring's line-sized runs
-  // then straddle row blocks, and a stage-2 group is one row block short. Oracle on every
-  // 64th token.
+  // odd chunk counts (5 in stage 1, 3 in stage 2): a block's chunk stream then crosses row
+  // blocks mid-ring, and a stage-2 group is one row block short. Oracle on every 64th token.
   cases.push_back(moe_experts_case("moe_experts_fp4tc_bf16_n10700_wg_items", WKind::kFp4E8m0, 10700, 12, 3, 384, 640,
                                    3, 12, false, true, false, 64, ops::Activations::kBF16, true));
   // kBF16 at the V4.1 shape (batch 1, 8 and the mixed 256), and on the SIMT paths: FP4

@@ -109,7 +109,7 @@ constexpr int kMoeBigRows = 64;   // rows per mma tile (its token tile)
 // full tile + a few-row tail that streams and decodes the whole expert again; 80 rows
 // leave ~2% of them split (NOTES "MoE wide tiles").
 constexpr int kMoeTcWideRows = 80;
-// Rows per big tile of the wgmma kernel (kBF16, MoeTcBig::kWgmma, smxx_moe_wgmma.cu): the
+// Rows per big tile of the wgmma kernel (kBF16, MoeTcBig::kWgmmaWs, smxx_moe_wgmma.cu): the
 // largest tile whose two fp32 accumulator sets (the chain of a chunk and the sum) fit a
 // thread's registers next to two chunks of A fragments: at T = 8192 an expert gets
 // 128 +- 11 rows, so about half the experts are one tile.
@@ -221,48 +221,36 @@ cudaError_t moe_act(const MoeGroupedArgs& a, cudaStream_t stream);
 // Tensor-core FP4 tiles (smxx_moe_tc.cu): e2m1 experts with 1x32 ue8m0 scales, K a
 // multiple of 128, inter a multiple of 8 and dim of 16. Stage 1 reads xt (the tokens'
 // planes, rows by row_token) and writes h planes into ht; stage 2 reads xt = those
-// planes and writes y (fp32). tile_rows <= 8: the small-tile list; kMoeBigRows: the big.
+// planes and writes y (fp32). tile_rows <= 8: the small-tile list; the big tiles:
+// kMoeBigRows (terms = 3), kMoeTcWideRows or kMoeTcWgmmaRows (terms = 1, MoeTcBig below).
 bool moe_tc_eligible(const WeightArgs& w13, const WeightArgs& w2);
 cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
-// Which kernel takes the big tiles under kBF16 (terms = 1): kWide and kWide2
-// take tiles of kMoeTcWideRows with 256 weight rows per block, activations and weights
-// staged through a 3-deep cp.async ring (kWide: 16 warps x 16 rows; kWide2: 8 warps x
-// 32 rows, each B fragment shared by two m-tiles); kRows64 the 8-warp kernel on tiles of
-// kMoeBigRows; kWide128 kWide with 128 rows per block, two blocks per SM. Results are
-// bitwise the same (same MMAs, same order; tested); kWide measured fastest at T >= 4096
-// (run 11: 10.1 ms, kWide2 10.0-10.1, kWide128 11.6, kRows64 16.0). A process-wide
-// switch for benchmarks and tests, read by the op when it plans the tiles.
-// kWgmma (sm_90a, moe_tc_wgmma_supported): tiles of kMoeTcWgmmaRows on warpgroup MMAs
-// (smxx_moe_wgmma.cu); stage 1 reads x from moe_split_perm's planes and writes h in the
-// same permuted column order, which its stage 2 reads. The same MMA chains and promotion
-// as kWide (tested bitwise against it); elsewhere the op takes kWide instead. Run
-// moewide: 8.9 / 15.0 ms at T = 4096 / 8192 against kWide's 9.6 / 18.5.
-// kWgmmaDeep (opt-in): the kWgmma tiles with the weights in their own, deeper ring (8
-// chunks, the two 64-byte halves of a weight row's 128-byte line copied together) instead
-// of sharing the tokens' 4 stages: the same MMAs, the same bits. Measured 7-10% slower than
-// kWgmma (T = 1024 / 4096: 6.48 / 9.09 vs 6.02 / 8.26 ms): the weight stream is not what
-// binds these tiles (NOTES 14, helper moepf). Kept for A/B once the per-chunk cost falls.
-// kWgmmaWs (helper moepf2, NOTES 18): the kWgmma tiles warp-specialized: a producer
-// warpgroup issues the token copies and signals per-stage mbarriers, the two MMA
-// warpgroups run without a block-wide barrier (one's decode and chain sum under the
-// other's MMAs). The same MMAs and chains: the same bits (tested). Measured (run moepf2,
-// op moe_grouped bf16): T = 4096 6.66-6.78 vs kWgmma's 8.26-8.32 ms, T = 8192 14.30 vs 15.11.
-// kWgmmaCl2 / kWgmmaCl4 (helper moeclu, NOTES 21): kWgmmaWs run as thread-block clusters of
-// 2 / 4 blocks on consecutive row blocks of one tile; each block's producer copies 1/2 or
-// 1/4 of every token chunk from L2 and forwards it to the other blocks' shared memory
-// (st.async), so the tile's tokens cross L2 -> SM once per 2 / 4 blocks. Same MMAs: same bits
-// (tested). Measured slower at every size (run moeclu, op bf16, ms, ws / cl2 / cl4): T = 4096
-// 6.68 / 10.95 / 16.39, T = 8192 14.29 / 20.48 / 28.94: the forward puts an L2 round trip per
-// chunk on the producer's path and the cluster-wide stage release couples the blocks. Opt-in.
-// kAuto (default): kWgmmaWs from kMoeTcWgmmaMinTokens tokens per call (where supported),
-// kWide below.
-enum class MoeTcBig { kRows64, kWide, kWide2, kWide128, kWgmma, kWgmmaDeep, kWgmmaWs, kWgmmaCl2, kWgmmaCl4, kAuto };
+// Which kernel takes the big tiles under kBF16 (terms = 1), a process-wide switch for
+// benchmarks and tests, read by the op when it plans the tiles. Results are bitwise the same
+// (same MMAs, same order; tested):
+//   kWide    tiles of kMoeTcWideRows, 256 weight rows per block (16 warps x 16 rows),
+//            activations and weights staged through a 3-deep cp.async ring (smxx_moe_tc.cu);
+//   kWgmmaWs (sm_90a, moe_tc_wgmma_supported) tiles of kMoeTcWgmmaRows on warpgroup MMAs,
+//            warp-specialized (smxx_moe_wgmma.cu; helper moepf2, NOTES 18): a producer
+//            warpgroup issues the token copies and signals per-stage mbarriers, the two MMA
+//            warpgroups run without a block-wide barrier. Stage 1 reads x from
+//            moe_split_perm's planes and writes h in the same permuted column order, which its
+//            stage 2 reads; elsewhere the op takes kWide instead. Run moepf2 (op moe_grouped
+//            bf16): T = 4096 6.66-6.78 ms, T = 8192 14.30;
+//   kAuto    (default) kWgmmaWs from kMoeTcWgmmaMinTokens tokens per call (where supported),
+//            kWide below.
+// Deleted in session 8 (never taken by kAuto, measured slower, nothing built on them):
+// kRows64 (64-row tiles, 8 warps: 16.0 vs kWide's 10.1 ms at T = 4096, run 11), kWide2 (8
+// warps x 32 rows: 10.0-10.1) and kWide128 (128 rows per block: 11.6) (NOTES "MoE wide
+// tiles"); kWgmma (the wgmma tiles with both warpgroups in step: 8.26 vs kWgmmaWs's 6.66-6.78
+// ms at T = 4096) and kWgmmaDeep (its deeper weight ring, 7-10% slower still; NOTES 14, 18);
+// kWgmmaCl2 / kWgmmaCl4 (kWgmmaWs as clusters of 2 / 4 blocks forwarding token chunks:
+// T = 8192 20.48 / 28.94 vs 14.29 ms; NOTES 21).
+enum class MoeTcBig { kWide, kWgmmaWs, kAuto };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code
-// The kWgmma / kWgmmaDeep / kWgmmaWs tiles of one stage (moe_tc routes tile_rows ==
-// kMoeTcWgmmaRows here; moe_tc_big() == kWgmma takes the 4-stage ring kernel, kWgmmaDeep
-// the deep weight ring, kWgmmaWs and kAuto the warp-specialized kernel).
+// The kWgmmaWs tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows here).
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream);
 // x [count] fp32 (rows of dim, dim % 128 == 0) -> one bf16 plane (round to nearest even)
 // with each 128-column chunk in the wgmma kernel's k order (smxx_moe_wgmma.cu).

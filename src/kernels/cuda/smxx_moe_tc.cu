@@ -498,150 +498,33 @@ __global__ void __launch_bounds__(kTcWarps * 32, kNT8 == 1 ? 3 : 2) moe_tc_kerne
   tc_tile<kStage, kTerms, kNT8, kTcWarps, kNT8 == 1 ? 2 : 1>(a, ks, blockIdx.x, blockIdx.y, red);
 }
 
-// Big tiles under kBF16 with the B tile in shared memory (candidate, NOTES "MoE FP4
-// tensor-core tiles": the register-fragment version above reads every B fragment from
-// L1 / L2 per warp, 109 GB per call at T = 4096). Per 128-column chunk the block stages
-// the tile's 64 token rows once (16 KB, cp.async, two buffers) and its 8 warps read their
-// fragments from it. Smem unit (token, q, c) = columns c * 32 + q * 8 .. + 8 of the chunk,
+// The big tiles' staged token rows in shared memory (the wide kernel below; first the
+// 64-row kernel of MoeTcBig::kRows64, deleted in session 8: 16.0 vs 10.1 ms at T = 4096,
+// run 11): smem unit (token, q, c) = columns c * 32 + q * 8 .. + 8 of a chunk,
 // at token * kBRow + (q * 4 + c) * 16 bytes: a quarter-warp's LDS.128 (two tokens x four c)
-// then covers 32 distinct banks (token stride 320 B = 16 banks apart). Same MMAs, same
-// order, same promotion as moe_tc_kernel<kStage, 1, 8>: bitwise the same results.
+// then covers 32 distinct banks (token stride 320 B = 16 banks apart).
 constexpr int kBRow = 320;  // bytes per token row of a staged chunk (256 + 64 of padding)
 
-
-template <int kStage>
-__global__ void __launch_bounds__(kTcWarps * 32, 2) moe_tc_big_kernel(MoeGroupedArgs a) {
-  constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
-  constexpr int kNT8 = kMoeBigRows / 8;
-  __shared__ __align__(16) uint8_t bs[2][kMoeBigRows * kBRow];
-  if (int64_t(blockIdx.x) >= *a.num_tiles) return;
-  const MoeTile tile = a.tiles[blockIdx.x];
-  const MoeExpertPtrs& ex = a.experts[tile.expert];
-  const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
-  const int64_t K = L.cols, out_rows = L.rows;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  const int64_t o0 = (int64_t(blockIdx.y) * kTcWarps + warp) * kOutPerWarp;
-  const bool active = o0 < out_rows;
-  const int64_t ob = active ? o0 : 0;
-  const int64_t row_bytes = K / 2;
-  const int64_t ra = ob + g, rb = kStage == 1 ? ob + g : ob + 8 + g;
-  const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + ra * row_bytes + c * 16;
-  const uint8_t* wb = ex.w[kStage == 1 ? 1 : 2] + rb * row_bytes + c * 16;
-  const uint8_t* sa = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols + c;
-  const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c;
-  const int chunks = int(K / 128);
-  const int rows = tile.rows;
-  const int ntiles = min(kNT8, (rows + 7) / 8);
-
-  // Staging: thread i copies units i, i + 256, i + 512, i + 768 of the chunk's 64 x 16;
-  // unit u: token u >> 4, q = (u >> 2) & 3, c = u & 3.
-  const uint16_t* src[4];
-  uint32_t dst[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int u = threadIdx.x + j * 256, tok = u >> 4, uq = (u >> 2) & 3, uc = u & 3;
-    const int64_t p = tile.row0 + min(tok, rows - 1);
-    const int64_t xrow = kStage == 1 ? int64_t(a.row_token[p]) : p;
-    src[j] = a.xt + xrow * K + uc * 32 + uq * 8;
-    dst[j] = uint32_t(tok * kBRow + (uq * 4 + uc) * 16);
-  }
-  auto stage = [&](int ch, int buf) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) cp_async16(bs[buf] + dst[j], src[j] + int64_t(ch) * 128);
-    asm volatile("cp.async.commit_group;");
-  };
-
-  float acc[kNT8][4];
-#pragma unroll
-  for (int nt = 0; nt < kNT8; ++nt)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
-
-  stage(0, 0);
-  uint4 na = ld_stream(wa), nb = ld_stream(wb);
-  uint8_t nsa = sa[0], nsb = sb[0];
-  for (int ch = 0; ch < chunks; ++ch) {
-    if (ch + 1 < chunks) {
-      stage(ch + 1, (ch + 1) & 1);
-      asm volatile("cp.async.wait_group 1;");
-    } else {
-      asm volatile("cp.async.wait_group 0;");
-    }
-    __syncthreads();  // chunk ch staged by every thread
-    const uint4 va = na, vb = nb;
-    const uint32_t sca = scale_bf16x2(nsa), scb = scale_bf16x2(nsb);
-    if (ch + 1 < chunks) {
-      na = ld_stream(wa + int64_t(ch + 1) * 64);
-      nb = ld_stream(wb + int64_t(ch + 1) * 64);
-      nsa = sa[(ch + 1) * 4];
-      nsb = sb[(ch + 1) * 4];
-    }
-    if (active) {
-      const uint8_t* bb = bs[ch & 1] + g * kBRow + c * 16;
-      const uint32_t wa4[4] = {va.x, va.y, va.z, va.w}, wb4[4] = {vb.x, vb.y, vb.z, vb.w};
-      float tmp[kNT8][4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t pa[4], pb[4];
-        decode8(wa4[q], sca, pa);
-        decode8(wb4[q], scb, pb);
-        const uint32_t a0[4] = {pa[0], pb[0], pa[1], pb[1]};
-        const uint32_t a1[4] = {pa[2], pb[2], pa[3], pb[3]};
-#pragma unroll
-        for (int nt = 0; nt < kNT8; ++nt) {
-          if (nt >= ntiles) break;
-          const uint4 b = *reinterpret_cast<const uint4*>(bb + nt * 8 * kBRow + q * 64);
-          if (q == 0) mma_bf16_zero(tmp[nt], a0, b.x, b.y);
-          else mma_bf16(tmp[nt], a0, b.x, b.y);
-          mma_bf16(tmp[nt], a1, b.z, b.w);
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < kNT8; ++nt) {
-        if (nt >= ntiles) break;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] += tmp[nt][i];
-      }
-    }
-    __syncthreads();  // buffer ch & 1 is restaged at ch + 2
-  }
-  if (!active) return;
-#pragma unroll
-  for (int nt = 0; nt < kNT8; ++nt) {
-    if (nt >= ntiles) break;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = nt * 8 + 2 * c + h;
-      if (i >= rows) continue;
-      const int64_t p = tile.row0 + i;
-      store_fragment_row<kStage, 1>(a, acc[nt], h, p, out_rows, o0 + g);
-    }
-  }
-}
 
 // Big tiles under kBF16, wide forms (NOTES "MoE wide tiles"): the tile height is
 // kMoeTcWideRows (80: one tile per expert at T = 4096 but for ~2% of them, where 64-row
 // tiles split half the experts and the tail tile streams and decodes the expert again),
 // and a block holds 256 weight rows, so each staged activation chunk serves twice the
-// rows of moe_tc_big_kernel (L2 -> shared traffic of the activations 13.6 -> 6.8 GB per
+// rows of the 64-row kernel (L2 -> shared traffic of the activations 13.6 -> 6.8 GB per
 // call at T = 4096). Per 128-column chunk the block copies, with cp.async into a 3-deep
 // ring (two chunks in flight while one is computed, one barrier per chunk): the tile's
-// token rows (layout as moe_tc_big_kernel, kBRow per row) and each warp its own weight
+// token rows (layout above, kBRow per row) and each warp its own weight
 // rows' 64 FP4 bytes (a thread re-reads exactly the bytes it copied: a prefetch two
 // chunks deep without registers). A warp holds kMT m-tiles of 16 weight rows (kMT = 1:
 // 16 warps, 128 registers; kMT = 2: 8 warps, up to 255 registers, each B fragment feeds
 // two m-tiles: 128 instead of 256 bytes of shared memory per MMA), decodes its rows x
 // 128 columns into registers once per chunk (32 A registers per m-tile), then runs the
 // n-tiles, each (row, token) as the chain of 8 MMAs from zero over the chunk added into
-// acc: the same MMAs in the same order as moe_tc_big_kernel and moe_tc_kernel<kStage, 1,
-// 8>, so all three big-tile kernels give bitwise the same output (tested).
-//
-// kRows = 128 (kWide128; measured slower than kWide in run 11: 11.6 vs 10.1 ms at
-// T = 4096): 8 warps x 16 rows, 101 KB of ring, two blocks per SM. The idea: the run of
-// kWide / kWide2 (NOTES "MoE wide tiles") put the time on the
-// decode: with one block per SM and a barrier per chunk, every warp decodes and then
-// every warp multiplies, so the ALU and tensor pipes take turns; two independent blocks
-// per SM drift apart and overlap the phases (at twice the activation staging traffic).
+// acc: the same MMAs in the same order as moe_tc_kernel<kStage, 1, 8> and the wgmma
+// tiles (smxx_moe_wgmma.cu), so the big-tile kernels give bitwise the same output (tested).
+// Only <kStage, 1, 256> is launched (MoeTcBig::kWide): the kMT = 2 form (kWide2: 10.0-10.1
+// vs 10.1 ms at T = 4096, run 11) and the 128-row block (kWide128, two blocks per SM: 11.6)
+// were measured no faster and deleted in session 8 (NOTES "MoE wide tiles").
 constexpr int kWideStages = 3;
 constexpr int kWideNT8 = kMoeTcWideRows / 8;
 constexpr int kWideBBytes = kMoeTcWideRows * kBRow;  // activations of a stage
@@ -671,7 +554,7 @@ __global__ void __launch_bounds__(kRows / (16 * kMT) * 32, kRows == 256 ? 1 : 2)
   const int rows = tile.rows;
   const int ntiles = min(kWideNT8, (rows + 7) / 8);
 
-  // m-tile mt of the warp: rows a (g) and b (8 + g) as in moe_tc_big_kernel, from output
+  // m-tile mt of the warp: rows a (g) and b (8 + g) as in moe_tc_kernel, from output
   // o0 + mt * kMtOut; smem slot of row a: warp * 16 kMT + mt * 16 + g (b: + 8).
   const int64_t ob = active ? o0 : 0;
   const uint8_t* wa = ex.w[kStage == 1 ? 0 : 2] + (ob + g) * row_bytes + c * 16;
@@ -681,7 +564,7 @@ __global__ void __launch_bounds__(kRows / (16 * kMT) * 32, kRows == 256 ? 1 : 2)
   const int64_t mt_w = int64_t(kMtOut) * row_bytes, mt_s = int64_t(kMtOut) * L.scale_cols;  // per m-tile
   const int wofs = kWideBBytes + ((warp * 16 * kMT + g) * 4 + c) * 16;  // m-tile mt: + mt * 1024; row b: + 512
   // Activation copies: units tid + j * kThreads < ntiles * 128 of the tile's token rows x 16
-  // (unit u: token u >> 4, q = (u >> 2) & 3, c = u & 3; as moe_tc_big_kernel), as int32
+  // (unit u: token u >> 4, q = (u >> 2) & 3, c = u & 3; the layout above), as int32
   // element offsets into the planes (rows x K < 2^31: checked on the host).
   int32_t xo[kBUnits];
 #pragma unroll
@@ -905,20 +788,8 @@ cudaError_t launch_tc_rows(const MoeGroupedArgs& a, cudaStream_t stream) {
       case MoeTcSmall::kLean4T: return launch_lean<kStage, kTerms, 4, true>(a, stream);
       default: return launch_tc<kStage, kTerms, 1>(a, stream);
     }
-  if constexpr (kTerms == 1) {  // big tiles, bf16: B staged in shared memory
-    const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
-    if (a.tile_rows == kMoeTcWideRows)
-      switch (moe_tc_big()) {
-        case MoeTcBig::kWide2: return launch_wide<kStage, 2, 256>(a, stream);
-        case MoeTcBig::kWide128: return launch_wide<kStage, 1, 128>(a, stream);
-        default: return launch_wide<kStage, 1, 256>(a, stream);
-      }
-    const int64_t per_block = int64_t(kTcWarps) * (kStage == 1 ? 8 : 16);
-    const int64_t gy = (L.rows + per_block - 1) / per_block;
-    if (gy > 65535 || a.max_tiles > INT32_MAX) return cudaErrorInvalidValue;
-    moe_tc_big_kernel<kStage><<<dim3(unsigned(a.max_tiles), unsigned(gy)), kTcWarps * 32, 0, stream>>>(a);
-    return cudaGetLastError();
-  }
+  if constexpr (kTerms == 1)  // big tiles, bf16 (kMoeTcWideRows, moe_tc checks): B staged in shared memory
+    return launch_wide<kStage, 1, 256>(a, stream);
   return launch_tc<kStage, kTerms, kMoeBigRows / 8>(a, stream);
 }
 
@@ -1091,8 +962,9 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.max_tiles <= 0) return cudaSuccess;
   if (!moe_tc_eligible(a.w13, a.w2) || !a.experts || !a.xt || !a.tiles || !a.num_tiles ||
       (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) || (a.terms != 1 && a.terms != 3) ||
-      (a.tile_rows != 1 && a.tile_rows != 2 && a.tile_rows != 4 && a.tile_rows != 8 && a.tile_rows != kMoeBigRows &&
-       !(a.tile_rows == kMoeTcWideRows && a.terms == 1) && !(a.tile_rows == kMoeTcWgmmaRows && a.terms == 1)))
+      (a.tile_rows != 1 && a.tile_rows != 2 && a.tile_rows != 4 && a.tile_rows != 8 &&
+       !(a.tile_rows == kMoeBigRows && a.terms == 3) && !(a.tile_rows == kMoeTcWideRows && a.terms == 1) &&
+       !(a.tile_rows == kMoeTcWgmmaRows && a.terms == 1)))
     return cudaErrorInvalidValue;
   if (a.tile_rows == kMoeTcWgmmaRows) return moe_tc_wgmma(a, stream);
   if (a.stage == 1) return a.terms == 1 ? launch_tc_rows<1, 1>(a, stream) : launch_tc_rows<1, 3>(a, stream);

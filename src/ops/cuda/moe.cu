@@ -268,12 +268,9 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
       kernels::moe_tc_big() != kernels::MoeTcBig::kAuto ? kernels::moe_tc_big()
       : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmmaWs
                                                         : kernels::MoeTcBig::kWide;
-  const bool wide = big && use_tc(t) && p.act == Activations::kBF16 && big_kind != kernels::MoeTcBig::kRows64;
-  // kWgmma (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes.
-  const bool wg = wide && (big_kind == kernels::MoeTcBig::kWgmma || big_kind == kernels::MoeTcBig::kWgmmaDeep ||
-                          big_kind == kernels::MoeTcBig::kWgmmaWs || big_kind == kernels::MoeTcBig::kWgmmaCl2 ||
-                          big_kind == kernels::MoeTcBig::kWgmmaCl4) &&
-                  kernels::moe_tc_wgmma_supported();
+  const bool wide = big && use_tc(t) && p.act == Activations::kBF16;
+  // kWgmmaWs (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes.
+  const bool wg = wide && big_kind == kernels::MoeTcBig::kWgmmaWs && kernels::moe_tc_wgmma_supported();
   pa.big_rows = wg ? kernels::kMoeTcWgmmaRows : wide ? kernels::kMoeTcWideRows : kernels::kMoeBigRows;
   pa.counts = reinterpret_cast<int32_t*>(at(lay.counts));
   pa.offsets = reinterpret_cast<int32_t*>(at(lay.offsets));
