@@ -360,9 +360,14 @@ __device__ __forceinline__ void decode8_tab(uint32_t u, const ScaleTab& t, uint3
 
 // The lean small-tile kernel (kLean4 / kLean8 / kLean4T, NOTES 8): a per-warp cp.async ring
 // of kRing weight chunks; grid (tile, row block).
+// gy > 0 would take a tile-major one-dimensional grid instead (block b = tile b / gy, row
+// block b % gy: kLean4P's, NOTES 20, deleted in session 8). launch_lean passes 0; the
+// argument stays because without it ptxas schedules and allocates these kernels (kAuto's
+// batch-1 path) differently, and the code measured in NOTES 28 is this one. Drop it with
+// the kernel's next measured change.
 template <int kStage, int kTerms, int kRing, bool kTab = false>
 __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
-    moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16) {
+    moe_tc_lean_kernel(MoeGroupedArgs a, int ks, uint32_t k16, int gy) {
   constexpr int kOutPerWarp = kStage == 1 ? 8 : 16;
   constexpr int kWindow = kTerms == 3 ? 1 : 4;
   __shared__ float red[kTcWarps][32][4];
@@ -372,7 +377,8 @@ __global__ void __launch_bounds__(kTcWarps * 32, lean_blocks<kTerms, kRing>())
   // start its blocks once every block of this grid has started (no-op otherwise).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   lut[threadIdx.x] = scale_bf16x2(uint8_t(threadIdx.x));  // blockDim = 256
-  const unsigned tile_idx = blockIdx.x, row_block = blockIdx.y;
+  const unsigned tile_idx = gy > 0 ? blockIdx.x / unsigned(gy) : blockIdx.x;
+  const unsigned row_block = gy > 0 ? blockIdx.x % unsigned(gy) : blockIdx.y;
   if (int64_t(tile_idx) >= *a.num_tiles) return;  // block-uniform
   __syncthreads();
   const MoeTile tile = a.tiles[tile_idx];
@@ -772,9 +778,9 @@ cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, a, ks, 65536u);
+    return cudaLaunchKernelEx(&cfg, kernel, a, ks, 65536u, 0);
   }
-  kernel<<<grid, kTcWarps * 32, smem, stream>>>(a, ks, 65536u);
+  kernel<<<grid, kTcWarps * 32, smem, stream>>>(a, ks, 65536u, 0);
   return cudaGetLastError();
 }
 
