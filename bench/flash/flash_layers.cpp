@@ -46,8 +46,11 @@
 // no multi-weight launches (the code before NOTES section 12), "bulk" the bulk kernel for every
 // call, "persist" the persistent kernel at n <= 4 (NOTES 19), "auto0" the policy before it,
 // "auto" (default) each where it measured faster (auto0 but FP8 pairs at 3-4 tokens persist),
-// "tensor" the tensor-core kernel for FP8 calls under bf16 x (NOTES 26), auto0 elsewhere. --gemv-persist 4[,2]: its ring depth and
-// blocks per SM.
+// "tensor" the tensor-core kernel for FP8 calls under bf16 x (NOTES 26), auto0 elsewhere; "xs" / "xsi"
+// the one-token FP8 kernel with x in shared memory (xsi: integer decode, xsp: next step's
+// weights requested first; NOTES 27), auto0 elsewhere.
+// --gemv-profile: --ops-gemv's calls once each inside cudaProfilerStart / Stop (ncu), untimed.
+// --gemv-persist 4[,2]: its ring depth and blocks per SM.
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
 // --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192; --attn-ns and
@@ -857,6 +860,7 @@ void run_linear_modes(HostPool& hp) {
 // Lines "op gemv ..." and "op gemv_multi ...".
 std::vector<std::string> g_gemv_shapes, g_gemv_variants;
 std::vector<int64_t> g_gemv_ns = {1, 2, 4, 8};
+bool g_gemv_profile = false;  // --gemv-profile: each line's call once inside cudaProfilerStart / Stop, untimed
 void run_gemv_ops(HostPool& hp) {
   cudaStream_t st = nullptr;
   EvTimer tm;
@@ -911,7 +915,8 @@ void run_gemv_ops(HostPool& hp) {
   const Variant all_variants[] = {{"stream", kernels::GemvKind::kStream, 0, 0}, {"bulk", kernels::GemvKind::kBulk, 0, 0},
                                   {"p2", kernels::GemvKind::kPersist, 2, 0},    {"p4", kernels::GemvKind::kPersist, 4, 0},
                                   {"p4b2", kernels::GemvKind::kPersist, 4, 2},  {"p6", kernels::GemvKind::kPersist, 6, 0},
-                                  {"tc", kernels::GemvKind::kTensor, 0, 0}};
+                                  {"tc", kernels::GemvKind::kTensor, 0, 0},      {"xs", kernels::GemvKind::kXs, 0, 0},
+                                  {"xsi", kernels::GemvKind::kXsi, 0, 0},       {"xsp", kernels::GemvKind::kXsp, 0, 0}};
   auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
@@ -938,7 +943,22 @@ void run_gemv_ops(HostPool& hp) {
           if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
           // tc: FP8 under bf16 x only (elsewhere kTensor runs kAuto0's kernel: not a tc line).
           if (v.kind == kernels::GemvKind::kTensor && (!bf16x || s.fmt != '8')) continue;
+          // xs / xsi: FP8 at one token only (elsewhere kAuto0's kernels: not an xs line).
+          const bool xs = v.kind == kernels::GemvKind::kXs || v.kind == kernels::GemvKind::kXsi ||
+                          v.kind == kernels::GemvKind::kXsp;
+          if (xs && (n != 1 || s.fmt != '8')) continue;
           use(v);
+          if (g_gemv_profile) {  // one warm call, then one inside the profiler's range (ncu)
+            CK(kernels::linear(args(s, ws[0], n, bf16x, y), st));
+            CK(cudaDeviceSynchronize());
+            CK(cudaProfilerStart());
+            CK(kernels::linear(args(s, ws[1], n, bf16x, y), st));
+            CK(cudaDeviceSynchronize());
+            CK(cudaProfilerStop());
+            std::printf("op gemv_profiled kernel=%s name=%s act=%s n=%lld\n", v.name, s.name, bf16x ? "bf16" : "f32",
+                        (long long)n);
+            continue;
+          }
           const float ms = time_adaptive(tm, [&](int i) {
             CK(kernels::linear(args(s, ws[size_t(i % copies)], n, bf16x, y), st));
           });
@@ -981,6 +1001,10 @@ void run_gemv_ops(HostPool& hp) {
         if (vi > 0 && v.kind == kernels::GemvKind::kStream) continue;
         if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
         if (v.kind == kernels::GemvKind::kTensor) continue;  // these pairs run f32 x
+        if ((v.kind == kernels::GemvKind::kXs || v.kind == kernels::GemvKind::kXsi || v.kind == kernels::GemvKind::kXsp) &&
+            n != 1)
+          continue;
+        if (g_gemv_profile) continue;
         use(v);
         const float ms = time_adaptive(tm, [&](int i) {
           // wb rotates one copy ahead of wa so a shared-shape pair reads two distinct weights.
@@ -1965,11 +1989,13 @@ int main(int argc, char** argv) {
           "--gemv", next(),
           {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk},
            {"persist", kernels::GemvKind::kPersist}, {"auto0", kernels::GemvKind::kAuto0},
-           {"tensor", kernels::GemvKind::kTensor}}));
+           {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}, {"xsi", kernels::GemvKind::kXsi},
+           {"xsp", kernels::GemvKind::kXsp}}));
     else if (a == "--gemv-persist") {  // the persistent gemv's ring depth [and blocks per SM]: 4 or 4,2
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_persist(v.empty() ? 0 : int(v[0]), v.size() > 1 ? int(v[1]) : 0);
     }
+    else if (a == "--gemv-profile") g_gemv_profile = true;  // --ops-gemv under ncu --profile-from-start off
     else if (a == "--gemv-shapes") g_gemv_shapes = split_commas(next());      // run_gemv_ops' weights
     else if (a == "--gemv-variants") g_gemv_variants = split_commas(next());  // run_gemv_ops' kernels
     else if (a == "--gemv-ns") g_gemv_ns = parse_list(next());                // run_gemv_ops' token counts

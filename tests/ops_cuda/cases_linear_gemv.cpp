@@ -257,6 +257,31 @@ OpCase tc_fallback_case(const Shape& s) {
           }};
 }
 
+// The x-in-shared-memory kernel (GemvKind::kXs; kXsi: plus the integer e4m3 decode; kXsp:
+// plus the next step's weights loaded first) vs the
+// former kernel, bitwise ("cpu" holds the former kernel's output). xscale multiplies x:
+// 1000 puts elements over 2^8, where kXsi's blocks keep the cvt decode; big_group >= 0
+// scales only that group of a grouped x (blocks of both kinds in one launch). At n = 1 the
+// case first checks that the kernel really takes the call (linear_gemv_xs_eligible), so a
+// silent fallback cannot pass for it; at n > 1 it checks the fallback (kAuto0's kernels).
+OpCase xs_case(const Shape& s, kernels::GemvKind kind, float xscale = 1.0f, int big_group = -1) {
+  std::string what = kind == kernels::GemvKind::kXsi ? "gemv_xsi" : kind == kernels::GemvKind::kXsp ? "gemv_xsp" : "gemv_xs";
+  if (xscale != 1.0f) what += big_group >= 0 ? "_biggroup" : "_bigx";
+  return {shape_name(what.c_str(), s), "former", [=](Rng& rng) {
+            const auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
+            auto x = randn(rng, size_t(s.n * x_width(s)));
+            for (int64_t t = 0; t < s.n; ++t)
+              for (int64_t c = 0; c < x_width(s); ++c)
+                if (big_group < 0 || c / s.cols == big_group) x[size_t(t * x_width(s) + c)] *= xscale;
+            const Dev<float> dx(x);
+            const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+            Dev<float> dy(size_t(s.n * out_rows));
+            if (kernels::linear_gemv_xs_eligible(args(s, *w, dx.get(), dy.get())) != (s.n == 1))
+              throw std::runtime_error("xs eligibility not as expected for " + shape_name("xs", s));
+            return Outputs{{{"y", run_kind(s, kernels::GemvKind::kStream, *w, dx), run_kind(s, kind, *w, dx)}}, {}};
+          }};
+}
+
 }  // namespace
 
 std::vector<OpCase> linear_gemv_cases() {
@@ -361,6 +386,25 @@ std::vector<OpCase> linear_gemv_cases() {
   c.push_back(tc_invariance_case({K2::kFp8E8m0, 8, 512, 1280, 0, -1, true}));
   c.push_back(tc_invariance_case({K2::kFp8E8m0, 8, 160, 8192, 0, -1, true}));
   c.push_back(tc_invariance_case({K2::kFp8E8m0, 5, 512, 1024, 0, -1, true, 0, 8}));
+  // The x-in-shared-memory kernels (kXs, kXsi) vs the former kernel, bitwise: V4.1's column
+  // counts at fewer rows (wq_b 1280: ks = 1, 2.5 steps per lane; wo_b 8192: ks = 4; wq_a
+  // 5120: ks = 8; shared w2 2304 and 1056: ragged K, lanes with one step less), row tails
+  // (200, 6 rows), a slice, grouped x (wo_a), e4m3 with fp32 scales, both activation
+  // modes; x over 2^8 (kXsi's cvt fallback) in every block or in one group only; n = 2 .. 4
+  // (the fallback to kAuto0's kernels).
+  for (const kernels::GemvKind kind : {kernels::GemvKind::kXs, kernels::GemvKind::kXsi, kernels::GemvKind::kXsp}) {
+    for (const bool bx : {false, true})
+      for (const Shape& s : std::vector<Shape>{
+               {K2::kFp8E8m0, 1, 1024, 1280, 0, -1, bx},      {K2::kFp8E8m0, 1, 640, 8192, 0, -1, bx},
+               {K2::kFp8E8m0, 1, 640, 5120, 0, -1, bx},       {K2::kFp8E8m0, 1, 512, 2304, 0, -1, bx},
+               {K2::kFp8E8m0, 1, 200, 1056, 0, -1, bx},       {K2::kFp8E8m0, 1, 6, 1024, 0, -1, bx},
+               {K2::kFp8E8m0, 1, 256, 1280, 40, 150, bx},     {K2::kFp8E8m0, 1, 1024, 1024, 0, -1, bx, 0, 8},
+               {K2::kFp8F32Scale, 1, 200, 1280, 0, -1, bx}})
+        c.push_back(xs_case(s, kind));
+    c.push_back(xs_case({K2::kFp8E8m0, 1, 512, 1280, 0, -1, true}, kind, 1000.0f));
+    c.push_back(xs_case({K2::kFp8E8m0, 1, 1024, 1024, 0, -1, false, 0, 8}, kind, 1000.0f, 3));
+    for (const int64_t n : {2, 3, 4}) c.push_back(xs_case({K2::kFp8E8m0, n, 256, 1280, 0, -1, n == 3}, kind));
+  }
   c.push_back(tc_fallback_case({K2::kFp8E8m0, 3, 256, 1280}));
   c.push_back(tc_fallback_case({K2::kFp8F32Scale, 2, 200, 1280, 0, -1, true}));
   return c;
@@ -423,7 +467,8 @@ TEST(LinearGemv, PdlChainsMatchPlainLaunches) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
   Dev<float> dx(size_t(s1.cols)), xn(size_t(s1.cols)), y1(size_t(s1.rows)), y2(size_t(s2.rows));
   for (const kernels::GemvKind kind : {kernels::GemvKind::kStream, kernels::GemvKind::kBulk,
-                                       kernels::GemvKind::kPersist, kernels::GemvKind::kTensor}) {
+                                       kernels::GemvKind::kPersist, kernels::GemvKind::kTensor,
+                                       kernels::GemvKind::kXs, kernels::GemvKind::kXsi, kernels::GemvKind::kXsp}) {
     // kTensor: its tensor-core kernel takes FP8 calls under bf16 x only.
     s1.bf16_x = s2.bf16_x = kind == kernels::GemvKind::kTensor;
     for (int round = 0; round < 6; ++round) {

@@ -262,6 +262,196 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int
   a.y[t * a.num_rows + lr] = sum;
 }
 
+// ---------------------------------------------------------------------------
+// The one-token FP8 kernel with x staged in shared memory (GemvKind::kXs / kXsi;
+// bench/flash/NOTES.md section 27).
+//
+// Why: per 16-byte step of its 4 rows (64 weight bytes) a thread of gemv_kernel loads 16
+// floats of x with 4 LDG.128 whose addresses are 64 bytes apart across the warp (each
+// such load touches 16 L1 lines: ~64 L1 wavefronts of x per 2 KB of weights on top of
+// the weights' 16) and, under bf16_x, rounds all 16 again. Here the block copies its x
+// row once (rounded once) into shared memory laid out [quad q][vector v] (float4 each),
+// so lane l's quad q of vector v sits next to lane l + 1's: one conflict-free LDS.128 per
+// quad. The first step's weights are requested before pdl_wait and the copy, so the copy
+// hides under that DRAM round trip.
+// kPipe (kXsp): each thread requests its next step's weights (16 more registers) before
+// this step's arithmetic, instead of after it (the former kernel: one step in flight per
+// warp, and a full round trip between its steps).
+// Scales: one load per step where a warp's four rows share a scale row (always at 128-row
+// scale blocks), not four.
+// kIdec (kXsi): the weights decoded on the integer pipe instead of cvt e4m3x2 -> f16x2 and
+// f16 -> f32 (F2FP + 2 HADD2.F32 per pair): an e4m3 byte's sign to bit 31 and its 7
+// magnitude bits to bits 26..20 of an f32 is exactly w * 2^-120 (a normal f32 for e4m3
+// normals, an f32 subnormal for e4m3 subnormals: the same layout one exponent range down),
+// and x is staged times 2^120, so each product w' * x' is the real number w * x and every
+// FFMA rounds exactly as before: the same bits. x * 2^120 is exact only for |x| < 2^8 (no
+// overflow): a block whose x has a larger (or non-finite) element keeps the unscaled copy
+// and the cvt decode (a block-uniform choice, same bits either way).
+// Bits: the (row, slice, lane, vector) assignment, element order, scale step, warp_sum
+// and slice order are gemv_kernel's (n = 1), so each output has its bits
+// (tests/ops_cuda/cases_linear_gemv.cpp, family "xs").
+// ---------------------------------------------------------------------------
+
+// Element k (byte k) of an e4m3 word as the f32 w * 2^-120 (see above).
+template <int K>
+__device__ __forceinline__ float e4m3_scaled(uint32_t u) {
+  const int32_t t = int32_t(u << (24 - 8 * K));  // byte K at the top
+  return __uint_as_float(uint32_t(t >> 4) & 0x87f00000u);
+}
+
+template <bool kIdec, bool kPipe>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_xs_kernel(LinearArgs a, int ks, int vec_shift) {
+  pdl_trigger();
+  constexpr WFormat F = WFormat::kE4M3;
+  extern __shared__ __align__(16) float4 xs[];  // [4][nvec]: quad q of vector v at q * nvec + v
+  __shared__ float red[kGemvWarps][kGemvRows];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int slice = warp % ks, group = warp / ks, groups = kGemvWarps / ks;
+  const int64_t blk_r0 = int64_t(blockIdx.x) * groups * kGemvRows;
+  const int64_t lr0 = blk_r0 + group * kGemvRows;
+  const WeightArgs& w = a.w;
+  const int64_t row_bytes = w.cols;
+  const int nvec = int(w.cols / 16);
+  const int per = (nvec + ks - 1) / ks;
+  const int v_end = min(nvec, (slice + 1) * per);
+  const bool scaled = w.scale_format != SFormat::kNone;
+  const uint8_t* wrow[kGemvRows];
+  const uint8_t* srow[kGemvRows];
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) {
+    const int64_t row = a.row0 + min(lr0 + r, a.num_rows - 1);  // clamped rows are computed, never stored
+    wrow[r] = w.data + row * row_bytes;
+    const int64_t so = scaled ? (row / w.block_rows) * w.scale_cols : 0;
+    srow[r] = w.scale + so * (w.scale_format == SFormat::kF32 ? 4 : 1);
+  }
+  const bool one_srow = srow[kGemvRows - 1] == srow[0];  // rows only grow: all four share it
+  // The first step's weights (constant data) before pdl_wait and the x copy.
+  int v = slice * per + lane;
+  uint4 wv[kGemvRows];
+  if (v < v_end) {
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r) wv[r] = load_stream(wrow[r] + int64_t(v) * 16);
+    if (!kPipe && v + 32 < v_end)
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r) asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + int64_t(v + 32) * 16));
+  }
+  pdl_wait();
+  // The block's x (the host checked that the block's rows lie in one input group).
+  const float* xb = a.x + (a.x_group_rows > 0 ? (min(blk_r0, a.num_rows - 1) / a.x_group_rows) * a.x_group_step : 0);
+  bool big = false;
+  for (int c = threadIdx.x; c < nvec * 4; c += kGemvWarps * 32) {
+    float4 t = *reinterpret_cast<const float4*>(xb + int64_t(c) * 4);
+    if (a.bf16_x) {
+      t.x = round_bf16(t.x);
+      t.y = round_bf16(t.y);
+      t.z = round_bf16(t.z);
+      t.w = round_bf16(t.w);
+    }
+    if constexpr (kIdec)
+      big |= !(fabsf(t.x) < 256.0f && fabsf(t.y) < 256.0f && fabsf(t.z) < 256.0f && fabsf(t.w) < 256.0f);
+    xs[(c & 3) * nvec + (c >> 2)] = t;
+  }
+  bool idec = false;
+  if constexpr (kIdec) {
+    idec = __syncthreads_or(big) == 0;  // the barrier also publishes the copy
+    if (idec) {
+      for (int c = threadIdx.x; c < nvec * 4; c += kGemvWarps * 32) {
+        float4& t = xs[(c & 3) * nvec + (c >> 2)];  // this thread's own element: no race
+        t.x *= 0x1p120f;
+        t.y *= 0x1p120f;
+        t.z *= 0x1p120f;
+        t.w *= 0x1p120f;
+      }
+    }
+  }
+  __syncthreads();
+
+  float acc[kGemvRows];
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) acc[r] = 0.0f;
+  // The steps, with the decode chosen once per block (two copies of the loop).
+  auto steps = [&]<bool kI>() {
+    for (bool first = true; v < v_end; v += 32, first = false) {
+      [[maybe_unused]] uint4 nx[kGemvRows];  // kPipe: the next step's weights, requested before this step's arithmetic
+      if constexpr (kPipe) {
+        if (v + 32 < v_end)
+#pragma unroll
+          for (int r = 0; r < kGemvRows; ++r) nx[r] = load_stream(wrow[r] + int64_t(v + 32) * 16);
+      } else if (!first) {
+#pragma unroll
+        for (int r = 0; r < kGemvRows; ++r) wv[r] = load_stream(wrow[r] + int64_t(v) * 16);
+      }
+      float s[kGemvRows];
+      if (one_srow) {  // the four rows share a scale row: one load, the same value
+        const uint8_t* const one[kGemvRows] = {srow[0], srow[0], srow[0], srow[0]};
+        float s1[kGemvRows];
+        gemv_scales<F>(w.scale_format, one, v, vec_shift, s1);
+#pragma unroll
+        for (int r = 0; r < kGemvRows; ++r) s[r] = s1[0];
+      } else {
+        gemv_scales<F>(w.scale_format, srow, v, vec_shift, s);
+      }
+      float part[kGemvRows];
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r) part[r] = 0.0f;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 x4 = xs[q * nvec + v];
+        const float xf[4] = {x4.x, x4.y, x4.z, x4.w};
+        float wf[kGemvRows][4];
+#pragma unroll
+        for (int r = 0; r < kGemvRows; ++r) {
+          const uint32_t word = q == 0 ? wv[r].x : q == 1 ? wv[r].y : q == 2 ? wv[r].z : wv[r].w;
+          if constexpr (kI) {
+            wf[r][0] = e4m3_scaled<0>(word);
+            wf[r][1] = e4m3_scaled<1>(word);
+            wf[r][2] = e4m3_scaled<2>(word);
+            wf[r][3] = e4m3_scaled<3>(word);
+          } else {
+            decode_word<F>(word, wf[r]);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) part[r] += wf[r][e] * xf[e];
+      }
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r) acc[r] += part[r] * s[r];
+      if constexpr (kPipe)
+#pragma unroll
+        for (int r = 0; r < kGemvRows; ++r) wv[r] = nx[r];
+    }
+  };
+  if (kIdec && idec)
+    steps.template operator()<true>();
+  else
+    steps.template operator()<false>();
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) {
+    const float sum = warp_sum(acc[r]);
+    if (lane == 0) red[warp][r] = sum;
+  }
+  __syncthreads();
+  const int i = threadIdx.x;
+  if (i >= groups * kGemvRows) return;
+  const int g = i / kGemvRows, r = i % kGemvRows;
+  const int64_t lr = blk_r0 + g * kGemvRows + r;
+  if (lr >= a.num_rows) return;
+  float sum = 0.0f;
+  for (int k = 0; k < ks; ++k) sum += red[g * ks + k][r];
+  a.y[lr] = sum;
+}
+
+// Whether gemv_xs_kernel takes the call (one token, e4m3): its x row within 48 KB of
+// shared memory and each block's rows in one input group.
+inline bool xs_fits(const LinearArgs& a, int ks) {
+  const int64_t rows_per_block = int64_t(kGemvWarps / ks) * kGemvRows;
+  return a.n == 1 && a.w.format == WFormat::kE4M3 && a.w.cols * 4 <= 48 * 1024 && a.w.cols % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
+         (a.x_group_rows <= 0 || (a.x_group_rows % rows_per_block == 0 && a.x_group_step % 4 == 0));
+}
+
 // The K split of a weight (a function of its shape only: rows and columns, never n, so
 // a row's sum order is the same at every batch size and in both kernels).
 inline int gemv_ks(WFormat f, int64_t rows, int64_t cols) {
@@ -326,6 +516,17 @@ cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
   const int64_t blocks = (a.num_rows + rows_per_block - 1) / rows_per_block;
   if (blocks > INT32_MAX || nvec > INT32_MAX) return cudaErrorInvalidValue;
   return launch_pdl(gemv_kernel<F, NT>, dim3(unsigned(blocks)), 0, stream, a, ks, vec_shift);
+}
+
+// gemv_xs_kernel (one e4m3 call at one token; the caller checked xs_fits).
+template <bool kIdec, bool kPipe>
+cudaError_t launch_xs(const LinearArgs& a, cudaStream_t stream) {
+  const int ks = gemv_ks(WFormat::kE4M3, a.num_rows, a.w.cols);
+  const int vec_shift = gemv_vec_shift(a.w);
+  const int64_t rows_per_block = int64_t(kGemvWarps / ks) * kGemvRows;
+  const int64_t blocks = (a.num_rows + rows_per_block - 1) / rows_per_block;
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  return launch_pdl(gemv_xs_kernel<kIdec, kPipe>, dim3(unsigned(blocks)), size_t(a.w.cols) * 4, stream, a, ks, vec_shift);
 }
 
 // ---------------------------------------------------------------------------
@@ -916,13 +1117,32 @@ cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
   // w3 37.0 -> 31.7 at n = 4). At n = 1 it was no faster than the former kernel on any
   // weight (wq_b 24.9 vs 21.6 us) nor than the bulk one on the pairs, so it stays out there.
   GemvKind kind = gemv_kind();
+  if constexpr (NT == 1 && F == WFormat::kE4M3) {
+    // kXs / kXsi: each call that gemv_xs_kernel takes runs it (one launch per call); the
+    // rest run kAuto0's kernels.
+    if (kind == GemvKind::kXs || kind == GemvKind::kXsi || kind == GemvKind::kXsp) {
+      bool all = true;
+      for (int k = 0; k < count; ++k) all = all && xs_fits(calls[k], gemv_ks(F, calls[k].num_rows, calls[k].w.cols));
+      if (all) {
+        for (int k = 0; k < count; ++k) {
+          const cudaError_t e = kind == GemvKind::kXsi   ? launch_xs<true, false>(calls[k], stream)
+                                : kind == GemvKind::kXsp ? launch_xs<false, true>(calls[k], stream)
+                                                         : launch_xs<false, false>(calls[k], stream);
+          if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+      }
+    }
+  }
   if constexpr (NT <= 4) {
     const bool auto_persist = kind == GemvKind::kAuto && NT == 4 && count > 1 && F == WFormat::kE4M3;
     if ((kind == GemvKind::kPersist || auto_persist) && persist_fits(calls, count))
       return launch_persist<F, NT>(calls, count, stream);
   }
   // kTensor: the calls the tensor-core kernel does not take (smxx_linear.cu) run kAuto0.
-  if (kind == GemvKind::kAuto || kind == GemvKind::kPersist || kind == GemvKind::kTensor) kind = GemvKind::kAuto0;
+  if (kind == GemvKind::kAuto || kind == GemvKind::kPersist || kind == GemvKind::kTensor || kind == GemvKind::kXs ||
+      kind == GemvKind::kXsi || kind == GemvKind::kXsp)
+    kind = GemvKind::kAuto0;
   bool bulk = kind == GemvKind::kBulk || (kind == GemvKind::kAuto0 && (count > 1 || NT == 8));
   for (int k = 0; bulk && k < count; ++k) bulk = bulk_fits(calls[k]);
   if (bulk) return launch_bulk<F, NT>(calls, count, stream);
