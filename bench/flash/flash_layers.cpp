@@ -48,7 +48,7 @@
 // "auto" (default) each where it measured faster (auto0 but FP8 pairs at 3-4 tokens persist),
 // "tensor" the tensor-core kernel for FP8 calls under bf16 x (NOTES 26), auto0 elsewhere; "xs" / "xsi"
 // the one-token FP8 kernel with x in shared memory (xsi: integer decode, xsp: next step's
-// weights requested first; NOTES 27), auto0 elsewhere.
+// weights requested first, xsip: both; NOTES 27), auto0 elsewhere.
 // --gemv-profile: --ops-gemv's calls once each inside cudaProfilerStart / Stop (ncu), untimed.
 // --gemv-persist 4[,2]: its ring depth and blocks per SM.
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
@@ -916,7 +916,8 @@ void run_gemv_ops(HostPool& hp) {
                                   {"p2", kernels::GemvKind::kPersist, 2, 0},    {"p4", kernels::GemvKind::kPersist, 4, 0},
                                   {"p4b2", kernels::GemvKind::kPersist, 4, 2},  {"p6", kernels::GemvKind::kPersist, 6, 0},
                                   {"tc", kernels::GemvKind::kTensor, 0, 0},      {"xs", kernels::GemvKind::kXs, 0, 0},
-                                  {"xsi", kernels::GemvKind::kXsi, 0, 0},       {"xsp", kernels::GemvKind::kXsp, 0, 0}};
+                                  {"xsi", kernels::GemvKind::kXsi, 0, 0},       {"xsp", kernels::GemvKind::kXsp, 0, 0},
+                                  {"xsip", kernels::GemvKind::kXsip, 0, 0}};
   auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
@@ -945,7 +946,7 @@ void run_gemv_ops(HostPool& hp) {
           if (v.kind == kernels::GemvKind::kTensor && (!bf16x || s.fmt != '8')) continue;
           // xs / xsi: FP8 at one token only (elsewhere kAuto0's kernels: not an xs line).
           const bool xs = v.kind == kernels::GemvKind::kXs || v.kind == kernels::GemvKind::kXsi ||
-                          v.kind == kernels::GemvKind::kXsp;
+                          v.kind == kernels::GemvKind::kXsp || v.kind == kernels::GemvKind::kXsip;
           if (xs && (n != 1 || s.fmt != '8')) continue;
           use(v);
           if (g_gemv_profile) {  // one warm call, then one inside the profiler's range (ncu)
@@ -1001,7 +1002,8 @@ void run_gemv_ops(HostPool& hp) {
         if (vi > 0 && v.kind == kernels::GemvKind::kStream) continue;
         if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
         if (v.kind == kernels::GemvKind::kTensor) continue;  // these pairs run f32 x
-        if ((v.kind == kernels::GemvKind::kXs || v.kind == kernels::GemvKind::kXsi || v.kind == kernels::GemvKind::kXsp) &&
+        if ((v.kind == kernels::GemvKind::kXs || v.kind == kernels::GemvKind::kXsi || v.kind == kernels::GemvKind::kXsp ||
+             v.kind == kernels::GemvKind::kXsip) &&
             n != 1)
           continue;
         if (g_gemv_profile) continue;
@@ -1990,7 +1992,7 @@ int main(int argc, char** argv) {
           {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk},
            {"persist", kernels::GemvKind::kPersist}, {"auto0", kernels::GemvKind::kAuto0},
            {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}, {"xsi", kernels::GemvKind::kXsi},
-           {"xsp", kernels::GemvKind::kXsp}}));
+           {"xsp", kernels::GemvKind::kXsp}, {"xsip", kernels::GemvKind::kXsip}}));
     else if (a == "--gemv-persist") {  // the persistent gemv's ring depth [and blocks per SM]: 4 or 4,2
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_persist(v.empty() ? 0 : int(v[0]), v.size() > 1 ? int(v[1]) : 0);

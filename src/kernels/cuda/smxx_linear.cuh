@@ -77,11 +77,12 @@ cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t s
 // (smxx_linear_gemv_tc.cu: mma.sync bf16 on exactly decoded weights, fp32 sums in another
 // order, checked against the CPU oracle; batch-invariant per token); every other call
 // runs what kAuto0 runs.
-// kXs / kXsi / kXsp (opt-in, A/B): an FP8 e4m3 call at one token takes the kernel with x
-// staged once per block in shared memory (gemv_xs_kernel, smxx_linear_gemv.cuh; kXsi also
-// decodes the weights on the integer pipe, kXsp loads each step's weights one step ahead);
+// kXs / kXsi / kXsp / kXsip (opt-in, A/B): an FP8 e4m3 call at one token takes the kernel
+// with x staged once per block in shared memory (gemv_xs_kernel, smxx_linear_gemv.cuh; kXsi
+// also decodes the weights on the integer pipe, kXsp loads each step's weights one step
+// ahead, kXsip both);
 // same bits as kStream; every other call runs what kAuto0 runs (bench/flash/NOTES.md 27).
-enum class GemvKind : int { kAuto, kStream, kBulk, kPersist, kAuto0, kTensor, kXs, kXsi, kXsp };
+enum class GemvKind : int { kAuto, kStream, kBulk, kPersist, kAuto0, kTensor, kXs, kXsi, kXsp, kXsip };
 void gemv_set_kind(GemvKind k);
 GemvKind gemv_kind();
 // Programmatic dependent launch for the gemv kernels (process-wide, off by default): each

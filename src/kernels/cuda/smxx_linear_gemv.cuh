@@ -1120,14 +1120,15 @@ cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
   if constexpr (NT == 1 && F == WFormat::kE4M3) {
     // kXs / kXsi: each call that gemv_xs_kernel takes runs it (one launch per call); the
     // rest run kAuto0's kernels.
-    if (kind == GemvKind::kXs || kind == GemvKind::kXsi || kind == GemvKind::kXsp) {
+    if (kind == GemvKind::kXs || kind == GemvKind::kXsi || kind == GemvKind::kXsp || kind == GemvKind::kXsip) {
       bool all = true;
       for (int k = 0; k < count; ++k) all = all && xs_fits(calls[k], gemv_ks(F, calls[k].num_rows, calls[k].w.cols));
       if (all) {
         for (int k = 0; k < count; ++k) {
-          const cudaError_t e = kind == GemvKind::kXsi   ? launch_xs<true, false>(calls[k], stream)
-                                : kind == GemvKind::kXsp ? launch_xs<false, true>(calls[k], stream)
-                                                         : launch_xs<false, false>(calls[k], stream);
+          const cudaError_t e = kind == GemvKind::kXsi    ? launch_xs<true, false>(calls[k], stream)
+                                : kind == GemvKind::kXsp  ? launch_xs<false, true>(calls[k], stream)
+                                : kind == GemvKind::kXsip ? launch_xs<true, true>(calls[k], stream)
+                                                          : launch_xs<false, false>(calls[k], stream);
           if (e != cudaSuccess) return e;
         }
         return cudaSuccess;
@@ -1141,7 +1142,7 @@ cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
   }
   // kTensor: the calls the tensor-core kernel does not take (smxx_linear.cu) run kAuto0.
   if (kind == GemvKind::kAuto || kind == GemvKind::kPersist || kind == GemvKind::kTensor || kind == GemvKind::kXs ||
-      kind == GemvKind::kXsi || kind == GemvKind::kXsp)
+      kind == GemvKind::kXsi || kind == GemvKind::kXsp || kind == GemvKind::kXsip)
     kind = GemvKind::kAuto0;
   bool bulk = kind == GemvKind::kBulk || (kind == GemvKind::kAuto0 && (count > 1 || NT == 8));
   for (int k = 0; bulk && k < count; ++k) bulk = bulk_fits(calls[k]);
