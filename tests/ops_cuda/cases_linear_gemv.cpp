@@ -268,6 +268,7 @@ OpCase xs_case(const Shape& s, kernels::GemvKind kind, float xscale = 1.0f, int 
   std::string what = kind == kernels::GemvKind::kXsi    ? "gemv_xsi"
                      : kind == kernels::GemvKind::kXsp  ? "gemv_xsp"
                      : kind == kernels::GemvKind::kXsip ? "gemv_xsip"
+                     : kind == kernels::GemvKind::kAuto ? "gemv_xsauto"
                                                         : "gemv_xs";
   if (xscale != 1.0f) what += big_group >= 0 ? "_biggroup" : "_bigx";
   return {shape_name(what.c_str(), s), "former", [=](Rng& rng) {
@@ -409,6 +410,14 @@ std::vector<OpCase> linear_gemv_cases() {
     c.push_back(xs_case({K2::kFp8E8m0, 1, 1024, 1024, 0, -1, false, 0, 8}, kind, 1000.0f, 3));
     for (const int64_t n : {2, 3, 4}) c.push_back(xs_case({K2::kFp8E8m0, n, 256, 1280, 0, -1, n == 3}, kind));
   }
+  // kAuto at one token (gemv_xs_kernel on <= 4096 columns at ks <= 4, the former kernel
+  // elsewhere): wq_b, grouped wo_a, shared w2 and wo_b / wq_a column counts, bitwise.
+  for (const Shape& s : std::vector<Shape>{{K2::kFp8E8m0, 1, 1024, 1280, 0, -1, true},
+                                           {K2::kFp8E8m0, 1, 1024, 4096, 0, -1, true, 0, 8},
+                                           {K2::kFp8E8m0, 1, 512, 2304, 0, -1, false},
+                                           {K2::kFp8E8m0, 1, 320, 8192, 0, -1, true},
+                                           {K2::kFp8E8m0, 1, 640, 5120, 0, -1, false}})
+    c.push_back(xs_case(s, kernels::GemvKind::kAuto));
   c.push_back(tc_fallback_case({K2::kFp8E8m0, 3, 256, 1280}));
   c.push_back(tc_fallback_case({K2::kFp8F32Scale, 2, 200, 1280, 0, -1, true}));
   return c;

@@ -71,7 +71,9 @@ cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t s
 // bulk kernel's stage). kAuto (the default): kAuto0, but the persistent kernel for several
 // FP8 calls of 3 .. 4 tokens (where it measured faster, H200; bench/flash/NOTES.md 19),
 // and the tensor-core kernel (below) for FP8 calls under bf16_x from 2 tokens unless
-// LinearArgs::one_kernel (3.6-5.7x the stream kernel at 8 tokens, 0.9-1.1x at 1: NOTES 26).
+// LinearArgs::one_kernel (3.6-5.7x the stream kernel at 8 tokens, 0.9-1.1x at 1: NOTES 26),
+// and at one token the x-in-shared-memory kernel (kXs, same bits) for a single FP8 call of
+// <= 4096 columns and >= 8 rows per block (1.04-1.21x there: NOTES 27).
 // Every kernel above but the tensor-core one gives the same bits. kTensor: FP8 e4m3 calls
 // (e8m0 or no scales) under bf16_x take the tensor-core kernel at every n
 // (smxx_linear_gemv_tc.cu: mma.sync bf16 on exactly decoded weights, fp32 sums in another

@@ -1118,8 +1118,20 @@ cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
   // weight (wq_b 24.9 vs 21.6 us) nor than the bulk one on the pairs, so it stays out there.
   GemvKind kind = gemv_kind();
   if constexpr (NT == 1 && F == WFormat::kE4M3) {
-    // kXs / kXsi: each call that gemv_xs_kernel takes runs it (one launch per call); the
-    // rest run kAuto0's kernels.
+    // kAuto at one token (H200, bench/results/2026-11-30-gemvdec.md): a single FP8 call takes
+    // gemv_xs_kernel (same bits) where it measured faster than the former kernel: x rows of
+    // at most 4096 columns (16 KB staged per block) and blocks of >= 8 rows (ks <= 4), i.e.
+    // wq_b 1.12 / 1.21x (f32 / bf16 x), wo_a 1.09 / 1.14x, idx wq_b 1.04 / 1.10x, shared w2
+    // 1.01 / 1.11x. Where the block stages more x per weight byte (wq_a, wkv, shared w1 at
+    // 5120 columns, 4 .. 8 rows per block; wo_b at 8192) it measured 0.89-1.04x: the former
+    // kernel stays, as does the bulk kernel for several calls per launch (1.17x two xs launches).
+    if (kind == GemvKind::kAuto && count == 1) {
+      const LinearArgs& c = calls[0];
+      const int ks = gemv_ks(F, c.num_rows, c.w.cols);
+      if (c.w.cols <= 4096 && ks <= 4 && xs_fits(c, ks)) return launch_xs<false, false>(c, stream);
+    }
+    // kXs / kXsi / kXsp / kXsip (A/B): when gemv_xs_kernel takes every call, it runs them (one
+    // launch per call); otherwise kAuto0's kernels do.
     if (kind == GemvKind::kXs || kind == GemvKind::kXsi || kind == GemvKind::kXsp || kind == GemvKind::kXsip) {
       bool all = true;
       for (int k = 0; k < count; ++k) all = all && xs_fits(calls[k], gemv_ks(F, calls[k].num_rows, calls[k].w.cols));
