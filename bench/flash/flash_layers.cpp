@@ -71,7 +71,7 @@
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmaws]
-//                [--attn-path auto|mma|wgmma|wgmma_overlap] [--attn-small new|former]
+//                [--attn-path auto|mma|wgmma|wgmma_overlap]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -1139,18 +1139,16 @@ void run_attention_ops(const ModelConfig& c) {
   cudaStream_t st = nullptr;
   EvTimer tm;
   const int64_t H = c.num_attention_heads, hd = c.head_dim, win = c.sliding_window;
-  std::printf("op attention_small_clusters f32=%d bf16=%d former_f32=%d former_bf16=%d\n",
-              kernels::attention_small_max_clusters(false, false), kernels::attention_small_max_clusters(true, false),
-              kernels::attention_small_max_clusters(false, true), kernels::attention_small_max_clusters(true, true));
+  std::printf("op attention_small_clusters f32=%d bf16=%d\n", kernels::attention_small_max_clusters(false),
+              kernels::attention_small_max_clusters(true));
   // Waves at n = 1 / 2 / 4 / 8 from the occupancy query (not assumed): n x ceil(H / heads per
   // block) clusters over the max active ones (the smaller of the two modes').
-  for (const bool former : {false, true}) {
-    const int hb = kernels::attention_small_heads_per_block(former);
-    const int mc = std::min(kernels::attention_small_max_clusters(false, former),
-                            kernels::attention_small_max_clusters(true, former));
+  {
+    const int hb = kernels::attention_small_heads_per_block();
+    const int mc = std::min(kernels::attention_small_max_clusters(false), kernels::attention_small_max_clusters(true));
     const int64_t per_query = (H + hb - 1) / hb;
-    std::printf("op attention_small_waves kernel=%s heads_per_block=%d clusters_per_query=%lld max_active=%d", former ? "former" : "new",
-                hb, (long long)per_query, mc);
+    std::printf("op attention_small_waves kernel=new heads_per_block=%d clusters_per_query=%lld max_active=%d", hb,
+                (long long)per_query, mc);
     for (const int64_t n : {1, 2, 4, 8})
       std::printf(" n%lld=%lld", (long long)n, mc > 0 ? (long long)((n * per_query + mc - 1) / mc) : -1LL);
     std::printf("\n");
@@ -1209,9 +1207,8 @@ void run_attention_ops(const ModelConfig& c) {
     // path=-: the f32 SIMT kernel; bf16 path=mma: the one-block mma.sync kernel; path=wgmma:
     // the bf16 copy of the kv_rows rows + the wgmma kernel, the copy inside the time;
     // wgmma_overlap: its variant with the next tile's QK under the softmax; path=small: the
-    // small-batch kernel (ops::SinkAttentionParams::gpu_path 2; decode sizes only);
-    // small_former: the former small-batch kernel (gpu_path 3); *_rope: with the model's RoPE
-    // folded in (rope_dim = qk_rope_head_dim).
+    // small-batch kernel (ops::SinkAttentionParams::gpu_path 2; decode sizes only); *_rope:
+    // with the model's RoPE folded in (rope_dim = qk_rope_head_dim).
     struct Run {
       ops::Activations act;
       kernels::AttnBf16Path path;
@@ -1225,12 +1222,8 @@ void run_attention_ops(const ModelConfig& c) {
                         {ops::Activations::kBF16, kernels::AttnBf16Path::kWgmmaOverlap, 0, "wgmma_overlap"},
                         {ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 2, "small"},
                         {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 2, "small"},
-                        {ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 3, "small_former"},
-                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 3, "small_former"},
                         {ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 2, "small_rope", true},
-                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 2, "small_rope", true},
-                        {ops::Activations::kF32, kernels::AttnBf16Path::kAuto, 3, "small_former_rope", true},
-                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 3, "small_former_rope", true}};
+                        {ops::Activations::kBF16, kernels::AttnBf16Path::kAuto, 2, "small_rope", true}};
     const kernels::AttnBf16Path path_def = kernels::sink_attention_bf16_path();
     for (const Run& r : runs) {
       if (r.gpu_path >= 2 && prefill) continue;
@@ -2051,8 +2044,6 @@ int main(int argc, char** argv) {
     else if (a == "--attn-ns") g_attn_ns = parse_list(next());  // run_attention_ops' n
     else if (a == "--attn-entries") g_attn_entries = parse_list(next());  // its decode entries per query
     else if (a == "--attn-profile") g_attn_profile = true;  // small kernels once each, for ncu
-    else if (a == "--attn-small")  // the small-batch attention kernel of the layers: new or former (A/B)
-      kernels::sink_attention_set_small_former(pick<bool>("--attn-small", next(), {{"new", false}, {"former", true}}));
     else if (a == "--attn-path")  // the layers' bf16 attention kernel (kernels::sink_attention_set_bf16_path)
       kernels::sink_attention_set_bf16_path(pick<kernels::AttnBf16Path>(
           "--attn-path", next(),

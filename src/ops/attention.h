@@ -41,8 +41,7 @@ struct SinkAttentionParams {
   Activations act = Activations::kF32;  // kBF16: the bf16 mode above
   // CUDA only (the CPU ignores it): kernels::SinkAttentionArgs::path. 0 = one kernel and
   // one order for every n (batch-invariant); 1 = the small-batch kernel at small n (the
-  // model outside its batch-invariant mode); 2 = the small-batch kernel at every n; 3 = the
-  // former small-batch kernel at every n (A/B, bitwise 2's results).
+  // model outside its batch-invariant mode); 2 = the small-batch kernel at every n.
   int gpu_path = 0;
   // CUDA only, with the small-batch kernel (kernels::SinkAttentionArgs::rope_dim): q given
   // unrotated, RoPE applied to it and the inverse to the output inside the kernel. The CPU

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iterator>
 
+#include "former_kernels.h"
 #include "harness.h"
 #include "kernels/cuda/smxx_attention.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
@@ -321,7 +322,7 @@ OpCase attention_rope_case(std::string name, int64_t n, int64_t heads, int64_t d
 }
 
 // The small-batch kernel (gpu_path 2: rows staged in per-warp rings, merge weights once per
-// warp / slice) against its former self (gpu_path 3, NOTES section 13), bitwise: the same
+// warp / slice) against its former self (former_kernels.cu, NOTES section 13), bitwise: the same
 // arithmetic in the same order. The new kernel groups heads by 5 (the fifth in its own dot
 // slots, NOTES 25), the former by 4, so equal bits also say a head's sums do not depend on
 // its group: 64 heads = 12 x 5 + 4 (a ragged last group), 3 / 4 heads (one short group),
@@ -342,13 +343,18 @@ OpCase attention_small_ab_case(std::string name, int64_t n, int64_t heads, int64
             Dev<float> dq(in.q), dkv(in.kv), dsink(in.sink), dfreq(inv_freq), dnew(n * heads * dim),
                 dold(n * heads * dim);
             Dev<int64_t> doff(in.offsets), dids(in.ids.empty() ? std::vector<int64_t>{0} : in.ids), dpos(pos);
-            for (const int path : {2, 3}) {
-              ops::SinkAttentionParams p{dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale,
-                                         path == 2 ? dnew.get() : dold.get(), n, heads, dim, act, path};
-              if (rope_dim > 0) p.positions = dpos.get(), p.inv_freq = dfreq.get(), p.rope_dim = rope_dim;
-              p.rope_factor = 1.25f;
-              ops::cuda::sink_attention(p, nullptr);
-            }
+            ops::SinkAttentionParams p{dq.get(), dkv.get(), doff.get(), dids.get(), dsink.get(), scale, dnew.get(),
+                                       n, heads, dim, act, 2};
+            if (rope_dim > 0) p.positions = dpos.get(), p.inv_freq = dfreq.get(), p.rope_dim = rope_dim;
+            p.rope_factor = 1.25f;
+            ops::cuda::sink_attention(p, nullptr);
+            // The former kernel, with the arguments ops::cuda::sink_attention passes.
+            kernels::SinkAttentionArgs a;
+            a.q = p.q, a.kv = p.kv, a.offsets = p.offsets, a.ids = p.ids, a.sink = p.sink, a.scale = p.scale;
+            a.out = dold.get(), a.n = n, a.heads = heads, a.dim = dim;
+            a.bf16 = act == ops::Activations::kBF16, a.log2_scale = ops::attention_log2_scale(scale);
+            a.positions = p.positions, a.inv_freq = p.inv_freq, a.rope_dim = p.rope_dim, a.rope_factor = p.rope_factor;
+            check_cuda(former::sink_attention_small(a), "former sink_attention_small");
             return Outputs{{{"out", dold.host(), dnew.host()}}, {}};
           }};
 }
@@ -511,7 +517,7 @@ std::vector<OpCase> attention_cases() {
                           [](Rng& r, int64_t t) { return t == 0 ? int64_t(0) : randint(r, 1, 200); }, ops::Activations::kF32),
       attention_rope_case("fused_sink_attention_rope_bf16_odd", 5, 6, 102, 102, 300,
                           [](Rng& r, int64_t t) { return t == 2 ? int64_t(0) : randint(r, 1, 200); }, kBf16),
-      // The small-batch kernel against its former self (gpu_path 3), bitwise, both modes.
+      // The small-batch kernel against its former self (former_kernels.cu), bitwise, both modes.
       attention_small_ab_case("sink_attention_small_ab_v41_n1", 1, 64, 512, 4096,
                               [](Rng&, int64_t) { return int64_t(640); }, ops::Activations::kF32),
       attention_small_ab_case("sink_attention_small_ab_bf16_v41_n1", 1, 64, 512, 4096,

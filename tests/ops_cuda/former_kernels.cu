@@ -1,10 +1,18 @@
 // The kernels as they were before the small-kernel rework (commit 57ea040), kept
 // verbatim as the reference of the A/B cases (cases_former.cpp): the new kernels run
 // the same operations in the same order, so their results must be bitwise these.
-// Only the launchers below are new.
+// Only the launchers below are new. At the end, the same for the small-batch attention
+// kernel before its staged rework (cases_hc_attention.cpp's A/B cases).
 #include "former_kernels.h"
 
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "kernels/cuda/smxx_attention_common.cuh"
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_rope.cuh"
 
 namespace deepinfer::testing_cuda::former {
 namespace {
@@ -412,5 +420,308 @@ cudaError_t moe_combine(const MoeCombineArgs& a) {
   moe_combine_kernel<<<unsigned(a.n), 256>>>(a);
   return cudaGetLastError();
 }
+
+
+// The small-batch sink attention kernel before its staged rework (NOTES sections 13 and
+// 23), moved here verbatim from the library (smxx_attention.cu, namespace small, where it
+// was gpu_path 3): the reference of the bitwise A/B cases against the current kernel
+// (kernels/cuda/smxx_attention_small.cu). Heads per block 4; the helpers it shares with
+// the current kernel come from the library (smxx_attention_common.cuh), so both sum with
+// the same trees.
+namespace {
+namespace small_attention {
+
+namespace cg = cooperative_groups;
+// The library's names, ahead of this file's former RoPE helpers (the same arithmetic).
+using deepinfer::kernels::rope_cs;
+using deepinfer::kernels::rope_pair;
+using kernels::attn::small::bf16r;
+using kernels::attn::small::kChunks;
+using kernels::attn::small::kRows;
+using kernels::attn::small::kSlice;
+using kernels::attn::small::kThreads;
+using kernels::attn::small::kWarps;
+using kernels::attn::small::reduce_scatter16;
+using kernels::attn::small::rescale;
+
+constexpr int kHeads = 4;   // heads per block (a lane keeps 4 x 16 q and accumulator values)
+// Shared memory: the warps' accumulators [kWarps][kHeads][512], then the block's
+// [kHeads][512] (read by the cluster), the warps' (max, sum) and the block's.
+constexpr size_t kSmemFloats = size_t(kWarps + 1) * kHeads * kAttnMaxDim + 2 * kWarps * kHeads + 2 * kHeads;
+
+// The rows of each step loaded from global memory into registers after the previous
+// step, the warp merge's weights recomputed per channel.
+template <bool kBf16>
+__global__ void __cluster_dims__(kAttnSplits, 1, 1) __launch_bounds__(kThreads, 1)
+    former_attention_kernel(SinkAttentionArgs a, int groups, bool vec) {
+  pdl_trigger();  // dependents launched with PDL (gemv_set_pdl) may start (no-op otherwise)
+  extern __shared__ float4 smem4[];
+  float* wacc = reinterpret_cast<float*>(smem4);                 // [kWarps][kHeads][512]
+  float* bacc = wacc + kWarps * kHeads * int(kAttnMaxDim);       // [kHeads][512]
+  float* wm = bacc + kHeads * int(kAttnMaxDim);                  // [kWarps][kHeads]
+  float* wl = wm + kWarps * kHeads;                              // [kWarps][kHeads]
+  float* pm = wl + kWarps * kHeads;                              // [kHeads]
+  float* pl = pm + kHeads;                                       // [kHeads]
+
+  cg::cluster_group cluster = cg::this_cluster();
+  const int s = int(cluster.block_rank());
+  const int64_t qg = int64_t(blockIdx.x) / kAttnSplits;
+  const int64_t t = qg / groups;
+  const int g = int(qg % groups);
+  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int dim = int(a.dim);
+  const int64_t b = a.offsets[t], e = a.offsets[t + 1];
+  const int64_t cnt = e - b;
+
+  if (cnt <= 0) {  // sink only: no value, so the output is zero (as the CPU op)
+    for (int i = tid; i < kHeads * kSlice; i += kThreads) {
+      const int lh = i / kSlice, d = s * kSlice + i % kSlice;
+      const int64_t h = int64_t(g) * kHeads + lh;
+      if (h < a.heads && d < dim) a.out[(t * a.heads + h) * a.dim + d] = 0.0f;
+    }
+    return;  // the whole cluster shares t
+  }
+
+  // The block's slice (as the SIMT kernel), then the warp's part of it.
+  const int64_t chunk = (cnt + kAttnSplits - 1) / kAttnSplits;
+  const int64_t j0 = b + s * chunk < e ? b + s * chunk : e, j1 = j0 + chunk < e ? j0 + chunk : e;
+  const int64_t len = j1 - j0, sub = (len + kWarps - 1) / kWarps;
+  const int64_t w0 = j0 + (warp * sub < len ? warp * sub : len);
+  const int64_t w1 = j0 + ((warp + 1) * sub < len ? (warp + 1) * sub : len);
+
+  // Lane l: channels 128 k + 4 l .. + 3 of every row, for the block's 4 heads.
+  float q[kHeads][kChunks][4], acc[kHeads][kChunks][4], m_run[kHeads], l_run[kHeads];
+#pragma unroll
+  for (int i = 0; i < kHeads; ++i) {
+    const int64_t h = int64_t(g) * kHeads + i;
+    const bool valid = h < a.heads;
+    const float* qh = a.q + (t * a.heads + (valid ? h : 0)) * a.dim;
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int d = 128 * k + 4 * lane + c;
+        q[i][k][c] = valid && d < dim ? qh[d] : 0.0f;
+        acc[i][k][c] = 0.0f;
+      }
+    m_run[i] = -INFINITY;
+    l_run[i] = 0.0f;
+  }
+  // RoPE of q (SinkAttentionArgs::rope_dim): dim is even, so a pair (rope start + 2 p,
+  // + 1) is channels c = 0, 1 or 2, 3 of one lane; cos / sin once per pair for the 4 heads.
+  const int rope0 = dim - int(a.rope_dim);
+  if (a.rope_dim > 0) {
+    const int64_t pos = a.positions[t];
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+      for (int c = 0; c < 4; c += 2) {
+        const int d = 128 * k + 4 * lane + c;
+        if (d < rope0 || d >= dim) continue;
+        float cs, sn;
+        rope_cs(pos, a.inv_freq, (d - rope0) / 2, a.rope_factor, false, cs, sn);
+#pragma unroll
+        for (int i = 0; i < kHeads; ++i) {
+          float pr[2] = {q[i][k][c], q[i][k][c + 1]};
+          rope_pair(pr, cs, sn);
+          q[i][k][c] = pr[0], q[i][k][c + 1] = pr[1];
+        }
+      }
+  }
+  if (kBf16) {
+#pragma unroll
+    for (int i = 0; i < kHeads; ++i)
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) q[i][k][c] = bf16r(q[i][k][c]);
+  }
+  const float lscale = kBf16 ? a.log2_scale : a.scale;
+
+  int64_t id_base = w0;
+  int64_t my_id = lane < w1 - w0 ? a.ids[w0 + lane] : 0;  // the ids of the next 32 entries
+  for (int64_t j = w0; j < w1; j += kRows) {
+    if (j - id_base >= 32) {  // warp-uniform
+      id_base = j;
+      my_id = lane < w1 - j ? a.ids[j + lane] : 0;
+    }
+    const int c = int(w1 - j < kRows ? w1 - j : kRows);
+    float v[kRows][kChunks][4];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t id = __shfl_sync(0xffffffffu, my_id, int(j - id_base) + r);
+      const float* src = a.kv + id * a.dim;
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        const int d = 128 * k + 4 * lane;
+        if (r < c && vec && d < dim) {
+          const float4 x = __ldg(reinterpret_cast<const float4*>(src + d));
+          v[r][k][0] = x.x, v[r][k][1] = x.y, v[r][k][2] = x.z, v[r][k][3] = x.w;
+        } else {
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) v[r][k][cc] = r < c && d + cc < dim ? src[d + cc] : 0.0f;
+        }
+      }
+    }
+    if (kBf16) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) v[r][k][cc] = bf16r(v[r][k][cc]);
+    }
+
+    // Dots: slot 4 i + r = head i . row r; after the reduce lane l holds slot l % 16.
+    float part[16];
+#pragma unroll
+    for (int x = 0; x < 16; ++x) part[x] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+      for (int i = 0; i < kHeads; ++i)
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          float& p = part[4 * i + r];
+          p = __fmaf_rn(q[i][k][0], v[r][k][0], p);
+          p = __fmaf_rn(q[i][k][1], v[r][k][1], p);
+          p = __fmaf_rn(q[i][k][2], v[r][k][2], p);
+          p = __fmaf_rn(q[i][k][3], v[r][k][3], p);
+        }
+    const float dot = reduce_scatter16(part, lane);
+    const int my_h = (lane & 15) >> 2, my_r = lane & 3;
+    const float x = my_r < c ? __fmul_rn(dot, lscale) : -INFINITY;
+
+    // Online softmax per head over the step's rows (lanes 4 i .. 4 i + 3 hold head i).
+    float gm = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    gm = fmaxf(gm, __shfl_xor_sync(0xffffffffu, gm, 2));
+    float mh = 0.0f;  // this lane's head's running max
+#pragma unroll
+    for (int i = 0; i < kHeads; ++i) mh = my_h == i ? m_run[i] : mh;
+    const float m_new = fmaxf(mh, kBf16 ? ceilf(gm) : gm);
+    const float p = my_r < c ? (kBf16 ? exp2f(__fsub_rn(x, m_new)) : expf(__fsub_rn(x, m_new))) : 0.0f;
+    float rs = __fadd_rn(p, __shfl_xor_sync(0xffffffffu, p, 1));
+    rs = __fadd_rn(rs, __shfl_xor_sync(0xffffffffu, rs, 2));
+    const float corr = rescale<kBf16>(mh, m_new);
+    const float pv = kBf16 ? bf16r(p) : p;
+#pragma unroll
+    for (int i = 0; i < kHeads; ++i) {
+      const float ci = __shfl_sync(0xffffffffu, corr, 4 * i);
+      m_run[i] = __shfl_sync(0xffffffffu, m_new, 4 * i);
+      l_run[i] = __fmaf_rn(l_run[i], ci, __shfl_sync(0xffffffffu, rs, 4 * i));
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+        for (int cc = 0; cc < 4; ++cc) acc[i][k][cc] = __fmul_rn(acc[i][k][cc], ci);
+    }
+    // acc += p v, rows in order (a row past c has p = 0 and zero values).
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int i = 0; i < kHeads; ++i) {
+        const float pr = __shfl_sync(0xffffffffu, pv, 4 * i + r);
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k)
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) acc[i][k][cc] = __fmaf_rn(pr, v[r][k][cc], acc[i][k][cc]);
+      }
+  }
+
+  // The warps' partials, merged in warp order into the block's.
+#pragma unroll
+  for (int i = 0; i < kHeads; ++i) {
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k)
+      *reinterpret_cast<float4*>(wacc + (warp * kHeads + i) * int(kAttnMaxDim) + 128 * k + 4 * lane) =
+          make_float4(acc[i][k][0], acc[i][k][1], acc[i][k][2], acc[i][k][3]);
+    if (lane == 0) wm[warp * kHeads + i] = m_run[i], wl[warp * kHeads + i] = l_run[i];
+  }
+  __syncthreads();
+  for (int idx = tid; idx < kHeads * int(kAttnMaxDim); idx += kThreads) {
+    const int i = idx / int(kAttnMaxDim), d = idx % int(kAttnMaxDim);
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wm[w * kHeads + i]);
+    float num = 0.0f, den = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float wt = rescale<kBf16>(wm[w * kHeads + i], M);
+      num = __fmaf_rn(wacc[(w * kHeads + i) * int(kAttnMaxDim) + d], wt, num);
+      den = __fmaf_rn(wl[w * kHeads + i], wt, den);
+    }
+    bacc[idx] = num;
+    if (d == 0) pm[i] = M, pl[i] = den;
+  }
+  cluster.sync();
+
+  // Merge the slices in order 0..kAttnSplits-1 with the sink; block s writes channels
+  // [s * kSlice, (s + 1) * kSlice) of the 4 heads, a thread per channel pair (so that the
+  // output's inverse RoPE has both values of its pair).
+  constexpr int kPairs = kSlice / 2;
+  for (int idx = tid; idx < kHeads * kPairs; idx += kThreads) {
+    const int i = idx / kPairs, d = s * kSlice + 2 * (idx % kPairs);
+    const int64_t h = int64_t(g) * kHeads + i;
+    if (h >= a.heads || d >= dim) continue;
+    const float ys = kBf16 ? __fmul_rn(a.sink[h], kAttnLog2eDev) : a.sink[h];
+    float ms[kAttnSplits], M = kBf16 ? ceilf(ys) : ys;
+#pragma unroll
+    for (int r = 0; r < kAttnSplits; ++r) {
+      ms[r] = *cluster.map_shared_rank(pm + i, r);
+      M = fmaxf(M, ms[r]);
+    }
+    float den = kBf16 ? exp2f(__fsub_rn(ys, M)) : expf(__fsub_rn(ys, M)), num0 = 0.0f, num1 = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kAttnSplits; ++r) {
+      const float wt = rescale<kBf16>(ms[r], M);
+      const float* peer = cluster.map_shared_rank(bacc + i * int(kAttnMaxDim) + d, r);
+      den = __fmaf_rn(*cluster.map_shared_rank(pl + i, r), wt, den);
+      num0 = __fmaf_rn(peer[0], wt, num0);
+      num1 = __fmaf_rn(peer[1], wt, num1);  // d + 1 <= 511: inside the row (zero past dim)
+    }
+    float o[2] = {__fdiv_rn(num0, den), __fdiv_rn(num1, den)};
+    if (a.rope_dim > 0 && d >= rope0) {  // d - rope0 even: a whole pair
+      float cs, sn;
+      rope_cs(a.positions[t], a.inv_freq, (d - rope0) / 2, a.rope_factor, true, cs, sn);
+      rope_pair(o, cs, sn);
+    }
+    float* dst = a.out + (t * a.heads + h) * a.dim + d;
+    dst[0] = o[0];
+    if (d + 1 < dim) dst[1] = o[1];
+  }
+  cluster.sync();  // peers may still be reading this block's partial
+}
+
+template <bool kBf16>
+cudaError_t launch_former_one(const SinkAttentionArgs& a, cudaStream_t stream) {
+  auto* kernel = former_attention_kernel<kBf16>;
+  const size_t smem = kSmemFloats * sizeof(float);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (attr != cudaSuccess) return attr;
+  const bool vec = a.dim % 4 == 0 && reinterpret_cast<uintptr_t>(a.kv) % 16 == 0;
+  const int64_t groups = (a.heads + kHeads - 1) / kHeads;
+  const int64_t per_launch = std::max<int64_t>(1, INT_MAX / (groups * kAttnSplits));
+  for (int64_t t0 = 0; t0 < a.n; t0 += per_launch) {
+    SinkAttentionArgs c = a;
+    c.n = std::min(per_launch, a.n - t0);
+    c.q += t0 * a.heads * a.dim;
+    c.out += t0 * a.heads * a.dim;
+    c.offsets += t0;
+    if (c.positions) c.positions += t0;
+    kernel<<<dim3(unsigned(c.n * groups * kAttnSplits)), kThreads, smem, stream>>>(c, int(groups), vec);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t launch_former(const SinkAttentionArgs& a, cudaStream_t stream) {
+  return a.bf16 ? launch_former_one<true>(a, stream) : launch_former_one<false>(a, stream);
+}
+
+}  // namespace small_attention
+}  // namespace
+
+cudaError_t sink_attention_small(const kernels::SinkAttentionArgs& a) { return small_attention::launch_former(a, nullptr); }
 
 }  // namespace deepinfer::testing_cuda::former

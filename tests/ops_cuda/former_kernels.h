@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/smxx_attention.cuh"
 #include "kernels/cuda/smxx_elementwise.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "kernels/cuda/smxx_model.cuh"
@@ -20,5 +21,9 @@ cudaError_t rope(const kernels::RopeArgs& a);
 cudaError_t router_select(const kernels::RouterSelectArgs& a);
 cudaError_t moe_combine(const kernels::MoeCombineArgs& a);
 cudaError_t engram_gate(const kernels::EngramGateArgs& a);
+// The small-batch sink attention kernel before its staged rework (4 heads per block), at
+// every n, both modes (a.bf16), RoPE folded in where a.rope_dim > 0; a.path and a.kv_rows
+// are not read.
+cudaError_t sink_attention_small(const kernels::SinkAttentionArgs& a);
 
 }  // namespace deepinfer::testing_cuda::former

@@ -13,10 +13,14 @@
 //
 // The bf16 mode (SinkAttentionArgs::bf16) runs a tensor-core kernel instead: one block
 // per query and 64 heads, the heads as the M of mma.sync, the entries in tiles of 32 in
-// list order (smxx_attention.cu, namespace tc); where the caller names the pool size
-// (kv_rows) and many queries share it (a prefill chunk), the same chains on wgmma from a
-// bf16 copy of the pool (namespace wg: bitwise the mma.sync kernel's output, 2x faster at
+// list order (smxx_attention_tc.cu); where the caller names the pool size (kv_rows) and
+// many queries share it (a prefill chunk), the same chains on wgmma from a bf16 copy of
+// the pool (smxx_attention_wgmma.cu: bitwise the mma.sync kernel's output, 2x faster at
 // the 8K prefill chunk).
+//
+// Files: smxx_attention.cu (sink_attention: checks and the choice of kernel), one file
+// per kernel family (smxx_attention_simt.cu: the kernel above; _tc.cu, _wgmma.cu,
+// _small.cu) and smxx_attention_common.cuh (their shared helpers and launchers).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,12 +50,12 @@ struct SinkAttentionArgs {
   // 0: one order for every n (the batch-invariant mode): the SIMT kernel (f32) or the
   //    tensor-core kernel (bf16), as above;
   // 1: by n: up to attention_small_max_n(bf16) queries the small-batch kernel
-  //    (smxx_attention.cu, namespace small: a query's entries over 8 x 8 warps, both
-  //    precisions), else as 0;
-  // 2: the small-batch kernel at every n (A/B tests and benchmarks);
-  // 3: the former small-batch kernel (NOTES section 13) at every n: the same arithmetic as 2,
-  //    bit for bit, without the staged rows (A/B cases and benchmarks).
-  // Each kernel alone is batch-invariant; 1 is not (the kernels sum in other orders).
+  //    (smxx_attention_small.cu: a query's entries over 8 x 8 warps, both precisions),
+  //    else as 0;
+  // 2: the small-batch kernel at every n (A/B tests and benchmarks).
+  // Each kernel alone is batch-invariant; 1 is not (the kernels sum in other orders). The
+  // small kernel's former version (NOTES section 13, once path 3) is test code now
+  // (tests/ops_cuda/former_kernels.cu).
   int path = 0;
   // RoPE folded in, the small-batch kernel only (cudaErrorInvalidValue on the others or
   // with an odd dim): q is taken unrotated, the last rope_dim channels of each head
@@ -64,7 +68,7 @@ struct SinkAttentionArgs {
   // Rows of kv that ids may name (0 = unknown). Where many queries share few rows (a
   // prefill chunk: ~640 entries per query over ~12K pool rows), the bf16 mode rounds
   // the kv_rows rows to bf16 once and a wgmma kernel gathers half the bytes
-  // (smxx_attention.cu, namespace wg); unknown keeps the mma.sync kernel.
+  // (smxx_attention_wgmma.cu); unknown keeps the mma.sync kernel.
   int64_t kv_rows = 0;
 };
 // Path 1 takes the small-batch kernel up to this many queries (outside the batch-invariant
@@ -80,16 +84,13 @@ struct SinkAttentionArgs {
 // measured, and the small kernel there costs ~65 us at n = 8 (NOTES 25).
 constexpr int64_t attention_small_max_n(bool bf16) { return bf16 ? 4 : 2; }
 cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
-// cudaOccupancyMaxActiveClusters of the small-batch kernel (former: path 3's) at its launch
-// shape (its registers, shared memory and cluster size), -1 on error: its clusters of 8
-// one-SM blocks need 8 free SMs of one GPC, so fewer than n x ceil(heads / heads per block)
-// of them means a second wave (printed by the benchmark).
-int attention_small_max_clusters(bool bf16, bool former);
-// Heads per block (= per cluster) of the small-batch kernel: 5, the former's 4.
-int attention_small_heads_per_block(bool former);
-// true: paths 1 and 2 run the former small-batch kernel too (same bits; for the layers' A/B
-// in one binary, flash_layers --attn-small former). Process-wide, default false.
-void sink_attention_set_small_former(bool former);
+// cudaOccupancyMaxActiveClusters of the small-batch kernel at its launch shape (its
+// registers, shared memory and cluster size), -1 on error: its clusters of 8 one-SM blocks
+// need 8 free SMs of one GPC, so fewer than n x ceil(heads / heads per block) of them means
+// a second wave (printed by the benchmark).
+int attention_small_max_clusters(bool bf16);
+// Heads per block (= per cluster) of the small-batch kernel: 5.
+int attention_small_heads_per_block();
 
 // Which bf16-mode kernel sink_attention runs: kAuto picks by shape (the wgmma kernel
 // where a bf16 copy of kv pays, see kv_rows), kMma always the one-block mma.sync kernel,

@@ -1,6 +1,6 @@
 // RoPE's per-pair arithmetic, shared by the rope kernels (smxx_elementwise.cu) and the
 // small-batch attention kernel that rotates q and its output in place of two rope
-// launches (smxx_attention.cu): one definition, so the fused kernel's bits are the
+// launches (smxx_attention_small.cu): one definition, so the fused kernel's bits are the
 // separate kernels'.
 #pragma once
 

@@ -23,7 +23,7 @@ void sink_attention(const SinkAttentionParams& p, cudaStream_t stream) {
   a.dim = p.dim;
   a.bf16 = p.act == Activations::kBF16;
   a.log2_scale = attention_log2_scale(p.scale);
-  CUDA_OP_CHECK(p.gpu_path >= 0 && p.gpu_path <= 3, "sink_attention: gpu_path must be 0, 1, 2 or 3");
+  CUDA_OP_CHECK(p.gpu_path >= 0 && p.gpu_path <= 2, "sink_attention: gpu_path must be 0, 1 or 2");
   a.path = p.gpu_path;
   a.positions = p.positions;
   a.inv_freq = p.inv_freq;
