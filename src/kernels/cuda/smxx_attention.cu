@@ -34,7 +34,7 @@ cudaError_t sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
     // average (kv_rows <= 32 n at >= 128 entries per query; a prefill chunk: 12K rows for
     // 8192 queries). At decode every query has its own rows (batch 256: 164K rows), and
     // the copy would add a read and a write of each. The two kernels compute the same
-    // chains in the same order (see namespace wg), so the choice changes no bit.
+    // chains in the same order (smxx_attention_wgmma.cu), so the choice changes no bit.
     const AttnBf16Path path = sink_attention_bf16_path();
     const bool wg_ok = a.kv_rows > 0 && attn::wg::device_ok();
     if (wg_ok && path == AttnBf16Path::kWgmmaOverlap) return attn::wg::launch<true>(a, stream);
