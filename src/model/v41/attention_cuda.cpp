@@ -30,26 +30,20 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // safe there: the ring row a token overwrites holds position p - win, outside its window
   // (p - win + 1 .. p), so the pool copies it to a row that no id of this step names.
   const bool b1_fuse = kernels::b1_fuse_for(n);
-  const int64_t win_rows = c.sliding_window;
-  const bool ring_in_nrq = b1_fuse && win_rows > 0 && int64_t(b.items->size()) == b.begin.back();
+  const bool ring_in_nrq = b1_fuse && win > 0 && int64_t(b.items->size()) == b.begin.back();
   float* const* ring_rows = nullptr;
   if (ring_in_nrq) {
     std::vector<float*> rows;
     for (size_t i = 0; i < b.items->size(); ++i)
-      rows.push_back(window((*b.items)[i].slot, l) + (b.positions[b.begin[i]] % win_rows) * hd);
+      rows.push_back(window((*b.items)[i].slot, l) + (b.positions[b.begin[i]] % win) * hd);
     DI_CHECK(gp == nullptr || hd <= pad_dim, "graph step: ring rows of ", hd, " floats exceed the padding rows");
     ring_rows = upload(rows, *layer_arena, n, dump_row);
   }
-  auto kv_norm = [&] {
-    norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32, kernels::QuantKind::kFp8E4m3,
-                    1, ring_rows);
-  };
   if (b1_fuse) {
     if (go && n > 0) {
-      kernels::NormRopeQuantArgs nq;
-      nq.x = kv, nq.y = kv, nq.n = n, nq.dim = hd, nq.norm = true, nq.weight = a.kv_norm, nq.eps = eps;
-      nq.positions = b.d_positions, nq.heads = 1, nq.inv_freq = inv_freq, nq.rope_dim = rd, nq.attention_factor = af;
-      nq.quant_block = 32, nq.kind = kernels::QuantKind::kFp8E4m3, nq.copy_to = ring_rows;
+      kernels::NormRopeQuantArgs nq = nrq_args(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32,
+                                               kernels::QuantKind::kFp8E4m3);
+      nq.copy_to = ring_rows;
       CUDA_CHECK(kernels::rms_norm_and_norm_rope_quant({qr, qr, a.q_norm, n, c.q_lora_rank, eps}, nq, stream));
     }
   } else if (go) {
@@ -63,7 +57,8 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   const bool small_attention = mode != gpu::LinearMode::kInvariant &&
                                n <= kernels::attention_small_max_n(ops::rounding_of(act) == ops::Activations::kBF16) && hd % 2 == 0;
   if (go && !small_attention) gpu::rope({q, n, heads, hd, rd, b.d_positions, inv_freq, false, af}, stream);
-  if (!b1_fuse) kv_norm();
+  if (!b1_fuse)
+    norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32, kernels::QuantKind::kFp8E4m3);
 
   // Pass 1: every item's compressor, then one batched write of all items' new
   // compressed entries (and, at index sources, their index keys), then the batched

@@ -308,10 +308,12 @@ struct CudaModel::Impl {
     gpu::linear_multi(ps, 2, mode, stream, gemm_ws);
   }
   // kernels::norm_rope_quant on `rows` single-head rows (see smxx_elementwise.cuh).
-  void norm_rope_quant(const float* x, float* y, int64_t rows, int64_t dim, bool norm, const float* weight,
-                       const int64_t* positions, const float* inv_freq, int64_t rope_dim, float factor, int block,
-                       kernels::QuantKind kind, int64_t heads = 1, float* const* copy_to = nullptr) {
-    if (!launching() || rows == 0) return;
+  // The arguments norm_rope_quant launches with; the fused q / kv norm launch
+  // (attention_cuda.cpp) starts from them too.
+  kernels::NormRopeQuantArgs nrq_args(const float* x, float* y, int64_t rows, int64_t dim, bool norm,
+                                      const float* weight, const int64_t* positions, const float* inv_freq,
+                                      int64_t rope_dim, float factor, int block, kernels::QuantKind kind,
+                                      int64_t heads = 1) const {
     kernels::NormRopeQuantArgs a;
     a.x = x;
     a.y = y;
@@ -327,8 +329,14 @@ struct CudaModel::Impl {
     a.attention_factor = factor;
     a.quant_block = block;
     a.kind = kind;
-    a.copy_to = copy_to;
-    CUDA_CHECK(kernels::norm_rope_quant(a, stream));
+    return a;
+  }
+  void norm_rope_quant(const float* x, float* y, int64_t rows, int64_t dim, bool norm, const float* weight,
+                       const int64_t* positions, const float* inv_freq, int64_t rope_dim, float factor, int block,
+                       kernels::QuantKind kind, int64_t heads = 1) {
+    if (!launching() || rows == 0) return;
+    CUDA_CHECK(kernels::norm_rope_quant(
+        nrq_args(x, y, rows, dim, norm, weight, positions, inv_freq, rope_dim, factor, block, kind, heads), stream));
   }
   float* window(int64_t slot, int64_t layer) const {
     return windows + (slot * cfg.num_hidden_layers + layer) * cfg.sliding_window * cfg.head_dim;
