@@ -13,22 +13,24 @@
 #   flash LOGNAME TIMEOUT ARGS...  runs flash_layers ARGS into LOG/LOGNAME.log, prints rc and
 #                                  its result lines (prefill, decode_graph, op, skip)
 # Each run's own script is then a list of such calls; bench/results/*-logs/*/run.sh keep
-# them with the logs.
+# them with the logs. PACK (default .gpubin-int) names the carried folder that holds
+# all.tar.xz / flash.tar.xz and tok.tar.xz, so helpers carry their own .gpubin-<name>.
 LOG="$1"; mkdir -p "$LOG"
+PACK="${PACK:-.gpubin-int}"
 T0=$(date +%s)
 st() { echo "== $(date +%T) +$(($(date +%s) - T0))s $*"; }
 BIN=/tmp/deepinfer_gpubin; rm -rf "$BIN" && mkdir -p "$BIN"
-if [ -f .gpubin-int/all.tar.xz ]; then
+if [ -f "$PACK/all.tar.xz" ]; then
   # One xz stream for flash_layers and the test binaries (bench/flash/pack_all.sh): they link
   # the same kernels, so together they compress to ~2 MB more than the test binaries alone,
   # which keeps the carry under the 64 MiB limit next to the ~52 MB tracked tree.
-  tar -xJf .gpubin-int/all.tar.xz || echo "untar all failed"
+  tar -xJf "$PACK/all.tar.xz" || echo "untar all failed"
   mv .gpubin-tests/* "$BIN"/ && rmdir .gpubin-tests
 else
-  tar -xJf .gpubin-int/flash.tar.xz || echo "untar flash failed"
+  tar -xJf "$PACK/flash.tar.xz" || echo "untar flash failed"
   tar -C "$BIN" -xJf .gpubin/gpubin.tar.xz
 fi
-[ -f .gpubin-int/tok.tar.xz ] && { tar -xJf .gpubin-int/tok.tar.xz || echo "untar tok failed"; }
+[ -f "$PACK/tok.tar.xz" ] && { tar -xJf "$PACK/tok.tar.xz" || echo "untar tok failed"; }
 LT_DIR="$(scripts/cublaslt_dir.sh)"
 export LD_LIBRARY_PATH="$PWD/.gpubin-flash/lib${LT_DIR:+:$LT_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv; cat .gpubin-flash/commit.txt "$BIN/commit.txt"; } \

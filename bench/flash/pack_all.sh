@@ -8,6 +8,8 @@
 # carry limit (64 MiB with the ~52 MB tracked tree), where gpubin.tar.xz + flash.tar.xz
 # do not. bench/flash/device_lib.sh unpacks it when present.
 #   BUILD=build-gpu bench/flash/pack_all.sh      (then carry .gpubin-int only)
+# OUTDIR (an absolute path, or relative to the repository root) puts the pack elsewhere,
+# e.g. a worktree's helper packs into /work/main/.gpubin-<name> (then PACK=.gpubin-<name> on the device).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build-gpu}"
@@ -25,8 +27,9 @@ for l in $(ldd "$BUILD/flash_layers" | awk '/utf8proc|pcre2/ { print $3 }'); do
 done
 { git rev-parse HEAD; git status --short --untracked-files=no; } > "$stage/.gpubin-flash/commit.txt"
 cp "$stage/.gpubin-flash/commit.txt" "$stage/.gpubin-tests/commit.txt"
-mkdir -p .gpubin-int
+OUTDIR="${OUTDIR:-.gpubin-int}"
+mkdir -p "$OUTDIR"
 # Binaries next to each other in the stream, so the shared kernels fall inside xz's window.
 tar -C "$stage" -cf - .gpubin-flash/flash_layers .gpubin-tests/test_ops_cuda .gpubin-tests/test_model_cuda \
-  .gpubin-flash/lib .gpubin-tests/lib .gpubin-flash/commit.txt .gpubin-tests/commit.txt | xz -9e -T2 > .gpubin-int/all.tar.xz
-ls -l .gpubin-int/all.tar.xz
+  .gpubin-flash/lib .gpubin-tests/lib .gpubin-flash/commit.txt .gpubin-tests/commit.txt | xz -9e -T2 > "$OUTDIR/all.tar.xz"
+ls -l "$OUTDIR/all.tar.xz"
