@@ -1409,5 +1409,81 @@ TEST(Bf16Weights, EngineOptionReachesTheModel) {
   EXPECT_THROW(Engine::create(bad), InputError);
 }
 
+// ---------------------------------------------------------------------------
+// Concurrent branches (CudaModelOptions::overlap, DEEPINFER_OVERLAP): the shared expert
+// on a second stream beside the router and the routed experts, the Engram gather +
+// projection on a third from the start of the step. Every kernel writes its own buffers
+// and the combine / gate are the same launches, so the logits must be bitwise those of
+// one stream: eager and replayed from CUDA graphs (fork / join captured as edges),
+// batch 1 and 3 / 8 sequences with prompts of different lengths (eager prefill rows,
+// compressor groups, index selections, the Engram layer after layer 0), f32 and bf16
+// activations, the trained model and both fixtures; then with the gemv's programmatic
+// dependent launch on (a branch's first gemv launched with the PDL attribute after the
+// fork's event wait), whose graphs must still capture (no fallback).
+// ---------------------------------------------------------------------------
+
+TEST(CudaOverlap, ConcurrentBranchesChangeNoBit) {
+  unsetenv("DEEPINFER_OVERLAP");  // the option decides here
+  const std::string trained = fixtures() + "/../../models/deepinfer-v41-tiny";
+  const std::vector<std::string> dirs = {trained, fixture("v41_tiny_f32"), fixture("v41_tiny_quant")};
+  for (const std::string& dir : dirs)
+    for (const bool bf16 : {false, true})
+      for (const bool graphs : {false, true}) {
+        SCOPED_TRACE(dir);
+        SCOPED_TRACE(bf16 ? "bf16" : "f32");
+        SCOPED_TRACE(graphs ? "graphs" : "eager");
+        v41::CudaModelOptions o = bf16 ? bf16_options(16, false, 0) : options(16);
+        o.cuda_graphs = graphs;
+        o.overlap = true;
+        auto on = v41::CudaModel::load(dir, o);
+        o.overlap = false;
+        auto off = v41::CudaModel::load(dir, o);
+        ASSERT_TRUE(on->overlap());
+        ASSERT_FALSE(off->overlap());
+        std::vector<std::vector<int64_t>> tables;
+        for (int64_t s = 0; s < 16; ++s) tables.push_back(table_for(s));
+        const int64_t vocab = on->config().vocab_size;
+        for (int64_t count : {1, 3, 8}) {
+          SCOPED_TRACE(count);
+          for (int64_t s = 0; s < 16; ++s) on->reset_slot(s), off->reset_slot(s);
+          const Compare c = step_both(*on, *off, decode_workload(1, count, 24, vocab, uint32_t(90 + count)), tables);
+          EXPECT_EQ(c.steps, 25);
+          EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+        }
+        if (graphs) {
+          EXPECT_GE(on->graph_stats().replays, 3 * 24);
+          EXPECT_EQ(on->graph_stats().fallbacks, 0);
+        }
+      }
+  // PDL on for both (a model per setting: a graph keeps the launches it captured).
+  for (const bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "pdl graphs" : "pdl eager");
+    kernels::gemv_set_pdl(true);
+    v41::CudaModelOptions o = bf16_options(4, false, 0);
+    o.cuda_graphs = graphs;
+    auto on = v41::CudaModel::load(trained, o);
+    o.overlap = false;
+    auto off = v41::CudaModel::load(trained, o);
+    std::vector<std::vector<int64_t>> tables;
+    for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
+    const Compare c =
+        step_both(*on, *off, decode_workload(0, 3, 24, on->config().vocab_size, 7u), tables);
+    kernels::gemv_set_pdl(false);
+    EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+    if (graphs) {
+      EXPECT_EQ(on->graph_stats().fallbacks, 0);
+    }
+  }
+}
+
+TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
+  setenv("DEEPINFER_OVERLAP", "2", 1);
+  EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError);
+  setenv("DEEPINFER_OVERLAP", "0", 1);
+  EXPECT_FALSE(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))->overlap());
+  unsetenv("DEEPINFER_OVERLAP");
+  EXPECT_TRUE(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))->overlap());
+}
+
 }  // namespace
 }  // namespace deepinfer

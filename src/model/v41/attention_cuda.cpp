@@ -21,6 +21,73 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   float* q = layer_arena->alloc<float>(n * heads * hd);
   float* kv = layer_arena->alloc<float>(n * hd);
   const bool go = launching();
+
+  // Pass 1 (below): every item's compressor, then one batched write of all items' new
+  // compressed entries (and, at index sources, their index keys), then the batched
+  // indexer, whose selections stay on the device.
+  const bool kv_source = ratio > 0 && c.is_kv_source(l), index_source = ratio > 0 && c.is_index_source(l);
+  auto compress_part = [&] {
+    if (!kv_source) return;
+    const int64_t ihd = c.index_head_dim;
+    std::vector<float*> entry_dst, key_dst;
+    std::vector<int64_t> gpos;
+    std::vector<size_t> gitem;
+    float* lat = nullptr;
+    compressor(b, l, x, lat, gpos, gitem);
+    for (size_t g = 0; g < gpos.size(); ++g) {
+      const size_t i = gitem[g];
+      LayerSlot& st = slot_of(b, i).layers[l];
+      DI_CHECK(gpos[g] / ratio == st.num_entries, "compressed history out of order at layer ", l);
+      entry_dst.push_back(entry(b, i, l, ratio, st.num_entries, false));
+      if (index_source) key_dst.push_back(entry(b, i, l, ratio, st.num_entries, true));
+      ++st.num_entries;
+    }
+    for (Shared& sh : b.shared) {
+      sh.compress_source = l;
+      if (index_source) sh.index_source = l;
+    }
+    b.compress_source = l;
+    // A graph step runs the group rows of every row of the bucket (a decode token
+    // completes at most one group); rows past the real groups write dump_row.
+    const int64_t real_groups = int64_t(gpos.size());
+    const int64_t groups = gp != nullptr ? n : real_groups;
+    DI_CHECK(real_groups <= groups, "graph step: ", real_groups, " compressed groups for ", groups, " rows");
+    if (groups > 0) {
+      // The stored entry is the RoPE-rotated, FP4-rounded latent; the keys derive from
+      // the unrotated latent, rotated to the group's first position.
+      const int64_t* d_gpos = upload(gpos, *layer_arena, groups, 0);
+      float* rotated = layer_arena->alloc<float>(groups * hd);
+      // copy + RoPE + FP4 (e4m3 scales) in one launch, lat read once.
+      norm_rope_quant(lat, rotated, groups, hd, false, nullptr, d_gpos, compress_inv_freq, rd, caf, 16,
+                      kernels::QuantKind::kFp4E4m3);
+      std::vector<const float*> src(static_cast<size_t>(real_groups));
+      for (int64_t g = 0; g < real_groups; ++g) src[g] = rotated + g * hd;
+      copy_rows(src, entry_dst, hd, groups);
+      if (index_source) {
+        float* k = layer_arena->alloc<float>(groups * ihd);
+        linear(lat, k, groups, a.indexer_wk);
+        norm_rope_quant(k, k, groups, ihd, true, a.indexer_k_norm, d_gpos, compress_inv_freq, rd, caf, 32,
+                        kernels::QuantKind::kFp4Ue8m0);
+        for (int64_t g = 0; g < real_groups; ++g) src[g] = k + g * ihd;
+        copy_rows(src, key_dst, ihd, groups);
+      }
+    }
+  };
+  // Concurrent branches (model_cuda_impl.h) in a graph step: the compressor path reads
+  // only x, so it runs on the aux stream from the start, beside wq_a / wkv and the
+  // norms; the indexer then follows it there once qr is normalized, beside wq_b; pass 2
+  // waits for both. Graph steps only: their lists live in the parameter block, where an
+  // eager step's go through the pinned stage, whose reuse waits for `stream` alone.
+  auto branch_ok = [&](const WeightRef& w) { return w.empty() || branch_linear_ok(n, w); };
+  const bool branch = gp != nullptr && (kv_source || index_source) && overlap_rows(n) &&
+                      branch_ok(a.compressor_wkv) && branch_ok(a.compressor_wgate) && branch_ok(a.indexer_wk) &&
+                      branch_ok(a.indexer_wq_b) && branch_ok(a.indexer_weights_proj);
+  if (branch) {
+    if (go) fork_to(aux);
+    Branch br(*this, aux);
+    compress_part();
+  }
+
   linear2(x, n, qr, a.wq_a, kv, a.wkv);  // both read x: one launch at decode
   // kv norm + RoPE + FP8 fake quantization in one launch (bitwise the three kernels).
   // With DEEPINFER_B1_FUSE it runs in the q norm's launch (kernels::
@@ -49,6 +116,12 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   } else if (go) {
     gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
   }
+  if (branch) {
+    if (go) fork_to(aux);  // aux: after its compressor and qr's norm
+    Branch br(*this, aux);
+    if (index_source) indexer(b, l, x, qr);
+    if (go) CUDA_CHECK(cudaEventRecord(ev_join, stream));
+  }
   linear(qr, q, n, a.wq_b);
   // Outside the batch-invariant mode small batches take the small-batch attention kernel
   // (a query spread over 128 SMs at n = 1; other sums than the invariant kernels, so the
@@ -60,57 +133,10 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   if (!b1_fuse)
     norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32, kernels::QuantKind::kFp8E4m3);
 
-  // Pass 1: every item's compressor, then one batched write of all items' new
-  // compressed entries (and, at index sources, their index keys), then the batched
-  // indexer, whose selections stay on the device.
-  if (ratio > 0) {
-    const bool kv_source = c.is_kv_source(l), index_source = c.is_index_source(l);
-    const int64_t ihd = c.index_head_dim;
-    std::vector<float*> entry_dst, key_dst;
-    std::vector<int64_t> gpos;
-    std::vector<size_t> gitem;
-    float* lat = nullptr;
-    if (kv_source) {
-      compressor(b, l, x, lat, gpos, gitem);
-      for (size_t g = 0; g < gpos.size(); ++g) {
-        const size_t i = gitem[g];
-        LayerSlot& st = slot_of(b, i).layers[l];
-        DI_CHECK(gpos[g] / ratio == st.num_entries, "compressed history out of order at layer ", l);
-        entry_dst.push_back(entry(b, i, l, ratio, st.num_entries, false));
-        if (index_source) key_dst.push_back(entry(b, i, l, ratio, st.num_entries, true));
-        ++st.num_entries;
-      }
-      for (Shared& sh : b.shared) {
-        sh.compress_source = l;
-        if (index_source) sh.index_source = l;
-      }
-      b.compress_source = l;
-    }
-    // A graph step runs the group rows of every row of the bucket (a decode token
-    // completes at most one group); rows past the real groups write dump_row.
-    const int64_t real_groups = int64_t(gpos.size());
-    const int64_t groups = gp != nullptr && kv_source ? n : real_groups;
-    DI_CHECK(real_groups <= groups, "graph step: ", real_groups, " compressed groups for ", groups, " rows");
-    if (groups > 0) {
-      // The stored entry is the RoPE-rotated, FP4-rounded latent; the keys derive from
-      // the unrotated latent, rotated to the group's first position.
-      const int64_t* d_gpos = upload(gpos, *layer_arena, groups, 0);
-      float* rotated = layer_arena->alloc<float>(groups * hd);
-      // copy + RoPE + FP4 (e4m3 scales) in one launch, lat read once.
-      norm_rope_quant(lat, rotated, groups, hd, false, nullptr, d_gpos, compress_inv_freq, rd, caf, 16,
-                      kernels::QuantKind::kFp4E4m3);
-      std::vector<const float*> src(static_cast<size_t>(real_groups));
-      for (int64_t g = 0; g < real_groups; ++g) src[g] = rotated + g * hd;
-      copy_rows(src, entry_dst, hd, groups);
-      if (index_source) {
-        float* k = layer_arena->alloc<float>(groups * ihd);
-        linear(lat, k, groups, a.indexer_wk);
-        norm_rope_quant(k, k, groups, ihd, true, a.indexer_k_norm, d_gpos, compress_inv_freq, rd, caf, 32,
-                        kernels::QuantKind::kFp4Ue8m0);
-        for (int64_t g = 0; g < real_groups; ++g) src[g] = k + g * ihd;
-        copy_rows(src, key_dst, ihd, groups);
-      }
-    }
+  if (branch) {
+    if (go) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_join, 0));
+  } else {
+    compress_part();
     if (index_source) indexer(b, l, x, qr);
   }
   // Pass 2: the KV pool of the whole batch, per item [its window ring | its new

@@ -4,6 +4,10 @@
 // exactly as the CPU model does, and uploads them through the pinned stage.
 #include "model/v41/model_cuda_impl.h"
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 namespace deepinfer::v41 {
 
 namespace {
@@ -126,6 +130,7 @@ int64_t CudaModel::num_slots() const { return int64_t(impl_->slots.size()); }
 int64_t CudaModel::block_size() const { return impl_->opts.block_size; }
 int64_t CudaModel::num_blocks() const { return impl_->num_blocks; }
 CudaModel::GraphStats CudaModel::graph_stats() const { return impl_->graph_stats; }
+bool CudaModel::overlap() const { return impl_->overlap; }
 size_t CudaModel::arena_high_water() const { return impl_->step_arena->high_water() + impl_->layer_arena->high_water(); }
 int64_t CudaModel::arena_growths() const { return impl_->step_arena->growths() + impl_->layer_arena->growths(); }
 
@@ -238,6 +243,22 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   const ModelConfig& c = d.cfg;
   if (!c.engram_layer_ids.empty()) d.engram = EngramHasher::create(c, tokenizer_path);
   CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  d.overlap = o.overlap;
+  if (const char* v = std::getenv("DEEPINFER_OVERLAP"); v != nullptr && *v != '\0') {
+    const std::string s(v);
+    DI_CHECK_INPUT(s == "0" || s == "1", "DEEPINFER_OVERLAP='", s, "' must be 0 (one stream) or 1 (concurrent branches)");
+    d.overlap = s == "1";
+  }
+  if (d.overlap) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&d.aux, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_fork, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_join, cudaEventDisableTiming));
+    if (d.engram) {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&d.eng, cudaStreamNonBlocking));
+      d.ev_engram.resize(c.engram_layer_ids.size());
+      for (cudaEvent_t& e : d.ev_engram) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+  }
   size_t free_mem = 0, total_mem = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_mem, &total_mem));
   d.plan.free_before = free_mem;
@@ -263,7 +284,14 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   // temporaries (it is rewound per layer). Estimates; a longer step adds chunks
   // (arena_growths()).
   const int64_t n = o.max_tokens, d_model = c.hidden_size, hc = c.hc_mult;
-  const size_t step_bytes = size_t(n) * size_t(hc * d_model * 2 + hc * (3 + hc) + 4 * d_model) * 4 + (1 << 20);
+  size_t step_bytes = size_t(n) * size_t(hc * d_model * 2 + hc * (3 + hc) + 4 * d_model) * 4 + (1 << 20);
+  // Concurrent branches: every Engram layer's gathered rows and projection live through
+  // the step (computed at its start), for up to kOverlapMaxRows rows.
+  if (d.overlap && d.engram) {
+    const int64_t rows = std::min(n, Impl::kOverlapMaxRows);
+    step_bytes += c.engram_layer_ids.size() *
+                  (size_t(rows) * size_t(d.engram->num_columns() * c.engram_head_dim + (hc + 1) * d_model) * 4 + 1024);
+  }
   const int64_t per_token = c.q_lora_rank + 2 * c.num_attention_heads * hd + 2 * hd +
                             c.o_groups * c.o_lora_rank + 2 * c.num_attention_heads * hd / std::max<int64_t>(1, c.o_groups) +
                             c.index_n_heads * (c.index_head_dim + 1) + 6 * c.moe_intermediate_size + 4 * d_model +
@@ -574,8 +602,8 @@ LogitsView CudaModel::Impl::forward(std::vector<CudaBatchItem>& items) {
     timing.total = ms_since(t0);
     return v;
   } catch (...) {
-    // Leave the stream drained so the arenas can be reused by the next call.
-    cudaStreamSynchronize(stream);
+    // Leave the streams drained so the arenas can be reused by the next call.
+    drain();
     throw;
   }
 }
@@ -682,6 +710,30 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     else
       CUDA_CHECK(kernels::hc_mixes_collapse_norm(mixes_args(s, pre_out), cn, stream));
   };
+  // Concurrent branches: every Engram layer's gather + wkv projection read only the token
+  // ids, so they run on their own stream from here (after the flag's memset, which the
+  // gather may set), beside the layers before them; each Engram gate waits for its layer's.
+  const bool engram_ahead = overlap_engram(n);
+  std::vector<float*> engram_kv(size_t(c.num_hidden_layers), nullptr);
+  if (engram_ahead) {
+    const int64_t cols = engram->num_columns(), ehd = c.engram_head_dim;
+    bool forked = false;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      if (!layers[l].has_engram) continue;
+      float* e = step_arena->alloc<float>(n * cols * ehd);
+      engram_kv[l] = step_arena->alloc<float>(n * (hc + 1) * d);
+      if (!go) continue;
+      if (!forked) fork_to(eng);
+      forked = true;
+      Branch br(*this, eng);
+      CUDA_CHECK(kernels::engram_gather({gpu::to_weight_args(layers[l].engram.table),
+                                         d_engram_rows + c.engram_slot(l) * cols, engram_row_stride, n, cols, e,
+                                         d_bad_row},
+                                        stream));
+      linear(e, engram_kv[l], n, layers[l].engram.wkv);
+      CUDA_CHECK(cudaEventRecord(ev_engram[size_t(c.engram_slot(l))], stream));
+    }
+  }
   // The MoE output y of the previous layer, not yet expanded into h: the next layer's
   // first mixes take it (unless an Engram gate reads h before them).
   bool expand_pending = false;
@@ -692,14 +744,20 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     if (lw.has_engram) {
       if (expand_pending && go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
       expand_pending = false;
-      const int64_t cols = engram->num_columns(), ehd = c.engram_head_dim;
-      float* e = layer_arena->alloc<float>(n * cols * ehd);
-      if (go)
-        CUDA_CHECK(kernels::engram_gather({gpu::to_weight_args(lw.engram.table), d_engram_rows + c.engram_slot(l) * cols,
-                                           engram_row_stride, n, cols, e, d_bad_row},
-                                          stream));
-      float* kv = layer_arena->alloc<float>(n * (hc + 1) * d);
-      linear(e, kv, n, lw.engram.wkv);
+      float* kv = engram_kv[l];
+      if (engram_ahead) {
+        if (go) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_engram[size_t(c.engram_slot(l))], 0));
+      } else {
+        const int64_t cols = engram->num_columns(), ehd = c.engram_head_dim;
+        float* e = layer_arena->alloc<float>(n * cols * ehd);
+        if (go)
+          CUDA_CHECK(kernels::engram_gather({gpu::to_weight_args(lw.engram.table),
+                                             d_engram_rows + c.engram_slot(l) * cols, engram_row_stride, n, cols, e,
+                                             d_bad_row},
+                                            stream));
+        kv = layer_arena->alloc<float>(n * (hc + 1) * d);
+        linear(e, kv, n, lw.engram.wkv);
+      }
       if (go) CUDA_CHECK(kernels::engram_gate({h, kv, lw.engram.gate_weight, n, hc, d, eps}, stream));
     }
     mixes_collapse_norm(lw.hc_attn, a_pre, pre_mix, lw.attn_norm, expand_pending ? y : nullptr);
@@ -953,7 +1011,7 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
     // eagerly from now on.
     gp = nullptr;
     cudaGetLastError();
-    cudaStreamSynchronize(stream);
+    drain();
     restore();
     if (capturing) {
       g.failed = true;
@@ -978,7 +1036,7 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
     ++graph_stats.replays;
     logits = finish(b, d_logits, int64_t(items.size()), d_bad_row);
   } catch (...) {
-    cudaStreamSynchronize(stream);
+    drain();
     throw;
   }
   return true;
@@ -1008,18 +1066,28 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
   const int64_t inter = m.shared.w1.rows;
   float* sg = layer_arena->alloc<float>(n * inter);
   float* su = layer_arena->alloc<float>(n * inter);
-  linear2(x, n, sg, m.shared.w1, su, m.shared.w3);
-  if (go) CUDA_CHECK(kernels::swiglu_act({sg, su, nullptr, n, inter, float(c.swiglu_limit)}, stream));
-  linear(sg, shared_out, n, m.shared.w2);
+  // Concurrent branches: the shared expert on the aux stream while the router, the plan
+  // and the routed tiles run here; only the combine (which adds shared_out) waits for it.
+  const bool branch = overlap_moe(n, m);
+  if (branch && go) fork_to(aux);
+  {
+    std::optional<Branch> br;
+    if (branch) br.emplace(*this, aux);
+    linear2(x, n, sg, m.shared.w1, su, m.shared.w3);
+    if (go) CUDA_CHECK(kernels::swiglu_act({sg, su, nullptr, n, inter, float(c.swiglu_limit)}, stream));
+    linear(sg, shared_out, n, m.shared.w2);
+    if (branch && go) CUDA_CHECK(cudaEventRecord(ev_join, stream));
+  }
   void* ws = layer_arena->alloc<uint8_t>(int64_t(gpu::moe_experts_workspace_bytes(n, k, m.table, mode)));
   // The router (logits, then the top-k selection folded into the plan's launch at decode
-  // sizes: moe_route_experts) after the shared expert; ids and weights stay on the device.
+  // sizes: moe_route_experts) after the shared expert (or beside it); ids and weights
+  // stay on the device.
   if (go)
     gpu::moe_route_experts({x, n, m.gate, m.gate_bias, k, float(c.gate_temp), c.norm_topk_prob,
                             float(c.routed_scaling_factor), d_ids, d_wts},
                            {x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out,
                             out, ops::rounding_of(act)},
-                           m.table, mode, stream, ws);
+                           m.table, mode, stream, ws, branch ? ev_join : nullptr);
 }
 
 }  // namespace deepinfer::v41

@@ -90,6 +90,12 @@ struct CudaModelOptions {
   ops::Activations activations = ops::Activations::kF32;
   int64_t gemm_min_tokens = 0;  // > 0: cuBLASLt from this many rows on (tests; 0: the op's threshold)
   Bf16Weights bf16_weights = Bf16Weights::kOff;  // persistent bf16 copies for the GEMM path (above)
+  // Concurrent branches at up to 256 rows (decode): the shared expert on a second stream
+  // beside the router and the routed experts, every Engram layer's gather + projection
+  // on a third from the start of the step, and in graph steps the compressor / indexer
+  // path beside the q path (CudaModel::Impl, model_cuda_impl.h). Same bits either way. The environment variable DEEPINFER_OVERLAP=0|1, when set, overrides
+  // it (a measurement switch: one binary A/Bs both).
+  bool overlap = true;
   int device = 0;
 };
 
@@ -217,6 +223,8 @@ class CudaModel {
     int64_t replays = 0, captures = 0, fallbacks = 0;
   };
   GraphStats graph_stats() const;
+  // Whether the concurrent branches are on (CudaModelOptions::overlap after DEEPINFER_OVERLAP).
+  bool overlap() const;
 
   // Arena statistics of the steps so far (for the memory plan's check).
   size_t arena_high_water() const;

@@ -80,7 +80,71 @@ struct CudaModel::Impl {
   ModelConfig cfg;
   CudaModelOptions opts;
   CudaMemoryPlan plan;
+  // The stream every launch goes to. Branch swaps it for the length of a concurrent
+  // branch (below), so the helpers launch there unchanged.
   cudaStream_t stream = nullptr;
+
+  // ---- concurrent branches (CudaModelOptions::overlap) ---------------------
+  // At batch 1 every kernel of a layer is latency-bound and leaves most of the GPU idle,
+  // so work that does not depend on the kernels before it runs beside them on its own
+  // stream, forked from `stream` and joined back with events (a capture records the
+  // fork / join as graph edges; no node). Two branches:
+  //   - aux: the shared expert (w1 + w3, SwiGLU, w2) beside the router, the plan and the
+  //     routed tiles; the combine, the one launch that reads its output, waits for it;
+  //   - eng: every Engram layer's gather + wkv projection (they read only the token ids)
+  //     from the start of the step, into step-arena buffers; each Engram gate waits;
+  //   - aux, graph steps: the compressor path (reads only x) beside wq_a / wkv and the
+  //     norms, then the indexer (after qr's norm) beside wq_b; pass 2 waits (attention()).
+  // Branches that plan host lists upload them into the graph's parameter block; an eager
+  // step's lists go through the pinned stage on `stream`, so its branches upload nothing.
+  // Every kernel writes its own buffers and the combine / gate are the same launches in
+  // the same order, so the logits are bitwise those of one stream (tests/model_cuda).
+  // A branch's linears never touch the GEMM workspace (branch_linear_ok), the only
+  // scratch the two streams could otherwise share; layer-arena buffers are disjoint and
+  // every branch joins before the arena is rewound for the next layer.
+  static constexpr int64_t kOverlapMaxRows = 256;
+  bool overlap = false;
+  cudaStream_t aux = nullptr, eng = nullptr;
+  cudaEvent_t ev_fork = nullptr, ev_join = nullptr;
+  std::vector<cudaEvent_t> ev_engram;  // one per Engram layer: its kv is ready
+  struct Branch {
+    Impl& d;
+    cudaStream_t saved;
+    Branch(Impl& impl, cudaStream_t side) : d(impl), saved(impl.stream) { d.stream = side; }
+    ~Branch() { d.stream = saved; }
+    Branch(const Branch&) = delete;
+    Branch& operator=(const Branch&) = delete;
+  };
+  // `side` starts after everything issued to `stream` so far.
+  void fork_to(cudaStream_t side) {
+    CUDA_CHECK(cudaEventRecord(ev_fork, stream));
+    CUDA_CHECK(cudaStreamWaitEvent(side, ev_fork, 0));
+  }
+  // A linear a branch may run: it leaves the GEMM workspace alone (and kFP8 x, whose
+  // per-call codes come from it or from the allocator, stays on one stream).
+  bool branch_linear_ok(int64_t n, const WeightRef& w) const {
+    const ops::Activations a = ops::activations_for(act, w);
+    if (a == ops::Activations::kFP8) return false;
+    return !gpu::linear_may_use_workspace({nullptr, nullptr, n, w, 0, -1, a}, mode, gemm_ws);
+  }
+  bool overlap_rows(int64_t n) const { return overlap && n > 0 && n <= kOverlapMaxRows; }
+  bool overlap_moe(int64_t n, const DMoe& m) const {
+    return overlap_rows(n) && branch_linear_ok(n, m.shared.w1) && branch_linear_ok(n, m.shared.w3) &&
+           branch_linear_ok(n, m.shared.w2);
+  }
+  bool overlap_engram(int64_t n) const {
+    if (!overlap_rows(n) || !engram) return false;
+    for (const DLayer& g : layers)
+      if (g.has_engram && !branch_linear_ok(n, g.engram.wkv)) return false;
+    return true;
+  }
+  // After a failed step: every stream drained, so the arenas can be reused.
+  void drain() {
+    cudaStreamSynchronize(stream);
+    if (aux) cudaStreamSynchronize(aux);
+    if (eng) cudaStreamSynchronize(eng);
+  }
+
   gpu::LinearMode mode = gpu::LinearMode::kAuto;
   ops::Activations act = ops::Activations::kF32;
   DeviceBuffer gemm_buf;        // bf16 mode: the cuBLASLt path's workspace (plan.gemm)
@@ -199,6 +263,11 @@ struct CudaModel::Impl {
       if (e) cudaEventDestroy(e);
     if (pinned_logits) cudaFreeHost(pinned_logits);
     if (pinned_flags) cudaFreeHost(pinned_flags);
+    for (cudaEvent_t e : ev_engram) cudaEventDestroy(e);
+    for (cudaEvent_t e : {ev_fork, ev_join})
+      if (e) cudaEventDestroy(e);
+    for (cudaStream_t s : {aux, eng})
+      if (s) cudaStreamDestroy(s);
     if (stream) cudaStreamDestroy(stream);
   }
 

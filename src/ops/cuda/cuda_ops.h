@@ -157,6 +157,11 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
 // linear() per entry, in order. For projections of the same x (wq_a and wkv, the
 // shared expert's w1 and w3, the compressor's wkv and wgate): fewer launches at decode.
 void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws);
+// Whether linear(p, mode, stream, ws) may touch ws (the cuBLASLt path's dequant / bf16 x
+// room, or Activations::kFP8's codes): a caller that runs linears on two streams at once
+// shares one workspace between them only where this is false for one side (the model's
+// concurrent branches). Conservative: true where the call might take the GEMM path.
+bool linear_may_use_workspace(const LinearParams& p, LinearMode mode, const LinearWorkspace& ws);
 
 void moe_router(const MoeRouterParams& p, cudaStream_t stream);
 void swiglu_expert(const SwigluExpertParams& p, cudaStream_t stream);
@@ -203,8 +208,12 @@ void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode 
 // where the one-launch plan runs (n * top_k <= kernels::moe_plan_single_launch_max(),
 // n <= 32): one launch fewer per MoE layer at decode sizes. Bitwise the two calls' ids,
 // weights and output (kernels::moe_plan_set_select(false) runs them as two launches).
+// residual_ready (optional): an event the stream waits for right before the combine, the
+// one launch that reads p.residual, so the residual (the model's shared expert) can be
+// computed on another stream while the router, plan and expert tiles run (model_cuda.cpp,
+// CudaModelOptions::overlap). Nothing else changes: same launches, same bits.
 void moe_route_experts(const MoeRouterParams& r, const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode,
-                       cudaStream_t stream, void* workspace = nullptr);
+                       cudaStream_t stream, void* workspace = nullptr, cudaEvent_t residual_ready = nullptr);
 
 void indexer_score(const IndexerScoreParams& p, cudaStream_t stream);
 // Masks p.scores in place and writes the selection to device memory: ids [n, top_k]

@@ -448,4 +448,12 @@ void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream
   for (int k = 0; k < count; ++k) linear(ps[k], mode, stream, ws);
 }
 
+bool linear_may_use_workspace(const LinearParams& p, LinearMode mode, const LinearWorkspace& ws) {
+  if (ws.data == nullptr || ws.bytes == 0) return false;  // nothing to share
+  // linear_fp8 takes its codes from ws whenever ws is large enough, at any n.
+  if (p.act == Activations::kFP8) return true;
+  // linear(): kInvariant never reaches the GEMM; kAuto tries it on bf16 x from gemm_min_n.
+  return mode == LinearMode::kAuto && p.act == Activations::kBF16 && p.n >= gemm_min_n(p, ws, slice_rows(p));
+}
+
 }  // namespace deepinfer::ops::cuda

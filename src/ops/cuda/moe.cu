@@ -209,30 +209,34 @@ size_t moe_experts_workspace_bytes(int64_t n, int64_t top_k, const MoeExpertTabl
 
 namespace {
 void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
-                      void* workspace, const kernels::RouterSelectArgs* select);
+                      void* workspace, const kernels::RouterSelectArgs* select, cudaEvent_t residual_ready);
 }  // namespace
 
 void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
                  void* workspace) {
-  moe_experts_impl(p, t, mode, stream, workspace, nullptr);
+  moe_experts_impl(p, t, mode, stream, workspace, nullptr, nullptr);
 }
 
 void moe_route_experts(const MoeRouterParams& r, const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode,
-                       cudaStream_t stream, void* workspace) {
+                       cudaStream_t stream, void* workspace, cudaEvent_t residual_ready) {
   CUDA_OP_CHECK(r.n >= 0 && r.top_k >= 1 && r.top_k <= r.gate.rows, "moe_route_experts: bad top_k");
   CUDA_OP_CHECK(r.n == p.n && r.top_k == p.top_k && r.gate.rows == p.num_experts && r.expert_ids == p.expert_ids &&
                     r.expert_weights == p.expert_weights,
                 "moe_route_experts: the router's n, top_k, experts and id / weight buffers must be the experts' own");
   CUDA_OP_CHECK(r.expert_ids && r.expert_weights, "moe_route_experts: null pointer");
-  if (p.n == 0) return;
+  if (p.n == 0) {
+    // No launch, but the caller's branch still joins this stream (a capture needs it).
+    if (residual_ready) CUDA_CHECK(cudaStreamWaitEvent(stream, residual_ready, 0));
+    return;
+  }
   Scratch logits(r.n * r.gate.rows, stream);
   const kernels::RouterSelectArgs sa = router_logits_then(r, logits.p, stream);
-  moe_experts_impl(p, t, mode, stream, workspace, &sa);
+  moe_experts_impl(p, t, mode, stream, workspace, &sa, residual_ready);
 }
 
 namespace {
 void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
-                      void* workspace, const kernels::RouterSelectArgs* select) {
+                      void* workspace, const kernels::RouterSelectArgs* select, cudaEvent_t residual_ready) {
   CUDA_OP_CHECK(t.table() != nullptr, "moe_experts: empty expert table");
   CUDA_OP_CHECK(p.num_experts == t.num_experts(), "moe_experts: num_experts differs from the table's");
   CUDA_OP_CHECK(p.n >= 0 && p.top_k >= 1 && p.top_k <= 16, "moe_experts: need n >= 0 and 1 <= top_k <= 16");
@@ -388,6 +392,7 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
       large.y = y;
       CUDA_CHECK(kernels::moe_mma(large, stream));
     }
+    if (residual_ready) CUDA_CHECK(cudaStreamWaitEvent(stream, residual_ready, 0));
     combine(p, t, pa, y, stream);
     return;
   }
@@ -419,6 +424,7 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   }
   CUDA_CHECK(kernels::moe_gemv(small, stream));
   if (big) CUDA_CHECK(kernels::moe_mma(large, stream));
+  if (residual_ready) CUDA_CHECK(cudaStreamWaitEvent(stream, residual_ready, 0));
   combine(p, t, pa, y, stream);
 }
 }  // namespace
