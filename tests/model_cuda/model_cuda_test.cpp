@@ -1477,8 +1477,12 @@ TEST(CudaOverlap, ConcurrentBranchesChangeNoBit) {
 }
 
 TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
-  setenv("DEEPINFER_OVERLAP", "2", 1);
-  EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError);
+  for (const char* bad : {"2", "on", "mx", "-1"}) {
+    setenv("DEEPINFER_OVERLAP", bad, 1);
+    EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << bad;
+  }
+  setenv("DEEPINFER_OVERLAP", "ea", 1);  // some branches: still on
+  EXPECT_TRUE(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))->overlap());
   setenv("DEEPINFER_OVERLAP", "0", 1);
   EXPECT_FALSE(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))->overlap());
   unsetenv("DEEPINFER_OVERLAP");

@@ -79,7 +79,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // waits for both. Graph steps only: their lists live in the parameter block, where an
   // eager step's go through the pinned stage, whose reuse waits for `stream` alone.
   auto branch_ok = [&](const WeightRef& w) { return w.empty() || branch_linear_ok(n, w); };
-  const bool branch = gp != nullptr && (kv_source || index_source) && overlap_rows(n) &&
+  const bool branch = gp != nullptr && overlap_attention_on && (kv_source || index_source) && overlap_rows(n) &&
                       branch_ok(a.compressor_wkv) && branch_ok(a.compressor_wgate) && branch_ok(a.indexer_wk) &&
                       branch_ok(a.indexer_wq_b) && branch_ok(a.indexer_weights_proj);
   if (branch) {

@@ -243,12 +243,20 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   const ModelConfig& c = d.cfg;
   if (!c.engram_layer_ids.empty()) d.engram = EngramHasher::create(c, tokenizer_path);
   CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
-  d.overlap = o.overlap;
+  d.overlap_moe_on = d.overlap_engram_on = d.overlap_attention_on = o.overlap;
   if (const char* v = std::getenv("DEEPINFER_OVERLAP"); v != nullptr && *v != '\0') {
+    // 0: one stream; 1: every branch; else letters naming the branches on (measurements):
+    // m the shared expert, e the Engram projections, a the compressor / indexer.
     const std::string s(v);
-    DI_CHECK_INPUT(s == "0" || s == "1", "DEEPINFER_OVERLAP='", s, "' must be 0 (one stream) or 1 (concurrent branches)");
-    d.overlap = s == "1";
+    const bool all = s == "1", letters = s.find_first_not_of("mea") == std::string::npos;
+    DI_CHECK_INPUT(s == "0" || all || letters, "DEEPINFER_OVERLAP='", s,
+                   "' must be 0 (one stream), 1 (every concurrent branch) or letters of the branches on: m (shared "
+                   "expert), e (Engram), a (compressor / indexer), e.g. 'ma'");
+    d.overlap_moe_on = all || (letters && s.find('m') != std::string::npos);
+    d.overlap_engram_on = all || (letters && s.find('e') != std::string::npos);
+    d.overlap_attention_on = all || (letters && s.find('a') != std::string::npos);
   }
+  d.overlap = d.overlap_moe_on || d.overlap_engram_on || d.overlap_attention_on;
   if (d.overlap) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&d.aux, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_fork, cudaEventDisableTiming));
@@ -287,7 +295,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   size_t step_bytes = size_t(n) * size_t(hc * d_model * 2 + hc * (3 + hc) + 4 * d_model) * 4 + (1 << 20);
   // Concurrent branches: every Engram layer's gathered rows and projection live through
   // the step (computed at its start), for up to kOverlapMaxRows rows.
-  if (d.overlap && d.engram) {
+  if (d.overlap_engram_on && d.engram) {
     const int64_t rows = std::min(n, Impl::kOverlapMaxRows);
     step_bytes += c.engram_layer_ids.size() *
                   (size_t(rows) * size_t(d.engram->num_columns() * c.engram_head_dim + (hc + 1) * d_model) * 4 + 1024);

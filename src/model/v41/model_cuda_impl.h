@@ -103,7 +103,9 @@ struct CudaModel::Impl {
   // scratch the two streams could otherwise share; layer-arena buffers are disjoint and
   // every branch joins before the arena is rewound for the next layer.
   static constexpr int64_t kOverlapMaxRows = 256;
-  bool overlap = false;
+  bool overlap = false;  // any branch on
+  // Which branches (all with overlap; DEEPINFER_OVERLAP's letters pick some, to measure one alone).
+  bool overlap_moe_on = false, overlap_engram_on = false, overlap_attention_on = false;
   cudaStream_t aux = nullptr, eng = nullptr;
   cudaEvent_t ev_fork = nullptr, ev_join = nullptr;
   std::vector<cudaEvent_t> ev_engram;  // one per Engram layer: its kv is ready
@@ -129,11 +131,11 @@ struct CudaModel::Impl {
   }
   bool overlap_rows(int64_t n) const { return overlap && n > 0 && n <= kOverlapMaxRows; }
   bool overlap_moe(int64_t n, const DMoe& m) const {
-    return overlap_rows(n) && branch_linear_ok(n, m.shared.w1) && branch_linear_ok(n, m.shared.w3) &&
+    return overlap_moe_on && overlap_rows(n) && branch_linear_ok(n, m.shared.w1) && branch_linear_ok(n, m.shared.w3) &&
            branch_linear_ok(n, m.shared.w2);
   }
   bool overlap_engram(int64_t n) const {
-    if (!overlap_rows(n) || !engram) return false;
+    if (!overlap_engram_on || !overlap_rows(n) || !engram) return false;
     for (const DLayer& g : layers)
       if (g.has_engram && !branch_linear_ok(n, g.engram.wkv)) return false;
     return true;
