@@ -93,8 +93,9 @@ struct CudaModelOptions {
   // Concurrent branches at up to 256 rows (decode): the shared expert on a second stream
   // beside the router and the routed experts, every Engram layer's gather + projection
   // on a third from the start of the step, and in graph steps the compressor / indexer
-  // path beside the q path (CudaModel::Impl, model_cuda_impl.h). Same bits either way. The environment variable DEEPINFER_OVERLAP=0|1, when set, overrides
-  // it (a measurement switch: one binary A/Bs both).
+  // path beside the q path (CudaModel::Impl, model_cuda_impl.h). Same bits either way.
+  // DEEPINFER_OVERLAP (0, 1, or letters naming branches: README), when set, overrides it
+  // (a measurement switch: one binary A/Bs both). Measured in bench/flash/NOTES.md 33.
   bool overlap = true;
   int device = 0;
 };
