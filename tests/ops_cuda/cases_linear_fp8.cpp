@@ -59,16 +59,19 @@ struct XorShift {
 
 // An FP8 weight in the released format (e4m3 codes, 32 x 32 ue8m0 blocks): random codes
 // with exponent fields 4..10 (magnitudes 2^-3 .. 2^3.9), a few zeros, scales 2^-9 .. 2^-5.
-std::unique_ptr<TestWeight> fp8_weight(Rng& rng, int64_t rows, int64_t cols) {
+// block: the scale blocks' side (32 as released; 128 the DeepSeek-V3 layout; 0: no scales).
+std::unique_ptr<TestWeight> fp8_weight(Rng& rng, int64_t rows, int64_t cols, int64_t block = 32) {
   auto w = std::make_unique<TestWeight>();
   w->dtype = DType::F8_E4M3;
   w->rows = rows;
   w->cols = cols;
-  w->block_rows = w->block_cols = 32;
-  w->scale_dtype = DType::F8_E8M0;
-  w->scale_cols = (cols + 31) / 32;
   XorShift xs{rng() | 1};
-  w->scale.resize(size_t(((rows + 31) / 32) * w->scale_cols));
+  if (block > 0) {
+    w->block_rows = w->block_cols = block;
+    w->scale_dtype = DType::F8_E8M0;
+    w->scale_cols = (cols + block - 1) / block;
+    w->scale.resize(size_t(((rows + block - 1) / block) * w->scale_cols));
+  }
   for (auto& b : w->scale) b = uint8_t(127 - 9 + int(xs.next() % 5));
   w->data.resize(size_t(rows * cols));
   for (auto& b : w->data) {
@@ -76,7 +79,7 @@ std::unique_ptr<TestWeight> fp8_weight(Rng& rng, int64_t rows, int64_t cols) {
     b = r % 61 == 0 ? 0 : uint8_t(((r >> 8) & 0x80) | ((4 + (r >> 16) % 7) << 3) | ((r >> 24) & 7));
   }
   w->d_data = std::make_unique<Dev<uint8_t>>(w->data);
-  w->d_scale = std::make_unique<Dev<uint8_t>>(w->scale);
+  if (!w->scale.empty()) w->d_scale = std::make_unique<Dev<uint8_t>>(w->scale);
   return w;
 }
 
@@ -343,6 +346,119 @@ OpCase fp8_kernel_case(int64_t n, int64_t rows, int64_t cols) {
           }};
 }
 
+
+// The decode kernel (kernels::linear_fp8_gemv, NOTES 31: x quantized in the kernel, mma.sync
+// m16n8k32 e4m3) forced with kFp8Gemv against the oracle; "launches" checks that exactly one
+// launch of it ran. block: the weight's scale blocks (0: none).
+OpCase fp8gemv_case(const char* label, int64_t n, int64_t rows, int64_t cols, int64_t row0 = 0, int64_t num_rows = -1,
+                    int64_t block = 32) {
+  std::string name = std::string("linear_fp8gemv_") + label + "_n" + std::to_string(n) + "_" + std::to_string(rows) +
+                     "x" + std::to_string(cols);
+  if (row0 > 0 || num_rows >= 0) name += "_slice" + std::to_string(row0) + "_" + std::to_string(num_rows);
+  if (block != 32) name += "_block" + std::to_string(block);
+  return {name, "linear_fp8", [=](Rng& rng) {
+            const auto w = fp8_weight(rng, rows, cols, block);
+            const auto x = fp8_x(rng, n, cols);
+            const int64_t out_rows = num_rows < 0 ? rows - row0 : num_rows;
+            Dev<float> dx(x), dy(size_t(n * out_rows));
+            const int64_t before = kernels::linear_fp8_gemv_launches();
+            gpu::linear({dx.get(), dy.get(), n, w->ref(true), row0, num_rows, ops::Activations::kFP8},
+                        gpu::LinearMode::kAuto, nullptr, gpu::LinearWorkspace{}, gpu::LinearKernel::kFp8Gemv);
+            const int64_t launches = kernels::linear_fp8_gemv_launches() - before;
+            const Fp8Check c = check_fp8(x, *w, cols, sample_tokens(n), row0, out_rows, dy.get(), name);
+            return Outputs{{{"y", c.cpu, c.gpu}}, {{"bound", {0}, {c.violations}}, {"launches", {1}, {launches}}}};
+          }};
+}
+
+// kAuto at decode sizes takes the kernel (one launch), and with it switched off
+// (linear_fp8_gemv_set_enabled(false), as DEEPINFER_FP8_GEMV=0) the former path (none);
+// both against the oracle.
+OpCase fp8gemv_auto_case(int64_t n, int64_t rows, int64_t cols) {
+  const std::string name = "linear_fp8gemv_auto_switch_n" + std::to_string(n) + "_" + std::to_string(rows) + "x" +
+                           std::to_string(cols);
+  return {name, "linear_fp8", [=](Rng& rng) {
+            const auto w = fp8_weight(rng, rows, cols);
+            const auto x = fp8_x(rng, n, cols);
+            Dev<float> dx(x), dy(size_t(n * rows)), dy0(size_t(n * rows));
+            const bool was = kernels::linear_fp8_gemv_enabled();
+            const ops::LinearParams p{dx.get(), dy.get(), n, w->ref(true), 0, -1, ops::Activations::kFP8};
+            kernels::linear_fp8_gemv_set_enabled(true);
+            int64_t before = kernels::linear_fp8_gemv_launches();
+            gpu::linear(p, gpu::LinearMode::kAuto, nullptr);
+            const int64_t on = kernels::linear_fp8_gemv_launches() - before;
+            kernels::linear_fp8_gemv_set_enabled(false);
+            ops::LinearParams p0 = p;
+            p0.y = dy0.get();
+            before = kernels::linear_fp8_gemv_launches();
+            gpu::linear(p0, gpu::LinearMode::kAuto, nullptr);
+            const int64_t off = kernels::linear_fp8_gemv_launches() - before;
+            kernels::linear_fp8_gemv_set_enabled(was);
+            const Fp8Check c = check_fp8(x, *w, cols, sample_tokens(n), 0, rows, dy.get(), name);
+            const Fp8Check c0 = check_fp8(x, *w, cols, sample_tokens(n), 0, rows, dy0.get(), name + "_off");
+            return Outputs{{{"y", c.cpu, c.gpu}, {"y_off", c0.cpu, c0.gpu}},
+                           {{"bound", {0, 0}, {c.violations, c0.violations}}, {"launches", {1, 0}, {on, off}}}};
+          }};
+}
+
+// Batch invariance: n tokens in one launch against each token alone, bitwise ("cpu" holds
+// the single-token outputs).
+OpCase fp8gemv_invariance_case(int64_t n, int64_t rows, int64_t cols, int64_t row0 = 0, int64_t num_rows = -1) {
+  const std::string name = "linear_fp8gemv_invariant_n" + std::to_string(n) + "_" + std::to_string(rows) + "x" +
+                           std::to_string(cols) + (row0 > 0 ? "_slice" + std::to_string(row0) : std::string());
+  return {name, "former", [=](Rng& rng) {
+            const auto w = fp8_weight(rng, rows, cols);
+            const auto x = fp8_x(rng, n, cols);
+            const int64_t out_rows = num_rows < 0 ? rows - row0 : num_rows;
+            auto run = [&](const float* hx, int64_t m) {
+              Dev<float> dx(std::vector<float>(hx, hx + m * cols)), dy(size_t(m * out_rows));
+              gpu::linear({dx.get(), dy.get(), m, w->ref(true), row0, num_rows, ops::Activations::kFP8},
+                          gpu::LinearMode::kAuto, nullptr, gpu::LinearWorkspace{}, gpu::LinearKernel::kFp8Gemv);
+              check_cuda(cudaDeviceSynchronize(), "fp8gemv");
+              return dy.host();
+            };
+            const auto all = run(x.data(), n);
+            std::vector<float> alone(all.size());
+            for (int64_t t = 0; t < n; ++t) {
+              const auto y1 = run(x.data() + t * cols, 1);
+              std::copy(y1.begin(), y1.end(), alone.begin() + t * out_rows);
+            }
+            return Outputs{{{"y", alone, all}}, {}};
+          }};
+}
+
+// linear_multi under kFP8 at decode sizes: the calls in one launch where their K and split
+// agree (wq_a + wkv, the shared w1 + w3), each output bitwise its own linear() ("cpu"), and
+// the launch count (1 fused, else one per call).
+OpCase fp8gemv_multi_case(int64_t n, int64_t rows_a, int64_t rows_b, int64_t cols_a, int64_t cols_b) {
+  const std::string name = "linear_fp8gemv_multi_n" + std::to_string(n) + "_" + std::to_string(rows_a) + "x" +
+                           std::to_string(cols_a) + "_" + std::to_string(rows_b) + "x" + std::to_string(cols_b);
+  return {name, "former", [=](Rng& rng) {
+            const auto wa = fp8_weight(rng, rows_a, cols_a);
+            const auto wb = fp8_weight(rng, rows_b, cols_b);
+            const auto xa = fp8_x(rng, n, cols_a);
+            const auto xb = cols_b == cols_a ? xa : fp8_x(rng, n, cols_b);
+            Dev<float> dxa(xa), dxb(xb), ya(size_t(n * rows_a)), yb(size_t(n * rows_b)), ya1(size_t(n * rows_a)),
+                yb1(size_t(n * rows_b));
+            const ops::LinearParams ps[2] = {{dxa.get(), ya.get(), n, wa->ref(true), 0, -1, ops::Activations::kFP8},
+                                             {dxb.get(), yb.get(), n, wb->ref(true), 0, -1, ops::Activations::kFP8}};
+            const bool was = kernels::linear_fp8_gemv_enabled();
+            kernels::linear_fp8_gemv_set_enabled(true);
+            const int64_t before = kernels::linear_fp8_gemv_launches();
+            gpu::linear_multi(ps, 2, gpu::LinearMode::kAuto, nullptr, gpu::LinearWorkspace{});
+            const int64_t launches = kernels::linear_fp8_gemv_launches() - before;
+            ops::LinearParams p1 = ps[0], p2 = ps[1];
+            p1.y = ya1.get();
+            p2.y = yb1.get();
+            gpu::linear(p1, gpu::LinearMode::kAuto, nullptr);
+            gpu::linear(p2, gpu::LinearMode::kAuto, nullptr);
+            kernels::linear_fp8_gemv_set_enabled(was);
+            check_cuda(cudaDeviceSynchronize(), "fp8gemv multi");
+            const auto sa = kernels::linear_fp8_gemv_split(rows_a, cols_a), sb = kernels::linear_fp8_gemv_split(rows_b, cols_b);
+            const bool same = cols_a == cols_b && sa.row_tiles_per_block == sb.row_tiles_per_block && sa.cluster == sb.cluster;
+            return Outputs{{{"y1", ya1.host(), ya.host()}, {"y2", yb1.host(), yb.host()}},
+                           {{"launches", {same ? 1 : 2}, {launches}}}};
+          }};
+}
 }  // namespace
 
 std::vector<OpCase> linear_fp8_cases() {
@@ -390,6 +506,32 @@ std::vector<OpCase> linear_fp8_cases() {
   cases.push_back(fp8_quant_case(5, 1000));  // K % 32 = 8 (the vectorized kernel: K % 4 == 0)
   cases.push_back(fp8_quant_case(3, 1002));  // K % 4 = 2: the one-element-per-thread kernel
   cases.push_back(fp8_reject_case());
+  // The decode kernel (NOTES 31): n = 1 .. 8 with ragged rows and K (2080 = 65 blocks: not a
+  // multiple of 128 / 512), the three kinds of split (cluster ranks c > 1 with one or two
+  // K-slices per block, and c = 1), row slices (on and off a scale block), 128-blocks, no
+  // scales, kAuto with the switch on / off, invariance, linear_multi.
+  for (int64_t n = 1; n <= 8; ++n) cases.push_back(fp8gemv_case("ragged", n, 1000, 2080));
+  cases.push_back(fp8gemv_case("c1", 3, 4100, 256));    // split tw 8, c 1: direct stores
+  cases.push_back(fp8gemv_case("c1", 8, 4100, 256));
+  cases.push_back(fp8gemv_case("s2", 2, 1280, 5120));   // wq_a: tw 4 (2 K-slices), c 8
+  cases.push_back(fp8gemv_case("s2", 7, 520, 5120));    // wkv-like, ragged rows
+  cases.push_back(fp8gemv_case("wq_b", 8, 32768, 1280));
+  cases.push_back(fp8gemv_case("wo_b", 4, 5120, 8192));
+  cases.push_back(fp8gemv_case("w2", 8, 5120, 2304));
+  cases.push_back(fp8gemv_case("slice", 5, 1000, 2080, 64, 200));
+  cases.push_back(fp8gemv_case("slice", 3, 1000, 2080, 40, 77));   // off a 32-row scale block
+  cases.push_back(fp8gemv_case("block", 4, 1000, 2048, 0, -1, 128));
+  cases.push_back(fp8gemv_case("noscale", 6, 300, 1024, 0, -1, 0));
+  cases.push_back(fp8gemv_case("kbig", 2, 200, 32768));  // a K range of 128 blocks per rank (the cap)
+  cases.push_back(fp8gemv_auto_case(3, 1000, 2080));
+  cases.push_back(fp8gemv_auto_case(1, 2304, 5120));
+  cases.push_back(fp8gemv_invariance_case(8, 1000, 2080));
+  cases.push_back(fp8gemv_invariance_case(5, 1280, 5120));
+  cases.push_back(fp8gemv_invariance_case(8, 4100, 256));
+  cases.push_back(fp8gemv_invariance_case(5, 1000, 2080, 40, 77));
+  cases.push_back(fp8gemv_multi_case(1, 1280, 512, 5120, 5120));  // wq_a + wkv
+  cases.push_back(fp8gemv_multi_case(8, 2304, 2304, 5120, 5120)); // shared w1 + w3
+  cases.push_back(fp8gemv_multi_case(4, 512, 512, 1024, 2048));   // different K: two launches
   return cases;
 }
 

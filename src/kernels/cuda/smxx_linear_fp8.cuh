@@ -47,4 +47,33 @@ struct Fp8GemmArgs {
 bool linear_fp8_gemm_eligible(const Fp8GemmArgs& a);
 cudaError_t linear_fp8_gemm(const Fp8GemmArgs& a, cudaStream_t stream);
 
+// The decode-size kernel (smxx_linear_gemv_fp8x.cu, NOTES 31): y [n, num_rows] for n = 1 .. 8
+// tokens in one launch: each block quantizes the x of its K range into shared memory (bit
+// for bit quant_act_fp8) and runs one mma.sync m16n8k32 e4m3 per 16 weight rows x 32-K
+// block, promoted with s_w * s_x as linear_fp8_gemm. Needs an e4m3 weight with K % 32 == 0,
+// 16-byte aligned data and x, no or e8m0 scales with block_cols / 32 a power of two.
+// Batch invariant: the K split depends on the weight's shape (num_rows, cols) only.
+struct Fp8GemvCall {
+  const float* x = nullptr;  // [n, w.cols] fp32
+  float* y = nullptr;        // [n, num_rows]
+  WeightArgs w;
+  int64_t row0 = 0, num_rows = 0;
+};
+bool linear_fp8_gemv_eligible(const Fp8GemvCall& c, int64_t n);
+// Whether calls can share one launch: same cols, and each call's own split (so each output
+// has the bits of its call alone).
+bool linear_fp8_gemv_same_split(const Fp8GemvCall* calls, int count);
+// count (<= kGemvMaxMulti) calls with the same n in one launch.
+cudaError_t linear_fp8_gemv(const Fp8GemvCall* calls, int count, int64_t n, cudaStream_t stream);
+// Launches so far (tests: the kernel really ran).
+int64_t linear_fp8_gemv_launches();
+// The split the kernel uses for a weight slice (diagnostics, benchmarks).
+struct Fp8GemvSplit {
+  int row_tiles_per_block = 0, slices_per_block = 0, cluster = 0;
+};
+Fp8GemvSplit linear_fp8_gemv_split(int64_t rows, int64_t cols);
+// Whether kAuto takes this kernel (DEEPINFER_FP8_GEMV=0: off; the setter overrides).
+bool linear_fp8_gemv_enabled();
+void linear_fp8_gemv_set_enabled(bool on);
+
 }  // namespace deepinfer::kernels

@@ -115,7 +115,8 @@ LinearGemmStats linear_gemm_stats();
 // Which kernel runs: kAuto as above; the others force one (tests, benchmarks) and throw
 // when it cannot take the arguments. kGemm needs Activations::kBF16 or kFP8 and a
 // workspace; kFp8Mma needs Activations::kFP8.
-enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma };
+// kFp8Gemv: Activations::kFP8's decode kernel (n <= 8; see below).
+enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Gemv };
 // Activations::kFP8 (ops/linear.h; FP8 e4m3 weights with no or 32-multiple ue8m0 scale
 // blocks, else the call throws): x is quantized per 32-K block on the device, bit for bit
 // as the CPU does, then
@@ -132,6 +133,11 @@ enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma };
 //     32 x 32 ue8m0 blocks need a promotion after every k32 MMA, which costs the FP8
 //     kernels as much issue as the MMAs, and cuBLASLt 13 refuses its 32-block FP8 mode
 //     (VEC32_UE8M0) on Hopper;
+//   - else at n <= 8 (kAuto unless DEEPINFER_FP8_GEMV=0, or forced with kFp8Gemv): one
+//     launch that quantizes x in the kernel and runs mma.sync m16n8k32 e4m3 per 16 rows x
+//     32-K block, promoted with s_w * s_x (kernels::linear_fp8_gemv; NOTES 31); batch
+//     invariant (the K split from the weight's shape only); kAuto falls back below when the
+//     weight or x does not fit it (K % 32, alignment);
 //   - else from n >= linear_fp8_min_n() tokens (kAuto), or forced with kFp8Mma: a GEMM on
 //     the FP8 tensor cores (kernels/cuda/smxx_linear_fp8.cuh: mma.sync, one k32 MMA per
 //     32-block from zero, promoted to fp32 with s_x * s_w; exact products, fp32 sums). The

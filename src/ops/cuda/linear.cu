@@ -264,6 +264,20 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
   if (mode == LinearMode::kAuto && kernel == LinearKernel::kAuto && p.n >= min_n &&
       linear_gemm(p, wa, rows, ws, stream, true))
     return;
+  // Decode sizes (n <= 8): the FP8 x FP8 gemv, one launch that quantizes x in the kernel
+  // (kernels::linear_fp8_gemv, NOTES 31) instead of quant_act_fp8 + the fp32 gemv on the
+  // dequantized values. kAuto unless DEEPINFER_FP8_GEMV=0; kFp8Gemv forces it.
+  if (kernel == LinearKernel::kFp8Gemv ||
+      (mode == LinearMode::kAuto && kernel == LinearKernel::kAuto && p.n <= kInvariantChunk &&
+       kernels::linear_fp8_gemv_enabled())) {
+    const kernels::Fp8GemvCall c{p.x, p.y, wa, p.row0, rows};
+    if (kernels::linear_fp8_gemv_eligible(c, p.n)) {
+      CUDA_CHECK(kernels::linear_fp8_gemv(&c, 1, p.n, stream));
+      return;
+    }
+    CUDA_OP_CHECK(kernel != LinearKernel::kFp8Gemv,
+                  "linear: the FP8 gemv cannot take this call (n > 8, K % 32, alignment or scale blocks)");
+  }
   const int64_t k = p.w.cols, nb = (k + 31) / 32;
   bool gemm = mode == LinearMode::kAuto && (forced_gemm || (kernel == LinearKernel::kAuto && p.n >= linear_fp8_min_n()));
   if (gemm) {
@@ -377,7 +391,8 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
     linear_fp8(p, mode, stream, ws, kernel, rows);
     return;
   }
-  CUDA_OP_CHECK(kernel != LinearKernel::kFp8Mma, "linear: the FP8 GEMM is for Activations::kFP8");
+  CUDA_OP_CHECK(kernel != LinearKernel::kFp8Mma && kernel != LinearKernel::kFp8Gemv,
+                "linear: the FP8 GEMM / gemv is for Activations::kFP8");
   kernels::LinearArgs a = linear_args(p, rows);
   if (mode == LinearMode::kInvariant) {
     // The gemv kernel's per-row arithmetic does not depend on n (its K split comes from
@@ -417,6 +432,27 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
 
 void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws) {
   CUDA_OP_CHECK(count >= 0 && (count == 0 || ps != nullptr), "linear_multi: bad call list");
+  if (count >= 2 && count <= kernels::kGemvMaxMulti && mode == LinearMode::kAuto && ps[0].act == Activations::kFP8 &&
+      kernels::linear_fp8_gemv_enabled()) {
+    // Activations::kFP8 at decode sizes: what linear() would run alone is the FP8 gemv;
+    // calls with the same K and split share one launch (each output its own call's bits).
+    kernels::Fp8GemvCall c8[kernels::kGemvMaxMulti];
+    bool ok = true;
+    for (int k = 0; ok && k < count; ++k) {
+      const LinearParams& p = ps[k];
+      const int64_t rows = slice_rows(p);
+      ok = p.act == Activations::kFP8 && p.n == ps[0].n && p.n >= 1 && p.n <= kInvariantChunk && !p.w.empty() &&
+           fp8_activation_weight(p.w) && p.row0 >= 0 && rows >= 1 && p.row0 + rows <= p.w.rows &&
+           !(p.n >= gemm_min_n(p, ws, rows) && ws.data != nullptr);  // linear() would try cuBLASLt first
+      if (!ok) break;
+      c8[k] = kernels::Fp8GemvCall{p.x, p.y, to_weight_args(p.w), p.row0, rows};
+      ok = kernels::linear_fp8_gemv_eligible(c8[k], p.n);
+    }
+    if (ok && kernels::linear_fp8_gemv_same_split(c8, count)) {
+      CUDA_CHECK(kernels::linear_fp8_gemv(c8, count, ps[0].n, stream));
+      return;
+    }
+  }
   std::vector<kernels::LinearArgs> calls;
   bool fused = count >= 2 && count <= kernels::kGemvMaxMulti;
   for (int k = 0; fused && k < count; ++k) {
