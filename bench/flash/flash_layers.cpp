@@ -874,6 +874,7 @@ bool g_gemv_profile = false;  // --gemv-profile: each line's call once inside cu
 // copies rotate (>= 256 MB per shape). GBps = weight + scale bytes / time. --gemv-profile:
 // each new-path call once inside cudaProfilerStart / Stop (ncu), untimed.
 // Lines "op fp8gemv path=... name=... n=... ms=... GBps=...".
+std::vector<std::pair<int, int>> g_fp8gemv_splits = {{0, 0}};
 void run_fp8gemv_ops(HostPool& hp) {
   namespace gpu = ops::cuda;
   cudaStream_t st = nullptr;
@@ -901,7 +902,6 @@ void run_fp8gemv_ops(HostPool& hp) {
     const int copies = int(std::max<int64_t>(2, int64_t((256.0 * (1 << 20)) / bytes) + 1));
     std::vector<WeightRef> ws;
     for (int k = 0; k < copies; ++k) ws.push_back(dev_copy(h));
-    const kernels::Fp8GemvSplit sp = kernels::linear_fp8_gemv_split(s.rows, s.cols);
     for (int64_t n : g_gemv_ns) {
       if (n < 1 || n > 8) continue;
       if (g_gemv_profile) {
@@ -915,17 +915,24 @@ void run_fp8gemv_ops(HostPool& hp) {
         std::printf("op fp8gemv_profiled name=%s n=%lld\n", s.name, (long long)n);
         continue;
       }
-      for (const bool on : {true, false}) {
+      // The new path at each split variant (--fp8gemv-splits W:B,...: warp target : block
+      // limit, 0:0 the defaults), then the old path.
+      for (size_t vi = 0; vi <= g_fp8gemv_splits.size(); ++vi) {
+        const bool on = vi < g_fp8gemv_splits.size();
         kernels::linear_fp8_gemv_set_enabled(on);
+        if (on) kernels::linear_fp8_gemv_set_split(g_fp8gemv_splits[vi].first, g_fp8gemv_splits[vi].second);
+        const kernels::Fp8GemvSplit sv = kernels::linear_fp8_gemv_split(s.rows, s.cols);
         const float ms = time_adaptive(tm, [&](int i) {
           gpu::linear({x, y, n, ws[size_t(i % copies)], 0, -1, ops::Activations::kFP8}, gpu::LinearMode::kAuto, st);
         });
         const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
         std::printf("op fp8gemv path=%s name=%s n=%lld rows=%lld cols=%lld MB=%.2f ms=%.5f GBps=%.0f frac=%.3f "
-                    "split=tw%d,s%d,c%d\n",
+                    "split=tw%d,s%d,c%d var=%d:%d\n",
                     on ? "new" : "old", s.name, (long long)n, (long long)s.rows, (long long)s.cols, bytes / 1e6, ms,
-                    gbps, gbps / 4270.0, sp.row_tiles_per_block, sp.slices_per_block, sp.cluster);
+                    gbps, gbps / 4270.0, sv.row_tiles_per_block, sv.slices_per_block, sv.cluster,
+                    on ? g_fp8gemv_splits[vi].first : 0, on ? g_fp8gemv_splits[vi].second : 0);
       }
+      kernels::linear_fp8_gemv_set_split(0, 0);
     }
     std::fflush(stdout);
     kept[s.name] = ws;
@@ -2085,6 +2092,14 @@ int main(int argc, char** argv) {
     else if (a == "--ops-linear") linear_only = true;  // only the linear modes of the op section
     else if (a == "--ops-gemv") gemv_only = true;      // only the gemv kernels (run_gemv_ops)
     else if (a == "--ops-fp8gemv") fp8gemv_only = true;  // only fp8 mode at n <= 8, new vs old (run_fp8gemv_ops)
+    else if (a == "--fp8gemv-splits") {  // run_fp8gemv_ops' split variants, W:B (warp target : block limit)
+      g_fp8gemv_splits.clear();
+      for (const std::string& v : split_commas(next())) {
+        const size_t c = v.find(':');
+        g_fp8gemv_splits.push_back({std::atoi(v.substr(0, c).c_str()),
+                                    c == std::string::npos ? 0 : std::atoi(v.substr(c + 1).c_str())});
+      }
+    }
     else if (a == "--gemv")  // which gemv kernel every launch uses (kernels::gemv_set_kind): the layers' A/B
       kernels::gemv_set_kind(pick<kernels::GemvKind>(
           "--gemv", next(),

@@ -72,6 +72,9 @@ struct Fp8GemvSplit {
   int row_tiles_per_block = 0, slices_per_block = 0, cluster = 0;
 };
 Fp8GemvSplit linear_fp8_gemv_split(int64_t rows, int64_t cols);
+// Benchmarks: the split rule's warp target (default 2048) and block limit (default 2 per
+// SM); <= 0 restores a default. Changes every later call's split (and so its bits).
+void linear_fp8_gemv_set_split(int target_warps, int max_blocks);
 // Whether kAuto takes this kernel (DEEPINFER_FP8_GEMV=0: off; the setter overrides).
 bool linear_fp8_gemv_enabled();
 void linear_fp8_gemv_set_enabled(bool on);

@@ -268,21 +268,39 @@ __global__ void __launch_bounds__(kThreads, 2) gemv8_kernel(const __grid_constan
   if (clusters > 1) cg::this_cluster().sync();  // no block leaves while another reads its partials
 }
 
-// The split of a weight of `rows` x `cols` (rows: the call's slice, or the sum over the
-// calls of one launch): tw row tiles per block, c cluster ranks along K. Grown until the
-// launch has ~2048 warps (16 per SM) or a warp would have fewer than 8 K-blocks: first c
-// (up to 8, the portable cluster size), then more K-slices per block (tw down to 2).
+// The split of a weight of `rows` x `cols` (rows: the call's slice; the calls of one launch
+// must each have the same split): tw row tiles per block, c cluster ranks along K. Grown
+// while the launch has fewer than ~2048 warps (16 per SM), a warp keeps >= 8 K-blocks and
+// the grid stays within one wave (2 blocks per SM: a second, partial wave of blocks that
+// each stream their share at latency costs about as long as the first): first c (up to 8,
+// the portable cluster size), then more K-slices per block (tw down to 2).
+// linear_fp8_gemv_set_split (benchmarks) overrides the warp target and the block limit.
+std::atomic<int> g_target_warps{0}, g_max_blocks{0};
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      v = 132;
+    return v > 0 ? v : 132;
+  }();
+  return n;
+}
+
 struct Split {
   int tw = 8, c = 1;
 };
 Split split_of(int64_t rows, int64_t cols) {
   const int64_t nb = cols / 32, tiles = (rows + kTile - 1) / kTile;
+  const int64_t target = g_target_warps.load() > 0 ? g_target_warps.load() : 2048;
+  const int64_t max_blocks = g_max_blocks.load() > 0 ? g_max_blocks.load() : 2 * int64_t(sm_count());
   Split s;
   int slices = 1;
-  while (tiles * slices * s.c < 2048 && nb / (2 * slices * s.c) >= 8) {
-    if (s.c < 8) {
+  auto blocks = [&](int tw, int c) { return (tiles + tw - 1) / tw * c; };
+  while (tiles * slices * s.c < target && nb / (2 * slices * s.c) >= 8) {
+    if (s.c < 8 && blocks(s.tw, 2 * s.c) <= max_blocks) {
       s.c *= 2;
-    } else if (s.tw > 2) {
+    } else if (s.tw > 2 && blocks(s.tw / 2, s.c) <= max_blocks) {
       s.tw /= 2;
       slices *= 2;
     } else {
@@ -397,6 +415,11 @@ cudaError_t linear_fp8_gemv(const Fp8GemvCall* calls, int count, int64_t n, cuda
 }
 
 int64_t linear_fp8_gemv_launches() { return gemv8::g_launches.load(); }
+
+void linear_fp8_gemv_set_split(int target_warps, int max_blocks) {
+  gemv8::g_target_warps.store(target_warps);
+  gemv8::g_max_blocks.store(max_blocks);
+}
 
 Fp8GemvSplit linear_fp8_gemv_split(int64_t rows, int64_t cols) {
   const gemv8::Split s = gemv8::split_of(rows, cols);
