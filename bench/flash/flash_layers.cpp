@@ -52,7 +52,8 @@
 // --gemv-profile: --ops-gemv's calls once each inside cudaProfilerStart / Stop (ncu), untimed.
 // --ops-fp8gemv: fp8 mode at n <= 8 (--gemv-ns), the one-launch FP8 gemv (NOTES 31) against
 // the former quant + fp32 gemv, single weights and the linear_multi pairs (run_fp8gemv_ops).
-// DEEPINFER_FP8_GEMV=0 (environment) turns the new kernel off in the layers run (A/B).
+// DEEPINFER_FP8_GEMV=0 / 1 (environment): the new kernel never / from n = 1 in the layers run
+// (default: from n = 4).
 // --gemv-persist 4[,2]: its ring depth and blocks per SM.
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
@@ -869,7 +870,7 @@ bool g_gemv_profile = false;  // --gemv-profile: each line's call once inside cu
 // --ops-fp8gemv: Activations::kFP8 at decode sizes (n = --gemv-ns, default 1, 2, 4, 8) on the
 // dense FP8 shapes of V4.1-Flash through ops::cuda::linear under kAuto: path=new the one-launch
 // FP8 x FP8 gemv (kernels::linear_fp8_gemv, NOTES 31), path=old the former quant_act_fp8 + fp32
-// gemv (linear_fp8_gemv_set_enabled(false), as DEEPINFER_FP8_GEMV=0); the pairs wq_a + wkv
+// gemv (linear_fp8_gemv_set_min_n(9), as DEEPINFER_FP8_GEMV=0); the pairs wq_a + wkv
 // and shared w1 + w3 through linear_multi both ways. Each includes x's quantization. Weight
 // copies rotate (>= 256 MB per shape). GBps = weight + scale bytes / time. --gemv-profile:
 // each new-path call once inside cudaProfilerStart / Stop (ncu), untimed.
@@ -894,7 +895,7 @@ void run_fp8gemv_ops(HostPool& hp) {
     return double(w.rows) * double(w.cols) +
            (w.scale ? double((w.rows + w.block_rows - 1) / w.block_rows * w.scale_cols) : 0.0);
   };
-  const bool was = kernels::linear_fp8_gemv_enabled();
+  const int was = kernels::linear_fp8_gemv_min_n();
   std::map<std::string, std::vector<WeightRef>> kept;
   for (const Shape& s : shapes) {
     const WeightRef h = fp8(hp, s.rows, s.cols);
@@ -905,7 +906,7 @@ void run_fp8gemv_ops(HostPool& hp) {
     for (int64_t n : g_gemv_ns) {
       if (n < 1 || n > 8) continue;
       if (g_gemv_profile) {
-        kernels::linear_fp8_gemv_set_enabled(true);
+        kernels::linear_fp8_gemv_set_min_n(1);
         gpu::linear({x, y, n, ws[0], 0, -1, ops::Activations::kFP8}, gpu::LinearMode::kAuto, st);
         CK(cudaDeviceSynchronize());
         CK(cudaProfilerStart());
@@ -919,8 +920,9 @@ void run_fp8gemv_ops(HostPool& hp) {
       // limit, 0:0 the defaults), then the old path.
       for (size_t vi = 0; vi <= g_fp8gemv_splits.size(); ++vi) {
         const bool on = vi < g_fp8gemv_splits.size();
-        kernels::linear_fp8_gemv_set_enabled(on);
+        kernels::linear_fp8_gemv_set_min_n(on ? 1 : 9);
         if (on) kernels::linear_fp8_gemv_set_split(g_fp8gemv_splits[vi].first, g_fp8gemv_splits[vi].second);
+        else kernels::linear_fp8_gemv_set_split(0, 0);  // (the old path has no split; the line shows the default)
         const kernels::Fp8GemvSplit sv = kernels::linear_fp8_gemv_split(s.rows, s.cols);
         const float ms = time_adaptive(tm, [&](int i) {
           gpu::linear({x, y, n, ws[size_t(i % copies)], 0, -1, ops::Activations::kFP8}, gpu::LinearMode::kAuto, st);
@@ -949,7 +951,7 @@ void run_fp8gemv_ops(HostPool& hp) {
     for (int64_t n : g_gemv_ns) {
       if (n < 1 || n > 8 || g_gemv_profile) continue;
       for (const bool on : {true, false}) {
-        kernels::linear_fp8_gemv_set_enabled(on);
+        kernels::linear_fp8_gemv_set_min_n(on ? 1 : 9);
         const float ms = time_adaptive(tm, [&](int i) {
           const ops::LinearParams ps[2] = {{x, y, n, wa[size_t(i % wa.size())], 0, -1, ops::Activations::kFP8},
                                            {x, y2, n, wb[size_t((i + 1) % wb.size())], 0, -1, ops::Activations::kFP8}};
@@ -962,7 +964,7 @@ void run_fp8gemv_ops(HostPool& hp) {
     }
     std::fflush(stdout);
   }
-  kernels::linear_fp8_gemv_set_enabled(was);
+  kernels::linear_fp8_gemv_set_min_n(was);
   for (auto& kv : kept)
     for (auto& w : kv.second) {
       CK(cudaFree(const_cast<uint8_t*>(w.data)));
@@ -2402,8 +2404,8 @@ int main(int argc, char** argv) {
   if (compare) engram_compare(ev, {1, 8, 256}, steps, tokenizer, hp);
   // Launches of fp8 mode's decode kernel (kernels::linear_fp8_gemv, NOTES 31): 0 when it is off
   // (DEEPINFER_FP8_GEMV=0) or no fp8-mode decode ran.
-  std::printf("fp8gemv_launches=%lld enabled=%d\n", (long long)kernels::linear_fp8_gemv_launches(),
-              int(kernels::linear_fp8_gemv_enabled()));
+  std::printf("fp8gemv_launches=%lld min_n=%d\n", (long long)kernels::linear_fp8_gemv_launches(),
+              kernels::linear_fp8_gemv_min_n());
   std::printf("done total_s=%.1f\n", secs(t0));
   return 0;
 }

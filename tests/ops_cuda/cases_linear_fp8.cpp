@@ -370,9 +370,9 @@ OpCase fp8gemv_case(const char* label, int64_t n, int64_t rows, int64_t cols, in
           }};
 }
 
-// kAuto at decode sizes takes the kernel (one launch), and with it switched off
-// (linear_fp8_gemv_set_enabled(false), as DEEPINFER_FP8_GEMV=0) the former path (none);
-// both against the oracle.
+// kAuto at decode sizes takes the kernel from linear_fp8_gemv_min_n() tokens (one launch;
+// min_n = 1 here, as DEEPINFER_FP8_GEMV=1), and with it switched off (min_n = 9, as
+// DEEPINFER_FP8_GEMV=0) the former path (none); both against the oracle.
 OpCase fp8gemv_auto_case(int64_t n, int64_t rows, int64_t cols) {
   const std::string name = "linear_fp8gemv_auto_switch_n" + std::to_string(n) + "_" + std::to_string(rows) + "x" +
                            std::to_string(cols);
@@ -380,19 +380,19 @@ OpCase fp8gemv_auto_case(int64_t n, int64_t rows, int64_t cols) {
             const auto w = fp8_weight(rng, rows, cols);
             const auto x = fp8_x(rng, n, cols);
             Dev<float> dx(x), dy(size_t(n * rows)), dy0(size_t(n * rows));
-            const bool was = kernels::linear_fp8_gemv_enabled();
+            const int was = kernels::linear_fp8_gemv_min_n();
             const ops::LinearParams p{dx.get(), dy.get(), n, w->ref(true), 0, -1, ops::Activations::kFP8};
-            kernels::linear_fp8_gemv_set_enabled(true);
+            kernels::linear_fp8_gemv_set_min_n(1);
             int64_t before = kernels::linear_fp8_gemv_launches();
             gpu::linear(p, gpu::LinearMode::kAuto, nullptr);
             const int64_t on = kernels::linear_fp8_gemv_launches() - before;
-            kernels::linear_fp8_gemv_set_enabled(false);
+            kernels::linear_fp8_gemv_set_min_n(9);
             ops::LinearParams p0 = p;
             p0.y = dy0.get();
             before = kernels::linear_fp8_gemv_launches();
             gpu::linear(p0, gpu::LinearMode::kAuto, nullptr);
             const int64_t off = kernels::linear_fp8_gemv_launches() - before;
-            kernels::linear_fp8_gemv_set_enabled(was);
+            kernels::linear_fp8_gemv_set_min_n(was);
             const Fp8Check c = check_fp8(x, *w, cols, sample_tokens(n), 0, rows, dy.get(), name);
             const Fp8Check c0 = check_fp8(x, *w, cols, sample_tokens(n), 0, rows, dy0.get(), name + "_off");
             return Outputs{{{"y", c.cpu, c.gpu}, {"y_off", c0.cpu, c0.gpu}},
@@ -441,8 +441,8 @@ OpCase fp8gemv_multi_case(int64_t n, int64_t rows_a, int64_t rows_b, int64_t col
                 yb1(size_t(n * rows_b));
             const ops::LinearParams ps[2] = {{dxa.get(), ya.get(), n, wa->ref(true), 0, -1, ops::Activations::kFP8},
                                              {dxb.get(), yb.get(), n, wb->ref(true), 0, -1, ops::Activations::kFP8}};
-            const bool was = kernels::linear_fp8_gemv_enabled();
-            kernels::linear_fp8_gemv_set_enabled(true);
+            const int was = kernels::linear_fp8_gemv_min_n();
+            kernels::linear_fp8_gemv_set_min_n(1);
             const int64_t before = kernels::linear_fp8_gemv_launches();
             gpu::linear_multi(ps, 2, gpu::LinearMode::kAuto, nullptr, gpu::LinearWorkspace{});
             const int64_t launches = kernels::linear_fp8_gemv_launches() - before;
@@ -451,7 +451,7 @@ OpCase fp8gemv_multi_case(int64_t n, int64_t rows_a, int64_t rows_b, int64_t col
             p2.y = yb1.get();
             gpu::linear(p1, gpu::LinearMode::kAuto, nullptr);
             gpu::linear(p2, gpu::LinearMode::kAuto, nullptr);
-            kernels::linear_fp8_gemv_set_enabled(was);
+            kernels::linear_fp8_gemv_set_min_n(was);
             check_cuda(cudaDeviceSynchronize(), "fp8gemv multi");
             const auto sa = kernels::linear_fp8_gemv_split(rows_a, cols_a), sb = kernels::linear_fp8_gemv_split(rows_b, cols_b);
             const bool same = cols_a == cols_b && sa.row_tiles_per_block == sb.row_tiles_per_block && sa.cluster == sb.cluster;

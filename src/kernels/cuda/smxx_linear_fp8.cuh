@@ -75,8 +75,11 @@ Fp8GemvSplit linear_fp8_gemv_split(int64_t rows, int64_t cols);
 // Benchmarks: the split rule's warp target (default 2048) and block limit (default 2 per
 // SM); <= 0 restores a default. Changes every later call's split (and so its bits).
 void linear_fp8_gemv_set_split(int target_warps, int max_blocks);
-// Whether kAuto takes this kernel (DEEPINFER_FP8_GEMV=0: off; the setter overrides).
-bool linear_fp8_gemv_enabled();
-void linear_fp8_gemv_set_enabled(bool on);
+// kAuto takes this kernel at linear_fp8_gemv_min_n() <= n <= 8: 4 by default (NOTES 31: it
+// lost at batch 1 in the layers graphs, won at batch 8), 1 with DEEPINFER_FP8_GEMV=1, 9 (off)
+// with DEEPINFER_FP8_GEMV=0. set_min_n (tests, benchmarks): 1 .. 9, <= 0 the default.
+int linear_fp8_gemv_min_n();
+void linear_fp8_gemv_set_min_n(int n);
+bool linear_fp8_gemv_enabled();  // min_n <= 8
 
 }  // namespace deepinfer::kernels

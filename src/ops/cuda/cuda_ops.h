@@ -133,7 +133,8 @@ enum class LinearKernel { kAuto, kGemv, kMma, kTiled, kGemm, kFp8Mma, kFp8Gemv }
 //     32 x 32 ue8m0 blocks need a promotion after every k32 MMA, which costs the FP8
 //     kernels as much issue as the MMAs, and cuBLASLt 13 refuses its 32-block FP8 mode
 //     (VEC32_UE8M0) on Hopper;
-//   - else at n <= 8 (kAuto unless DEEPINFER_FP8_GEMV=0, or forced with kFp8Gemv): one
+//   - else at 4 <= n <= 8 (kAuto; DEEPINFER_FP8_GEMV=1: from n = 1, =0: never), or forced
+//     with kFp8Gemv at n <= 8: one
 //     launch that quantizes x in the kernel and runs mma.sync m16n8k32 e4m3 per 16 rows x
 //     32-K block, promoted with s_w * s_x (kernels::linear_fp8_gemv; NOTES 31); batch
 //     invariant (the K split from the weight's shape only); kAuto falls back below when the

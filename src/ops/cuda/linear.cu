@@ -266,10 +266,11 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
     return;
   // Decode sizes (n <= 8): the FP8 x FP8 gemv, one launch that quantizes x in the kernel
   // (kernels::linear_fp8_gemv, NOTES 31) instead of quant_act_fp8 + the fp32 gemv on the
-  // dequantized values. kAuto unless DEEPINFER_FP8_GEMV=0; kFp8Gemv forces it.
+  // dequantized values. kAuto from kernels::linear_fp8_gemv_min_n() tokens (4; DEEPINFER_FP8_GEMV
+  // =1: from 1, =0: never); kFp8Gemv forces it.
   if (kernel == LinearKernel::kFp8Gemv ||
       (mode == LinearMode::kAuto && kernel == LinearKernel::kAuto && p.n <= kInvariantChunk &&
-       kernels::linear_fp8_gemv_enabled())) {
+       p.n >= kernels::linear_fp8_gemv_min_n())) {
     const kernels::Fp8GemvCall c{p.x, p.y, wa, p.row0, rows};
     if (kernels::linear_fp8_gemv_eligible(c, p.n)) {
       CUDA_CHECK(kernels::linear_fp8_gemv(&c, 1, p.n, stream));
@@ -433,7 +434,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
 void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws) {
   CUDA_OP_CHECK(count >= 0 && (count == 0 || ps != nullptr), "linear_multi: bad call list");
   if (count >= 2 && count <= kernels::kGemvMaxMulti && mode == LinearMode::kAuto && ps[0].act == Activations::kFP8 &&
-      kernels::linear_fp8_gemv_enabled()) {
+      ps[0].n >= kernels::linear_fp8_gemv_min_n()) {
     // Activations::kFP8 at decode sizes: what linear() would run alone is the FP8 gemv;
     // calls with the same K and split share one launch (each output its own call's bits).
     kernels::Fp8GemvCall c8[kernels::kGemvMaxMulti];
