@@ -872,7 +872,8 @@ bool g_gemv_profile = false;  // --gemv-profile: each line's call once inside cu
 // FP8 x FP8 gemv (kernels::linear_fp8_gemv, NOTES 31), path=old the former quant_act_fp8 + fp32
 // gemv (linear_fp8_gemv_set_min_n(9), as DEEPINFER_FP8_GEMV=0); the pairs wq_a + wkv
 // and shared w1 + w3 through linear_multi both ways. Each includes x's quantization. Weight
-// copies rotate (>= 256 MB per shape). GBps = weight + scale bytes / time. --gemv-profile:
+// copies rotate (>= 256 MB per shape). path=lean: the lean variant (linear_fp8_gemv_set_variant,
+// DEEPINFER_FP8_GEMV_LEAN=1). GBps = weight + scale bytes / time. --gemv-profile:
 // each new-path call once inside cudaProfilerStart / Stop (ncu), untimed.
 // Lines "op fp8gemv path=... name=... n=... ms=... GBps=...".
 std::vector<std::pair<int, int>> g_fp8gemv_splits = {{0, 0}};
@@ -918,10 +919,13 @@ void run_fp8gemv_ops(HostPool& hp) {
       }
       // The new path at each split variant (--fp8gemv-splits W:B,...: warp target : block
       // limit, 0:0 the defaults), then the old path.
-      for (size_t vi = 0; vi <= g_fp8gemv_splits.size(); ++vi) {
-        const bool on = vi < g_fp8gemv_splits.size();
+      // Then the lean variant (linear_fp8_gemv_set_variant(1)) at the default split.
+      for (size_t vi = 0; vi <= g_fp8gemv_splits.size() + 1; ++vi) {
+        const bool lean = vi == g_fp8gemv_splits.size() + 1;
+        const bool on = vi < g_fp8gemv_splits.size() || lean;
+        kernels::linear_fp8_gemv_set_variant(lean ? 1 : 0);
         kernels::linear_fp8_gemv_set_min_n(on ? 1 : 9);
-        if (on) kernels::linear_fp8_gemv_set_split(g_fp8gemv_splits[vi].first, g_fp8gemv_splits[vi].second);
+        if (on && !lean) kernels::linear_fp8_gemv_set_split(g_fp8gemv_splits[vi].first, g_fp8gemv_splits[vi].second);
         else kernels::linear_fp8_gemv_set_split(0, 0);  // (the old path has no split; the line shows the default)
         const kernels::Fp8GemvSplit sv = kernels::linear_fp8_gemv_split(s.rows, s.cols);
         const float ms = time_adaptive(tm, [&](int i) {
@@ -930,11 +934,12 @@ void run_fp8gemv_ops(HostPool& hp) {
         const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
         std::printf("op fp8gemv path=%s name=%s n=%lld rows=%lld cols=%lld MB=%.2f ms=%.5f GBps=%.0f frac=%.3f "
                     "split=tw%d,s%d,c%d var=%d:%d\n",
-                    on ? "new" : "old", s.name, (long long)n, (long long)s.rows, (long long)s.cols, bytes / 1e6, ms,
-                    gbps, gbps / 4270.0, sv.row_tiles_per_block, sv.slices_per_block, sv.cluster,
-                    on ? g_fp8gemv_splits[vi].first : 0, on ? g_fp8gemv_splits[vi].second : 0);
+                    lean ? "lean" : on ? "new" : "old", s.name, (long long)n, (long long)s.rows, (long long)s.cols,
+                    bytes / 1e6, ms, gbps, gbps / 4270.0, sv.row_tiles_per_block, sv.slices_per_block, sv.cluster,
+                    on && !lean ? g_fp8gemv_splits[vi].first : 0, on && !lean ? g_fp8gemv_splits[vi].second : 0);
       }
       kernels::linear_fp8_gemv_set_split(0, 0);
+      kernels::linear_fp8_gemv_set_variant(0);
     }
     std::fflush(stdout);
     kept[s.name] = ws;
@@ -950,21 +955,25 @@ void run_fp8gemv_ops(HostPool& hp) {
     const double bytes = wbytes(wa[0]) + wbytes(wb[0]);
     for (int64_t n : g_gemv_ns) {
       if (n < 1 || n > 8 || g_gemv_profile) continue;
-      for (const bool on : {true, false}) {
+      for (const int path : {0, 1, 2}) {  // new, lean, old
+        const bool on = path < 2;
         kernels::linear_fp8_gemv_set_min_n(on ? 1 : 9);
+        kernels::linear_fp8_gemv_set_variant(path == 1 ? 1 : 0);
         const float ms = time_adaptive(tm, [&](int i) {
           const ops::LinearParams ps[2] = {{x, y, n, wa[size_t(i % wa.size())], 0, -1, ops::Activations::kFP8},
                                            {x, y2, n, wb[size_t((i + 1) % wb.size())], 0, -1, ops::Activations::kFP8}};
           gpu::linear_multi(ps, 2, gpu::LinearMode::kAuto, st, gpu::LinearWorkspace{});
         });
         const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
-        std::printf("op fp8gemv_multi path=%s name=%s n=%lld MB=%.2f ms=%.5f GBps=%.0f frac=%.3f\n", on ? "new" : "old",
+        std::printf("op fp8gemv_multi path=%s name=%s n=%lld MB=%.2f ms=%.5f GBps=%.0f frac=%.3f\n",
+                    path == 0 ? "new" : path == 1 ? "lean" : "old",
                     pr.name, (long long)n, bytes / 1e6, ms, gbps, gbps / 4270.0);
       }
     }
     std::fflush(stdout);
   }
   kernels::linear_fp8_gemv_set_min_n(was);
+  kernels::linear_fp8_gemv_set_variant(0);
   for (auto& kv : kept)
     for (auto& w : kv.second) {
       CK(cudaFree(const_cast<uint8_t*>(w.data)));

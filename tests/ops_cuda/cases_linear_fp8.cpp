@@ -350,10 +350,17 @@ OpCase fp8_kernel_case(int64_t n, int64_t rows, int64_t cols) {
 // The decode kernel (kernels::linear_fp8_gemv, NOTES 31: x quantized in the kernel, mma.sync
 // m16n8k32 e4m3) forced with kFp8Gemv against the oracle; "launches" checks that exactly one
 // launch of it ran. block: the weight's scale blocks (0: none).
+// The kernel variant for the duration of a case (linear_fp8_gemv_set_variant), restored after.
+struct VariantScope {
+  int was;
+  explicit VariantScope(int v) : was(kernels::linear_fp8_gemv_variant()) { kernels::linear_fp8_gemv_set_variant(v); }
+  ~VariantScope() { kernels::linear_fp8_gemv_set_variant(was); }
+};
+
 OpCase fp8gemv_case(const char* label, int64_t n, int64_t rows, int64_t cols, int64_t row0 = 0, int64_t num_rows = -1,
-                    int64_t block = 32) {
-  std::string name = std::string("linear_fp8gemv_") + label + "_n" + std::to_string(n) + "_" + std::to_string(rows) +
-                     "x" + std::to_string(cols);
+                    int64_t block = 32, int variant = 0) {
+  std::string name = std::string(variant == 1 ? "linear_fp8gemv_lean_" : "linear_fp8gemv_") + label + "_n" +
+                     std::to_string(n) + "_" + std::to_string(rows) + "x" + std::to_string(cols);
   if (row0 > 0 || num_rows >= 0) name += "_slice" + std::to_string(row0) + "_" + std::to_string(num_rows);
   if (block != 32) name += "_block" + std::to_string(block);
   return {name, "linear_fp8", [=](Rng& rng) {
@@ -361,6 +368,7 @@ OpCase fp8gemv_case(const char* label, int64_t n, int64_t rows, int64_t cols, in
             const auto x = fp8_x(rng, n, cols);
             const int64_t out_rows = num_rows < 0 ? rows - row0 : num_rows;
             Dev<float> dx(x), dy(size_t(n * out_rows));
+            const VariantScope vs(variant);
             const int64_t before = kernels::linear_fp8_gemv_launches();
             gpu::linear({dx.get(), dy.get(), n, w->ref(true), row0, num_rows, ops::Activations::kFP8},
                         gpu::LinearMode::kAuto, nullptr, gpu::LinearWorkspace{}, gpu::LinearKernel::kFp8Gemv);
@@ -402,10 +410,13 @@ OpCase fp8gemv_auto_case(int64_t n, int64_t rows, int64_t cols) {
 
 // Batch invariance: n tokens in one launch against each token alone, bitwise ("cpu" holds
 // the single-token outputs).
-OpCase fp8gemv_invariance_case(int64_t n, int64_t rows, int64_t cols, int64_t row0 = 0, int64_t num_rows = -1) {
-  const std::string name = "linear_fp8gemv_invariant_n" + std::to_string(n) + "_" + std::to_string(rows) + "x" +
-                           std::to_string(cols) + (row0 > 0 ? "_slice" + std::to_string(row0) : std::string());
+OpCase fp8gemv_invariance_case(int64_t n, int64_t rows, int64_t cols, int64_t row0 = 0, int64_t num_rows = -1,
+                               int variant = 0) {
+  const std::string name = std::string(variant == 1 ? "linear_fp8gemv_lean_invariant_n" : "linear_fp8gemv_invariant_n") +
+                           std::to_string(n) + "_" + std::to_string(rows) + "x" + std::to_string(cols) +
+                           (row0 > 0 ? "_slice" + std::to_string(row0) : std::string());
   return {name, "former", [=](Rng& rng) {
+            const VariantScope vs(variant);
             const auto w = fp8_weight(rng, rows, cols);
             const auto x = fp8_x(rng, n, cols);
             const int64_t out_rows = num_rows < 0 ? rows - row0 : num_rows;
@@ -457,6 +468,32 @@ OpCase fp8gemv_multi_case(int64_t n, int64_t rows_a, int64_t rows_b, int64_t col
             const bool same = cols_a == cols_b && sa.row_tiles_per_block == sb.row_tiles_per_block && sa.cluster == sb.cluster;
             return Outputs{{{"y1", ya1.host(), ya.host()}, {"y2", yb1.host(), yb.host()}},
                            {{"launches", {same ? 1 : 2}, {launches}}}};
+          }};
+}
+
+// The lean variant against the first kernel, bitwise ("cpu" holds the first kernel's
+// outputs): the same codes, products, promotion and reduction order.
+OpCase fp8gemv_lean_bitwise_case(int64_t n, int64_t rows, int64_t cols, int64_t row0 = 0, int64_t num_rows = -1,
+                                 int64_t block = 32) {
+  std::string name = "linear_fp8gemv_lean_vs_first_n" + std::to_string(n) + "_" + std::to_string(rows) + "x" +
+                     std::to_string(cols);
+  if (row0 > 0 || num_rows >= 0) name += "_slice" + std::to_string(row0) + "_" + std::to_string(num_rows);
+  if (block != 32) name += "_block" + std::to_string(block);
+  return {name, "former", [=](Rng& rng) {
+            const auto w = fp8_weight(rng, rows, cols, block);
+            const auto x = fp8_x(rng, n, cols);
+            const int64_t out_rows = num_rows < 0 ? rows - row0 : num_rows;
+            Dev<float> dx(x);
+            auto run = [&](int variant) {
+              const VariantScope vs(variant);
+              Dev<float> dy(size_t(n * out_rows));
+              gpu::linear({dx.get(), dy.get(), n, w->ref(true), row0, num_rows, ops::Activations::kFP8},
+                          gpu::LinearMode::kAuto, nullptr, gpu::LinearWorkspace{}, gpu::LinearKernel::kFp8Gemv);
+              check_cuda(cudaDeviceSynchronize(), "fp8gemv");
+              return dy.host();
+            };
+            const auto first = run(0);
+            return Outputs{{{"y", first, run(1)}}, {}};
           }};
 }
 }  // namespace
@@ -532,6 +569,25 @@ std::vector<OpCase> linear_fp8_cases() {
   cases.push_back(fp8gemv_multi_case(1, 1280, 512, 5120, 5120));  // wq_a + wkv
   cases.push_back(fp8gemv_multi_case(8, 2304, 2304, 5120, 5120)); // shared w1 + w3
   cases.push_back(fp8gemv_multi_case(4, 512, 512, 1024, 2048));   // different K: two launches
+  // The lean variant (linear_fp8_gemv_set_variant(1)): the oracle, invariance, and bitwise
+  // the first kernel on every split kind, slices, 128-blocks, no scales, the K-range cap.
+  for (int64_t n : {1, 3, 8}) cases.push_back(fp8gemv_case("ragged", n, 1000, 2080, 0, -1, 32, 1));
+  cases.push_back(fp8gemv_case("c1", 8, 4100, 256, 0, -1, 32, 1));
+  cases.push_back(fp8gemv_case("s2", 2, 1280, 5120, 0, -1, 32, 1));
+  cases.push_back(fp8gemv_case("wq_b", 1, 32768, 1280, 0, -1, 32, 1));
+  cases.push_back(fp8gemv_case("slice", 3, 1000, 2080, 40, 77, 32, 1));
+  cases.push_back(fp8gemv_case("noscale", 6, 300, 1024, 0, -1, 0, 1));
+  cases.push_back(fp8gemv_invariance_case(8, 1000, 2080, 0, -1, 1));
+  cases.push_back(fp8gemv_invariance_case(5, 1280, 5120, 0, -1, 1));
+  for (int64_t n : {1, 2, 5, 8}) cases.push_back(fp8gemv_lean_bitwise_case(n, 1000, 2080));
+  cases.push_back(fp8gemv_lean_bitwise_case(8, 4100, 256));
+  cases.push_back(fp8gemv_lean_bitwise_case(4, 1280, 5120));
+  cases.push_back(fp8gemv_lean_bitwise_case(1, 5120, 8192));
+  cases.push_back(fp8gemv_lean_bitwise_case(7, 5120, 2304));
+  cases.push_back(fp8gemv_lean_bitwise_case(3, 1000, 2080, 40, 77));
+  cases.push_back(fp8gemv_lean_bitwise_case(4, 1000, 2048, 0, -1, 128));
+  cases.push_back(fp8gemv_lean_bitwise_case(6, 300, 1024, 0, -1, 0));
+  cases.push_back(fp8gemv_lean_bitwise_case(2, 200, 32768));
   return cases;
 }
 

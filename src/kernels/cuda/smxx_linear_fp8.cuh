@@ -81,5 +81,9 @@ void linear_fp8_gemv_set_split(int target_warps, int max_blocks);
 int linear_fp8_gemv_min_n();
 void linear_fp8_gemv_set_min_n(int n);
 bool linear_fp8_gemv_enabled();  // min_n <= 8
+// Which kernel linear_fp8_gemv launches: 0 the first one (default, measured), 1 the lean
+// variant (same bits, fewer instructions per warp; DEEPINFER_FP8_GEMV_LEAN=1; NOTES 31).
+int linear_fp8_gemv_variant();
+void linear_fp8_gemv_set_variant(int v);
 
 }  // namespace deepinfer::kernels

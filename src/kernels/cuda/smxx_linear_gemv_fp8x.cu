@@ -138,6 +138,61 @@ __device__ __forceinline__ void compute_round(const uint2 (&lo)[kU], const uint2
   }
 }
 
+// ---------------------------------------------------------------------------
+// The lean variant (kLean, linear_fp8_gemv_set_variant(1); NOTES 31: written after the
+// H200 run of the first kernel, which was bound by per-warp instruction latency, not DRAM:
+// ncu's duration grew with the locked clock, 1700-4000 instructions per warp at 8-16 warps
+// per SM). Same arithmetic, same bits as the first kernel:
+// - the weight scale codes of a round are loaded with its weights (packed four per
+//   register) and decoded branch-free, instead of two dependent byte loads and a branchy
+//   e8m0 decode before every MMA's promotion;
+// - x's quantization without integer divisions (a multiply-high by ceil(2^32 / n)) and
+//   with v * (1 / s) for v / s (s is a power of two: the same correctly rounded value),
+//   the batch loop stopping at the last live item; the dead tokens zeroed with shifts;
+// - the cluster reduction's remote loads issued together, then added in the same order.
+// ---------------------------------------------------------------------------
+
+// A round's scale codes for one row: byte u of word u / 4 is block b0 + u's (127 = 1.0
+// without scales or past b1).
+__device__ __forceinline__ void load_scales(uint32_t (&sc)[2], const uint8_t* srow, int b0, int b1, int bshift) {
+  sc[0] = sc[1] = 0x7f7f7f7fu;
+  if (srow == nullptr) return;
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    const uint32_t c = b0 + u < b1 ? uint32_t(__ldg(srow + ((b0 + u) >> bshift))) : 127u;
+    sc[u / 4] = (sc[u / 4] & ~(0xffu << (8 * (u % 4)))) | (c << (8 * (u % 4)));
+  }
+}
+
+// e8m0_to_float without branches: 0 -> 2^-127, 255 -> NaN, else 2^(code - 127).
+__device__ __forceinline__ float e8m0_select(uint32_t code) {
+  const uint32_t bits = code == 0u ? 0x00400000u : code == 255u ? 0x7fc00000u : code << 23;
+  return __uint_as_float(bits);
+}
+
+__device__ __forceinline__ void compute_round_lean(const uint2 (&lo)[kU], const uint2 (&hi)[kU],
+                                                   const uint32_t (&sl)[2], const uint32_t (&sh)[2], int b0, int b1,
+                                                   int kb0, const uint8_t* xc, const float* xsc, int g, int q,
+                                                   float (&acc)[4]) {
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    const int b = b0 + u;
+    if (b >= b1) break;  // uniform over the warp
+    const int bl = b - kb0;
+    const uint2 bx = *reinterpret_cast<const uint2*>(xc + (bl * kTok + g) * 32 + 8 * q);
+    const float2 sx = *reinterpret_cast<const float2*>(xsc + bl * kTok + 2 * q);
+    const float swl = e8m0_select((sl[u / 4] >> (8 * (u % 4))) & 0xffu);
+    const float swh = e8m0_select((sh[u / 4] >> (8 * (u % 4))) & 0xffu);
+    float d[4];
+    mma_e4m3(d, lo[u].x, hi[u].x, lo[u].y, hi[u].y, bx.x, bx.y);
+    acc[0] = __fmaf_rn(d[0], swl * sx.x, acc[0]);
+    acc[1] = __fmaf_rn(d[1], swl * sx.y, acc[1]);
+    acc[2] = __fmaf_rn(d[2], swh * sx.x, acc[2]);
+    acc[3] = __fmaf_rn(d[3], swh * sx.y, acc[3]);
+  }
+}
+
+template <bool kLean>
 __global__ void __launch_bounds__(kThreads, 2) gemv8_kernel(const __grid_constant__ Args a) {
   pdl_trigger();
   extern __shared__ __align__(16) uint8_t smem[];
@@ -167,7 +222,12 @@ __global__ void __launch_bounds__(kThreads, 2) gemv8_kernel(const __grid_constan
   // The first round's weights (constant data) are requested before pdl_wait and the x
   // quantization, which then hides under their DRAM round trip.
   uint2 lo0[kU], hi0[kU], lo1[kU], hi1[kU];
+  uint32_t sl0[2], sh0[2], sl1[2], sh1[2];  // kLean: the rounds' weight scale codes
   load_round(lo0, hi0, wlo, whi, wb0, wb1, live);
+  if constexpr (kLean) {
+    load_scales(sl0, slo, wb0, wb1, a.bshift);
+    load_scales(sh0, shi, wb0, wb1, a.bshift);
+  }
   pdl_wait();  // x may be written by the kernel before (PDL launches)
 
   // Quantize x over the block's K range: 8 threads per (32-K block, token), 4 elements
@@ -176,7 +236,53 @@ __global__ void __launch_bounds__(kThreads, 2) gemv8_kernel(const __grid_constan
   // divmod(i / 8, n). A thread issues kQ loads before it uses any (one L2 round trip per kQ
   // items, not per item); the trip count is the same for every thread (the shuffles),
   // and a group of 8 lanes is all live or all not (items % 8 == 0).
-  {
+  if constexpr (kLean) {
+    // As below, with (local block, token) = divmod(i / 8, n) by a multiply-high (exact for
+    // i / 8 < 2^32 / n), v / s as v * (1 / s) (s a power of two: the same value), the
+    // batches stopping at the last live item (a uniform bound), the dead tokens by shifts.
+    constexpr int kQ = 8;
+    const int items = range * a.n * 8;
+    const uint32_t magic = a.n == 1 ? 0u : 0xffffffffu / uint32_t(a.n) + 1u;
+    auto divn = [&](int tb) { return a.n == 1 ? tb : int(__umulhi(uint32_t(tb), magic)); };
+    for (int i0 = 0; i0 < items; i0 += kThreads * kQ) {
+      float4 v[kQ];
+#pragma unroll
+      for (int u = 0; u < kQ; ++u) {
+        if (i0 + u * kThreads >= items) break;  // uniform
+        const int i = i0 + u * kThreads + int(threadIdx.x);
+        v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < items) {
+          const int sub = i & 7, tb = i >> 3, bl = divn(tb), t = tb - bl * a.n;
+          v[u] = *reinterpret_cast<const float4*>(jb.x + int64_t(t) * a.cols + int64_t(kb0 + bl) * 32 + sub * 4);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kQ; ++u) {
+        if (i0 + u * kThreads >= items) break;  // uniform
+        const int i = i0 + u * kThreads + int(threadIdx.x);
+        float amax = fmaxf(fmaxf(fabsf(v[u].x), fabsf(v[u].y)), fmaxf(fabsf(v[u].z), fabsf(v[u].w)));
+        for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        if (i < items) {
+          const int sub = i & 7, tb = i >> 3, bl = divn(tb), t = tb - bl * a.n;
+          const float sc = fp8_block_scale(amax), inv = 1.0f / sc;
+          auto c = [&](float e) {
+            return uint32_t(__nv_cvt_float_to_fp8(round_e4m3(clamp_like_std(e * inv, -448.0f, 448.0f)),
+                                                  __NV_SATFINITE, __NV_E4M3));
+          };
+          const int bt = bl * kTok + t;
+          *reinterpret_cast<uint32_t*>(xc + bt * 32 + sub * 4) =
+              c(v[u].x) | (c(v[u].y) << 8) | (c(v[u].z) << 16) | (c(v[u].w) << 24);
+          if (sub == 0) xsc[bt] = sc;
+        }
+      }
+    }
+    for (int i = threadIdx.x; i < range * kTok * 8; i += kThreads) {
+      const int t = (i >> 3) & 7;
+      if (t < a.n) continue;
+      *reinterpret_cast<uint32_t*>(xc + (i >> 3) * 32 + (i & 7) * 4) = 0u;
+      if ((i & 7) == 0) xsc[i >> 3] = 0.0f;
+    }
+  } else {
     constexpr int kQ = 8;
     const int items = range * a.n * 8;
     for (int i0 = 0; i0 < items; i0 += kThreads * kQ) {
@@ -222,9 +328,21 @@ __global__ void __launch_bounds__(kThreads, 2) gemv8_kernel(const __grid_constan
   // Two register rounds in flight: the next round's loads go out before this one's MMAs.
   for (int b0 = wb0; b0 < wb1; b0 += 2 * kU) {
     load_round(lo1, hi1, wlo, whi, b0 + kU, wb1, live);
-    compute_round(lo0, hi0, b0, wb1, kb0, xc, xsc, slo, shi, a.bshift, g, q, acc);
+    if constexpr (kLean) {
+      load_scales(sl1, slo, b0 + kU, wb1, a.bshift);
+      load_scales(sh1, shi, b0 + kU, wb1, a.bshift);
+      compute_round_lean(lo0, hi0, sl0, sh0, b0, wb1, kb0, xc, xsc, g, q, acc);
+    } else {
+      compute_round(lo0, hi0, b0, wb1, kb0, xc, xsc, slo, shi, a.bshift, g, q, acc);
+    }
     load_round(lo0, hi0, wlo, whi, b0 + 2 * kU, wb1, live);
-    compute_round(lo1, hi1, b0 + kU, wb1, kb0, xc, xsc, slo, shi, a.bshift, g, q, acc);
+    if constexpr (kLean) {
+      load_scales(sl0, slo, b0 + 2 * kU, wb1, a.bshift);
+      load_scales(sh0, shi, b0 + 2 * kU, wb1, a.bshift);
+      compute_round_lean(lo1, hi1, sl1, sh1, b0 + kU, wb1, kb0, xc, xsc, g, q, acc);
+    } else {
+      compute_round(lo1, hi1, b0 + kU, wb1, kb0, xc, xsc, slo, shi, a.bshift, g, q, acc);
+    }
   }
 
   const int clusters = int(gridDim.y);
@@ -259,9 +377,27 @@ __global__ void __launch_bounds__(kThreads, 2) gemv8_kernel(const __grid_constan
     const int64_t lr = blk_r0 + tl * kTile + r;
     if (t >= a.n || lr >= jb.num_rows) continue;
     float sum = 0.0f;
-    for (int c = 0; c < clusters; ++c) {
-      const float* pc = clusters > 1 ? cg::this_cluster().map_shared_rank(part, c) : part;
-      for (int s = 0; s < s_count; ++s) sum += pc[((tl * s_count + s) * kTile + r) * kTok + t];
+    if constexpr (kLean) {
+      // Every (rank, slice) term requested before the first add (clusters <= 8, slices <= 4),
+      // then added in the same order as below.
+      float v[8][4];
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const float* pc = c < clusters ? (clusters > 1 ? cg::this_cluster().map_shared_rank(part, c) : part) : part;
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+          v[c][s] = c < clusters && s < s_count ? pc[((tl * s_count + s) * kTile + r) * kTok + t] : 0.0f;
+      }
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+          if (c < clusters && s < s_count) sum += v[c][s];
+    } else {
+      for (int c = 0; c < clusters; ++c) {
+        const float* pc = clusters > 1 ? cg::this_cluster().map_shared_rank(part, c) : part;
+        for (int s = 0; s < s_count; ++s) sum += pc[((tl * s_count + s) * kTile + r) * kTok + t];
+      }
     }
     jb.y[int64_t(t) * jb.num_rows + lr] = sum;
   }
@@ -315,6 +451,8 @@ Split split_of(int64_t rows, int64_t cols) {
 size_t smem_bytes(int per) { return size_t(kWarps * kTile * kTok) * 4 + size_t(per) * kTok * (4 + 32); }
 
 std::atomic<int64_t> g_launches{0};
+// 0: the first kernel (measured, NOTES 31), 1: the lean variant (not yet run on a GPU).
+std::atomic<int> g_variant{-1};
 
 bool weight_ok(const WeightArgs& w) {
   if (!weight_args_valid(w) || w.format != WFormat::kE4M3 || w.cols % 32 != 0) return false;
@@ -384,9 +522,10 @@ cudaError_t linear_fp8_gemv(const Fp8GemvCall* calls, int count, int64_t n, cuda
     if (calls[k].w.scale_format == SFormat::kE8M0 && (int64_t(32) << a.bshift) != calls[k].w.block_cols)
       return cudaErrorInvalidValue;
   const size_t smem = gemv8::smem_bytes(a.per);
+  const bool lean = linear_fp8_gemv_variant() == 1;
+  auto* kernel = lean ? gemv8::gemv8_kernel<true> : gemv8::gemv8_kernel<false>;
   if (smem > 48 * 1024) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(gemv8::gemv8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
   }
   cudaLaunchConfig_t cfg{};
@@ -411,10 +550,22 @@ cudaError_t linear_fp8_gemv(const Fp8GemvCall* calls, int count, int64_t n, cuda
   cfg.attrs = at;
   cfg.numAttrs = unsigned(na);
   ++gemv8::g_launches;
-  return cudaLaunchKernelEx(&cfg, gemv8::gemv8_kernel, a);
+  return cudaLaunchKernelEx(&cfg, kernel, a);
 }
 
 int64_t linear_fp8_gemv_launches() { return gemv8::g_launches.load(); }
+
+int linear_fp8_gemv_variant() {
+  int v = gemv8::g_variant.load();
+  if (v < 0) {
+    const char* e = std::getenv("DEEPINFER_FP8_GEMV_LEAN");
+    v = e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
+    gemv8::g_variant.store(v);
+  }
+  return v;
+}
+
+void linear_fp8_gemv_set_variant(int v) { gemv8::g_variant.store(v == 1 ? 1 : 0); }
 
 void linear_fp8_gemv_set_split(int target_warps, int max_blocks) {
   gemv8::g_target_warps.store(target_warps);
