@@ -73,6 +73,7 @@
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
+//                [--moe-lean-ks S1,S2]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmaws]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
@@ -2205,7 +2206,17 @@ int main(int argc, char** argv) {
           "--moe-small", next(),
           {{"auto", kernels::MoeTcSmall::kAuto}, {"former", kernels::MoeTcSmall::kFormer},
            {"lean4", kernels::MoeTcSmall::kLean4}}));
-    else if (a == "--moe-select")  // 0: router_select as its own launch, not folded into the MoE plan (NOTES 20)
+    else if (a == "--moe-lean-ks") {  // S1,S2: the lean MoE kernels' K split per stage (kernels::moe_tc_set_lean_ks; NOTES 34)
+      const std::string v = next();
+      int s1 = -1, s2 = -1;
+      char tail = 0;
+      if (std::sscanf(v.c_str(), "%d,%d%c", &s1, &s2, &tail) != 2 || s1 < 0 || s2 < 0 || s1 > 8 || s2 > 8) {
+        std::fprintf(stderr, "--moe-lean-ks wants S1,S2 (each 0 = the default split, or 1, 2, 4, 8), not '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+      kernels::moe_tc_set_lean_ks(s1, s2);
+    } else if (a == "--moe-select")  // 0: router_select as its own launch, not folded into the MoE plan (NOTES 20)
       kernels::moe_plan_set_select(pick<bool>("--moe-select", next(), {{"1", true}, {"0", false}}));
     else if (a == "--moe-plan")  // the one-launch MoE plan kernel: one (moe_plan_one_kernel) | fast (NOTES 28)
       kernels::moe_plan_set_fast(pick<bool>("--moe-plan", next(), {{"fast", true}, {"one", false}}));

@@ -1423,7 +1423,9 @@ TEST(Bf16Weights, EngineOptionReachesTheModel) {
 // ---------------------------------------------------------------------------
 
 TEST(CudaOverlap, ConcurrentBranchesChangeNoBit) {
-  unsetenv("DEEPINFER_OVERLAP");  // the option decides here
+  unsetenv("DEEPINFER_OVERLAP");  // the options decide here
+  unsetenv("DEEPINFER_BRANCH_PRIO");
+  unsetenv("DEEPINFER_BRANCH_BULK");
   const std::string trained = fixtures() + "/../../models/deepinfer-v41-tiny";
   const std::vector<std::string> dirs = {trained, fixture("v41_tiny_f32"), fixture("v41_tiny_quant")};
   for (const std::string& dir : dirs)
@@ -1474,6 +1476,33 @@ TEST(CudaOverlap, ConcurrentBranchesChangeNoBit) {
       EXPECT_EQ(on->graph_stats().fallbacks, 0);
     }
   }
+  // The branches under priorities (graph nodes keep their stream's priority) and with the
+  // bulk gemvs held to one block per SM (NOTES 34): still the one-stream bits.
+  for (const bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "priority graphs" : "priority eager");
+    v41::CudaModelOptions o = bf16_options(4, false, 0);
+    o.cuda_graphs = graphs;
+    o.branch_priority = true;
+    o.branch_bulk_per_sm = 1;
+    auto on = v41::CudaModel::load(trained, o);
+    o.overlap = false;
+    o.branch_priority = false;
+    o.branch_bulk_per_sm = 0;
+    auto off = v41::CudaModel::load(trained, o);
+    std::vector<std::vector<int64_t>> tables;
+    for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
+    for (int64_t count : {1, 3}) {
+      SCOPED_TRACE(count);
+      for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
+      const Compare c =
+          step_both(*on, *off, decode_workload(0, count, 24, on->config().vocab_size, uint32_t(11 + count)), tables);
+      EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+    }
+    if (graphs) {
+      EXPECT_GE(on->graph_stats().replays, 2 * 23);
+      EXPECT_EQ(on->graph_stats().fallbacks, 0);
+    }
+  }
 }
 
 TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
@@ -1487,6 +1516,25 @@ TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
   EXPECT_FALSE(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))->overlap());
   unsetenv("DEEPINFER_OVERLAP");
   EXPECT_TRUE(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))->overlap());
+}
+
+TEST(CudaOverlap, BadBranchSettingsAreInputErrors) {
+  for (const char* bad : {"2", "on", "-1", "01"}) {
+    setenv("DEEPINFER_BRANCH_PRIO", bad, 1);
+    EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << bad;
+  }
+  unsetenv("DEEPINFER_BRANCH_PRIO");
+  for (const char* bad : {"9", "x", "-1", "12"}) {
+    setenv("DEEPINFER_BRANCH_BULK", bad, 1);
+    EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << bad;
+  }
+  unsetenv("DEEPINFER_BRANCH_BULK");
+  v41::CudaModelOptions o = options(1);
+  o.branch_bulk_per_sm = 9;
+  EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), o), InputError);
+  o.branch_bulk_per_sm = 2;
+  o.branch_priority = true;
+  EXPECT_TRUE(v41::CudaModel::load(fixture("v41_tiny_f32"), o)->overlap());
 }
 
 }  // namespace

@@ -156,8 +156,10 @@ OpCase persist_oracle_case(const Shape& s, int depth) {
 // Several weights in one launch (linear_gemv_multi) against each one's own former-kernel
 // launch, bitwise. shapes: the same format, n and bf16_x; each its own x and y. kind:
 // the kernel of the multi launch (kBulk, or kPersist at ring depth `depth`).
+// sm_cap > 0: the launch under gemv_set_bulk_blocks_per_sm(sm_cap) (a concurrent branch's
+// cap: fewer resident blocks, each looping over more tiles through its ring).
 OpCase multi_case(std::string name, std::vector<Shape> shapes,
-                  kernels::GemvKind kind = kernels::GemvKind::kBulk, int depth = 0) {
+                  kernels::GemvKind kind = kernels::GemvKind::kBulk, int depth = 0, int sm_cap = 0) {
   return {name, "former", [=](Rng& rng) {
             std::vector<std::unique_ptr<TestWeight>> ws;
             std::vector<std::unique_ptr<Dev<float>>> xs, ys;
@@ -172,7 +174,10 @@ OpCase multi_case(std::string name, std::vector<Shape> shapes,
             }
             {
               GemvScope scope(kind, shapes[0].cap, depth);
-              check_cuda(kernels::linear_gemv_multi(calls.data(), int(calls.size()), nullptr), "gemv_multi");
+              kernels::gemv_set_bulk_blocks_per_sm(sm_cap);
+              const cudaError_t e = kernels::linear_gemv_multi(calls.data(), int(calls.size()), nullptr);
+              kernels::gemv_set_bulk_blocks_per_sm(0);
+              check_cuda(e, "gemv_multi");
             }
             for (size_t k = 0; k < shapes.size(); ++k)
               out.floats.push_back({"y" + std::to_string(k),
@@ -326,6 +331,14 @@ std::vector<OpCase> linear_gemv_cases() {
                                                      {K::kFp8E8m0, 2, 1000, 1280, 0, -1, false, 5},
                                                      {K::kFp8E8m0, 2, 6, 2048, 0, -1, false, 5},
                                                      {K::kFp8E8m0, 2, 512, 1024, 0, -1, false, 5, 8}}));
+  // The shared expert's w1 + w3 at V4.1's shapes (2 x 2304 x 5120 FP8: 2 bulk blocks per SM
+  // fill the GPU in one wave) under a branch's per-SM cap of 1 and 2 (a ring per block,
+  // NOTES 34): the same tiles, bitwise the former kernel. n = 1 and 8.
+  for (int sm_cap : {1, 2})
+    for (int64_t n : {1, 8})
+      c.push_back(multi_case("gemv_multi_shared_w13_n" + std::to_string(n) + "_smcap" + std::to_string(sm_cap),
+                             {{K::kFp8E8m0, n, 2304, 5120, 0, -1, true}, {K::kFp8E8m0, n, 2304, 5120, 0, -1, true}},
+                             kernels::GemvKind::kBulk, 0, sm_cap));
   // The persistent kernel: every shape above of 1 .. 4 tokens at the default ring (depth 4;
   // the capped grids give a block 10 .. 40 tiles, so its ring runs across many tile
   // boundaries), the ks = 1 path (rows with no K split: no shared-memory sum, the warp

@@ -72,6 +72,12 @@ std::atomic<int> g_gemv_bulk_grid_cap{0};
 }  // namespace
 void gemv_set_bulk_grid_cap(int blocks) { g_gemv_bulk_grid_cap = blocks > 0 ? blocks : 0; }
 int gemv_bulk_grid_cap() { return g_gemv_bulk_grid_cap.load(); }
+namespace {
+// Per host thread: the model's branch scope sets it on the thread that launches (captures).
+thread_local int t_gemv_bulk_per_sm = 0;
+}  // namespace
+void gemv_set_bulk_blocks_per_sm(int blocks_per_sm) { t_gemv_bulk_per_sm = blocks_per_sm > 0 ? blocks_per_sm : 0; }
+int gemv_bulk_blocks_per_sm() { return t_gemv_bulk_per_sm; }
 namespace mma {
 // Defined in smxx_linear_mma.cuh, instantiated in smxx_linear_mma_<format>.cu.
 template <WFormat F>

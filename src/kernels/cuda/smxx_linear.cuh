@@ -105,6 +105,12 @@ bool gemv_pdl();
 // each block loops over many tiles and its ring of stages wraps many times.
 void gemv_set_bulk_grid_cap(int blocks);
 int gemv_bulk_grid_cap();
+// This host thread's bulk launches keep at most blocks_per_sm resident blocks per SM (0:
+// as many as fit, the default). The model sets it around a concurrent branch's linears
+// (CudaModelOptions::branch_bulk_per_sm), so the branch leaves room on every SM for the
+// critical path's blocks; the tiles and their sums are the same (more tiles per block).
+void gemv_set_bulk_blocks_per_sm(int blocks_per_sm);
+int gemv_bulk_blocks_per_sm();
 
 // Whether the gemv / mma paths can take these arguments (format, alignment, block layout).
 bool linear_gemv_eligible(const LinearArgs& a);

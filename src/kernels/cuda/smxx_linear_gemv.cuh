@@ -785,13 +785,16 @@ cudaError_t launch_bulk(const LinearArgs* calls, int count, cudaStream_t stream)
   // ring of up to ~96 KB per block (two blocks per SM: far more bytes in flight than the
   // ~32 KB per SM that 4.27 TB/s needs at ~1 us latency) and a grid of one wave.
   int stages = 1;
-  int per_sm = bulk_blocks_per_sm(kernel, g.stage_bytes);
+  // A concurrent branch may hold the launch to fewer blocks per SM (gemv_set_bulk_blocks_per_sm).
+  const int sm_cap = gemv_bulk_blocks_per_sm();
+  auto capped = [&](int fit) { return sm_cap > 0 ? std::min(fit, sm_cap) : fit; };
+  int per_sm = capped(bulk_blocks_per_sm(kernel, g.stage_bytes));
   if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   const int cap = gemv_bulk_grid_cap();  // tests: a small grid makes every ring wrap
   if (tiles > int64_t(per_sm) * sms || (cap > 0 && tiles > cap)) {
     stages = int(std::clamp<int64_t>((96 * 1024) / g.stage_bytes, 2, kBulkMaxStages));
     while (stages > 1 && int64_t(stages) * g.stage_bytes > 200 * 1024) --stages;
-    per_sm = bulk_blocks_per_sm(kernel, stages * g.stage_bytes);
+    per_sm = capped(bulk_blocks_per_sm(kernel, stages * g.stage_bytes));
     if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   }
   g.stages = stages;
@@ -1075,6 +1078,7 @@ cudaError_t launch_persist_d(const LinearArgs* calls, int count, cudaStream_t st
   int per_sm = bulk_blocks_per_sm(kernel, smem);
   if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   if (gemv_persist_blocks() > 0) per_sm = std::min(per_sm, gemv_persist_blocks());
+  if (gemv_bulk_blocks_per_sm() > 0) per_sm = std::min(per_sm, gemv_bulk_blocks_per_sm());  // a branch's cap
   int64_t grid = std::min<int64_t>(tiles, int64_t(per_sm) * bulk_sm_count());
   const int cap = gemv_bulk_grid_cap();  // tests: a small grid gives each block many tiles
   if (cap > 0) grid = std::min<int64_t>(grid, cap);

@@ -196,6 +196,8 @@ void check_options(const CudaModelOptions& o) {
   DI_CHECK_INPUT(o.memory_fraction > 0 && o.memory_fraction <= 1, "memory_fraction must be in (0, 1]");
   DI_CHECK_INPUT(o.max_context >= 0, "max_context must be >= 0");
   DI_CHECK_INPUT(o.gemm_min_tokens >= 0, "gemm_min_tokens must be >= 0");
+  DI_CHECK_INPUT(o.branch_bulk_per_sm >= 0 && o.branch_bulk_per_sm <= 8, "branch_bulk_per_sm must be in [0, 8], not ",
+                 o.branch_bulk_per_sm);
   DI_CHECK_INPUT(o.bf16_weights != Bf16Weights::kOn || ops::rounding_of(o.activations) == ops::Activations::kBF16,
                  "bf16_weights on (--bf16-weights on) needs bf16 or fp8 activations (--activations bf16|fp8): only "
                  "their cuBLASLt GEMMs read the copies");
@@ -242,7 +244,29 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   d.cfg = cfg;
   const ModelConfig& c = d.cfg;
   if (!c.engram_layer_ids.empty()) d.engram = EngramHasher::create(c, tokenizer_path);
-  CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  d.branch_priority = o.branch_priority;
+  d.branch_bulk_per_sm = o.branch_bulk_per_sm;
+  if (const char* v = std::getenv("DEEPINFER_BRANCH_PRIO"); v != nullptr && *v != '\0') {
+    const std::string s(v);
+    DI_CHECK_INPUT(s == "0" || s == "1", "DEEPINFER_BRANCH_PRIO='", s,
+                   "' must be 0 (one priority) or 1 (the main stream above the concurrent branches)");
+    d.branch_priority = s == "1";
+  }
+  if (const char* v = std::getenv("DEEPINFER_BRANCH_BULK"); v != nullptr && *v != '\0') {
+    const std::string s(v);
+    DI_CHECK_INPUT(s.size() == 1 && s[0] >= '0' && s[0] <= '8', "DEEPINFER_BRANCH_BULK='", s,
+                   "' must be a digit 0..8 (a branch's bulk gemv blocks per SM; 0: as many as fit)");
+    d.branch_bulk_per_sm = s[0] - '0';
+  }
+  // Priorities (NOTES 34): the main stream carries the critical path, so with
+  // branch_priority it takes the device's highest priority and the branches its lowest;
+  // pending blocks of a higher-priority stream are placed first (running ones are not
+  // preempted). A capture copies the stream's priority into each kernel node, and the
+  // graph step is instantiated with cudaGraphInstantiateFlagUseNodePriority to keep them.
+  int prio_least = 0, prio_greatest = 0;
+  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest));
+  CUDA_CHECK(cudaStreamCreateWithPriority(&d.stream, cudaStreamNonBlocking,
+                                          d.branch_priority ? prio_greatest : prio_least));
   d.overlap_moe_on = d.overlap_engram_on = d.overlap_attention_on = o.overlap;
   if (const char* v = std::getenv("DEEPINFER_OVERLAP"); v != nullptr && *v != '\0') {
     // 0: one stream; 1: every branch; else letters naming the branches on (measurements):
@@ -258,11 +282,11 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   }
   d.overlap = d.overlap_moe_on || d.overlap_engram_on || d.overlap_attention_on;
   if (d.overlap) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&d.aux, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux, cudaStreamNonBlocking, prio_least));
     CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_fork, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_join, cudaEventDisableTiming));
     if (d.engram) {
-      CUDA_CHECK(cudaStreamCreateWithFlags(&d.eng, cudaStreamNonBlocking));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&d.eng, cudaStreamNonBlocking, prio_least));
       d.ev_engram.resize(c.engram_layer_ids.size());
       for (cudaEvent_t& e : d.ev_engram) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
@@ -983,7 +1007,8 @@ bool CudaModel::Impl::forward_graph(std::vector<CudaBatchItem>& items, const std
         DI_CHECK(false, "graph step: the capture pass planned another parameter layout than the sizing pass (",
                  g.block.step_bytes(), " + ", g.block.keyed_bytes(), " bytes)");
       }
-      const cudaError_t inst = cudaGraphInstantiate(&g.exec, graph, 0);
+      const cudaError_t inst = cudaGraphInstantiate(
+          &g.exec, graph, branch_priority ? static_cast<unsigned long long>(cudaGraphInstantiateFlagUseNodePriority) : 0ull);
       cudaGraphDestroy(graph);
       CUDA_CHECK(inst);
       g.sig = pass.sig;

@@ -109,11 +109,25 @@ struct CudaModel::Impl {
   cudaStream_t aux = nullptr, eng = nullptr;
   cudaEvent_t ev_fork = nullptr, ev_join = nullptr;
   std::vector<cudaEvent_t> ev_engram;  // one per Engram layer: its kv is ready
+  // How the branches yield to the critical path (CudaModelOptions::branch_priority /
+  // branch_bulk_per_sm after DEEPINFER_BRANCH_PRIO / DEEPINFER_BRANCH_BULK; NOTES 34).
+  bool branch_priority = false;
+  int branch_bulk_per_sm = 0;
   struct Branch {
     Impl& d;
     cudaStream_t saved;
-    Branch(Impl& impl, cudaStream_t side) : d(impl), saved(impl.stream) { d.stream = side; }
-    ~Branch() { d.stream = saved; }
+    int saved_cap;
+    // The branch's bulk gemvs keep at most branch_bulk_per_sm blocks per SM (this host
+    // thread's launches only, for the length of the branch).
+    Branch(Impl& impl, cudaStream_t side)
+        : d(impl), saved(impl.stream), saved_cap(kernels::gemv_bulk_blocks_per_sm()) {
+      d.stream = side;
+      kernels::gemv_set_bulk_blocks_per_sm(d.branch_bulk_per_sm);
+    }
+    ~Branch() {
+      d.stream = saved;
+      kernels::gemv_set_bulk_blocks_per_sm(saved_cap);
+    }
     Branch(const Branch&) = delete;
     Branch& operator=(const Branch&) = delete;
   };
