@@ -1427,25 +1427,34 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
     bool fast_plan;
     MoeTcSmall small;
     bool profile;  // in the --ops-moe-route-profile pass
+    int ks1 = -1, ks2 = -1;  // >= 0: the lean kernels' K split per stage (moe_tc_set_lean_ks; NOTES 34)
   };
   const auto D4 = RouterLogitsPath::kDmma, DD = RouterLogitsPath::kDmmaDeep;
   // (NOTES 28's new_fold, new_lean4l, new_leanw2 / 4 configurations went with those kernels in session 8.)
   const Cfg cfgs[] = {{"former", D4, false, MoeTcSmall::kAuto, true},
                       {"rdeep", DD, false, MoeTcSmall::kAuto, false},
                       {"pfast", D4, true, MoeTcSmall::kAuto, false},
-                      {"new", DD, true, MoeTcSmall::kAuto, true}};
+                      {"new", DD, true, MoeTcSmall::kAuto, true},
+                      // The lean stages in other K splits (stage 1 / stage 2; 4 / 2 is the default's).
+                      {"new_ks84", DD, true, MoeTcSmall::kAuto, true, 8, 4},
+                      {"new_ks82", DD, true, MoeTcSmall::kAuto, false, 8, 2},
+                      {"new_ks44", DD, true, MoeTcSmall::kAuto, false, 4, 4},
+                      {"new_ks88", DD, true, MoeTcSmall::kAuto, false, 8, 8}};
   const RouterLogitsPath path_def = kernels::router_logits_path();
   const bool fast_def = kernels::moe_plan_fast();
   const MoeTcSmall small_def = kernels::moe_tc_small();
+  const int ks1_def = kernels::moe_tc_lean_ks(1), ks2_def = kernels::moe_tc_lean_ks(2);
   auto apply = [](const Cfg& g) {
     kernels::router_logits_set_path(g.router);
     kernels::moe_plan_set_fast(g.fast_plan);
     kernels::moe_tc_set_small(g.small);
+    if (g.ks1 >= 0) kernels::moe_tc_set_lean_ks(g.ks1, g.ks2);
   };
   auto restore = [&] {
     kernels::router_logits_set_path(path_def);
     kernels::moe_plan_set_fast(fast_def);
     kernels::moe_tc_set_small(small_def);
+    kernels::moe_tc_set_lean_ks(ks1_def, ks2_def);
   };
   EvTimer tm;
   for (int64_t T : batches) {
