@@ -35,7 +35,8 @@ if rows:
     for r in rows[1:]:
         d = dict(zip(h, r))
         if d.get("Metric Name") == "gpu__time_duration.sum":
-            print("ncu", d.get("Kernel Name", "?")[:40], d.get("Grid Size", "?"), d.get("Metric Value", "?"), d.get("Metric Unit", ""))
+            k = d.get("Kernel Name", "?")
+            print("ncu", k[max(k.find("moe_tc"), 0):][:40], d.get("Grid Size", "?"), d.get("Metric Value", "?"), d.get("Metric Unit", ""))
 PY
 LA=(--contexts 8192 --batches 1,8 --steps 3 --prefill 0 --activations bf16 --bf16-weights on --engram-compare 0 --budget-s 26)
 lay() {  # NAME [flash args...]: one layers run, its device / per-layer lines
