@@ -73,7 +73,6 @@
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
-//                [--moe-lean-ks S1,S2]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmaws]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
@@ -1427,34 +1426,25 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
     bool fast_plan;
     MoeTcSmall small;
     bool profile;  // in the --ops-moe-route-profile pass
-    int ks1 = -1, ks2 = -1;  // >= 0: the lean kernels' K split per stage (moe_tc_set_lean_ks; NOTES 34)
   };
   const auto D4 = RouterLogitsPath::kDmma, DD = RouterLogitsPath::kDmmaDeep;
   // (NOTES 28's new_fold, new_lean4l, new_leanw2 / 4 configurations went with those kernels in session 8.)
   const Cfg cfgs[] = {{"former", D4, false, MoeTcSmall::kAuto, true},
                       {"rdeep", DD, false, MoeTcSmall::kAuto, false},
                       {"pfast", D4, true, MoeTcSmall::kAuto, false},
-                      {"new", DD, true, MoeTcSmall::kAuto, true},
-                      // The lean stages in other K splits (stage 1 / stage 2; 4 / 2 is the default's).
-                      {"new_ks84", DD, true, MoeTcSmall::kAuto, true, 8, 4},
-                      {"new_ks82", DD, true, MoeTcSmall::kAuto, false, 8, 2},
-                      {"new_ks44", DD, true, MoeTcSmall::kAuto, false, 4, 4},
-                      {"new_ks88", DD, true, MoeTcSmall::kAuto, false, 8, 8}};
+                      {"new", DD, true, MoeTcSmall::kAuto, true}};
   const RouterLogitsPath path_def = kernels::router_logits_path();
   const bool fast_def = kernels::moe_plan_fast();
   const MoeTcSmall small_def = kernels::moe_tc_small();
-  const int ks1_def = kernels::moe_tc_lean_ks(1), ks2_def = kernels::moe_tc_lean_ks(2);
   auto apply = [](const Cfg& g) {
     kernels::router_logits_set_path(g.router);
     kernels::moe_plan_set_fast(g.fast_plan);
     kernels::moe_tc_set_small(g.small);
-    if (g.ks1 >= 0) kernels::moe_tc_set_lean_ks(g.ks1, g.ks2);
   };
   auto restore = [&] {
     kernels::router_logits_set_path(path_def);
     kernels::moe_plan_set_fast(fast_def);
     kernels::moe_tc_set_small(small_def);
-    kernels::moe_tc_set_lean_ks(ks1_def, ks2_def);
   };
   EvTimer tm;
   for (int64_t T : batches) {
@@ -2215,17 +2205,7 @@ int main(int argc, char** argv) {
           "--moe-small", next(),
           {{"auto", kernels::MoeTcSmall::kAuto}, {"former", kernels::MoeTcSmall::kFormer},
            {"lean4", kernels::MoeTcSmall::kLean4}}));
-    else if (a == "--moe-lean-ks") {  // S1,S2: the lean MoE kernels' K split per stage (kernels::moe_tc_set_lean_ks; NOTES 34)
-      const std::string v = next();
-      int s1 = -1, s2 = -1;
-      char tail = 0;
-      if (std::sscanf(v.c_str(), "%d,%d%c", &s1, &s2, &tail) != 2 || s1 < 0 || s2 < 0 || s1 > 8 || s2 > 8) {
-        std::fprintf(stderr, "--moe-lean-ks wants S1,S2 (each 0 = the default split, or 1, 2, 4, 8), not '%s'\n",
-                     v.c_str());
-        return 2;
-      }
-      kernels::moe_tc_set_lean_ks(s1, s2);
-    } else if (a == "--moe-select")  // 0: router_select as its own launch, not folded into the MoE plan (NOTES 20)
+    else if (a == "--moe-select")  // 0: router_select as its own launch, not folded into the MoE plan (NOTES 20)
       kernels::moe_plan_set_select(pick<bool>("--moe-select", next(), {{"1", true}, {"0", false}}));
     else if (a == "--moe-plan")  // the one-launch MoE plan kernel: one (moe_plan_one_kernel) | fast (NOTES 28)
       kernels::moe_plan_set_fast(pick<bool>("--moe-plan", next(), {{"fast", true}, {"one", false}}));

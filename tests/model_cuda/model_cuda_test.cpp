@@ -1476,18 +1476,17 @@ TEST(CudaOverlap, ConcurrentBranchesChangeNoBit) {
       EXPECT_EQ(on->graph_stats().fallbacks, 0);
     }
   }
-  // The branches under priorities (graph nodes keep their stream's priority) and with the
-  // bulk gemvs held to one block per SM (NOTES 34): still the one-stream bits.
+  // The branches (defaults: priorities, graph nodes keeping their stream's priority, and
+  // the bulk gemvs held to one block per SM; NOTES 34) also without the priorities and with
+  // two bulk blocks per SM: still the one-stream bits.
   for (const bool graphs : {false, true}) {
-    SCOPED_TRACE(graphs ? "priority graphs" : "priority eager");
+    SCOPED_TRACE(graphs ? "no priority graphs" : "no priority eager");
     v41::CudaModelOptions o = bf16_options(4, false, 0);
     o.cuda_graphs = graphs;
-    o.branch_priority = true;
-    o.branch_bulk_per_sm = 1;
+    o.branch_priority = false;
+    o.branch_bulk_per_sm = 2;
     auto on = v41::CudaModel::load(trained, o);
     o.overlap = false;
-    o.branch_priority = false;
-    o.branch_bulk_per_sm = 0;
     auto off = v41::CudaModel::load(trained, o);
     std::vector<std::vector<int64_t>> tables;
     for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));

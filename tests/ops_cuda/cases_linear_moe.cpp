@@ -386,33 +386,6 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                                   {int64_t(std::memcmp(iv.data(), full.data(), iv.size() * 4) != 0)}});
               }
             }
-            if (kind == WKind::kFp4E8m0 && inter % 128 == 0 && dim % 128 == 0 && inter / 128 >= 4) {
-              // The lean kernels with another K split (moe_tc_set_lean_ks; NOTES 34): stage 1
-              // in 8 slices, stage 2 in 4 (a row's sums in another order) against the CPU, and
-              // in kInvariant its sub-batches bitwise against its full batch (the split follows
-              // the shape, never T).
-              struct LeanKs {  // back to the default split even if a run throws
-                LeanKs() { kernels::moe_tc_set_lean_ks(8, 4); }
-                ~LeanKs() { kernels::moe_tc_set_lean_ks(0, 0); }
-              } scope;
-              Dev<float> alt(n * dim);
-              run(0, n, alt.get());
-              const std::vector<float> other = alt.host();
-              std::vector<float> og(m * dim);
-              for (int64_t i = 0; i < m; ++i)
-                std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, og.begin() + i * dim);
-              o.floats.push_back({"y_leanks84", y, og});
-              if (invariant) {
-                int64_t diff = 0;
-                for (auto [t0, cnt] : {std::pair<int64_t, int64_t>{0, 1}, {n / 2, n - n / 2}}) {
-                  Dev<float> sub(cnt * dim);
-                  run(t0, cnt, sub.get());
-                  const std::vector<float> part = sub.host();
-                  diff += int64_t(std::memcmp(part.data(), other.data() + t0 * dim, part.size() * 4) != 0);
-                }
-                o.ints.push_back({"leanks84_sub_batches_bitwise_differ", {0}, {diff}});
-              }
-            }
             if (invariant) {
               // Sub-batches against the full batch: with the default small-tile kernel, and
               // at moe_tc shapes with every small-tile kernel (a token's bits may depend

@@ -10,6 +10,8 @@
 #   BUILD=build-gpu OUTDIR=/work/main/.gpubin-mob2 bash bench/flash/pack_all.sh   (in the worktree)
 #   cp /work/main/.gpubin-int/tok.tar.xz bench/results/2026-12-01-mob2-logs/run.sh /work/main/.gpubin-mob2/
 #   on the device (carry .gpubin-mob2): bash .gpubin-mob2/run.sh $OUT/r
+# (Ran at 2a2af0b. The lean K split override -- flash_layers --moe-lean-ks and the route configs
+# new_ks84 / 82 / 44 / 88 -- was removed after this call: slower, and not batch invariant as written.)
 set -uo pipefail
 PACK=.gpubin-mob2 source bench/flash/device_lib.sh "$1"
 NCU=/usr/local/cuda/bin/ncu

@@ -302,14 +302,6 @@ int moe_tc_f32_big_threshold();
 // before reading h. Off by default (opt-in; NOTES "MoE decode tiles").
 void moe_tc_set_pdl(bool on);
 bool moe_tc_pdl();
-// The lean small-tile kernels' K split (slices per row) for stage 1 / stage 2; 0 (the
-// default) keeps small_tile_ks's split, shared with the former kernel (the same bits). An
-// override changes the per-row sum order (other low bits, still within the CPU oracle's
-// bound and batch invariant: it depends on the shape only); one that does not divide the
-// block's 8 warps or exceeds the stage's chunks is ignored. It changes how many blocks a
-// stage has at T = 1 (NOTES 34: rounds of resident blocks). A process-wide setting.
-void moe_tc_set_lean_ks(int stage1, int stage2);
-int moe_tc_lean_ks(int stage);
 // x [count] fp32 -> terms (1 or 3) bf16 planes of count elements (count % 4 == 0).
 cudaError_t moe_split_terms(const float* x, uint16_t* out, int64_t count, int terms, cudaStream_t stream);
 // out = bf16-rounded x (fp32 storage), for the SIMT paths under Activations::kBF16.

@@ -743,24 +743,11 @@ cudaError_t launch_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// moe_tc_set_lean_ks: the lean kernels' K split per stage (0: small_tile_ks's).
-int g_moe_lean_ks[2] = {0, 0};
-
-// The lean kernels' K split: small_tile_ks's (the former kernel's: the same sums), or the
-// stage's moe_tc_set_lean_ks override where it divides the block's warps and leaves every
-// slice at least one chunk. Either way a function of the shape alone (never of T or the
-// routing), so a row's sum order is the same in every batch.
-int lean_ks(int stage, int chunks) {
-  const int o = g_moe_lean_ks[stage - 1];
-  if (o > 0 && kTcWarps % o == 0 && chunks >= o) return o;
-  return small_tile_ks(chunks);
-}
-
 // The grid (tile, row block) of kLean4 / kLean8 / kLean4T as measured in NOTES 8.
 template <int kStage, int kTerms, int kRing, bool kTab = false>
 cudaError_t launch_lean(const MoeGroupedArgs& a, cudaStream_t stream) {
   const WeightArgs& L = kStage == 1 ? a.w13 : a.w2;
-  const int ks = lean_ks(kStage, int(L.cols / 128));
+  const int ks = small_tile_ks(int(L.cols / 128));  // the former kernel's K split: the same sums
   const int64_t per_block = int64_t(kTcWarps / ks) * (kStage == 1 ? 8 : 16);
   const int64_t gy = (L.rows + per_block - 1) / per_block;
   if (gy > 65535 || a.max_tiles > INT32_MAX || a.xt_plane % 8 != 0) return cudaErrorInvalidValue;
@@ -958,11 +945,6 @@ namespace {
 int g_moe_tc_f32_big = 32;  // moe_tc_set_f32_big_threshold
 bool g_moe_tc_pdl = false;             // moe_tc_set_pdl
 }  // namespace
-void moe_tc_set_lean_ks(int stage1, int stage2) {
-  g_moe_lean_ks[0] = std::max(stage1, 0);
-  g_moe_lean_ks[1] = std::max(stage2, 0);
-}
-int moe_tc_lean_ks(int stage) { return stage == 1 || stage == 2 ? g_moe_lean_ks[stage - 1] : 0; }
 void moe_tc_set_pdl(bool on) { g_moe_tc_pdl = on; }
 bool moe_tc_pdl() { return g_moe_tc_pdl; }
 void moe_tc_set_f32_big_threshold(int rows) { g_moe_tc_f32_big = std::max(rows, kMoeSmallRows); }

@@ -97,17 +97,19 @@ struct CudaModelOptions {
   // DEEPINFER_OVERLAP (0, 1, or letters naming branches: README), when set, overrides it
   // (a measurement switch: one binary A/Bs both). Measured in bench/flash/NOTES.md 33.
   bool overlap = true;
-  // How the branches share the GPU with the critical path (NOTES 34; measurement switches,
-  // off by default until measured faster). branch_priority: the main stream at the
-  // device's highest priority and the branch streams at its lowest, and graphs
-  // instantiated with per-node priorities (a capture copies each stream's priority into
-  // its kernel nodes), so pending blocks of the router / plan / routed tiles are placed
-  // before the shared expert's. branch_bulk_per_sm > 0: the branch's bulk gemvs (the shared
-  // expert's w1 + w3) keep at most that many blocks per SM (a ring per block instead of
-  // one wave), leaving registers and shared memory for the critical path's blocks.
-  // DEEPINFER_BRANCH_PRIO (0 / 1) and DEEPINFER_BRANCH_BULK (0..8) override them. Same bits.
-  bool branch_priority = false;
-  int branch_bulk_per_sm = 0;
+  // How the branches share the GPU with the critical path (NOTES 34). branch_priority: the
+  // main stream at the device's highest priority and the branch streams at its lowest, and
+  // graphs instantiated with per-node priorities (a capture copies each stream's priority
+  // into its kernel nodes), so pending blocks of the critical path (router, plan, routed
+  // tiles; layer 0 beside the Engram projections) are placed before a branch's.
+  // branch_bulk_per_sm > 0: a branch's bulk gemvs (the shared expert's w1 + w3) keep at most
+  // that many blocks per SM (a ring per block instead of two blocks), leaving registers and
+  // shared memory for the critical path's blocks; 0: as many as fit. Measured at batch 1
+  // (8K, bf16 + copies, graph): device 1.878 -> 1.798 ms with both, each alone about half;
+  // batch 8 unchanged. DEEPINFER_BRANCH_PRIO (0 / 1) and DEEPINFER_BRANCH_BULK (0..8)
+  // override them (one binary A/Bs). Same bits either way.
+  bool branch_priority = true;
+  int branch_bulk_per_sm = 1;
   int device = 0;
 };
 
