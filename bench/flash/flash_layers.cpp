@@ -46,9 +46,8 @@
 // no multi-weight launches (the code before NOTES section 12), "bulk" the bulk kernel for every
 // call, "persist" the persistent kernel at n <= 4 (NOTES 19), "auto0" the policy before it,
 // "auto" (default) each where it measured faster (auto0 but FP8 pairs at 3-4 tokens persist),
-// "tensor" the tensor-core kernel for FP8 calls under bf16 x (NOTES 26), auto0 elsewhere; "xs" / "xsi"
-// the one-token FP8 kernel with x in shared memory (xsi: integer decode, xsp: next step's
-// weights requested first, xsip: both; NOTES 27), auto0 elsewhere.
+// "tensor" the tensor-core kernel for FP8 calls under bf16 x (NOTES 26), auto0 elsewhere; "xs"
+// the one-token FP8 kernel with x in shared memory (NOTES 27), auto0 elsewhere.
 // --gemv-profile: --ops-gemv's calls once each inside cudaProfilerStart / Stop (ncu), untimed.
 // --ops-fp8gemv: fp8 mode at n <= 8 (--gemv-ns), the one-launch FP8 gemv (NOTES 31) against
 // the former quant + fp32 gemv, single weights and the linear_multi pairs (run_fp8gemv_ops).
@@ -1038,9 +1037,7 @@ void run_gemv_ops(HostPool& hp) {
   const Variant all_variants[] = {{"stream", kernels::GemvKind::kStream, 0, 0}, {"bulk", kernels::GemvKind::kBulk, 0, 0},
                                   {"p2", kernels::GemvKind::kPersist, 2, 0},    {"p4", kernels::GemvKind::kPersist, 4, 0},
                                   {"p4b2", kernels::GemvKind::kPersist, 4, 2},  {"p6", kernels::GemvKind::kPersist, 6, 0},
-                                  {"tc", kernels::GemvKind::kTensor, 0, 0},      {"xs", kernels::GemvKind::kXs, 0, 0},
-                                  {"xsi", kernels::GemvKind::kXsi, 0, 0},       {"xsp", kernels::GemvKind::kXsp, 0, 0},
-                                  {"xsip", kernels::GemvKind::kXsip, 0, 0}};
+                                  {"tc", kernels::GemvKind::kTensor, 0, 0},      {"xs", kernels::GemvKind::kXs, 0, 0}};
   auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
@@ -1067,10 +1064,8 @@ void run_gemv_ops(HostPool& hp) {
           if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
           // tc: FP8 under bf16 x only (elsewhere kTensor runs kAuto0's kernel: not a tc line).
           if (v.kind == kernels::GemvKind::kTensor && (!bf16x || s.fmt != '8')) continue;
-          // xs / xsi: FP8 at one token only (elsewhere kAuto0's kernels: not an xs line).
-          const bool xs = v.kind == kernels::GemvKind::kXs || v.kind == kernels::GemvKind::kXsi ||
-                          v.kind == kernels::GemvKind::kXsp || v.kind == kernels::GemvKind::kXsip;
-          if (xs && (n != 1 || s.fmt != '8')) continue;
+          // xs: FP8 at one token only (elsewhere kAuto0's kernels: not an xs line).
+          if (v.kind == kernels::GemvKind::kXs && (n != 1 || s.fmt != '8')) continue;
           use(v);
           if (g_gemv_profile) {  // one warm call, then one inside the profiler's range (ncu)
             CK(kernels::linear(args(s, ws[0], n, bf16x, y), st));
@@ -1125,10 +1120,7 @@ void run_gemv_ops(HostPool& hp) {
         if (vi > 0 && v.kind == kernels::GemvKind::kStream) continue;
         if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
         if (v.kind == kernels::GemvKind::kTensor) continue;  // these pairs run f32 x
-        if ((v.kind == kernels::GemvKind::kXs || v.kind == kernels::GemvKind::kXsi || v.kind == kernels::GemvKind::kXsp ||
-             v.kind == kernels::GemvKind::kXsip) &&
-            n != 1)
-          continue;
+        if (v.kind == kernels::GemvKind::kXs && n != 1) continue;
         if (g_gemv_profile) continue;
         use(v);
         const float ms = time_adaptive(tm, [&](int i) {
@@ -2116,8 +2108,7 @@ int main(int argc, char** argv) {
           "--gemv", next(),
           {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk},
            {"persist", kernels::GemvKind::kPersist}, {"auto0", kernels::GemvKind::kAuto0},
-           {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}, {"xsi", kernels::GemvKind::kXsi},
-           {"xsp", kernels::GemvKind::kXsp}, {"xsip", kernels::GemvKind::kXsip}}));
+           {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}}));
     else if (a == "--gemv-persist") {  // the persistent gemv's ring depth [and blocks per SM]: 4 or 4,2
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_persist(v.empty() ? 0 : int(v[0]), v.size() > 1 ? int(v[1]) : 0);

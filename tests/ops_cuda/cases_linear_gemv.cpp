@@ -262,19 +262,13 @@ OpCase tc_fallback_case(const Shape& s) {
           }};
 }
 
-// The x-in-shared-memory kernel (GemvKind::kXs; kXsi: plus the integer e4m3 decode; kXsp:
-// plus the next step's weights loaded first; kXsip: both) vs the
-// former kernel, bitwise ("cpu" holds the former kernel's output). xscale multiplies x:
-// 1000 puts elements over 2^8, where kXsi's blocks keep the cvt decode; big_group >= 0
-// scales only that group of a grouped x (blocks of both kinds in one launch). At n = 1 the
+// The x-in-shared-memory kernel (GemvKind::kXs, or kAuto where it takes the call) vs the
+// former kernel, bitwise ("cpu" holds the former kernel's output). xscale multiplies x
+// (1000: elements over 2^8); big_group >= 0 scales only that group of a grouped x. At n = 1 the
 // case first checks that the kernel really takes the call (linear_gemv_xs_eligible), so a
 // silent fallback cannot pass for it; at n > 1 it checks the fallback (kAuto0's kernels).
 OpCase xs_case(const Shape& s, kernels::GemvKind kind, float xscale = 1.0f, int big_group = -1) {
-  std::string what = kind == kernels::GemvKind::kXsi    ? "gemv_xsi"
-                     : kind == kernels::GemvKind::kXsp  ? "gemv_xsp"
-                     : kind == kernels::GemvKind::kXsip ? "gemv_xsip"
-                     : kind == kernels::GemvKind::kAuto ? "gemv_xsauto"
-                                                        : "gemv_xs";
+  std::string what = kind == kernels::GemvKind::kAuto ? "gemv_xsauto" : "gemv_xs";
   if (xscale != 1.0f) what += big_group >= 0 ? "_biggroup" : "_bigx";
   return {shape_name(what.c_str(), s), "former", [=](Rng& rng) {
             const auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
@@ -403,14 +397,14 @@ std::vector<OpCase> linear_gemv_cases() {
   c.push_back(tc_invariance_case({K2::kFp8E8m0, 8, 512, 1280, 0, -1, true}));
   c.push_back(tc_invariance_case({K2::kFp8E8m0, 8, 160, 8192, 0, -1, true}));
   c.push_back(tc_invariance_case({K2::kFp8E8m0, 5, 512, 1024, 0, -1, true, 0, 8}));
-  // The x-in-shared-memory kernels (kXs, kXsi) vs the former kernel, bitwise: V4.1's column
+  // The x-in-shared-memory kernel (kXs) vs the former kernel, bitwise: V4.1's column
   // counts at fewer rows (wq_b 1280: ks = 1, 2.5 steps per lane; wo_b 8192: ks = 4; wq_a
   // 5120: ks = 8; shared w2 2304 and 1056: ragged K, lanes with one step less), row tails
   // (200, 6 rows), a slice, grouped x (wo_a), e4m3 with fp32 scales, both activation
-  // modes; x over 2^8 (kXsi's cvt fallback) in every block or in one group only; n = 2 .. 4
-  // (the fallback to kAuto0's kernels).
-  for (const kernels::GemvKind kind :
-       {kernels::GemvKind::kXs, kernels::GemvKind::kXsi, kernels::GemvKind::kXsp, kernels::GemvKind::kXsip}) {
+  // modes; x over 2^8 in every block or in one group only; n = 2 .. 4 (the fallback to
+  // kAuto0's kernels).
+  {
+    const kernels::GemvKind kind = kernels::GemvKind::kXs;
     for (const bool bx : {false, true})
       for (const Shape& s : std::vector<Shape>{
                {K2::kFp8E8m0, 1, 1024, 1280, 0, -1, bx},      {K2::kFp8E8m0, 1, 640, 8192, 0, -1, bx},
@@ -494,8 +488,7 @@ TEST(LinearGemv, PdlChainsMatchPlainLaunches) {
   Dev<float> dx(size_t(s1.cols)), xn(size_t(s1.cols)), y1(size_t(s1.rows)), y2(size_t(s2.rows));
   for (const kernels::GemvKind kind : {kernels::GemvKind::kStream, kernels::GemvKind::kBulk,
                                        kernels::GemvKind::kPersist, kernels::GemvKind::kTensor,
-                                       kernels::GemvKind::kXs, kernels::GemvKind::kXsi, kernels::GemvKind::kXsp,
-                                       kernels::GemvKind::kXsip}) {
+                                       kernels::GemvKind::kXs}) {
     // kTensor: its tensor-core kernel takes FP8 calls under bf16 x only.
     s1.bf16_x = s2.bf16_x = kind == kernels::GemvKind::kTensor;
     for (int round = 0; round < 6; ++round) {

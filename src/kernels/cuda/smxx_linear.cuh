@@ -79,12 +79,10 @@ cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t s
 // (smxx_linear_gemv_tc.cu: mma.sync bf16 on exactly decoded weights, fp32 sums in another
 // order, checked against the CPU oracle; batch-invariant per token); every other call
 // runs what kAuto0 runs.
-// kXs / kXsi / kXsp / kXsip (opt-in, A/B): an FP8 e4m3 call at one token takes the kernel
-// with x staged once per block in shared memory (gemv_xs_kernel, smxx_linear_gemv.cuh; kXsi
-// also decodes the weights on the integer pipe, kXsp loads each step's weights one step
-// ahead, kXsip both);
-// same bits as kStream; every other call runs what kAuto0 runs (bench/flash/NOTES.md 27).
-enum class GemvKind : int { kAuto, kStream, kBulk, kPersist, kAuto0, kTensor, kXs, kXsi, kXsp, kXsip };
+// kXs (A/B): every FP8 e4m3 call at one token that it can take runs the kernel with x staged
+// once per block in shared memory (gemv_xs_kernel, smxx_linear_gemv.cuh), same bits as
+// kStream; every other call runs what kAuto0 runs (bench/flash/NOTES.md 27).
+enum class GemvKind : int { kAuto, kStream, kBulk, kPersist, kAuto0, kTensor, kXs };
 void gemv_set_kind(GemvKind k);
 GemvKind gemv_kind();
 // Programmatic dependent launch for the gemv kernels (process-wide, off by default): each
@@ -118,7 +116,7 @@ bool linear_mma_eligible(const LinearArgs& a);
 // Whether GemvKind::kTensor runs the tensor-core kernel for a (gemv-eligible, e4m3 with
 // e8m0 or no scales, bf16_x, x_group_rows a multiple of 16); else it runs kAuto0's kernel.
 bool linear_gemv_tc_eligible(const LinearArgs& a);
-// Whether GemvKind::kXs / kXsi run the x-in-shared-memory kernel for a call (one token,
+// Whether GemvKind::kXs runs the x-in-shared-memory kernel for a call (one token,
 // e4m3, x row within 48 KB, each block's rows in one input group; smxx_linear_gemv.cuh).
 bool linear_gemv_xs_eligible(const LinearArgs& a);
 

@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int
 }
 
 // ---------------------------------------------------------------------------
-// The one-token FP8 kernel with x staged in shared memory (GemvKind::kXs / kXsi;
+// The one-token FP8 kernel with x staged in shared memory (GemvKind::kXs;
 // bench/flash/NOTES.md section 27).
 //
 // Why: per 16-byte step of its 4 rows (64 weight bytes) a thread of gemv_kernel loads 16
@@ -274,35 +274,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(LinearArgs a, int
 // so lane l's quad q of vector v sits next to lane l + 1's: one conflict-free LDS.128 per
 // quad. The first step's weights are requested before pdl_wait and the copy, so the copy
 // hides under that DRAM round trip.
-// kPipe (kXsp): each thread requests its next step's weights (16 more registers) before
-// this step's arithmetic, instead of after it (the former kernel: one step in flight per
-// warp, and a full round trip between its steps).
 // Scales: one load per step where a warp's four rows share a scale row (always at 128-row
 // scale blocks), not four.
-// kIdec (kXsi): the weights decoded on the integer pipe instead of cvt e4m3x2 -> f16x2 and
-// f16 -> f32 (F2FP + 2 HADD2.F32 per pair): an e4m3 byte's sign to bit 31 and its 7
-// magnitude bits to bits 26..20 of an f32 is exactly w * 2^-120 (a normal f32 for e4m3
-// normals, an f32 subnormal for e4m3 subnormals: the same layout one exponent range down),
-// and x is staged times 2^120, so each product w' * x' is the real number w * x and every
-// FFMA rounds exactly as before: the same bits. x * 2^120 is exact only for |x| < 2^8 (no
-// overflow): a block whose x has a larger (or non-finite) element keeps the unscaled copy
-// and the cvt decode (a block-uniform choice, same bits either way).
+// Tried and deleted (session 9; NOTES 27 has the numbers): the next step's weights requested
+// before this step's arithmetic (xsp: within +-5%), and an exact integer e4m3 decode with x
+// staged times 2^120 (xsi: more instructions than the cvt pipe it spared, slower).
 // Bits: the (row, slice, lane, vector) assignment, element order, scale step, warp_sum
 // and slice order are gemv_kernel's (n = 1), so each output has its bits
 // (tests/ops_cuda/cases_linear_gemv.cpp, family "xs").
 // ---------------------------------------------------------------------------
 
-// Element k (byte k) of an e4m3 word as the f32 w * 2^-120 (see above).
-template <int K>
-__device__ __forceinline__ float e4m3_scaled(uint32_t u) {
-  const int32_t t = int32_t(u << (24 - 8 * K));  // byte K at the top
-  return __uint_as_float(uint32_t(t >> 4) & 0x87f00000u);
-}
-
-template <bool kIdec, bool kPipe>
+// A template (on the one format it takes) so that, as every kernel in this header, it is
+// compiled only in the files that launch it.
+template <WFormat F>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_xs_kernel(LinearArgs a, int ks, int vec_shift) {
+  static_assert(F == WFormat::kE4M3, "gemv_xs_kernel: e4m3 weights only");
   pdl_trigger();
-  constexpr WFormat F = WFormat::kE4M3;
   extern __shared__ __align__(16) float4 xs[];  // [4][nvec]: quad q of vector v at q * nvec + v
   __shared__ float red[kGemvWarps][kGemvRows];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -331,14 +318,13 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_xs_kernel(LinearArgs a, 
   if (v < v_end) {
 #pragma unroll
     for (int r = 0; r < kGemvRows; ++r) wv[r] = load_stream(wrow[r] + int64_t(v) * 16);
-    if (!kPipe && v + 32 < v_end)
+    if (v + 32 < v_end)
 #pragma unroll
       for (int r = 0; r < kGemvRows; ++r) asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[r] + int64_t(v + 32) * 16));
   }
   pdl_wait();
   // The block's x (the host checked that the block's rows lie in one input group).
   const float* xb = a.x + (a.x_group_rows > 0 ? (min(blk_r0, a.num_rows - 1) / a.x_group_rows) * a.x_group_step : 0);
-  bool big = false;
   for (int c = threadIdx.x; c < nvec * 4; c += kGemvWarps * 32) {
     float4 t = *reinterpret_cast<const float4*>(xb + int64_t(c) * 4);
     if (a.bf16_x) {
@@ -347,86 +333,49 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_xs_kernel(LinearArgs a, 
       t.z = round_bf16(t.z);
       t.w = round_bf16(t.w);
     }
-    if constexpr (kIdec)
-      big |= !(fabsf(t.x) < 256.0f && fabsf(t.y) < 256.0f && fabsf(t.z) < 256.0f && fabsf(t.w) < 256.0f);
     xs[(c & 3) * nvec + (c >> 2)] = t;
-  }
-  bool idec = false;
-  if constexpr (kIdec) {
-    idec = __syncthreads_or(big) == 0;  // the barrier also publishes the copy
-    if (idec) {
-      for (int c = threadIdx.x; c < nvec * 4; c += kGemvWarps * 32) {
-        float4& t = xs[(c & 3) * nvec + (c >> 2)];  // this thread's own element: no race
-        t.x *= 0x1p120f;
-        t.y *= 0x1p120f;
-        t.z *= 0x1p120f;
-        t.w *= 0x1p120f;
-      }
-    }
   }
   __syncthreads();
 
   float acc[kGemvRows];
 #pragma unroll
   for (int r = 0; r < kGemvRows; ++r) acc[r] = 0.0f;
-  // The steps, with the decode chosen once per block (two copies of the loop).
-  auto steps = [&]<bool kI>() {
-    for (bool first = true; v < v_end; v += 32, first = false) {
-      [[maybe_unused]] uint4 nx[kGemvRows];  // kPipe: the next step's weights, requested before this step's arithmetic
-      if constexpr (kPipe) {
-        if (v + 32 < v_end)
+  for (bool first = true; v < v_end; v += 32, first = false) {
+    if (!first) {
 #pragma unroll
-          for (int r = 0; r < kGemvRows; ++r) nx[r] = load_stream(wrow[r] + int64_t(v + 32) * 16);
-      } else if (!first) {
-#pragma unroll
-        for (int r = 0; r < kGemvRows; ++r) wv[r] = load_stream(wrow[r] + int64_t(v) * 16);
-      }
-      float s[kGemvRows];
-      if (one_srow) {  // the four rows share a scale row: one load, the same value
-        const uint8_t* const one[kGemvRows] = {srow[0], srow[0], srow[0], srow[0]};
-        float s1[kGemvRows];
-        gemv_scales<F>(w.scale_format, one, v, vec_shift, s1);
-#pragma unroll
-        for (int r = 0; r < kGemvRows; ++r) s[r] = s1[0];
-      } else {
-        gemv_scales<F>(w.scale_format, srow, v, vec_shift, s);
-      }
-      float part[kGemvRows];
-#pragma unroll
-      for (int r = 0; r < kGemvRows; ++r) part[r] = 0.0f;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float4 x4 = xs[q * nvec + v];
-        const float xf[4] = {x4.x, x4.y, x4.z, x4.w};
-        float wf[kGemvRows][4];
-#pragma unroll
-        for (int r = 0; r < kGemvRows; ++r) {
-          const uint32_t word = q == 0 ? wv[r].x : q == 1 ? wv[r].y : q == 2 ? wv[r].z : wv[r].w;
-          if constexpr (kI) {
-            wf[r][0] = e4m3_scaled<0>(word);
-            wf[r][1] = e4m3_scaled<1>(word);
-            wf[r][2] = e4m3_scaled<2>(word);
-            wf[r][3] = e4m3_scaled<3>(word);
-          } else {
-            decode_word<F>(word, wf[r]);
-          }
-        }
-#pragma unroll
-        for (int r = 0; r < kGemvRows; ++r)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) part[r] += wf[r][e] * xf[e];
-      }
-#pragma unroll
-      for (int r = 0; r < kGemvRows; ++r) acc[r] += part[r] * s[r];
-      if constexpr (kPipe)
-#pragma unroll
-        for (int r = 0; r < kGemvRows; ++r) wv[r] = nx[r];
+      for (int r = 0; r < kGemvRows; ++r) wv[r] = load_stream(wrow[r] + int64_t(v) * 16);
     }
-  };
-  if (kIdec && idec)
-    steps.template operator()<true>();
-  else
-    steps.template operator()<false>();
+    float s[kGemvRows];
+    if (one_srow) {  // the four rows share a scale row: one load, the same value
+      const uint8_t* const one[kGemvRows] = {srow[0], srow[0], srow[0], srow[0]};
+      float s1[kGemvRows];
+      gemv_scales<F>(w.scale_format, one, v, vec_shift, s1);
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r) s[r] = s1[0];
+    } else {
+      gemv_scales<F>(w.scale_format, srow, v, vec_shift, s);
+    }
+    float part[kGemvRows];
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r) part[r] = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 x4 = xs[q * nvec + v];
+      const float xf[4] = {x4.x, x4.y, x4.z, x4.w};
+      float wf[kGemvRows][4];
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r) {
+        const uint32_t word = q == 0 ? wv[r].x : q == 1 ? wv[r].y : q == 2 ? wv[r].z : wv[r].w;
+        decode_word<F>(word, wf[r]);
+      }
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[r] += wf[r][e] * xf[e];
+    }
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r) acc[r] += part[r] * s[r];
+  }
 #pragma unroll
   for (int r = 0; r < kGemvRows; ++r) {
     const float sum = warp_sum(acc[r]);
@@ -519,14 +468,14 @@ cudaError_t launch_gemv(const LinearArgs& a, cudaStream_t stream) {
 }
 
 // gemv_xs_kernel (one e4m3 call at one token; the caller checked xs_fits).
-template <bool kIdec, bool kPipe>
+template <WFormat F = WFormat::kE4M3>
 cudaError_t launch_xs(const LinearArgs& a, cudaStream_t stream) {
   const int ks = gemv_ks(WFormat::kE4M3, a.num_rows, a.w.cols);
   const int vec_shift = gemv_vec_shift(a.w);
   const int64_t rows_per_block = int64_t(kGemvWarps / ks) * kGemvRows;
   const int64_t blocks = (a.num_rows + rows_per_block - 1) / rows_per_block;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-  return launch_pdl(gemv_xs_kernel<kIdec, kPipe>, dim3(unsigned(blocks)), size_t(a.w.cols) * 4, stream, a, ks, vec_shift);
+  return launch_pdl(gemv_xs_kernel<F>, dim3(unsigned(blocks)), size_t(a.w.cols) * 4, stream, a, ks, vec_shift);
 }
 
 // ---------------------------------------------------------------------------
@@ -1132,19 +1081,16 @@ cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
     if (kind == GemvKind::kAuto && count == 1) {
       const LinearArgs& c = calls[0];
       const int ks = gemv_ks(F, c.num_rows, c.w.cols);
-      if (c.w.cols <= 4096 && ks <= 4 && xs_fits(c, ks)) return launch_xs<false, false>(c, stream);
+      if (c.w.cols <= 4096 && ks <= 4 && xs_fits(c, ks)) return launch_xs<>(c, stream);
     }
-    // kXs / kXsi / kXsp / kXsip (A/B): when gemv_xs_kernel takes every call, it runs them (one
-    // launch per call); otherwise kAuto0's kernels do.
-    if (kind == GemvKind::kXs || kind == GemvKind::kXsi || kind == GemvKind::kXsp || kind == GemvKind::kXsip) {
+    // kXs (A/B): when gemv_xs_kernel takes every call, it runs them (one launch per call);
+    // otherwise kAuto0's kernels do.
+    if (kind == GemvKind::kXs) {
       bool all = true;
       for (int k = 0; k < count; ++k) all = all && xs_fits(calls[k], gemv_ks(F, calls[k].num_rows, calls[k].w.cols));
       if (all) {
         for (int k = 0; k < count; ++k) {
-          const cudaError_t e = kind == GemvKind::kXsi    ? launch_xs<true, false>(calls[k], stream)
-                                : kind == GemvKind::kXsp  ? launch_xs<false, true>(calls[k], stream)
-                                : kind == GemvKind::kXsip ? launch_xs<true, true>(calls[k], stream)
-                                                          : launch_xs<false, false>(calls[k], stream);
+          const cudaError_t e = launch_xs<>(calls[k], stream);
           if (e != cudaSuccess) return e;
         }
         return cudaSuccess;
@@ -1157,8 +1103,7 @@ cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
       return launch_persist<F, NT>(calls, count, stream);
   }
   // kTensor: the calls the tensor-core kernel does not take (smxx_linear.cu) run kAuto0.
-  if (kind == GemvKind::kAuto || kind == GemvKind::kPersist || kind == GemvKind::kTensor || kind == GemvKind::kXs ||
-      kind == GemvKind::kXsi || kind == GemvKind::kXsp || kind == GemvKind::kXsip)
+  if (kind == GemvKind::kAuto || kind == GemvKind::kPersist || kind == GemvKind::kTensor || kind == GemvKind::kXs)
     kind = GemvKind::kAuto0;
   bool bulk = kind == GemvKind::kBulk || (kind == GemvKind::kAuto0 && (count > 1 || NT == 8));
   for (int k = 0; bulk && k < count; ++k) bulk = bulk_fits(calls[k]);
