@@ -36,4 +36,5 @@ timeout 60 /usr/local/cuda/bin/ncu --profile-from-start off --target-processes a
 echo "ncu scaled_mm rc=$?"
 grep -vE "^==PROF==|^ *-+ *$|^ *$" "$LOG/ncu_scaled_mm.txt" | sed 's/  */ /g' | cut -c1-110 | head -90
 st "done"
+rm -f "$LOG/report.md"
 gzip "$LOG/test_ops_cuda.log" "$LOG/flash.log" "$LOG"/flash_fp8_*.log "$LOG/ncu_scaled_mm.txt" 2>/dev/null
