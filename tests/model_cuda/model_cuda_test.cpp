@@ -1517,6 +1517,20 @@ TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
   EXPECT_TRUE(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))->overlap());
 }
 
+// fp8 mode's decode gemv switches are read by the kernels, which ignore other values; the
+// model's load rejects them, so a typo cannot silently measure the default.
+TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
+  for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN"}) {
+    for (const char* bad : {"2", "on", "-1", "01"}) {
+      setenv(name, bad, 1);
+      EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << name << "=" << bad;
+    }
+    setenv(name, "0", 1);
+    EXPECT_NO_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))) << name;
+    unsetenv(name);
+  }
+}
+
 TEST(CudaOverlap, BadBranchSettingsAreInputErrors) {
   for (const char* bad : {"2", "on", "-1", "01"}) {
     setenv("DEEPINFER_BRANCH_PRIO", bad, 1);

@@ -281,6 +281,11 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     d.overlap_attention_on = all || (letters && s.find('a') != std::string::npos);
   }
   d.overlap = d.overlap_moe_on || d.overlap_engram_on || d.overlap_attention_on;
+  // fp8 mode's decode gemv switches (read where the kernels are chosen, smxx_linear_gemv_fp8x.cu,
+  // which ignores other values): a typo must not silently measure the default.
+  for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0')
+      DI_CHECK_INPUT(std::string(v) == "0" || std::string(v) == "1", name, "='", v, "' must be 0 or 1");
   if (d.overlap) {
     CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux, cudaStreamNonBlocking, prio_least));
     CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_fork, cudaEventDisableTiming));
