@@ -19,6 +19,7 @@ st "ops fp8gemv"
 DEEPINFER_FP8_GEMV_VARIANT=0 flash ops_fp8gemv 45 --ops-fp8gemv --gemv-ns 1,2,4,8
 grep -E "^op fp8gemv" "$LOG/ops_fp8gemv.log" | sed -e 's/ rows=[0-9]* cols=[0-9]*//' -e 's/ var=0:0//' | cut -c1-150
 st "torch _scaled_mm"
+# (.gpubin-gv8b/torch_fp8gemv.py was a copy of bench/results/2026-12-01-gv8a-logs/torch_fp8gemv.py)
 timeout 30 python3 .gpubin-gv8b/torch_fp8gemv.py > "$LOG/torch.log" 2>&1; echo "torch rc=$?"
 grep -E "^torch.*scale=tensor" "$LOG/torch.log" | sed -e 's/ rows=[0-9]* cols=[0-9]*//' | head -30
 lay() {  # NAME TIMEOUT ENV...: the layers, fp8 + copies, batch 1 / 8, 8K

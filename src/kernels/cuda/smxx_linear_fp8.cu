@@ -83,17 +83,6 @@ constexpr int kLd = kBK + 16;  // 144-byte rows: 8 rows x 4 words of a fragment 
 constexpr int kTileBytes = kBM * kLd;                  // one operand tile
 constexpr int kStageBytes = 2 * kTileBytes + kBM * 4 * 4;  // A, B, x scales [128][4]
 
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
-  __trap();
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %10, %10, %10};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
-#endif
-}
 
 __device__ __forceinline__ uint32_t lds32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
@@ -183,7 +172,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(Fp8GemmArgs a) {
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           float d[4];
-          mma_e4m3(d, af[mt], bf[nt][0], bf[nt][1]);
+          mma_e4m3(d, af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0], bf[nt][1]);
           acc[mt][nt][0] = __fmaf_rn(d[0], s0, acc[mt][nt][0]);
           acc[mt][nt][1] = __fmaf_rn(d[1], s0, acc[mt][nt][1]);
           acc[mt][nt][2] = __fmaf_rn(d[2], s1, acc[mt][nt][2]);

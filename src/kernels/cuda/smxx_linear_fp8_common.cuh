@@ -35,6 +35,22 @@ __device__ __forceinline__ float fp8_weight_scale(const WeightArgs& w, int64_t r
   return e8m0_to_float(w.scale[(row / w.block_rows) * w.scale_cols + (b * 32) / w.block_cols]);
 }
 
+// One mma.sync m16n8k32 e4m3 x e4m3 from a zero accumulator (the FP8 products summed on the
+// tensor core with fp32 accuracy, unlike wgmma's FP8 instruction: bench/flash/NOTES.md 24);
+// the callers promote d by their scales. a0..a3 / b0, b1 are the PTX fragment registers.
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  __trap();
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+#endif
+}
+
 // Host side: the weight format checks of linear_fp8_gemm_eligible.
 bool fp8_gemm_weight_ok(const WeightArgs& w);
 
