@@ -747,6 +747,17 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     else
       CUDA_CHECK(kernels::hc_mixes_collapse_norm(mixes_args(s, pre_out), cn, stream));
   };
+  // An Engram layer's gather of its table rows into e, then its wkv projection into kv, on
+  // `stream` (the main one, or the Engram branch's inside a Branch scope).
+  auto engram_project = [&](int64_t l, float* e, float* kv) {
+    const int64_t cols = engram->num_columns();
+    if (go)
+      CUDA_CHECK(kernels::engram_gather({gpu::to_weight_args(layers[l].engram.table),
+                                         d_engram_rows + c.engram_slot(l) * cols, engram_row_stride, n, cols, e,
+                                         d_bad_row},
+                                        stream));
+    linear(e, kv, n, layers[l].engram.wkv);
+  };
   // Concurrent branches: every Engram layer's gather + wkv projection read only the token
   // ids, so they run on their own stream from here (after the flag's memset, which the
   // gather may set), beside the layers before them; each Engram gate waits for its layer's.
@@ -763,11 +774,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
       if (!forked) fork_to(eng);
       forked = true;
       Branch br(*this, eng);
-      CUDA_CHECK(kernels::engram_gather({gpu::to_weight_args(layers[l].engram.table),
-                                         d_engram_rows + c.engram_slot(l) * cols, engram_row_stride, n, cols, e,
-                                         d_bad_row},
-                                        stream));
-      linear(e, engram_kv[l], n, layers[l].engram.wkv);
+      engram_project(l, e, engram_kv[l]);
       CUDA_CHECK(cudaEventRecord(ev_engram[size_t(c.engram_slot(l))], stream));
     }
   }
@@ -785,15 +792,9 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
       if (engram_ahead) {
         if (go) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_engram[size_t(c.engram_slot(l))], 0));
       } else {
-        const int64_t cols = engram->num_columns(), ehd = c.engram_head_dim;
-        float* e = layer_arena->alloc<float>(n * cols * ehd);
-        if (go)
-          CUDA_CHECK(kernels::engram_gather({gpu::to_weight_args(lw.engram.table),
-                                             d_engram_rows + c.engram_slot(l) * cols, engram_row_stride, n, cols, e,
-                                             d_bad_row},
-                                            stream));
+        float* e = layer_arena->alloc<float>(n * engram->num_columns() * c.engram_head_dim);
         kv = layer_arena->alloc<float>(n * (hc + 1) * d);
-        linear(e, kv, n, lw.engram.wkv);
+        engram_project(l, e, kv);
       }
       if (go) CUDA_CHECK(kernels::engram_gate({h, kv, lw.engram.gate_weight, n, hc, d, eps}, stream));
     }
