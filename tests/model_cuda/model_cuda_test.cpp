@@ -1517,11 +1517,12 @@ TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
   EXPECT_TRUE(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))->overlap());
 }
 
-// fp8 mode's decode gemv switches are read by the kernels, which ignore other values; the
-// model's load rejects them, so a typo cannot silently measure the default.
+// The switches the kernels read themselves (fp8 mode's decode gemv, the batch-1 fusions) fall
+// back to their defaults on other values; the model's load rejects those, so a typo cannot
+// silently measure the default.
 TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
-  for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN"}) {
-    for (const char* bad : {"2", "on", "-1", "01"}) {
+  for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN", "DEEPINFER_B1_FUSE"}) {
+    for (const char* bad : {"9", "on", "-1", "01"}) {
       setenv(name, bad, 1);
       EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << name << "=" << bad;
     }

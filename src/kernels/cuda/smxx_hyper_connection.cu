@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/env.h"
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
 
@@ -911,12 +912,9 @@ unsigned finish_blocks(int64_t n) { return unsigned((n + kFinishTokens - 1) / kF
 
 int b1_fuse_max_n() {
   static const int n = [] {
-    const char* v = std::getenv("DEEPINFER_B1_FUSE");
-    if (v == nullptr) return kB1FuseDefault;
-    const std::string s(v);
-    if (s.size() == 1 && s[0] >= '0' && s[0] <= '8') return s[0] - '0';
-    std::fprintf(stderr, "DEEPINFER_B1_FUSE=%s ignored (expected 0..8)\n", v);
-    return kB1FuseDefault;
+    const EnvDigit e = env_digit("DEEPINFER_B1_FUSE", 0, 8);  // invalid: the model refuses it at load
+    if (e.set && !e.valid) std::fprintf(stderr, "DEEPINFER_B1_FUSE=%s ignored (expected 0..8)\n", e.text.c_str());
+    return e.valid ? e.value : kB1FuseDefault;
   }();
   return n;
 }

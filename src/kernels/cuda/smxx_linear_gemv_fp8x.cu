@@ -43,6 +43,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/env.h"
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_fp8.cuh"
@@ -546,8 +547,8 @@ int64_t linear_fp8_gemv_launches() { return gemv8::g_launches.load(); }
 int linear_fp8_gemv_variant() {
   int v = gemv8::g_variant.load();
   if (v < 0) {
-    const char* e = std::getenv("DEEPINFER_FP8_GEMV_LEAN");
-    v = e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
+    const EnvDigit e = env_digit("DEEPINFER_FP8_GEMV_LEAN", 0, 1);  // invalid: the model refuses it at load
+    v = e.valid ? e.value : 0;
     gemv8::g_variant.store(v);
   }
   return v;
@@ -567,7 +568,7 @@ Fp8GemvSplit linear_fp8_gemv_split(int64_t rows, int64_t cols) {
 
 namespace {
 // The smallest n kAuto sends to the kernel (> 8: off). DEEPINFER_FP8_GEMV: 0 off, 1 from one
-// token, unset (or anything else) the default; tests and benchmarks override it with
+// token, unset the default (other values: an InputError at model load, the default here); tests and benchmarks override it with
 // linear_fp8_gemv_set_min_n. Default 4 (H200, NOTES 31): in the layers graphs the kernel made
 // batch 1 slower (2.357 -> 2.767 ms device) and batch 8 faster (7.340 -> 5.841 ms); the op
 // timings put the break-even near n = 2, so kAuto takes it from 4 (an interpolation: n = 2 .. 7
@@ -579,8 +580,8 @@ std::atomic<int> g_min_n{-1};
 int linear_fp8_gemv_min_n() {
   int v = g_min_n.load();
   if (v < 0) {
-    const char* e = std::getenv("DEEPINFER_FP8_GEMV");
-    v = e != nullptr && std::strcmp(e, "0") == 0 ? 9 : e != nullptr && std::strcmp(e, "1") == 0 ? 1 : kDefaultMinN;
+    const EnvDigit e = env_digit("DEEPINFER_FP8_GEMV", 0, 1);  // invalid: the model refuses it at load
+    v = !e.valid ? kDefaultMinN : e.value == 0 ? 9 : 1;
     g_min_n.store(v);
   }
   return v;

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "common/env.h"
+
 namespace deepinfer::v41 {
 
 namespace {
@@ -246,18 +248,26 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   if (!c.engram_layer_ids.empty()) d.engram = EngramHasher::create(c, tokenizer_path);
   d.branch_priority = o.branch_priority;
   d.branch_bulk_per_sm = o.branch_bulk_per_sm;
-  if (const char* v = std::getenv("DEEPINFER_BRANCH_PRIO"); v != nullptr && *v != '\0') {
-    const std::string s(v);
-    DI_CHECK_INPUT(s == "0" || s == "1", "DEEPINFER_BRANCH_PRIO='", s,
-                   "' must be 0 (one priority) or 1 (the main stream above the concurrent branches)");
-    d.branch_priority = s == "1";
+  // The one-digit switches (common/env.h). The kernel library reads the last three itself
+  // where it picks a kernel and cannot throw, so a bad value is refused here, at load: a typo
+  // must not silently measure the default.
+  struct DigitSwitch {
+    const char* name;
+    int lo, hi;
+    const char* meaning;
+  };
+  for (const DigitSwitch& sw : {
+           DigitSwitch{"DEEPINFER_BRANCH_PRIO", 0, 1, "0 (one priority) or 1 (the main stream above the concurrent branches)"},
+           DigitSwitch{"DEEPINFER_BRANCH_BULK", 0, 8, "a digit 0..8 (a branch's bulk gemv blocks per SM; 0: as many as fit)"},
+           DigitSwitch{"DEEPINFER_FP8_GEMV", 0, 1, "0 or 1 (fp8 mode's decode gemv never / from one token)"},
+           DigitSwitch{"DEEPINFER_FP8_GEMV_LEAN", 0, 1, "0 or 1 (the fp8 decode gemv's lean variant)"},
+           DigitSwitch{"DEEPINFER_B1_FUSE", 0, 8, "a digit 0..8 (the largest batch of the small-kernel fusions)"},
+       }) {
+    const EnvDigit e = env_digit(sw.name, sw.lo, sw.hi);
+    DI_CHECK_INPUT(!e.set || e.valid, sw.name, "='", e.text, "' must be ", sw.meaning);
   }
-  if (const char* v = std::getenv("DEEPINFER_BRANCH_BULK"); v != nullptr && *v != '\0') {
-    const std::string s(v);
-    DI_CHECK_INPUT(s.size() == 1 && s[0] >= '0' && s[0] <= '8', "DEEPINFER_BRANCH_BULK='", s,
-                   "' must be a digit 0..8 (a branch's bulk gemv blocks per SM; 0: as many as fit)");
-    d.branch_bulk_per_sm = s[0] - '0';
-  }
+  if (const EnvDigit e = env_digit("DEEPINFER_BRANCH_PRIO", 0, 1); e.valid) d.branch_priority = e.value == 1;
+  if (const EnvDigit e = env_digit("DEEPINFER_BRANCH_BULK", 0, 8); e.valid) d.branch_bulk_per_sm = e.value;
   // Priorities (NOTES 34): the main stream carries the critical path, so with
   // branch_priority it takes the device's highest priority and the branches its lowest;
   // pending blocks of a higher-priority stream are placed first (running ones are not
@@ -281,11 +291,6 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     d.overlap_attention_on = all || (letters && s.find('a') != std::string::npos);
   }
   d.overlap = d.overlap_moe_on || d.overlap_engram_on || d.overlap_attention_on;
-  // fp8 mode's decode gemv switches (read where the kernels are chosen, smxx_linear_gemv_fp8x.cu,
-  // which ignores other values): a typo must not silently measure the default.
-  for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN"})
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0')
-      DI_CHECK_INPUT(std::string(v) == "0" || std::string(v) == "1", name, "='", v, "' must be 0 or 1");
   if (d.overlap) {
     CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux, cudaStreamNonBlocking, prio_least));
     CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_fork, cudaEventDisableTiming));

@@ -231,6 +231,15 @@ int64_t gemm_min_n(const LinearParams& p, const LinearWorkspace& ws, int64_t row
   return ws.min_n > 0 ? ws.min_n : linear_gemm_min_n(p.w, rows);
 }
 
+// Whether kAuto takes fp8 mode's FP8 x FP8 gemv for a call (kernels::linear_fp8_gemv, NOTES 31):
+// from kernels::linear_fp8_gemv_min_n() to 8 tokens, below the size where linear_fp8 tries
+// cuBLASLt first. linear_fp8 and linear_multi's shared launch both ask this, so the fused
+// launch never runs a kernel that the calls alone would not.
+bool fp8_gemv_auto(const LinearParams& p, const LinearWorkspace& ws, int64_t rows) {
+  return p.n >= kernels::linear_fp8_gemv_min_n() && p.n <= kInvariantChunk &&
+         !(ws.data != nullptr && p.n >= gemm_min_n(p, ws, rows));
+}
+
 // Activations::kFP8 (cuda_ops.h): quantize x on the device, then (kAuto, from the bf16
 // mode's GEMM threshold, with a cuBLASLt workspace) a bf16 cuBLASLt GEMM on the exact
 // dequantized codes; else the FP8 tensor-core GEMM or an fp32 kernel on the dequantized
@@ -269,8 +278,7 @@ void linear_fp8(const LinearParams& p, LinearMode mode, cudaStream_t stream, con
   // dequantized values. kAuto from kernels::linear_fp8_gemv_min_n() tokens (4; DEEPINFER_FP8_GEMV
   // =1: from 1, =0: never); kFp8Gemv forces it.
   if (kernel == LinearKernel::kFp8Gemv ||
-      (mode == LinearMode::kAuto && kernel == LinearKernel::kAuto && p.n <= kInvariantChunk &&
-       p.n >= kernels::linear_fp8_gemv_min_n())) {
+      (mode == LinearMode::kAuto && kernel == LinearKernel::kAuto && fp8_gemv_auto(p, ws, rows))) {
     const kernels::Fp8GemvCall c{p.x, p.y, wa, p.row0, rows};
     if (kernels::linear_fp8_gemv_eligible(c, p.n)) {
       CUDA_CHECK(kernels::linear_fp8_gemv(&c, 1, p.n, stream));
@@ -433,8 +441,7 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
 
 void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws) {
   CUDA_OP_CHECK(count >= 0 && (count == 0 || ps != nullptr), "linear_multi: bad call list");
-  if (count >= 2 && count <= kernels::kGemvMaxMulti && mode == LinearMode::kAuto && ps[0].act == Activations::kFP8 &&
-      ps[0].n >= kernels::linear_fp8_gemv_min_n()) {
+  if (count >= 2 && count <= kernels::kGemvMaxMulti && mode == LinearMode::kAuto && ps[0].act == Activations::kFP8) {
     // Activations::kFP8 at decode sizes: what linear() would run alone is the FP8 gemv;
     // calls with the same K and split share one launch (each output its own call's bits).
     kernels::Fp8GemvCall c8[kernels::kGemvMaxMulti];
@@ -442,9 +449,8 @@ void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream
     for (int k = 0; ok && k < count; ++k) {
       const LinearParams& p = ps[k];
       const int64_t rows = slice_rows(p);
-      ok = p.act == Activations::kFP8 && p.n == ps[0].n && p.n >= 1 && p.n <= kInvariantChunk && !p.w.empty() &&
-           fp8_activation_weight(p.w) && p.row0 >= 0 && rows >= 1 && p.row0 + rows <= p.w.rows &&
-           !(p.n >= gemm_min_n(p, ws, rows) && ws.data != nullptr);  // linear() would try cuBLASLt first
+      ok = p.act == Activations::kFP8 && p.n == ps[0].n && !p.w.empty() && fp8_activation_weight(p.w) &&
+           p.row0 >= 0 && rows >= 1 && p.row0 + rows <= p.w.rows && fp8_gemv_auto(p, ws, rows);
       if (!ok) break;
       c8[k] = kernels::Fp8GemvCall{p.x, p.y, to_weight_args(p.w), p.row0, rows};
       ok = kernels::linear_fp8_gemv_eligible(c8[k], p.n);
