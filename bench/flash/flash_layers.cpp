@@ -41,7 +41,7 @@
 // --ops-linear: only the op section's linear modes (the three
 // activation modes, every linear path, Flash shapes, n = 1 .. 8192 or --linear-ns).
 // --ops-gemv: only the gemv kernels (both kernels, every decode weight shape, n = 1 .. 8,
-// and the multi-weight launch; run_gemv_ops). --gemv auto|stream|bulk|persist|auto0|tensor: the gemv
+// and the multi-weight launch; run_gemv_ops). --gemv auto|stream|bulk|persist|auto0|tensor|xs|tmap: the gemv
 // kernel of every launch (kernels::GemvKind; the layers' A/B): "stream" the former kernel and
 // no multi-weight launches (the code before NOTES section 12), "bulk" the bulk kernel for every
 // call, "persist" the persistent kernel at n <= 4 (NOTES 19), "auto0" the policy before it,
@@ -1037,7 +1037,12 @@ void run_gemv_ops(HostPool& hp) {
   const Variant all_variants[] = {{"stream", kernels::GemvKind::kStream, 0, 0}, {"bulk", kernels::GemvKind::kBulk, 0, 0},
                                   {"p2", kernels::GemvKind::kPersist, 2, 0},    {"p4", kernels::GemvKind::kPersist, 4, 0},
                                   {"p4b2", kernels::GemvKind::kPersist, 4, 2},  {"p6", kernels::GemvKind::kPersist, 6, 0},
-                                  {"tc", kernels::GemvKind::kTensor, 0, 0},      {"xs", kernels::GemvKind::kXs, 0, 0}};
+                                  {"tc", kernels::GemvKind::kTensor, 0, 0},      {"xs", kernels::GemvKind::kXs, 0, 0},
+                                  // tmap (NOTES 38): the tensor-map TMA kernel; depth = its ring's stages
+                                  // (0: 6), blocks = 1: the ring-only probe (no arithmetic, y not written).
+                                  {"tmap", kernels::GemvKind::kTmap, 0, 0},      {"tmap4", kernels::GemvKind::kTmap, 4, 0},
+                                  {"tmap3", kernels::GemvKind::kTmap, 3, 0},     {"tmapprobe", kernels::GemvKind::kTmap, 0, 1},
+                                  {"tmapprobe4", kernels::GemvKind::kTmap, 4, 1}};
   auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
@@ -1046,7 +1051,9 @@ void run_gemv_ops(HostPool& hp) {
     if (wanted(g_gemv_variants, v.name)) variants.push_back(v);
   auto use = [](const Variant& v) {
     kernels::gemv_set_kind(v.kind);
-    kernels::gemv_set_persist(v.depth, v.blocks);
+    const bool tmap = v.kind == kernels::GemvKind::kTmap;
+    kernels::gemv_set_persist(tmap ? 0 : v.depth, tmap ? 0 : v.blocks);
+    kernels::gemv_set_tmap(tmap ? v.depth : 0, tmap && v.blocks == 1);
   };
   std::map<std::string, std::vector<WeightRef>> kept;  // the weights the multi section reuses
   for (const Shape& s : shapes) {
@@ -1066,6 +1073,10 @@ void run_gemv_ops(HostPool& hp) {
           if (v.kind == kernels::GemvKind::kTensor && (!bf16x || s.fmt != '8')) continue;
           // xs: FP8 at one token only (elsewhere kAuto0's kernels: not an xs line).
           if (v.kind == kernels::GemvKind::kXs && (n != 1 || s.fmt != '8')) continue;
+          // tmap: FP8 at one token under bf16 x only, and only where its kernel takes the call.
+          if (v.kind == kernels::GemvKind::kTmap &&
+              (n != 1 || !bf16x || s.fmt != '8' || !kernels::linear_gemv_tmap_eligible(args(s, ws[0], n, bf16x, y))))
+            continue;
           use(v);
           if (g_gemv_profile) {  // one warm call, then one inside the profiler's range (ncu)
             CK(kernels::linear(args(s, ws[0], n, bf16x, y), st));
@@ -1082,10 +1093,16 @@ void run_gemv_ops(HostPool& hp) {
             CK(kernels::linear(args(s, ws[size_t(i % copies)], n, bf16x, y), st));
           });
           const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
+          char plan[96] = "";
+          if (v.kind == kernels::GemvKind::kTmap) {
+            int tr = 0, cs = 0, nc = 0, stg = 0;
+            kernels::gemv_tmap_plan(args(s, ws[0], n, bf16x, y), &tr, &cs, &nc, &stg);
+            std::snprintf(plan, sizeof plan, " tr=%d cs=%d clusters=%d stages=%d", tr, cs, nc, stg);
+          }
           std::printf("op gemv kernel=%s name=%s fmt=%c act=%s n=%lld rows=%lld cols=%lld MB=%.2f ms=%.5f GBps=%.0f "
-                      "frac=%.3f\n",
+                      "frac=%.3f%s\n",
                       v.name, s.name, s.fmt, bf16x ? "bf16" : "f32", (long long)n, (long long)s.rows,
-                      (long long)s.cols, bytes / 1e6, ms, gbps, gbps / 4270.0);
+                      (long long)s.cols, bytes / 1e6, ms, gbps, gbps / 4270.0, plan);
         }
     std::fflush(stdout);
     if (multi_src) {
@@ -1121,6 +1138,7 @@ void run_gemv_ops(HostPool& hp) {
         if (v.kind == kernels::GemvKind::kPersist && (n > 4 || (v.depth == 6 && n > 1))) continue;
         if (v.kind == kernels::GemvKind::kTensor) continue;  // these pairs run f32 x
         if (v.kind == kernels::GemvKind::kXs && n != 1) continue;
+        if (v.kind == kernels::GemvKind::kTmap) continue;  // these pairs run f32 x
         if (g_gemv_profile) continue;
         use(v);
         const float ms = time_adaptive(tm, [&](int i) {
@@ -1145,6 +1163,7 @@ void run_gemv_ops(HostPool& hp) {
   std::fflush(stdout);
   kernels::gemv_set_kind(kernels::GemvKind::kAuto);
   kernels::gemv_set_persist(0, 0);
+  kernels::gemv_set_tmap(0, false);
   for (auto& [k, ws] : kept)
     for (auto& w : ws) {
       CK(cudaFree(const_cast<uint8_t*>(w.data)));
@@ -2108,7 +2127,7 @@ int main(int argc, char** argv) {
           "--gemv", next(),
           {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk},
            {"persist", kernels::GemvKind::kPersist}, {"auto0", kernels::GemvKind::kAuto0},
-           {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}}));
+           {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}, {"tmap", kernels::GemvKind::kTmap}}));
     else if (a == "--gemv-persist") {  // the persistent gemv's ring depth [and blocks per SM]: 4 or 4,2
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_persist(v.empty() ? 0 : int(v[0]), v.size() > 1 ? int(v[1]) : 0);

@@ -212,6 +212,15 @@ std::unique_ptr<TestWeight> tc_weight(Rng& rng, const Shape& s, int scales) {
     for (int64_t c = 0; c < w->scale_cols; ++c) w->scale[size_t(rb * w->scale_cols + c)] = uint8_t(143 + c % 8);
     w->scale[0] = 0;
     w->d_scale = std::make_unique<Dev<uint8_t>>(w->scale);
+  } else if (scales == 3) {
+    // 16 x 16 scale blocks (the tensor-map kernel's one-code-per-MMA path): new codes around
+    // the drawn ones' level, on the same e4m3 data (any power-of-two scale is a valid weight).
+    const uint8_t level = w->scale[0];
+    w->block_rows = w->block_cols = 16;
+    w->scale_cols = (s.cols + 15) / 16;
+    w->scale.resize(size_t((s.rows + 15) / 16 * w->scale_cols));
+    for (auto& c : w->scale) c = uint8_t(std::clamp<int64_t>(int64_t(level) + randint(rng, -3, 3), 1, 254));
+    w->d_scale = std::make_unique<Dev<uint8_t>>(w->scale);
   }
   return w;
 }
@@ -282,6 +291,58 @@ OpCase xs_case(const Shape& s, kernels::GemvKind kind, float xscale = 1.0f, int 
             if (kernels::linear_gemv_xs_eligible(args(s, *w, dx.get(), dy.get())) != (s.n == 1))
               throw std::runtime_error("xs eligibility not as expected for " + shape_name("xs", s));
             return Outputs{{{"y", run_kind(s, kernels::GemvKind::kStream, *w, dx), run_kind(s, kind, *w, dx)}}, {}};
+          }};
+}
+
+// The tensor-map TMA kernel (GemvKind::kTmap, smxx_linear_gemv_tmap.cu): FP8 e4m3 at one
+// token under bf16 x, mma.sync on exactly decoded weights, the K split over clusters. Not
+// bitwise the SIMT kernels: against the CPU oracle (family "linear"). Each case first checks
+// that kTmap really takes the call (linear_gemv_tmap_eligible) and prints its plan, so a silent
+// fallback cannot pass for it. scales as tc_weight (0 drawn, 1 none, 2 codes above 142).
+std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float>& dx, int stages = 0) {
+  const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+  Dev<float> dy(size_t(s.n * out_rows));
+  const kernels::LinearArgs a = args(s, w, dx.get(), dy.get());
+  GemvScope scope(kernels::GemvKind::kTmap, 0);
+  kernels::gemv_set_tmap(stages, false);
+  if (!kernels::linear_gemv_tmap_eligible(a)) {
+    kernels::gemv_set_tmap(0, false);
+    throw std::runtime_error("kTmap does not take " + shape_name("tmap", s));
+  }
+  int tr = 0, cs = 0, nc = 0, st = 0;
+  kernels::gemv_tmap_plan(a, &tr, &cs, &nc, &st);
+  std::printf("  tmap plan %s: tr=%d cs=%d clusters=%d stages=%d\n", shape_name("tmap", s).c_str(), tr, cs, nc, st);
+  const cudaError_t e = kernels::linear(a, nullptr);
+  kernels::gemv_set_tmap(0, false);
+  check_cuda(e, "gemv tmap");
+  check_cuda(cudaDeviceSynchronize(), "gemv tmap sync");
+  return dy.host();
+}
+
+OpCase tmap_oracle_case(const Shape& s, int scales = 0, int stages = 0) {
+  std::string what = scales == 1 ? "gemv_tmap_noscale" : scales == 2 ? "gemv_tmap_bigscale"
+                     : scales == 3 ? "gemv_tmap_block16" : "gemv_tmap";
+  if (stages > 0) what += "_s" + std::to_string(stages);
+  return {shape_name(what.c_str(), s), "linear", [=](Rng& rng) {
+            const auto w = tc_weight(rng, s, scales);
+            const auto x = randn(rng, size_t(s.n * x_width(s)));
+            const Dev<float> dx(x);
+            return Outputs{{{"y", oracle(s, *w, x), run_tmap(s, *w, dx, stages)}}, {}};
+          }};
+}
+
+// kTmap on calls its kernel does not take (f32 x, n = 2, fp32 scales, a slice off 16 rows):
+// what kAuto runs, bitwise ("cpu" holds kAuto's output).
+OpCase tmap_fallback_case(const Shape& s) {
+  return {shape_name("gemv_tmap_fallback", s), "former", [=](Rng& rng) {
+            const auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
+            const Dev<float> dx(randn(rng, size_t(s.n * x_width(s))));
+            const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+            Dev<float> dy(size_t(s.n * out_rows));
+            if (kernels::linear_gemv_tmap_eligible(args(s, *w, dx.get(), dy.get())))
+              throw std::runtime_error("expected kTmap to fall back on " + shape_name("tmap", s));
+            return Outputs{{{"y", run_kind(s, kernels::GemvKind::kAuto, *w, dx), run_kind(s, kernels::GemvKind::kTmap, *w, dx)}},
+                           {}};
           }};
 }
 
@@ -427,6 +488,30 @@ std::vector<OpCase> linear_gemv_cases() {
     c.push_back(xs_case(s, kernels::GemvKind::kAuto));
   c.push_back(tc_fallback_case({K2::kFp8E8m0, 3, 256, 1280}));
   c.push_back(tc_fallback_case({K2::kFp8F32Scale, 2, 200, 1280, 0, -1, true}));
+  // The tensor-map kernel (kTmap), n = 1 under bf16 x: V4.1's full weights (wq_b 32768 x 1280:
+  // 256-row tiles, no K split; wo_b 5120 x 8192: 64-row tiles over clusters of 8, 5 tiles per
+  // cluster, so the reduction buffers cycle; wo_a grouped 8 x 1024 rows; wq_a / wkv / shared w1
+  // / w2 / indexer wq_b: other splits, partial last stages), row tails (200, 6 rows), a slice,
+  // ragged K (1056: a box past the last column, TMA zeros), no scales, scale codes above 142,
+  // 16-column scale blocks, shallower rings; then its fallbacks.
+  for (const Shape& s : std::vector<Shape>{
+           {K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true}, {K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true},
+           {K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}, {K2::kFp8E8m0, 1, 1280, 5120, 0, -1, true},
+           {K2::kFp8E8m0, 1, 512, 5120, 0, -1, true},    {K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true},
+           {K2::kFp8E8m0, 1, 5120, 2304, 0, -1, true},   {K2::kFp8E8m0, 1, 4096, 1280, 0, -1, true},
+           {K2::kFp8E8m0, 1, 200, 1280, 0, -1, true},    {K2::kFp8E8m0, 1, 6, 1024, 0, -1, true},
+           {K2::kFp8E8m0, 1, 256, 1280, 32, 150, true},  {K2::kFp8E8m0, 1, 64, 1056, 0, -1, true},
+           {K2::kFp8E8m0, 1, 200, 2080, 0, -1, true},    {K2::kFp8E8m0, 1, 1024, 1024, 0, -1, true, 0, 8}})
+    c.push_back(tmap_oracle_case(s));
+  c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 640, 1280, 0, -1, true}, 1));
+  c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 96, 2048, 0, -1, true}, 2));
+  c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 2304, 0, -1, true}, 3));
+  c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, 0, 2));
+  c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, 0, 4));
+  c.push_back(tmap_fallback_case({K2::kFp8E8m0, 1, 1024, 1280}));                 // f32 x
+  c.push_back(tmap_fallback_case({K2::kFp8E8m0, 2, 1024, 1280, 0, -1, true}));    // n = 2
+  c.push_back(tmap_fallback_case({K2::kFp8F32Scale, 1, 200, 1280, 0, -1, true})); // fp32 scales
+  c.push_back(tmap_fallback_case({K2::kFp8E8m0, 1, 256, 1280, 40, 150, true}));   // a slice off 16 rows
   return c;
 }
 
@@ -488,9 +573,14 @@ TEST(LinearGemv, PdlChainsMatchPlainLaunches) {
   Dev<float> dx(size_t(s1.cols)), xn(size_t(s1.cols)), y1(size_t(s1.rows)), y2(size_t(s2.rows));
   for (const kernels::GemvKind kind : {kernels::GemvKind::kStream, kernels::GemvKind::kBulk,
                                        kernels::GemvKind::kPersist, kernels::GemvKind::kTensor,
-                                       kernels::GemvKind::kXs}) {
-    // kTensor: its tensor-core kernel takes FP8 calls under bf16 x only.
-    s1.bf16_x = s2.bf16_x = kind == kernels::GemvKind::kTensor;
+                                       kernels::GemvKind::kXs, kernels::GemvKind::kTmap}) {
+    // kTensor / kTmap: their kernels take FP8 calls under bf16 x only.
+    s1.bf16_x = s2.bf16_x = kind == kernels::GemvKind::kTensor || kind == kernels::GemvKind::kTmap;
+    if (kind == kernels::GemvKind::kTmap) {  // the chain must really run the tensor-map kernel
+      Dev<float> ya(size_t(s1.rows));
+      ASSERT_TRUE(kernels::linear_gemv_tmap_eligible(args(s1, *w1, xn.get(), ya.get())));
+      ASSERT_TRUE(kernels::linear_gemv_tmap_eligible(args(s2, *w2, y1.get(), y2.get())));
+    }
     for (int round = 0; round < 6; ++round) {
       const auto x = randn(rng, size_t(s1.cols));
       std::vector<float> out[2];

@@ -119,10 +119,27 @@ namespace gemv_tc {
 // smxx_linear_gemv_tc.cu: the tensor-core gemv kernel (GemvKind::kTensor).
 cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
 }  // namespace gemv_tc
+namespace gemv_tmap {
+// smxx_linear_gemv_tmap.cu: the tensor-map TMA kernel (GemvKind::kTmap).
+cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
+}  // namespace gemv_tmap
 
 namespace {
 cudaError_t gemv_dispatch(const LinearArgs* calls, int count, cudaStream_t stream) {
-  const GemvKind kind = gemv_kind();
+  GemvKind kind = gemv_kind();
+  if (kind == GemvKind::kTmap) {
+    // Every call it takes (one launch each), or what kAuto runs (launch_n reads kTmap as kAuto).
+    bool all = true;
+    for (int k = 0; k < count && all; ++k) all = linear_gemv_tmap_eligible(calls[k]);
+    if (all) {
+      for (int k = 0; k < count; ++k) {
+        const cudaError_t e = gemv_tmap::launch(calls[k], stream);
+        if (e != cudaSuccess) return e;
+      }
+      return cudaSuccess;
+    }
+    kind = GemvKind::kAuto;
+  }
   if (kind == GemvKind::kTensor || (kind == GemvKind::kAuto && calls[0].n >= 2 && !calls[0].one_kernel)) {
     // All calls or none (a multi launch keeps one kind of arithmetic); one launch each.
     bool all = true;

@@ -82,7 +82,12 @@ cudaError_t linear_gemv_multi(const LinearArgs* calls, int count, cudaStream_t s
 // kXs (A/B): every FP8 e4m3 call at one token that it can take runs the kernel with x staged
 // once per block in shared memory (gemv_xs_kernel, smxx_linear_gemv.cuh), same bits as
 // kStream; every other call runs what kAuto0 runs (bench/flash/NOTES.md 27).
-enum class GemvKind : int { kAuto, kStream, kBulk, kPersist, kAuto0, kTensor, kXs };
+// kTmap (opt-in; bench/flash/NOTES.md 38): a single FP8 e4m3 call at one token under bf16_x
+// (e8m0 blocks of >= 16 x 16 or no scales) takes the kernel fed by 2-D tensor-map TMA
+// (smxx_linear_gemv_tmap.cu: one CTA per SM, a ring of 32 KB stages, mma.sync bf16 on exactly
+// decoded weights, K split over thread-block clusters; fp32 sums in another order than the
+// SIMT kernels, checked against the CPU oracle); every other call runs what kAuto runs.
+enum class GemvKind : int { kAuto, kStream, kBulk, kPersist, kAuto0, kTensor, kXs, kTmap };
 void gemv_set_kind(GemvKind k);
 GemvKind gemv_kind();
 // Programmatic dependent launch for the gemv kernels (process-wide, off by default): each
@@ -119,6 +124,19 @@ bool linear_gemv_tc_eligible(const LinearArgs& a);
 // Whether GemvKind::kXs runs the x-in-shared-memory kernel for a call (one token,
 // e4m3, x row within 48 KB, each block's rows in one input group; smxx_linear_gemv.cuh).
 bool linear_gemv_xs_eligible(const LinearArgs& a);
+// Whether GemvKind::kTmap runs the tensor-map kernel for a call (one token, bf16_x, e4m3 with
+// e8m0 blocks >= 16 x 16 on 16-aligned rows or no scales, cols % 16 == 0, groups of rows a
+// multiple of 64, the driver's tensor-map encoder available, a plan that fits shared memory).
+bool linear_gemv_tmap_eligible(const LinearArgs& a);
+// The tensor-map kernel's ring depth (stages of 32 KB, 2 .. 8; <= 0: the default, 6) and its
+// ring-only probe (consumers wait and release each stage, no arithmetic, y not written: the
+// copy engine's fill rate; flash_layers --gemv-variants tmapprobe). Process-wide, for A/B.
+void gemv_set_tmap(int stages, bool probe);
+int gemv_tmap_stages();
+bool gemv_tmap_probe();
+// The tensor-map kernel's split of a call (rows per CTA tile, CTAs per cluster, clusters,
+// stages); tr = 0 when it does not take the call.
+void gemv_tmap_plan(const LinearArgs& a, int* tr, int* cs, int* nclusters, int* stages);
 
 // For the cuBLASLt path: x [n, cols] fp32 -> bf16 (RNE), and rows row0 .. row0 + rows
 // of an e4m3 / e2m1 weight (e8m0 or no scales) dequantized exactly into bf16 [rows, cols].

@@ -1070,6 +1070,7 @@ cudaError_t launch_n(const LinearArgs* calls, int count, cudaStream_t stream) {
   // w3 37.0 -> 31.7 at n = 4). At n = 1 it was no faster than the former kernel on any
   // weight (wq_b 24.9 vs 21.6 us) nor than the bulk one on the pairs, so it stays out there.
   GemvKind kind = gemv_kind();
+  if (kind == GemvKind::kTmap) kind = GemvKind::kAuto;  // the calls the tensor-map kernel does not take
   if constexpr (NT == 1 && F == WFormat::kE4M3) {
     // kAuto at one token (H200, bench/results/2026-11-30-gemvdec.md): a single FP8 call takes
     // gemv_xs_kernel (same bits) where it measured faster than the former kernel: x rows of

@@ -1,0 +1,661 @@
+// The gemv path's one-token FP8 kernel fed by 2-D tensor-map TMA (GemvKind::kTmap, opt-in;
+// bench/flash/NOTES.md section 38): e4m3 weights (e8m0 or no scales) times one token of x
+// rounded to bf16 (LinearArgs::bf16_x), on mma.sync m16n8k16 bf16 with fp32 accumulation.
+//
+// Why: three kernels that filled their shared-memory rings with 1-D cp.async.bulk copies
+// (NOTES 12, 35, 37) moved 8-11 GB/s per SM; cuBLASLt's one-token FP8 kernel, which streams
+// these shapes at 3.1 TB/s (~23.5 GB/s per SM), fills a ring of 32 KB stages with one 2-D
+// tensor-map TMA instruction per stage (NOTES 36). So here: one CTA per SM, one producer
+// thread issuing one box copy (TR rows x 128 bytes, the 128-byte swizzle) per 32 KB / NB,
+// S stages deep (~192 KB in flight per SM), and eight consumer warps whose per-stage work is
+// a few instructions per weight word.
+//
+// Work split (from the shape and the SM count only, never from x): CTA tiles of TR = 64,
+// 128 or 256 rows x all columns, split along K over the cs CTAs of a thread-block cluster
+// (cs = 1 .. 8); clusters loop over tiles cid, cid + NC, ... (NC clusters in the grid).
+// The plan minimizes the busiest CTA's bytes. Each rank's K slice is the contiguous range
+// of 128-column steps rank * per .. (rank + 1) * per.
+//
+// Consumer: warp w owns m16 tiles and boxes of each stage so that every warp does two
+// (tile, box) units per stage. A unit is 16 rows x 128 columns: 4 ldmatrix.x4 (the swizzle
+// makes the 8 rows of a matrix land on distinct banks), each register holding 4 e4m3 codes
+// of one row; each code pair decoded exactly to bf16 (cvt e4m3x2 -> f16x2; the f16 bits >> 3
+// with the sign kept are the bf16 bits of value * 2^-112; one bf16x2 multiply by 2^112 *
+// scale, a power of two: exact; NOTES 26), 8 MMAs with B = x (bf16, staged once per CTA per
+// input group in shared memory). Lane (g, q) holds codes 4q .. 4q + 3 of a row's 16 columns;
+// the MMA's k = 2q, 2q + 1 are columns 4q, 4q + 1 and k = 2q + 8, 2q + 9 columns 4q + 2, 4q + 3,
+// for A and B alike, so each MMA is a dot product over its 16 columns. Every output column of
+// the MMA gets the same x (one token): lanes q = 0 read rows g and g + 8 from c[0], c[2].
+//
+// Sums (deterministic, no atomics): a unit's 8 MMAs chain from zero (128 columns), the unit
+// sums are added into fp32 registers in stage order (promotion: NOTES 26), the two K halves
+// of a tile (TR = 64) in warp order, and the cs ranks' partial sums in rank order by rank 0,
+// which receives them in its shared memory (st.shared::cluster, an mbarrier per tile parity).
+// Not bitwise the SIMT kernels (other sum order): checked against the CPU oracle.
+#include <cuda.h>  // CUtensorMap and its enums (types only: libcuda is not linked)
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_linear.cuh"
+#include "kernels/cuda/smxx_linear_gemv.cuh"
+
+namespace deepinfer::kernels::gemv_tmap {
+namespace {
+
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + the producer warp
+constexpr int kBoxCols = 128;                        // bytes per box row: the 128-byte swizzle's span
+constexpr int kStageBytes = 32 * 1024;
+constexpr int kMaxStages = 8;
+constexpr int kMaxCluster = 8;
+constexpr int kDefaultStages = 6;
+
+struct Params {
+  const float* x = nullptr;  // the token's x row (group 0)
+  float* y = nullptr;
+  const uint8_t* scale = nullptr;  // null: no scales
+  int64_t scale_cols = 0, row0 = 0, x_group_rows = 0, x_group_step = 0;
+  int block_rows_shift = 0, scale_shift = 0;
+  int num_rows = 0, cols = 0;
+  int tiles = 0;      // ceil(num_rows / TR)
+  int cs = 1;         // CTAs per cluster (K slices)
+  int nclusters = 1;  // clusters in the grid
+  int per_steps = 0;  // 128-column steps per slice
+  int nsteps = 0;     // ceil(cols / 128)
+  int stages = 1;
+  int x_bytes = 0;  // shared memory for x: per_steps * 128 bf16
+  int probe = 0;    // ring only: consumers wait and release, no arithmetic, no output
+};
+
+// ---- PTX wrappers --------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ uint32_t map_rank(uint32_t addr, uint32_t rank) {
+  uint32_t d;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(addr), "r"(rank));
+  return d;
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  while (!gemv::mbar_try_wait(bar, parity)) {
+  }
+}
+// Waits for a phase completed by arrivals from other CTAs of the cluster (release.cluster).
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
+  uint32_t ok = 0;
+  while (!ok) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
+        "p;\n}"
+        : "=r"(ok)
+        : "r"(gemv::smem_u32(bar)), "r"(parity)
+        : "memory");
+  }
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(gemv::smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
+}
+__device__ __forceinline__ void st_cluster_f32(uint32_t cluster_addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
+}
+__device__ __forceinline__ void named_bar_consumers() {  // the 8 consumer warps only
+  asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
+}
+__device__ __forceinline__ void tma_box(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(gemv::smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& d0, uint32_t& d1, uint32_t& d2, uint32_t& d3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  // + (-0.0): a product's sign of zero is kept.
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+// Two e4m3 codes (low byte: element 0) -> bf16x2 bits of their values * 2^-112 (exact).
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2_scaled(uint32_t pair) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair & 0xffffu), __NV_E4M3);
+  const uint32_t u = uint32_t(h.x) | (uint32_t(h.y) << 16);
+  return ((u & 0x7fff7fffu) >> 3) | (u & 0x80008000u);
+}
+// bf16x2 bits of 2^112 * 2^(code - 127); codes above 142 need a second factor f2 (else 1.0).
+__device__ __forceinline__ void scale_factors(uint32_t code, uint32_t& f1, uint32_t& f2) {
+  if (code <= 142u) {
+    const uint32_t b = (code + 112u) << 7;
+    f1 = b | (b << 16);
+    f2 = 0x3f803f80u;
+  } else {
+    f1 = 0x77807780u;                                          // 2^112
+    const uint32_t b = code == 255u ? 0x7fc0u : (code << 7);  // 0xff: NaN, as e8m0_to_float
+    f2 = b | (b << 16);
+  }
+}
+// One ldmatrix register (4 codes of one row) -> the MMA's two A registers (columns 4q, 4q + 1
+// and 4q + 2, 4q + 3), each times the unit's factors.
+__device__ __forceinline__ void decode4(uint32_t d, uint32_t f1, uint32_t f2, bool two, uint32_t& lo, uint32_t& hi) {
+  lo = mul_bf16x2(e4m3x2_to_bf16x2_scaled(d), f1);
+  hi = mul_bf16x2(e4m3x2_to_bf16x2_scaled(d >> 16), f1);
+  if (two) {
+    lo = mul_bf16x2(lo, f2);
+    hi = mul_bf16x2(hi, f2);
+  }
+}
+
+// kCodes: scale codes per 128-column box and unit (0: no scales; 4: block_cols >= 32, one per
+// 32 columns; 8: block_cols = 16).
+template <int TR, int kCodes>
+__global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
+  pdl_trigger();
+  constexpr int M = TR / 16;            // m16 tiles per CTA tile
+  constexpr int MM = M < 8 ? M : 8;     // distinct m16 tiles over the 8 warps
+  constexpr int KW = kConsumerWarps / MM;  // warps per m16 tile (1, or 2 at TR = 64)
+  constexpr int TPW = M / MM;           // m16 tiles per warp (2 at TR = 256)
+  constexpr int kBoxBytes = TR * kBoxCols;
+  constexpr int NB = kStageBytes / kBoxBytes;  // boxes per stage: 1, 2, 4
+  static_assert(TPW * (NB / KW) == 2, "two (tile, box) units per warp and stage");
+  extern __shared__ uint8_t smem_raw[];
+  // The 128-byte swizzle repeats every 1024 bytes: boxes start 1024-aligned.
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* ring = base;
+  uint16_t* xs = reinterpret_cast<uint16_t*>(base + p.stages * kStageBytes);
+  float* red = reinterpret_cast<float*>(base + p.stages * kStageBytes + p.x_bytes);  // [2][cs][TR]
+  __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages], red_full[2], red_free[2];
+  __shared__ float part[2][TR];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int cs = p.cs;
+  const int rank = cs > 1 ? int(cluster_rank()) : 0;
+  const int cid = int(blockIdx.x) / cs;
+  const int my_tiles = (p.tiles - cid + p.nclusters - 1) / p.nclusters;  // >= 1 (nclusters <= tiles)
+  const int step0 = rank * p.per_steps;
+  const int nst = max(0, min(p.nsteps - step0, p.per_steps));  // this slice's 128-column steps
+  const int spt = (nst + NB - 1) / NB;                          // stages per tile
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < p.stages; ++s) {
+      gemv::mbar_init(full + s, 1);
+      gemv::mbar_init(empty + s, kConsumerWarps);
+    }
+    for (int b = 0; b < 2; ++b) {
+      gemv::mbar_init(red_full + b, uint32_t(cs * TR));
+      gemv::mbar_init(red_free + b, uint32_t(TR));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  // Every CTA's barriers initialized before any peer arrives on them.
+  if (cs > 1) cluster_sync_all();
+  else __syncthreads();
+
+  if (warp == kConsumerWarps) {
+    // Producer: one thread, one box copy per 128-column step, NB steps per stage. It reads
+    // weights only, so it does not wait for the kernel before (PDL).
+    if (lane == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
+      const int total = my_tiles * spt;
+      for (int it = 0; it < total; ++it) {
+        const int s = it % p.stages;
+        mbar_wait(empty + s, ((it / p.stages) & 1) ^ 1);
+        const int ti = it / spt, si = it % spt;
+        const int tile = cid + ti * p.nclusters;
+        const int k0 = step0 + si * NB;
+        const int nb = min(NB, step0 + nst - k0);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(gemv::smem_u32(full + s)),
+                     "r"(uint32_t(nb * kBoxBytes))
+                     : "memory");
+        const uint32_t dst = gemv::smem_u32(ring + s * kStageBytes);
+        for (int j = 0; j < nb; ++j) tma_box(dst + j * kBoxBytes, &tmap, (k0 + j) * kBoxCols, tile * TR, full + s);
+      }
+    }
+    __syncwarp();
+  } else {
+    const int t0 = warp % MM, kidx = warp / MM;
+    const int g = lane >> 2, q = lane & 3, mi = lane >> 3, ri = lane & 7;
+    int tile_u[2], box_u[2];
+    uint32_t lm_row[2];  // this lane's ldmatrix row offset in a box (row * 128)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      tile_u[u] = TPW == 2 ? t0 + 8 * u : t0;
+      box_u[u] = TPW == 2 ? 0 : kidx + KW * u;
+      lm_row[u] = uint32_t(tile_u[u] * 16 + ri + 8 * (mi & 1)) * kBoxCols;
+    }
+    const uint32_t ring_s = gemv::smem_u32(ring);
+    int64_t xgroup = -1;
+    pdl_wait();  // x (and y) after the kernel before
+    int it = 0;
+    for (int ti = 0; ti < my_tiles; ++ti) {
+      const int tile = cid + ti * p.nclusters;
+      const int lr0 = tile * TR;  // the tile's first row (of the slice)
+      const int64_t grp = p.x_group_rows > 0 ? int64_t(lr0) / p.x_group_rows : 0;
+      if (grp != xgroup && !p.probe) {
+        // x of this slice's columns, bf16 (RNE), zero past cols; the loads of a thread issued
+        // together (8 float4 per pass: 8192 columns per pass of the 256 threads).
+        if (ti > 0) named_bar_consumers();  // every warp done with the previous group's x
+        const float* xrow = p.x + grp * p.x_group_step + int64_t(step0) * kBoxCols;
+        const int nch = nst * (kBoxCols / 4), cleft = p.cols - step0 * kBoxCols;
+        for (int b0 = threadIdx.x; b0 < nch; b0 += kConsumerWarps * 32 * 8) {
+          float4 v[8];
+#pragma unroll
+          for (int u = 0; u < 8; ++u) {
+            const int i = b0 + u * kConsumerWarps * 32;
+            v[u] = i < nch && 4 * i < cleft ? __ldg(reinterpret_cast<const float4*>(xrow) + i)
+                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          }
+#pragma unroll
+          for (int u = 0; u < 8; ++u) {
+            const int i = b0 + u * kConsumerWarps * 32;
+            if (i < nch)
+              *reinterpret_cast<uint2*>(xs + 4 * i) = make_uint2(pack_bf16x2(v[u].x, v[u].y), pack_bf16x2(v[u].z, v[u].w));
+          }
+        }
+        named_bar_consumers();
+        xgroup = grp;
+      }
+      // Each unit's scale row (rows past num_rows are TMA zeros: any finite factor will do).
+      const uint8_t* srow[2] = {nullptr, nullptr};
+      if constexpr (kCodes > 0) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int64_t r = p.row0 + min(lr0 + tile_u[u] * 16, p.num_rows - 1);
+          srow[u] = p.scale + (r >> p.block_rows_shift) * p.scale_cols;
+        }
+      }
+      float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+      for (int si = 0; si < spt; ++si, ++it) {
+        const int s = it % p.stages;
+        const int k0 = step0 + si * NB;
+        const int nb = min(NB, step0 + nst - k0);
+        // The stage's scale codes, loaded before the wait so their latency overlaps it.
+        uint32_t codes[2][kCodes > 0 ? kCodes : 1];
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+#pragma unroll
+          for (int c = 0; c < (kCodes > 0 ? kCodes : 1); ++c) {
+            codes[u][c] = 127u;
+            if constexpr (kCodes > 0) {
+              if (box_u[u] < nb) {
+                const int col = min((k0 + box_u[u]) * kBoxCols + c * (kBoxCols / kCodes), p.cols - 1);
+                codes[u][c] = __ldg(srow[u] + (col >> p.scale_shift));
+              }
+            }
+          }
+        mbar_wait(full + s, uint32_t((it / p.stages) & 1));
+        if (!p.probe) {
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            if (box_u[u] >= nb) continue;  // a slice's last, partial stage (uniform)
+            const uint32_t box = ring_s + uint32_t(s * kStageBytes + box_u[u] * kBoxBytes) + lm_row[u];
+            const uint16_t* xb = xs + (k0 - step0 + box_u[u]) * kBoxCols;
+            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int pp = 0; pp < 4; ++pp) {
+              uint32_t d0, d1, d2, d3;
+              ldsm_x4(box + uint32_t((((2 * pp + (mi >> 1)) ^ ri)) << 4), d0, d1, d2, d3);
+              const uint2 xa = *reinterpret_cast<const uint2*>(xb + 32 * pp + 4 * q);
+              const uint2 xc = *reinterpret_cast<const uint2*>(xb + 32 * pp + 16 + 4 * q);
+              const uint32_t ca = kCodes == 8 ? codes[u][kCodes == 8 ? 2 * pp : 0] : codes[u][kCodes == 4 ? pp : 0];
+              const uint32_t cb = kCodes == 8 ? codes[u][kCodes == 8 ? 2 * pp + 1 : 0] : ca;
+              uint32_t fa1, fa2, fb1, fb2;
+              scale_factors(ca, fa1, fa2);
+              scale_factors(cb, fb1, fb2);
+              const bool twoa = ca > 142u, twob = cb > 142u;  // warp-uniform (one row block, one column block)
+              uint32_t a0, a2, a1, a3;
+              decode4(d0, fa1, fa2, twoa, a0, a2);
+              decode4(d1, fa1, fa2, twoa, a1, a3);
+              mma_bf16(c, a0, a1, a2, a3, xa.x, xa.y);
+              decode4(d2, fb1, fb2, twob, a0, a2);
+              decode4(d3, fb1, fb2, twob, a1, a3);
+              mma_bf16(c, a0, a1, a2, a3, xc.x, xc.y);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[u][i] += c[i];
+          }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + s);
+      }
+      if (p.probe) continue;
+      // The tile's row sums: lanes q = 0 hold rows g (c[0]) and g + 8 (c[2]) of each unit.
+      if (q == 0) {
+        if constexpr (TPW == 2) {
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            part[0][tile_u[u] * 16 + g] = acc[u][0];
+            part[0][tile_u[u] * 16 + g + 8] = acc[u][2];
+          }
+        } else {
+          part[kidx][t0 * 16 + g] = acc[0][0] + acc[1][0];
+          part[kidx][t0 * 16 + g + 8] = acc[0][2] + acc[1][2];
+        }
+      }
+      named_bar_consumers();
+      if (int(threadIdx.x) < TR) {
+        const int r = threadIdx.x;
+        float v = part[0][r];
+        if constexpr (KW == 2) v += part[1][r];
+        if (cs == 1) {
+          if (lr0 + r < p.num_rows) p.y[lr0 + r] = v;
+        } else {
+          // Rank r's partial into rank 0's red[b][rank][r]; rank 0 adds them in rank order.
+          const int b = ti & 1;
+          if (ti >= 2) mbar_wait_cluster(red_free + b, uint32_t(((ti >> 1) + 1) & 1));
+          st_cluster_f32(map_rank(gemv::smem_u32(red + (b * cs + rank) * TR + r), 0), v);
+          mbar_arrive_remote(map_rank(gemv::smem_u32(red_full + b), 0));
+          if (rank == 0) {
+            mbar_wait_cluster(red_full + b, uint32_t((ti >> 1) & 1));
+            float sum = red[(b * cs) * TR + r];
+            for (int k = 1; k < cs; ++k) sum += red[(b * cs + k) * TR + r];
+            if (lr0 + r < p.num_rows) p.y[lr0 + r] = sum;
+            if (ti + 2 < my_tiles)
+              for (int k = 0; k < cs; ++k) mbar_arrive_remote(map_rank(gemv::smem_u32(red_free + b), uint32_t(k)));
+          }
+        }
+      }
+      named_bar_consumers();  // part is rewritten by the next tile
+    }
+  }
+  // No CTA leaves while a peer may still write its shared memory or arrive on its barriers.
+  if (cs > 1) cluster_sync_all();
+}
+
+// ---- host ----------------------------------------------------------------------------------
+
+PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    cudaGetLastError();
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+std::atomic<int> g_stages{kDefaultStages};
+std::atomic<bool> g_probe{false};
+
+int sm_count() {
+  static std::mutex mu;
+  static std::map<int, int> sms;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 1;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = sms.find(device);
+  if (it != sms.end()) return it->second;
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || v <= 0) v = 1;
+  return sms[device] = v;
+}
+
+int max_dyn_smem() {
+  static std::mutex mu;
+  static std::map<int, int> m;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = m.find(device);
+  if (it != m.end()) return it->second;
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) v = 0;
+  return m[device] = v;
+}
+
+using KernelFn = void (*)(CUtensorMap, Params);
+KernelFn kernel_for(int tr, int codes) {
+  switch (tr * 16 + codes) {
+    case 64 * 16 + 0: return gemv_tmap_kernel<64, 0>;
+    case 64 * 16 + 4: return gemv_tmap_kernel<64, 4>;
+    case 64 * 16 + 8: return gemv_tmap_kernel<64, 8>;
+    case 128 * 16 + 0: return gemv_tmap_kernel<128, 0>;
+    case 128 * 16 + 4: return gemv_tmap_kernel<128, 4>;
+    case 128 * 16 + 8: return gemv_tmap_kernel<128, 8>;
+    case 256 * 16 + 0: return gemv_tmap_kernel<256, 0>;
+    case 256 * 16 + 4: return gemv_tmap_kernel<256, 4>;
+    case 256 * 16 + 8: return gemv_tmap_kernel<256, 8>;
+  }
+  return nullptr;
+}
+
+// Static shared memory of the kernels (barriers, part) is < 4 KB; the dynamic part is the ring,
+// x, the cluster reduction and 1 KB for the 1024-byte alignment.
+constexpr int kStaticSmem = 4096;
+
+// Resident clusters of cs CTAs (one per SM at this shared-memory size): the GPCs, not
+// SMs / cs, bound it. Cached per device and cs.
+int max_clusters(int cs, int dyn_smem) {
+  if (cs == 1) return sm_count();
+  static std::mutex mu;
+  static std::map<std::tuple<int, int>, int> cache;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(device, cs);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  KernelFn k = kernel_for(128, 4);
+  int v = 0;
+  if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_smem) == cudaSuccess) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(cs * 16));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = size_t(dyn_smem);
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = unsigned(cs);
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&v, k, &cfg) != cudaSuccess) v = 0;
+  }
+  cudaGetLastError();
+  cache[key] = v > 0 ? v : std::max(1, sm_count() / cs);
+  return cache[key];
+}
+
+struct Plan {
+  int tr = 0, cs = 1, nclusters = 0, per_steps = 0, stages = 0, x_bytes = 0, dyn_smem = 0;
+  bool ok = false;
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The split: the fewest bytes for the busiest CTA (each cluster round costs a tile's bytes of
+// its slice; a cluster reduction per round counts as 4 KB), ties to fewer ranks, then larger
+// tiles. A function of the shape, the SM count and the ring depth only.
+Plan make_plan(const LinearArgs& a) {
+  Plan best;
+  const int64_t cols = a.w.cols, rows = a.num_rows;
+  const int64_t nsteps = ceil_div(cols, kBoxCols);
+  const int want_stages = std::clamp(g_stages.load(), 2, kMaxStages);
+  const int smem_cap = max_dyn_smem() - kStaticSmem;
+  int64_t best_cost = INT64_MAX;
+  for (const int tr : {256, 128, 64}) {
+    if (a.x_group_rows > 0 && a.x_group_rows % tr != 0) continue;
+    const int64_t tiles = ceil_div(rows, tr);
+    for (int cs = 1; cs <= kMaxCluster && cs <= nsteps; ++cs) {
+      const int64_t per = ceil_div(nsteps, cs);
+      if ((cs - 1) * per >= nsteps) continue;  // an empty slice
+      const int x_bytes = int(per * kBoxCols * 2);
+      const int red_bytes = cs > 1 ? 2 * cs * tr * 4 : 0;
+      const int stages = std::min<int64_t>(want_stages, (smem_cap - 1024 - x_bytes - red_bytes) / kStageBytes);
+      if (stages < 2) continue;
+      const int dyn = 1024 + stages * kStageBytes + x_bytes + red_bytes;
+      const int64_t nc = std::min<int64_t>(tiles, max_clusters(cs, dyn));
+      const int64_t rounds = ceil_div(tiles, nc);
+      const int64_t cost = rounds * (tr * per * kBoxCols + (cs > 1 ? 4096 : 0));
+      if (cost < best_cost) {
+        best_cost = cost;
+        best.tr = tr;
+        best.cs = cs;
+        best.nclusters = int(nc);
+        best.per_steps = int(per);
+        best.stages = stages;
+        best.x_bytes = x_bytes;
+        best.dyn_smem = dyn;
+        best.ok = true;
+      }
+    }
+  }
+  return best;
+}
+
+// The tensor map of a call: the slice's rows [row0, row0 + num_rows) x cols bytes; boxes of 128
+// bytes x TR rows, 128-byte swizzle (conflict-free ldmatrix), zeros outside (row and column tails).
+bool encode_map(const LinearArgs& a, int tr, CUtensorMap* map) {
+  const auto fn = encoder();
+  if (fn == nullptr) return false;
+  const WeightArgs& w = a.w;
+  const cuuint64_t dims[2] = {cuuint64_t(w.cols), cuuint64_t(a.num_rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(w.cols)};
+  const cuuint32_t box[2] = {cuuint32_t(kBoxCols), cuuint32_t(tr)};
+  const cuuint32_t estr[2] = {1, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(w.data + a.row0 * w.cols), dims, strides, box,
+            estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+int log2i(int64_t v) {
+  int s = 0;
+  while ((int64_t(1) << s) < v) ++s;
+  return s;
+}
+
+}  // namespace
+
+cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
+
+}  // namespace deepinfer::kernels::gemv_tmap
+
+namespace deepinfer::kernels {
+
+void gemv_set_tmap(int stages, bool probe) {
+  gemv_tmap::g_stages = stages > 0 ? stages : gemv_tmap::kDefaultStages;
+  gemv_tmap::g_probe = probe;
+}
+int gemv_tmap_stages() { return gemv_tmap::g_stages.load(); }
+bool gemv_tmap_probe() { return gemv_tmap::g_probe.load(); }
+
+bool linear_gemv_tmap_eligible(const LinearArgs& a) {
+  using namespace gemv_tmap;
+  const WeightArgs& w = a.w;
+  const bool scales_ok = w.scale_format == SFormat::kNone ||
+                         (w.scale_format == SFormat::kE8M0 && pow2(w.block_cols) && w.block_cols >= 16 &&
+                          pow2(w.block_rows) && w.block_rows >= 16 && a.row0 % 16 == 0);
+  if (!(a.n == 1 && a.bf16_x && w.format == WFormat::kE4M3 && scales_ok && w.cols % 16 == 0 &&
+        w.cols < (int64_t(1) << 30) && a.num_rows < (int64_t(1) << 30) &&
+        (a.x_group_rows == 0 || a.x_group_rows % 64 == 0) && linear_gemv_eligible(a)))
+    return false;
+  const Plan pl = make_plan(a);
+  CUtensorMap map;
+  return pl.ok && encode_map(a, pl.tr, &map);
+}
+
+}  // namespace deepinfer::kernels
+
+namespace deepinfer::kernels::gemv_tmap {
+
+cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
+  if (!linear_gemv_tmap_eligible(a)) return cudaErrorInvalidValue;
+  const Plan pl = make_plan(a);
+  const WeightArgs& w = a.w;
+  CUtensorMap map;
+  if (!encode_map(a, pl.tr, &map)) return cudaErrorInvalidValue;
+  Params p;
+  p.x = a.x;
+  p.y = a.y;
+  const bool scaled = w.scale_format == SFormat::kE8M0;
+  p.scale = scaled ? w.scale : nullptr;
+  p.scale_cols = w.scale_cols;
+  p.row0 = a.row0;
+  p.x_group_rows = a.x_group_rows;
+  p.x_group_step = a.x_group_step;
+  p.block_rows_shift = scaled ? log2i(w.block_rows) : 0;
+  p.scale_shift = scaled ? log2i(w.block_cols) : 0;
+  p.num_rows = int(a.num_rows);
+  p.cols = int(w.cols);
+  p.tiles = int(ceil_div(a.num_rows, pl.tr));
+  p.cs = pl.cs;
+  p.nclusters = pl.nclusters;
+  p.per_steps = pl.per_steps;
+  p.nsteps = int(ceil_div(w.cols, kBoxCols));
+  p.stages = pl.stages;
+  p.x_bytes = pl.x_bytes;
+  p.probe = g_probe.load() ? 1 : 0;
+  const int codes = !scaled ? 0 : w.block_cols >= 32 ? 4 : 8;
+  KernelFn k = kernel_for(pl.tr, codes);
+  cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pl.dyn_smem);
+  if (e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(pl.nclusters * pl.cs));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = size_t(pl.dyn_smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute at[2];
+  int na = 0;
+  if (pl.cs > 1) {
+    at[na].id = cudaLaunchAttributeClusterDimension;
+    at[na].val.clusterDim.x = unsigned(pl.cs);
+    at[na].val.clusterDim.y = 1;
+    at[na].val.clusterDim.z = 1;
+    ++na;
+  }
+  if (gemv_pdl()) {
+    at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[na].val.programmaticStreamSerializationAllowed = 1;
+    ++na;
+  }
+  cfg.attrs = at;
+  cfg.numAttrs = unsigned(na);
+  return cudaLaunchKernelEx(&cfg, k, map, p);
+}
+
+// The plan of a call, for flash_layers' lines and the tests (tr 0: not eligible).
+}  // namespace deepinfer::kernels::gemv_tmap
+
+namespace deepinfer::kernels {
+void gemv_tmap_plan(const LinearArgs& a, int* tr, int* cs, int* nclusters, int* stages) {
+  gemv_tmap::Plan pl;
+  if (linear_gemv_tmap_eligible(a)) pl = gemv_tmap::make_plan(a);
+  if (tr) *tr = pl.ok ? pl.tr : 0;
+  if (cs) *cs = pl.cs;
+  if (nclusters) *nclusters = pl.nclusters;
+  if (stages) *stages = pl.stages;
+}
+}  // namespace deepinfer::kernels
