@@ -54,6 +54,8 @@
 // DEEPINFER_FP8_GEMV=0 / 1 (environment): the new kernel never / from n = 1 in the layers run
 // (default: from n = 4).
 // --gemv-persist 4[,2]: its ring depth and blocks per SM.
+// --gemv-tmap 4[,16[,1[,30]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer and the
+// smallest weight (MB) it takes (NOTES 38).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
 // --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192; --attn-ns and
@@ -102,6 +104,7 @@
 #include "kernels/cuda/smxx_attention.cuh"
 #include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
+#include "kernels/cuda/smxx_linear_tmap.h"
 #include "kernels/cuda/smxx_linear_fp8.cuh"
 #include "kernels/cuda/smxx_model.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
@@ -1039,10 +1042,14 @@ void run_gemv_ops(HostPool& hp) {
                                   {"p4b2", kernels::GemvKind::kPersist, 4, 2},  {"p6", kernels::GemvKind::kPersist, 6, 0},
                                   {"tc", kernels::GemvKind::kTensor, 0, 0},      {"xs", kernels::GemvKind::kXs, 0, 0},
                                   // tmap (NOTES 38): the tensor-map TMA kernel; depth = its ring's stages
-                                  // (0: 6), blocks = 1: the ring-only probe (no arithmetic, y not written).
+                                  // (0: 6); blocks: bit 0 the ring-only probe (no arithmetic, y not
+                                  // written), bit 1 16 consumer warps, bit 2 the f16 consumer.
                                   {"tmap", kernels::GemvKind::kTmap, 0, 0},      {"tmap4", kernels::GemvKind::kTmap, 4, 0},
                                   {"tmap3", kernels::GemvKind::kTmap, 3, 0},     {"tmapprobe", kernels::GemvKind::kTmap, 0, 1},
-                                  {"tmapprobe4", kernels::GemvKind::kTmap, 4, 1}};
+                                  {"tmapprobe4", kernels::GemvKind::kTmap, 4, 1}, {"tmapw16", kernels::GemvKind::kTmap, 0, 2},
+                                  {"tmapw16s4", kernels::GemvKind::kTmap, 4, 2}, {"tmapf16", kernels::GemvKind::kTmap, 0, 4},
+                                  {"tmapf16s4", kernels::GemvKind::kTmap, 4, 4}, {"tmapw16f16", kernels::GemvKind::kTmap, 0, 6},
+                                  {"tmapw16f16s4", kernels::GemvKind::kTmap, 4, 6}};
   auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
@@ -1053,7 +1060,8 @@ void run_gemv_ops(HostPool& hp) {
     kernels::gemv_set_kind(v.kind);
     const bool tmap = v.kind == kernels::GemvKind::kTmap;
     kernels::gemv_set_persist(tmap ? 0 : v.depth, tmap ? 0 : v.blocks);
-    kernels::gemv_set_tmap(tmap ? v.depth : 0, tmap && v.blocks == 1);
+    kernels::gemv_set_tmap(tmap ? v.depth : 0, tmap && (v.blocks & 1) != 0);
+    kernels::gemv_set_tmap_consumer(tmap && (v.blocks & 2) != 0 ? 16 : 8, tmap && (v.blocks & 4) != 0);
   };
   std::map<std::string, std::vector<WeightRef>> kept;  // the weights the multi section reuses
   for (const Shape& s : shapes) {
@@ -1164,6 +1172,7 @@ void run_gemv_ops(HostPool& hp) {
   kernels::gemv_set_kind(kernels::GemvKind::kAuto);
   kernels::gemv_set_persist(0, 0);
   kernels::gemv_set_tmap(0, false);
+  kernels::gemv_set_tmap_consumer(8, false);
   for (auto& [k, ws] : kept)
     for (auto& w : ws) {
       CK(cudaFree(const_cast<uint8_t*>(w.data)));
@@ -2128,6 +2137,12 @@ int main(int argc, char** argv) {
           {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk},
            {"persist", kernels::GemvKind::kPersist}, {"auto0", kernels::GemvKind::kAuto0},
            {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}, {"tmap", kernels::GemvKind::kTmap}}));
+    else if (a == "--gemv-tmap") {  // the tensor-map gemv (--gemv tmap): stages[,consumer warps 8|16[,f16 0|1]]
+      const std::vector<int64_t> v = parse_list(next());
+      kernels::gemv_set_tmap(v.empty() ? 0 : int(v[0]), false);
+      kernels::gemv_set_tmap_consumer(v.size() > 1 ? int(v[1]) : 8, v.size() > 2 && v[2] != 0);
+      kernels::gemv_set_tmap_min_bytes(v.size() > 3 ? v[3] << 20 : 0);  // [,min MB: smaller weights run kAuto]
+    }
     else if (a == "--gemv-persist") {  // the persistent gemv's ring depth [and blocks per SM]: 4 or 4,2
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_persist(v.empty() ? 0 : int(v[0]), v.size() > 1 ? int(v[1]) : 0);

@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "kernels/cuda/smxx_elementwise.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
+#include "kernels/cuda/smxx_linear_tmap.h"
 #include "ops/cuda/weight_args.h"
 #include "ops/linear.h"
 
@@ -299,14 +300,23 @@ OpCase xs_case(const Shape& s, kernels::GemvKind kind, float xscale = 1.0f, int 
 // bitwise the SIMT kernels: against the CPU oracle (family "linear"). Each case first checks
 // that kTmap really takes the call (linear_gemv_tmap_eligible) and prints its plan, so a silent
 // fallback cannot pass for it. scales as tc_weight (0 drawn, 1 none, 2 codes above 142).
-std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float>& dx, int stages = 0) {
+// Consumer variants (smxx_linear_tmap.h): warps 8 / 16, f16 the f16 decode.
+struct TmapConsumer {
+  int warps = 8;
+  bool f16 = false;
+};
+
+std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float>& dx, int stages = 0,
+                            TmapConsumer cons = {}) {
   const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
   Dev<float> dy(size_t(s.n * out_rows));
   const kernels::LinearArgs a = args(s, w, dx.get(), dy.get());
   GemvScope scope(kernels::GemvKind::kTmap, 0);
   kernels::gemv_set_tmap(stages, false);
+  kernels::gemv_set_tmap_consumer(cons.warps, cons.f16);
   if (!kernels::linear_gemv_tmap_eligible(a)) {
     kernels::gemv_set_tmap(0, false);
+    kernels::gemv_set_tmap_consumer(8, false);
     throw std::runtime_error("kTmap does not take " + shape_name("tmap", s));
   }
   int tr = 0, cs = 0, nc = 0, st = 0;
@@ -314,20 +324,28 @@ std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float
   std::printf("  tmap plan %s: tr=%d cs=%d clusters=%d stages=%d\n", shape_name("tmap", s).c_str(), tr, cs, nc, st);
   const cudaError_t e = kernels::linear(a, nullptr);
   kernels::gemv_set_tmap(0, false);
+  kernels::gemv_set_tmap_consumer(8, false);
   check_cuda(e, "gemv tmap");
   check_cuda(cudaDeviceSynchronize(), "gemv tmap sync");
   return dy.host();
 }
 
-OpCase tmap_oracle_case(const Shape& s, int scales = 0, int stages = 0) {
+// wide_x: each x element times 2^k, k uniform in -40 .. 12 (the f16 consumer's shift and its
+// rounding of the smallest elements; the bf16 consumer takes them exactly).
+OpCase tmap_oracle_case(const Shape& s, int scales = 0, int stages = 0, TmapConsumer cons = {}, bool wide_x = false) {
   std::string what = scales == 1 ? "gemv_tmap_noscale" : scales == 2 ? "gemv_tmap_bigscale"
                      : scales == 3 ? "gemv_tmap_block16" : "gemv_tmap";
   if (stages > 0) what += "_s" + std::to_string(stages);
+  if (cons.warps == 16) what += "_w16";
+  if (cons.f16) what += "_f16";
+  if (wide_x) what += "_widex";
   return {shape_name(what.c_str(), s), "linear", [=](Rng& rng) {
             const auto w = tc_weight(rng, s, scales);
-            const auto x = randn(rng, size_t(s.n * x_width(s)));
+            auto x = randn(rng, size_t(s.n * x_width(s)));
+            if (wide_x)
+              for (auto& v : x) v = std::ldexp(v, int(randint(rng, -40, 12)));
             const Dev<float> dx(x);
-            return Outputs{{{"y", oracle(s, *w, x), run_tmap(s, *w, dx, stages)}}, {}};
+            return Outputs{{{"y", oracle(s, *w, x), run_tmap(s, *w, dx, stages, cons)}}, {}};
           }};
 }
 
@@ -508,6 +526,20 @@ std::vector<OpCase> linear_gemv_cases() {
   c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 2304, 0, -1, true}, 3));
   c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, 0, 2));
   c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, 0, 4));
+  // The consumer variants (16 warps; the f16 decode; both): the same split and ring, so the shapes
+  // that cover each TR, the cluster reduction's cycling buffers, tails, groups and scale paths.
+  for (const TmapConsumer cons : {TmapConsumer{16, false}, TmapConsumer{8, true}, TmapConsumer{16, true}}) {
+    for (const Shape& s : std::vector<Shape>{
+             {K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true},  {K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true},
+             {K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}, {K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true},
+             {K2::kFp8E8m0, 1, 200, 2080, 0, -1, true},    {K2::kFp8E8m0, 1, 6, 1024, 0, -1, true},
+             {K2::kFp8E8m0, 1, 256, 1280, 32, 150, true},  {K2::kFp8E8m0, 1, 1024, 1024, 0, -1, true, 0, 8}})
+      c.push_back(tmap_oracle_case(s, 0, 0, cons));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 640, 1280, 0, -1, true}, 1, 0, cons));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 96, 2048, 0, -1, true}, 2, 0, cons));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 2304, 0, -1, true}, 3, 0, cons));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 1280, 0, -1, true}, 0, 0, cons, true));
+  }
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 1, 1024, 1280}));                 // f32 x
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 2, 1024, 1280, 0, -1, true}));    // n = 2
   c.push_back(tmap_fallback_case({K2::kFp8F32Scale, 1, 200, 1280, 0, -1, true})); // fp32 scales

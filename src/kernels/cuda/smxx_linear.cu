@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
+#include "kernels/cuda/smxx_linear_tmap.h"
 
 namespace deepinfer::kernels {
 namespace gemv {
@@ -130,7 +131,7 @@ cudaError_t gemv_dispatch(const LinearArgs* calls, int count, cudaStream_t strea
   if (kind == GemvKind::kTmap) {
     // Every call it takes (one launch each), or what kAuto runs (launch_n reads kTmap as kAuto).
     bool all = true;
-    for (int k = 0; k < count && all; ++k) all = linear_gemv_tmap_eligible(calls[k]);
+    for (int k = 0; k < count && all; ++k) all = gemv_tmap_wants(calls[k]);
     if (all) {
       for (int k = 0; k < count; ++k) {
         const cudaError_t e = gemv_tmap::launch(calls[k], stream);

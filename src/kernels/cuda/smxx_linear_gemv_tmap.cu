@@ -46,12 +46,11 @@
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_gemv.cuh"
+#include "kernels/cuda/smxx_linear_tmap.h"
 
 namespace deepinfer::kernels::gemv_tmap {
 namespace {
 
-constexpr int kConsumerWarps = 8;
-constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + the producer warp
 constexpr int kBoxCols = 128;                        // bytes per box row: the 128-byte swizzle's span
 constexpr int kStageBytes = 32 * 1024;
 constexpr int kMaxStages = 8;
@@ -114,8 +113,9 @@ __device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_addr) {
 __device__ __forceinline__ void st_cluster_f32(uint32_t cluster_addr, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
 }
-__device__ __forceinline__ void named_bar_consumers() {  // the 8 consumer warps only
-  asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
+template <int kCount>
+__device__ __forceinline__ void named_bar_consumers() {  // the consumer warps only (not the producer)
+  asm volatile("bar.sync 1, %0;" ::"n"(kCount) : "memory");
 }
 __device__ __forceinline__ void tma_box(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
   asm volatile(
@@ -177,18 +177,57 @@ __device__ __forceinline__ void decode4(uint32_t d, uint32_t f1, uint32_t f2, bo
   }
 }
 
+// The f16 consumer's factor for a scale code: 2^(code - 127) / 2^sh in fp32 (x was staged times
+// 2^sh). Normal results by construction; subnormal, zero or infinite ones through ldexpf; 0xff: NaN.
+__device__ __forceinline__ float code_factor(uint32_t code, int sh) {
+  const int e = int(code) - sh;  // the biased fp32 exponent
+  if (code == 255u) return __uint_as_float(0x7fc00000u);
+  if (e >= 1 && e <= 254) return __uint_as_float(uint32_t(e) << 23);
+  return ldexpf(1.0f, e - 127);
+}
+__device__ __forceinline__ void mma_f16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// Two e4m3 codes -> f16x2 (exact: every e4m3 value is a normal f16).
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair & 0xffffu), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ float round_bf16_f(float v) { return __uint_as_float(pack_bf16x2(v, 0.0f) << 16); }
+
 // kCodes: scale codes per 128-column box and unit (0: no scales; 4: block_cols >= 32, one per
-// 32 columns; 8: block_cols = 16).
-template <int TR, int kCodes>
-__global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
+// 32 columns; 8: block_cols = 16). CW: consumer warps (8: two units per warp and stage, the
+// measured kernel; 16: one unit each, twice the warps to hide a unit's dependent chain). kF16:
+// the decode of the f16 consumer (below) instead of the exact-bf16 one.
+//
+// The f16 consumer (opt-in, not yet measured): A straight from cvt e4m3x2 -> f16x2 (exact; one
+// instruction per two weights, no integer fix-up, no per-pair scale multiply), x staged in f16
+// after a power-of-two shift 2^sh per CTA and input group (sh puts the slice's largest |x| in
+// [2^14, 2^15)), so B is x rounded to bf16 as before, times 2^sh, exactly for every element of at
+// least 2^-17 after the shift (2^-32 of the largest; smaller ones round to f16's subnormal grid: an
+// error below 2^-25 of the largest x per element); f16 x f16 products are exact in fp32, the MMA
+// sums them in fp32, and the scale block's factor 2^(code - 127 - sh) is applied in fp32 per
+// 32-column block (per 16 at kCodes = 8): acc += c * factor.
+template <int TR, int kCodes, int CW, bool kF16>
+__global__ void __launch_bounds__((CW + 1) * 32, 1)
+    gemv_tmap_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
   pdl_trigger();
-  constexpr int M = TR / 16;            // m16 tiles per CTA tile
-  constexpr int MM = M < 8 ? M : 8;     // distinct m16 tiles over the 8 warps
-  constexpr int KW = kConsumerWarps / MM;  // warps per m16 tile (1, or 2 at TR = 64)
-  constexpr int TPW = M / MM;           // m16 tiles per warp (2 at TR = 256)
+  constexpr int M = TR / 16;  // m16 tiles per CTA tile
   constexpr int kBoxBytes = TR * kBoxCols;
-  constexpr int NB = kStageBytes / kBoxBytes;  // boxes per stage: 1, 2, 4
-  static_assert(TPW * (NB / KW) == 2, "two (tile, box) units per warp and stage");
+  constexpr int NB = kStageBytes / kBoxBytes;  // boxes per stage: 1, 2, 4 (M x NB = 16 units)
+  constexpr int U = 16 / CW;                   // units per warp and stage
+  constexpr int kCT = CW * 32;                 // consumer threads
+  static_assert(M * NB == 16 && U * CW == 16, "16 (m16 tile, box) units per stage");
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes: boxes start 1024-aligned.
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -196,7 +235,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_con
   uint16_t* xs = reinterpret_cast<uint16_t*>(base + p.stages * kStageBytes);
   float* red = reinterpret_cast<float*>(base + p.stages * kStageBytes + p.x_bytes);  // [2][cs][TR]
   __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages], red_full[2], red_free[2];
-  __shared__ float part[2][TR];
+  __shared__ float part[NB][TR];  // per box of the stage: the tile's row sums over that box's columns
+  __shared__ uint32_t xmax;       // kF16: the slice's largest |x| (fp32 bits)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int cs = p.cs;
   const int rank = cs > 1 ? int(cluster_rank()) : 0;
@@ -208,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_con
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
       gemv::mbar_init(full + s, 1);
-      gemv::mbar_init(empty + s, kConsumerWarps);
+      gemv::mbar_init(empty + s, CW);
     }
     for (int b = 0; b < 2; ++b) {
       gemv::mbar_init(red_full + b, uint32_t(cs * TR));
@@ -220,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_con
   if (cs > 1) cluster_sync_all();
   else __syncthreads();
 
-  if (warp == kConsumerWarps) {
+  if (warp == CW) {
     // Producer: one thread, one box copy per 128-column step, NB steps per stage. It reads
     // weights only, so it does not wait for the kernel before (PDL).
     if (lane == 0) {
@@ -242,18 +282,20 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_con
     }
     __syncwarp();
   } else {
-    const int t0 = warp % MM, kidx = warp / MM;
     const int g = lane >> 2, q = lane & 3, mi = lane >> 3, ri = lane & 7;
-    int tile_u[2], box_u[2];
-    uint32_t lm_row[2];  // this lane's ldmatrix row offset in a box (row * 128)
+    // Unit v = warp + CW u of the stage's 16: m16 tile v % M, box v / M.
+    int tile_u[U], box_u[U];
+    uint32_t lm_row[U];  // this lane's ldmatrix row offset in a box (row * 128)
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      tile_u[u] = TPW == 2 ? t0 + 8 * u : t0;
-      box_u[u] = TPW == 2 ? 0 : kidx + KW * u;
+    for (int u = 0; u < U; ++u) {
+      const int v = warp + CW * u;
+      tile_u[u] = v % M;
+      box_u[u] = v / M;
       lm_row[u] = uint32_t(tile_u[u] * 16 + ri + 8 * (mi & 1)) * kBoxCols;
     }
     const uint32_t ring_s = gemv::smem_u32(ring);
     int64_t xgroup = -1;
+    int sh = 0;  // kF16: x staged times 2^sh
     pdl_wait();  // x (and y) after the kernel before
     int it = 0;
     for (int ti = 0; ti < my_tiles; ++ti) {
@@ -261,47 +303,86 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_con
       const int lr0 = tile * TR;  // the tile's first row (of the slice)
       const int64_t grp = p.x_group_rows > 0 ? int64_t(lr0) / p.x_group_rows : 0;
       if (grp != xgroup && !p.probe) {
-        // x of this slice's columns, bf16 (RNE), zero past cols; the loads of a thread issued
-        // together (8 float4 per pass: 8192 columns per pass of the 256 threads).
-        if (ti > 0) named_bar_consumers();  // every warp done with the previous group's x
+        // x of this slice's columns, bf16 (RNE) (kF16: then times 2^sh, in f16), zero past cols;
+        // a thread's loads issued together (8 float4 per pass).
+        if (ti > 0) named_bar_consumers<kCT>();  // every warp done with the previous group's x
         const float* xrow = p.x + grp * p.x_group_step + int64_t(step0) * kBoxCols;
         const int nch = nst * (kBoxCols / 4), cleft = p.cols - step0 * kBoxCols;
-        for (int b0 = threadIdx.x; b0 < nch; b0 += kConsumerWarps * 32 * 8) {
+        if constexpr (kF16) {
+          if (threadIdx.x == 0) xmax = 0u;
+          named_bar_consumers<kCT>();
+          uint32_t m = 0;
+          for (int b0 = threadIdx.x; b0 < nch; b0 += kCT * 8) {
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+              const int i = b0 + u * kCT;
+              if (i < nch && 4 * i < cleft) {
+                const float4 v = __ldg(reinterpret_cast<const float4*>(xrow) + i);
+                // |bf16(x)| as bits: for non-negative floats the integer order is the value order.
+                m = max(m, __float_as_uint(fabsf(round_bf16_f(v.x))));
+                m = max(m, __float_as_uint(fabsf(round_bf16_f(v.y))));
+                m = max(m, __float_as_uint(fabsf(round_bf16_f(v.z))));
+                m = max(m, __float_as_uint(fabsf(round_bf16_f(v.w))));
+              }
+            }
+          }
+          // The maximum is order-free: the same shift whatever the arrival order.
+          for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+          if (lane == 0) atomicMax(&xmax, m);
+          named_bar_consumers<kCT>();
+          const uint32_t mb = xmax;
+          // sh: 14 - floor(log2(max)) (a subnormal max counts as 2^-126); none for 0 or inf / NaN.
+          sh = (mb == 0u || mb >= 0x7f800000u) ? 0 : 14 - (max(int(mb >> 23), 1) - 127);
+        }
+        const float f = kF16 ? ldexpf(1.0f, sh) : 1.0f;
+        for (int b0 = threadIdx.x; b0 < nch; b0 += kCT * 8) {
           float4 v[8];
 #pragma unroll
           for (int u = 0; u < 8; ++u) {
-            const int i = b0 + u * kConsumerWarps * 32;
+            const int i = b0 + u * kCT;
             v[u] = i < nch && 4 * i < cleft ? __ldg(reinterpret_cast<const float4*>(xrow) + i)
                                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
           }
 #pragma unroll
           for (int u = 0; u < 8; ++u) {
-            const int i = b0 + u * kConsumerWarps * 32;
-            if (i < nch)
-              *reinterpret_cast<uint2*>(xs + 4 * i) = make_uint2(pack_bf16x2(v[u].x, v[u].y), pack_bf16x2(v[u].z, v[u].w));
+            const int i = b0 + u * kCT;
+            if (i >= nch) continue;
+            uint2 o;
+            if constexpr (kF16) {
+              o = make_uint2(pack_f16x2(round_bf16_f(v[u].x) * f, round_bf16_f(v[u].y) * f),
+                             pack_f16x2(round_bf16_f(v[u].z) * f, round_bf16_f(v[u].w) * f));
+            } else {
+              o = make_uint2(pack_bf16x2(v[u].x, v[u].y), pack_bf16x2(v[u].z, v[u].w));
+            }
+            *reinterpret_cast<uint2*>(xs + 4 * i) = o;
           }
         }
-        named_bar_consumers();
+        named_bar_consumers<kCT>();
         xgroup = grp;
       }
       // Each unit's scale row (rows past num_rows are TMA zeros: any finite factor will do).
-      const uint8_t* srow[2] = {nullptr, nullptr};
-      if constexpr (kCodes > 0) {
+      const uint8_t* srow[U];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+      for (int u = 0; u < U; ++u) {
+        srow[u] = nullptr;
+        if constexpr (kCodes > 0) {
           const int64_t r = p.row0 + min(lr0 + tile_u[u] * 16, p.num_rows - 1);
           srow[u] = p.scale + (r >> p.block_rows_shift) * p.scale_cols;
         }
       }
-      float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+      float acc[U][4];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[u][i] = 0.0f;
       for (int si = 0; si < spt; ++si, ++it) {
         const int s = it % p.stages;
         const int k0 = step0 + si * NB;
         const int nb = min(NB, step0 + nst - k0);
         // The stage's scale codes, loaded before the wait so their latency overlaps it.
-        uint32_t codes[2][kCodes > 0 ? kCodes : 1];
+        uint32_t codes[U][kCodes > 0 ? kCodes : 1];
 #pragma unroll
-        for (int u = 0; u < 2; ++u)
+        for (int u = 0; u < U; ++u)
 #pragma unroll
           for (int c = 0; c < (kCodes > 0 ? kCodes : 1); ++c) {
             codes[u][c] = 127u;
@@ -315,7 +396,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_con
         mbar_wait(full + s, uint32_t((it / p.stages) & 1));
         if (!p.probe) {
 #pragma unroll
-          for (int u = 0; u < 2; ++u) {
+          for (int u = 0; u < U; ++u) {
             if (box_u[u] >= nb) continue;  // a slice's last, partial stage (uniform)
             const uint32_t box = ring_s + uint32_t(s * kStageBytes + box_u[u] * kBoxBytes) + lm_row[u];
             const uint16_t* xb = xs + (k0 - step0 + box_u[u]) * kBoxCols;
@@ -328,44 +409,82 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_con
               const uint2 xc = *reinterpret_cast<const uint2*>(xb + 32 * pp + 16 + 4 * q);
               const uint32_t ca = kCodes == 8 ? codes[u][kCodes == 8 ? 2 * pp : 0] : codes[u][kCodes == 4 ? pp : 0];
               const uint32_t cb = kCodes == 8 ? codes[u][kCodes == 8 ? 2 * pp + 1 : 0] : ca;
-              uint32_t fa1, fa2, fb1, fb2;
-              scale_factors(ca, fa1, fa2);
-              scale_factors(cb, fb1, fb2);
-              const bool twoa = ca > 142u, twob = cb > 142u;  // warp-uniform (one row block, one column block)
-              uint32_t a0, a2, a1, a3;
-              decode4(d0, fa1, fa2, twoa, a0, a2);
-              decode4(d1, fa1, fa2, twoa, a1, a3);
-              mma_bf16(c, a0, a1, a2, a3, xa.x, xa.y);
-              decode4(d2, fb1, fb2, twob, a0, a2);
-              decode4(d3, fb1, fb2, twob, a1, a3);
-              mma_bf16(c, a0, a1, a2, a3, xc.x, xc.y);
-            }
+              if constexpr (kF16) {
+                // Lane (g, q): d0 / d1 rows g / g + 8 at columns 4q .. 4q + 3 of the first 16,
+                // d2 / d3 of the second 16; the low code pair is A's k = 2q, 2q + 1, the high one
+                // k = 2q + 8, 2q + 9, as in the bf16 consumer.
+                if constexpr (kCodes == 8) {
+                  float c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                  mma_f16(c1, e4m3x2_to_f16x2(d0), e4m3x2_to_f16x2(d1), e4m3x2_to_f16x2(d0 >> 16),
+                          e4m3x2_to_f16x2(d1 >> 16), xa.x, xa.y);
+                  const float fa = code_factor(ca, sh);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) acc[u][i] += c[i];
+                  for (int i = 0; i < 4; ++i) acc[u][i] += c1[i] * fa;
+                  float c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                  mma_f16(c2, e4m3x2_to_f16x2(d2), e4m3x2_to_f16x2(d3), e4m3x2_to_f16x2(d2 >> 16),
+                          e4m3x2_to_f16x2(d3 >> 16), xc.x, xc.y);
+                  const float fb = code_factor(cb, sh);
+#pragma unroll
+                  for (int i = 0; i < 4; ++i) acc[u][i] += c2[i] * fb;
+                } else {
+                  // One factor per 32 columns (kCodes 4) or per box (kCodes 0: applied below).
+                  if constexpr (kCodes == 4) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) c[i] = 0.0f;
+                  }
+                  mma_f16(c, e4m3x2_to_f16x2(d0), e4m3x2_to_f16x2(d1), e4m3x2_to_f16x2(d0 >> 16),
+                          e4m3x2_to_f16x2(d1 >> 16), xa.x, xa.y);
+                  mma_f16(c, e4m3x2_to_f16x2(d2), e4m3x2_to_f16x2(d3), e4m3x2_to_f16x2(d2 >> 16),
+                          e4m3x2_to_f16x2(d3 >> 16), xc.x, xc.y);
+                  if constexpr (kCodes == 4) {
+                    const float fa = code_factor(ca, sh);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc[u][i] += c[i] * fa;
+                  }
+                }
+              } else {
+                uint32_t fa1, fa2, fb1, fb2;
+                scale_factors(ca, fa1, fa2);
+                scale_factors(cb, fb1, fb2);
+                const bool twoa = ca > 142u, twob = cb > 142u;  // warp-uniform (one row block, one column block)
+                uint32_t a0, a2, a1, a3;
+                decode4(d0, fa1, fa2, twoa, a0, a2);
+                decode4(d1, fa1, fa2, twoa, a1, a3);
+                mma_bf16(c, a0, a1, a2, a3, xa.x, xa.y);
+                decode4(d2, fb1, fb2, twob, a0, a2);
+                decode4(d3, fb1, fb2, twob, a1, a3);
+                mma_bf16(c, a0, a1, a2, a3, xc.x, xc.y);
+              }
+            }
+            if constexpr (!kF16) {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) acc[u][i] += c[i];
+            } else if constexpr (kCodes == 0) {
+              const float f0 = code_factor(127u, sh);
+#pragma unroll
+              for (int i = 0; i < 4; ++i) acc[u][i] += c[i] * f0;
+            }
           }
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(empty + s);
       }
       if (p.probe) continue;
-      // The tile's row sums: lanes q = 0 hold rows g (c[0]) and g + 8 (c[2]) of each unit.
+      // The tile's row sums: lanes q = 0 hold rows g (c[0]) and g + 8 (c[2]) of each unit; the
+      // boxes of a row are added in box order.
       if (q == 0) {
-        if constexpr (TPW == 2) {
 #pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            part[0][tile_u[u] * 16 + g] = acc[u][0];
-            part[0][tile_u[u] * 16 + g + 8] = acc[u][2];
-          }
-        } else {
-          part[kidx][t0 * 16 + g] = acc[0][0] + acc[1][0];
-          part[kidx][t0 * 16 + g + 8] = acc[0][2] + acc[1][2];
+        for (int u = 0; u < U; ++u) {
+          part[box_u[u]][tile_u[u] * 16 + g] = acc[u][0];
+          part[box_u[u]][tile_u[u] * 16 + g + 8] = acc[u][2];
         }
       }
-      named_bar_consumers();
+      named_bar_consumers<kCT>();
       if (int(threadIdx.x) < TR) {
         const int r = threadIdx.x;
         float v = part[0][r];
-        if constexpr (KW == 2) v += part[1][r];
+#pragma unroll
+        for (int b = 1; b < NB; ++b) v += part[b][r];
         if (cs == 1) {
           if (lr0 + r < p.num_rows) p.y[lr0 + r] = v;
         } else {
@@ -384,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_tmap_kernel(const __grid_con
           }
         }
       }
-      named_bar_consumers();  // part is rewritten by the next tile
+      named_bar_consumers<kCT>();  // part is rewritten by the next tile
     }
   }
   // No CTA leaves while a peer may still write its shared memory or arrive on its barriers.
@@ -436,19 +555,21 @@ int max_dyn_smem() {
 }
 
 using KernelFn = void (*)(CUtensorMap, Params);
-KernelFn kernel_for(int tr, int codes) {
-  switch (tr * 16 + codes) {
-    case 64 * 16 + 0: return gemv_tmap_kernel<64, 0>;
-    case 64 * 16 + 4: return gemv_tmap_kernel<64, 4>;
-    case 64 * 16 + 8: return gemv_tmap_kernel<64, 8>;
-    case 128 * 16 + 0: return gemv_tmap_kernel<128, 0>;
-    case 128 * 16 + 4: return gemv_tmap_kernel<128, 4>;
-    case 128 * 16 + 8: return gemv_tmap_kernel<128, 8>;
-    case 256 * 16 + 0: return gemv_tmap_kernel<256, 0>;
-    case 256 * 16 + 4: return gemv_tmap_kernel<256, 4>;
-    case 256 * 16 + 8: return gemv_tmap_kernel<256, 8>;
-  }
-  return nullptr;
+std::atomic<int> g_warps{8};
+std::atomic<bool> g_f16{false};
+
+template <int TR, int C>
+KernelFn pick(int cw, bool f16) {
+  if (cw == 16) return f16 ? gemv_tmap_kernel<TR, C, 16, true> : gemv_tmap_kernel<TR, C, 16, false>;
+  return f16 ? gemv_tmap_kernel<TR, C, 8, true> : gemv_tmap_kernel<TR, C, 8, false>;
+}
+template <int TR>
+KernelFn pick_codes(int codes, int cw, bool f16) {
+  return codes == 0 ? pick<TR, 0>(cw, f16) : codes == 4 ? pick<TR, 4>(cw, f16) : pick<TR, 8>(cw, f16);
+}
+KernelFn kernel_for(int tr, int codes, int cw = 8, bool f16 = false) {
+  return tr == 64 ? pick_codes<64>(codes, cw, f16) : tr == 128 ? pick_codes<128>(codes, cw, f16)
+                                                                : pick_codes<256>(codes, cw, f16);
 }
 
 // Static shared memory of the kernels (barriers, part) is < 4 KB; the dynamic part is the ring,
@@ -467,12 +588,12 @@ int max_clusters(int cs, int dyn_smem) {
   const auto key = std::make_tuple(device, cs);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  KernelFn k = kernel_for(128, 4);
+  KernelFn k = kernel_for(128, 4);  // 288 threads; one CTA per SM whatever the consumer (shared memory)
   int v = 0;
   if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_smem) == cudaSuccess) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(unsigned(cs * 16));
-    cfg.blockDim = dim3(kThreads);
+    cfg.blockDim = dim3(9 * 32);
     cfg.dynamicSmemBytes = size_t(dyn_smem);
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
@@ -571,6 +692,17 @@ void gemv_set_tmap(int stages, bool probe) {
 }
 int gemv_tmap_stages() { return gemv_tmap::g_stages.load(); }
 bool gemv_tmap_probe() { return gemv_tmap::g_probe.load(); }
+namespace {
+std::atomic<int64_t> g_tmap_min_bytes{0};
+}  // namespace
+void gemv_set_tmap_min_bytes(int64_t bytes) { g_tmap_min_bytes = bytes > 0 ? bytes : 0; }
+bool gemv_tmap_wants(const LinearArgs& a) {
+  return a.num_rows * a.w.cols >= g_tmap_min_bytes.load() && linear_gemv_tmap_eligible(a);
+}
+void gemv_set_tmap_consumer(int warps, bool f16) {
+  gemv_tmap::g_warps = warps == 16 ? 16 : 8;
+  gemv_tmap::g_f16 = f16;
+}
 
 bool linear_gemv_tmap_eligible(const LinearArgs& a) {
   using namespace gemv_tmap;
@@ -619,12 +751,13 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
   p.x_bytes = pl.x_bytes;
   p.probe = g_probe.load() ? 1 : 0;
   const int codes = !scaled ? 0 : w.block_cols >= 32 ? 4 : 8;
-  KernelFn k = kernel_for(pl.tr, codes);
+  const int cw = g_warps.load() == 16 ? 16 : 8;
+  KernelFn k = kernel_for(pl.tr, codes, cw, g_f16.load());
   cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pl.dyn_smem);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(pl.nclusters * pl.cs));
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(unsigned((cw + 1) * 32));
   cfg.dynamicSmemBytes = size_t(pl.dyn_smem);
   cfg.stream = stream;
   cudaLaunchAttribute at[2];

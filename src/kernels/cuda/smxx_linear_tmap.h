@@ -1,0 +1,23 @@
+// The tensor-map gemv kernel's consumer variants (GemvKind::kTmap, smxx_linear_gemv_tmap.cu;
+// bench/flash/NOTES.md 38), process-wide, for A/B measurements and tests. Kept out of
+// smxx_linear.cuh so that only the kernel, flash_layers and the op tests depend on it.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/smxx_linear.cuh"
+
+namespace deepinfer::kernels {
+
+// warps: consumer warps per CTA, 8 (the default, the measured kernel: two (m16 tile, box) units
+// per warp and stage) or 16 (one unit each). f16: the f16 consumer (A from cvt e4m3x2 -> f16x2,
+// x staged in f16 after a power-of-two shift per CTA, the block scale applied in fp32 per 32
+// columns) instead of the exact-bf16 decode. Same split, ring and sum structure either way.
+void gemv_set_tmap_consumer(int warps, bool f16);
+// GemvKind::kTmap takes only calls whose weight slice has at least this many bytes (0: every call
+// it can take, the default); smaller ones run what kAuto runs (layers with tmap on the big weights only).
+void gemv_set_tmap_min_bytes(int64_t bytes);
+// Whether kTmap runs its kernel for a call: linear_gemv_tmap_eligible and the size floor above.
+bool gemv_tmap_wants(const LinearArgs& a);
+
+}  // namespace deepinfer::kernels
