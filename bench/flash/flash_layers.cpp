@@ -75,7 +75,7 @@
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
-//                [--moe-big auto|wide|wgmmaws]
+//                [--moe-big auto|wide|wgmmaws|wgmmatall|wgmmatallef|wgmmatall144]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
@@ -1642,7 +1642,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       const auto kAutoBig = kernels::MoeTcBig::kAuto;
       cfgs.push_back(def_cfg);  // the defaults (small = auto, plan as set, f32big 32, big = auto)
       if (g_moe_bigs_only)
-        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWs})
+        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWs, kernels::MoeTcBig::kWgmmaWsTall,
+                        kernels::MoeTcBig::kWgmmaWsTallEf, kernels::MoeTcBig::kWgmmaWsTall144})
           cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});
       else {
         add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
@@ -1689,9 +1690,12 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
             for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
             // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
             const double bytes = double(act) * 3 * I * D * (0.5 + 1.0 / 32), flops = 2.0 * 3 * T * k * I * D;
-            const char* bn = cfg.big == kernels::MoeTcBig::kAuto   ? " big=auto"
-                             : cfg.big == kernels::MoeTcBig::kWide ? " big=wide"
-                                                                   : " big=wgmmaws";
+            const char* bn = cfg.big == kernels::MoeTcBig::kAuto             ? " big=auto"
+                             : cfg.big == kernels::MoeTcBig::kWide           ? " big=wide"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsTall    ? " big=wgmmatall"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsTallEf  ? " big=wgmmatallef"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsTall144 ? " big=wgmmatall144"
+                                                                             : " big=wgmmaws";
             const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
                              : cfg.small == MoeTcSmall::kLean4T ? " small=lean4t"
@@ -2185,11 +2189,14 @@ int main(int argc, char** argv) {
         if (e == std::string::npos) e = list.size();
         const std::string v = list.substr(b, e - b);
         b = e + 1;
-        const kernels::MoeTcBig k = v == "wgmmaws" ? kernels::MoeTcBig::kWgmmaWs
-                                    : v == "wide"  ? kernels::MoeTcBig::kWide
-                                                   : kernels::MoeTcBig::kAuto;
+        const kernels::MoeTcBig k = v == "wgmmaws"       ? kernels::MoeTcBig::kWgmmaWs
+                                    : v == "wide"        ? kernels::MoeTcBig::kWide
+                                    : v == "wgmmatall"   ? kernels::MoeTcBig::kWgmmaWsTall
+                                    : v == "wgmmatallef" ? kernels::MoeTcBig::kWgmmaWsTallEf
+                                    : v == "wgmmatall144" ? kernels::MoeTcBig::kWgmmaWsTall144
+                                                         : kernels::MoeTcBig::kAuto;
         if (k == kernels::MoeTcBig::kAuto) {
-          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wide; the others were deleted in session 8)\n",
+          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wgmmatall, wgmmatallef, wgmmatall144, wide)\n",
                        v.c_str());
           return 2;
         }
@@ -2219,7 +2226,8 @@ int main(int argc, char** argv) {
       kernels::moe_tc_set_big(pick<kernels::MoeTcBig>(
           "--moe-big", next(),
           {{"auto", kernels::MoeTcBig::kAuto}, {"wide", kernels::MoeTcBig::kWide},
-           {"wgmmaws", kernels::MoeTcBig::kWgmmaWs}}));
+           {"wgmmaws", kernels::MoeTcBig::kWgmmaWs}, {"wgmmatall", kernels::MoeTcBig::kWgmmaWsTall},
+           {"wgmmatallef", kernels::MoeTcBig::kWgmmaWsTallEf}, {"wgmmatall144", kernels::MoeTcBig::kWgmmaWsTall144}}));
     else if (a == "--router")  // the router logits kernel for the whole run (kernels::RouterLogitsPath)
       kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(
           "--router", next(),

@@ -305,21 +305,25 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
             Outputs o{{{"y", y, got}}, {}};
             if (both_big) {
               const kernels::MoeTcBig def = kernels::moe_tc_big();
-              for (auto [kern, label] : {std::pair{kernels::MoeTcBig::kWide, "wide_vs_default_differ"},
-                                         std::pair{kernels::MoeTcBig::kWgmmaWs, "wgmmaws_vs_default_differ"}}) {
+              for (auto [kern, label] :
+                   {std::pair{kernels::MoeTcBig::kWide, "wide_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWs, "wgmmaws_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsTall, "wgmmatall_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsTallEf, "wgmmatallef_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsTall144, "wgmmatall144_vs_default_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());
                 kernels::moe_tc_set_big(def);
                 const std::vector<float> other = alt.host();
                 o.ints.push_back({label, {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
-                if (kern == kernels::MoeTcBig::kWgmmaWs) {
+                if (kern == kernels::MoeTcBig::kWgmmaWs || kern == kernels::MoeTcBig::kWgmmaWsTall) {
                   // Also against the CPU on its own (a rounding difference in the k16 step
                   // would show here only).
                   std::vector<float> og(m * dim);
                   for (int64_t i = 0; i < m; ++i)
                     std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, og.begin() + i * dim);
-                  o.floats.push_back({"y_wgmmaws", y, og});
+                  o.floats.push_back({kern == kernels::MoeTcBig::kWgmmaWs ? "y_wgmmaws" : "y_wgmmatall", y, og});
                 }
               }
             }

@@ -114,6 +114,16 @@ constexpr int kMoeTcWideRows = 80;
 // thread's registers next to two chunks of A fragments: at T = 8192 an expert gets
 // 128 +- 11 rows, so about half the experts are one tile.
 constexpr int kMoeTcWgmmaRows = 128;
+// Rows per big tile of MoeTcBig::kWgmmaWsTall / kWgmmaWsTallEf (helper moe8, NOTES 39): the
+// same warp-specialized kernel with token stages of up to 160 rows (wgmma N = 144 / 160, 80
+// accumulator registers per set). At T = 8192 an expert gets 128 +- 11 rows: with 128-row
+// tiles ~48% of the experts take a second tile of ~10 rows that streams and decodes the
+// whole expert again for ~1/13 of its MMAs; at 160 rows (z = 2.9) nearly every expert is
+// one tile. The rows of a tile change nothing in a row's arithmetic: the same bits.
+constexpr int kMoeTcWgmmaTallRows = 160;
+// MoeTcBig::kWgmmaTall144: tiles of up to 144 rows (~7.6% of the experts keep a tail at
+// T = 8192; fewer live registers at the largest N than 160: ptxas spills less).
+constexpr int kMoeTcWgmmaTall144Rows = 144;
 // MoeTcBig::kAuto takes the wgmma tiles (kWgmmaWs) from this many tokens per call, the wide
 // kernel below (the two give the same bits, so the choice by T changes no result). Measured
 // (run moepf, op moe_grouped): wide faster at T = 1024 (5.20 vs kWgmma's 6.02 ms), wgmma at
@@ -208,6 +218,9 @@ struct MoeGroupedArgs {
   // moe_tc, tiles of <= 8 rows: the MoeTcSmall kernel (as int; the op sets it from
   // moe_tc_small_for), -1: moe_tc_small() resolved for this tile height alone.
   int small_kernel = -1;
+  // moe_tc, tiles of kMoeTcWgmmaTallRows: the weight copies with an L2 evict-first policy
+  // (MoeTcBig::kWgmmaWsTallEf).
+  bool weight_evict_first = false;
 };
 // Whether the grouped kernels take this expert layout (format, vector alignment,
 // power-of-two scale blocks).
@@ -246,11 +259,18 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // ms at T = 4096) and kWgmmaDeep (its deeper weight ring, 7-10% slower still; NOTES 14, 18);
 // kWgmmaCl2 / kWgmmaCl4 (kWgmmaWs as clusters of 2 / 4 blocks forwarding token chunks:
 // T = 8192 20.48 / 28.94 vs 14.29 ms; NOTES 21).
-enum class MoeTcBig { kWide, kWgmmaWs, kAuto };
+//   kWgmmaWsTall    (opt-in, helper moe8, NOTES 39) kWgmmaWs on tiles of up to
+//            kMoeTcWgmmaTallRows (one tile per expert at T = 8192 instead of ~1.5);
+//   kWgmmaWsTallEf  kWgmmaWsTall whose weight copies carry an L2 evict-first policy (each
+//            weight byte is read once per tile, and with one tile per expert once per call:
+//            it should not push the tiles' token rows out of L2);
+//   kWgmmaWsTall144 kWgmmaWsTall on tiles of up to kMoeTcWgmmaTall144Rows.
+enum class MoeTcBig { kWide, kWgmmaWs, kAuto, kWgmmaWsTall, kWgmmaWsTallEf, kWgmmaWsTall144 };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code
-// The kWgmmaWs tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows here).
+// The kWgmmaWs tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows,
+// kMoeTcWgmmaTallRows and kMoeTcWgmmaTall144Rows here; weight_evict_first for kWgmmaWsTallEf).
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream);
 // x [count] fp32 (rows of dim, dim % 128 == 0) -> one bf16 plane (round to nearest even)
 // with each 128-column chunk in the wgmma kernel's k order (smxx_moe_wgmma.cu).

@@ -1,6 +1,8 @@
 // Big tiles of the FP4 MoE under Activations::kBF16 on Hopper's warpgroup MMA (wgmma,
 // sm_90a): moe_tc's tiles of up to kMoeTcWgmmaRows rows (one tile per expert at T = 8192
-// for ~half the experts, smxx_moe.cuh), both stages.
+// for ~half the experts, smxx_moe.cuh), both stages; the same kernel on tiles of up to
+// kMoeTcWgmmaTallRows / kMoeTcWgmmaTall144Rows (MoeTcBig::kWgmmaWsTall*, NOTES 39: one tile
+// per expert at T = 8192 for nearly all experts; kMaxN = the stage's token rows).
 //
 // Why (bench/flash/NOTES.md "MoE wide tiles at prefill sizes"): the mma.sync wide kernel
 // spends its time in turns: every warp decodes its FP4 rows, then every warp multiplies,
@@ -52,16 +54,10 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kWgThreads = 256;           // two (consumer) warpgroups
-constexpr int kWgMaxN = kMoeTcWgmmaRows;  // tokens per tile = the largest wgmma N used
-constexpr int kAtomBytes = kWgMaxN * 128;          // a 64-column half of a staged chunk
-constexpr int kXBytes = 2 * kAtomBytes;            // a token stage: the tile's tokens x 128 columns (32 KB)
 constexpr int kWBytes = kWgThreads * 32;           // every thread's 2 x 16 weight bytes
 constexpr int kSBytes = kWgThreads * 8;            // every thread's 2 scale words (4 bytes each)
 constexpr int kWSlotBytes = kWBytes + kSBytes;     // a weight stage (10 KB)
-constexpr int kXoBytes = (kWgMaxN / 16) * kWgThreads * 4;  // each thread's token source offsets
 constexpr int kWgSmemMax = 227 * 1024;                      // dynamic shared memory per block on sm_90
-static_assert(kAtomBytes % 1024 == 0 && kXBytes % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
-static_assert(kWgMaxN % 16 == 0 && kWgMaxN <= 128, "one template case per 16 tokens, up to m64n128");
 
 // Position of column col (0..127) of a chunk in the permuted rows (see the top comment).
 __host__ __device__ constexpr int chunk_pos(int col) {
@@ -90,6 +86,17 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
 // 4 bytes (the .ca form: .cg copies 16 only).
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+// 16 bytes with an L2 cache policy (createpolicy), for the tall tiles' weights.
+__device__ __forceinline__ void cp_async16_l2(uint32_t dst, const void* src, uint64_t pol) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "l"(pol)
+               : "memory");
+}
+// Lines that should leave L2 first: bytes read once (MoeTcBig::kWgmmaWsTallEf's weights).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kPending>
@@ -143,15 +150,28 @@ constexpr int kWsConsumers = 256;                   // two consumer warpgroups (
 constexpr int kWsThreads = kWsConsumers + 128;      // + the producer warpgroup (warps 8..11)
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
 static_assert(kWsProducerRegs + 2 * kWsConsumerRegs <= 512, "a sub-partition's 16K registers / 32 lanes");
+// The tall tiles (N up to 160: 80 + 80 accumulator registers, 32 more than at 128): the
+// consumers take 240 and the producer keeps 24, reading its token offsets from shared
+// memory per copy instead of holding kN / 8 of them in registers.
+constexpr int kWsTallProducerRegs = 24, kWsTallConsumerRegs = 240;
+static_assert(kWsTallProducerRegs + 2 * kWsTallConsumerRegs <= 512, "a sub-partition's 16K registers / 32 lanes");
 constexpr int kWsStages = 4;                   // token and weight stages
+// The ring for tiles of up to kMaxN tokens (kMoeTcWgmmaRows, or kMoeTcWgmmaTallRows for the
+// tall tiles: 40 KB token stages, 211 KB in all).
+template <int kMaxN>
 struct WsLayout {
-  static constexpr int kWBase = kWsStages * kXBytes;
+  static constexpr int kAtom = kMaxN * 128;         // a 64-column half of a staged chunk
+  static constexpr int kX = 2 * kAtom;              // a token stage: kMaxN tokens x 128 columns
+  static constexpr int kXo = (kMaxN / 16) * kWgThreads * 4;  // the token source offsets (one per 16-byte unit)
+  static constexpr int kWBase = kWsStages * kX;
   static constexpr int kXoBase = kWBase + kWsStages * kWSlotBytes;
-  static constexpr int kBarBase = kXoBase + kXoBytes;                  // full[kWsStages], empty[kWsStages]
+  static constexpr int kBarBase = kXoBase + kXo;                     // full[kWsStages], empty[kWsStages]
   static constexpr int kSmem = kBarBase + 2 * kWsStages * 8 + 1024;  // + slack to align to 1024
+  static_assert(kAtom % 1024 == 0 && kX % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
+  static_assert(kMaxN % 16 == 0 && kMaxN <= 160, "one template case per 16 tokens, up to m64n160");
+  static_assert(kSmem <= kWgSmemMax, "the ws ring must fit the block's shared memory");
+  static_assert(kXo >= kMaxN * 16 * 4, "one token offset per 16-byte unit of a chunk");
 };
-static_assert(WsLayout::kSmem <= kWgSmemMax, "the ws ring must fit the block's shared memory");
-static_assert(kXoBytes >= kWgMaxN * 16 * 4, "one token offset per 16-byte unit of a chunk");
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
@@ -182,10 +202,13 @@ __device__ __forceinline__ void cp_arrive_noinc(uint32_t bar) {
 // through the ring, so the next block's first chunks load and decode under the current
 // one's last MMAs (no pipeline start-up per row block). sbase / sgen: the 1024-aligned
 // ring (shared-window address / generic pointer).
-template <int kStage, int kN>
+template <int kStage, int kN, int kMaxN>
 __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
                                         uint32_t sbase, uint8_t* sgen) {
-  using S = WsLayout;
+  using S = WsLayout<kMaxN>;
+  constexpr int kAtomBytes = S::kAtom, kXBytes = S::kX;
+  static_assert(kN <= kMaxN, "a tile's tokens fit its stage");
+  constexpr bool kTall = kMaxN > kMoeTcWgmmaRows;  // the tall tiles (kWgmmaWsTall, kWgmmaWsTallEf)
   constexpr int kD = kN / 2;          // accumulator registers per thread
   constexpr int kPerLane = kN / 8;    // a producer thread's 16-byte token copies per chunk (kN x 16 / 128)
   constexpr int kBlockRows = kStage == 1 ? 64 : 128;
@@ -230,11 +253,13 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     // released chunk gc - kWsStages. Thread pt copies units pt + 128 j (row (pt >> 4) + 8 j,
     // so the swizzle term is the same for every j: destination dbase + 1024 j); its
     // offsets stay in registers.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kWsProducerRegs));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kTall ? kWsTallProducerRegs : kWsProducerRegs));
     const int pt = tid - kWsConsumers;
-    int32_t xr[kPerLane];
+    int32_t xr[kTall ? 1 : kPerLane];
+    if constexpr (!kTall) {
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) xr[j] = xo[pt + 128 * j];
+      for (int j = 0; j < kPerLane; ++j) xr[j] = xo[pt + 128 * j];
+    }
     const uint32_t dbase =
         uint32_t(((pt >> 3) & 1) * kAtomBytes + (pt >> 4) * 128 + (((pt & 7) ^ ((pt >> 4) & 7)) << 4));
     const uint16_t* xc = a.xt;  // column 0 of the current chunk
@@ -246,7 +271,12 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
       const uint32_t st = sbase + uint32_t(s) * kXBytes + dbase;
 #pragma unroll
       for (int j = 0; j < kPerLane; ++j)
-        if (xr[j] >= 0) cp_async16(st + uint32_t(1024 * j), xc + xr[j]);
+        if constexpr (kTall) {
+          const int32_t o = xo[pt + 128 * j];
+          if (o >= 0) cp_async16(st + uint32_t(1024 * j), xc + o);
+        } else if (xr[j] >= 0) {
+          cp_async16(st + uint32_t(1024 * j), xc + xr[j]);
+        }
       cp_arrive_noinc(full0 + 8 * s);
       if (++ch == chunks) ch = 0, xc = a.xt;
       else xc += 128;
@@ -257,7 +287,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   }
 
   // The consumers: their rows, weight pointers, scale words, decode and stores.
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kWsConsumerRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kTall ? kWsTallConsumerRegs : kWsConsumerRegs));
   const int64_t o0 = rb0 * kBlockRows + (kStage == 1 ? warp * 8 : warp * 16);
   const int64_t ra = o0 + g, rb = kStage == 1 ? o0 + g : o0 + 8 + g;
   const int64_t row_bytes = K / 2;
@@ -272,14 +302,24 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   const uint8_t* const sa4 = sa - (reinterpret_cast<uintptr_t>(sa) & 3);
   const uint8_t* const sb4 = sb - (reinterpret_cast<uintptr_t>(sb) & 3);
   const uint32_t wdst = uint32_t(tid * 16), sdst = uint32_t(kWBytes + tid * 4);
+  // kWgmmaWsTallEf: the weight copies leave L2 first (each weight byte is read by one block
+  // once; the tiles' token rows, re-read by every row block, should stay). The 128-row
+  // kernel's copies are unchanged (no policy operand in its code at all).
+  const bool ef = kTall && a.weight_evict_first;
+  const uint64_t wpol = ef ? l2_evict_first_policy() : 0;
   // The weight stream: the next chunk to copy (gw), its chunk in the item and its offsets.
   int gw = 0, wch = 0;
   uint32_t wo = 0, so = 0;
   auto stage_w = [&]() {
     if (gw < total) {
       const uint32_t st = sbase + uint32_t(S::kWBase + (gw & (kWsStages - 1)) * kWSlotBytes);
-      cp_async16(st + wdst, wa + wo);
-      cp_async16(st + wdst + kWBytes / 2, wb + wo);
+      if (kTall && ef) {
+        cp_async16_l2(st + wdst, wa + wo, wpol);
+        cp_async16_l2(st + wdst + kWBytes / 2, wb + wo, wpol);
+      } else {
+        cp_async16(st + wdst, wa + wo);
+        cp_async16(st + wdst + kWBytes / 2, wb + wo);
+      }
       cp_async4(st + sdst, sa4 + so);
       cp_async4(st + sdst + kSBytes / 2, sb4 + so);
       if (++wch == chunks) {
@@ -403,7 +443,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
 // Grid (group of row blocks, tile): block x takes row blocks [x items, (x + 1) items) of
 // tile y (the last group may be shorter); a tile's groups are neighbours in launch order, so
 // its staged tokens are read from L2 by blocks running at the same time.
-template <int kStage>
+template <int kStage, int kMaxN>
 __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedArgs a, int items) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) uint8_t wg_smem[];
@@ -416,14 +456,22 @@ __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedA
   uint8_t* const sgen = wg_smem + pad;
   const uint32_t sbase = raw + pad;
   switch ((tile.rows + 15) / 16) {
-    case 1: ws_tile<kStage, 16>(a, tile, rb0, n, sbase, sgen); break;
-    case 2: ws_tile<kStage, 32>(a, tile, rb0, n, sbase, sgen); break;
-    case 3: ws_tile<kStage, 48>(a, tile, rb0, n, sbase, sgen); break;
-    case 4: ws_tile<kStage, 64>(a, tile, rb0, n, sbase, sgen); break;
-    case 5: ws_tile<kStage, 80>(a, tile, rb0, n, sbase, sgen); break;
-    case 6: ws_tile<kStage, 96>(a, tile, rb0, n, sbase, sgen); break;
-    case 7: ws_tile<kStage, 112>(a, tile, rb0, n, sbase, sgen); break;
-    case 8: ws_tile<kStage, 128>(a, tile, rb0, n, sbase, sgen); break;
+    case 1: ws_tile<kStage, 16, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
+    case 2: ws_tile<kStage, 32, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
+    case 3: ws_tile<kStage, 48, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
+    case 4: ws_tile<kStage, 64, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
+    case 5: ws_tile<kStage, 80, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
+    case 6: ws_tile<kStage, 96, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
+    case 7: ws_tile<kStage, 112, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
+    case 8: ws_tile<kStage, 128, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
+    case 9:
+      if constexpr (kMaxN >= 144) ws_tile<kStage, 144, kMaxN>(a, tile, rb0, n, sbase, sgen);
+      else __trap();
+      break;
+    case 10:
+      if constexpr (kMaxN >= 160) ws_tile<kStage, 160, kMaxN>(a, tile, rb0, n, sbase, sgen);
+      else __trap();
+      break;
     default: __trap();
   }
 #else
@@ -476,18 +524,19 @@ bool big_grid(const MoeGroupedArgs& a, BigGrid& g) {
   return true;
 }
 
-template <int kStage>
+template <int kStage, int kMaxN>
 cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
+  using S = WsLayout<kMaxN>;
   BigGrid g;
   if (!big_grid<kStage>(a, g)) return cudaErrorInvalidValue;
   // ws_tile's 32-bit weight / scale offsets over a block's items.
   if (int64_t(g.items) * g.per_block * (g.L->cols / 2) > INT32_MAX ||
       int64_t(g.items) * g.per_block * g.L->scale_cols > INT32_MAX)
     return cudaErrorInvalidValue;
-  static const cudaError_t attr = cudaFuncSetAttribute(moe_wgmma_ws_kernel<kStage>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, WsLayout::kSmem);
+  static const cudaError_t attr = cudaFuncSetAttribute(moe_wgmma_ws_kernel<kStage, kMaxN>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
   if (attr != cudaSuccess) return attr;
-  moe_wgmma_ws_kernel<kStage><<<g.grid, kWsThreads, WsLayout::kSmem, stream>>>(a, g.items);
+  moe_wgmma_ws_kernel<kStage, kMaxN><<<g.grid, kWsThreads, S::kSmem, stream>>>(a, g.items);
   return cudaGetLastError();
 }
 
@@ -508,13 +557,24 @@ bool moe_tc_wgmma_supported() {
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.max_tiles <= 0) return cudaSuccess;
   if (!moe_tc_eligible(a.w13, a.w2) || !a.experts || !a.xt || !a.tiles || !a.num_tiles || a.terms != 1 ||
-      a.tile_rows != kMoeTcWgmmaRows || (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) ||
+      (a.tile_rows != kMoeTcWgmmaRows && a.tile_rows != kMoeTcWgmmaTallRows &&
+       a.tile_rows != kMoeTcWgmmaTall144Rows) ||
+      (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) ||
       (a.stage != 1 && a.stage != 2))
     return cudaErrorInvalidValue;
   if (!moe_tc_wgmma_supported()) return cudaErrorNotSupported;
   // The warp-specialized kernel (kWgmmaWs, kAuto's; run moepf2: 1.22-1.25x the former
   // two-warpgroup wgmma kernel at T = 4096, 1.06x at 8192).
-  return a.stage == 1 ? launch_wgmma_ws<1>(a, stream) : launch_wgmma_ws<2>(a, stream);
+  // Tiles of kMoeTcWgmmaTallRows (kWgmmaWsTall / kWgmmaWsTallEf, NOTES 39): the same kernel
+  // with 160-token stages (the 128-token kernel's code is the same as before).
+  if (a.tile_rows == kMoeTcWgmmaTallRows)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaTallRows>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaTallRows>(a, stream);
+  if (a.tile_rows == kMoeTcWgmmaTall144Rows)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaTall144Rows>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaTall144Rows>(a, stream);
+  return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows>(a, stream)
+                      : launch_wgmma_ws<2, kMoeTcWgmmaRows>(a, stream);
 }
 
 cudaError_t moe_split_perm(const float* x, uint16_t* out, int64_t count, int64_t dim, cudaStream_t stream) {

@@ -76,6 +76,8 @@ struct WgmmaRS;
 #define DI_WGMMA_R48 DI_WGMMA_R40 ", %40, %41, %42, %43, %44, %45, %46, %47"
 #define DI_WGMMA_R56 DI_WGMMA_R48 ", %48, %49, %50, %51, %52, %53, %54, %55"
 #define DI_WGMMA_R64 DI_WGMMA_R56 ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define DI_WGMMA_R72 DI_WGMMA_R64 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define DI_WGMMA_R80 DI_WGMMA_R72 ", %72, %73, %74, %75, %76, %77, %78, %79"
 #define DI_WGMMA_ACC_AT8(c, i) c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3]), c(d[i + 4]), c(d[i + 5]), c(d[i + 6]), c(d[i + 7])
 #define DI_WGMMA_ACC8(c) DI_WGMMA_ACC_AT8(c, 0)
 #define DI_WGMMA_ACC16(c) DI_WGMMA_ACC8(c), DI_WGMMA_ACC_AT8(c, 8)
@@ -85,6 +87,8 @@ struct WgmmaRS;
 #define DI_WGMMA_ACC48(c) DI_WGMMA_ACC40(c), DI_WGMMA_ACC_AT8(c, 40)
 #define DI_WGMMA_ACC56(c) DI_WGMMA_ACC48(c), DI_WGMMA_ACC_AT8(c, 48)
 #define DI_WGMMA_ACC64(c) DI_WGMMA_ACC56(c), DI_WGMMA_ACC_AT8(c, 56)
+#define DI_WGMMA_ACC72(c) DI_WGMMA_ACC64(c), DI_WGMMA_ACC_AT8(c, 64)
+#define DI_WGMMA_ACC80(c) DI_WGMMA_ACC72(c), DI_WGMMA_ACC_AT8(c, 72)
 
 namespace deepinfer::kernels::wgmma {
 
@@ -111,6 +115,9 @@ DI_WGMMA_RS(80, 40, 40, 41, 42, 43, 44, 45)
 DI_WGMMA_RS(96, 48, 48, 49, 50, 51, 52, 53)
 DI_WGMMA_RS(112, 56, 56, 57, 58, 59, 60, 61)
 DI_WGMMA_RS(128, 64, 64, 65, 66, 67, 68, 69)
+// The tall tiles (MoeTcBig::kWgmmaWsTall, up to 160 tokens).
+DI_WGMMA_RS(144, 72, 72, 73, 74, 75, 76, 77)
+DI_WGMMA_RS(160, 80, 80, 81, 82, 83, 84, 85)
 #undef DI_WGMMA_RS
 
 }  // namespace deepinfer::kernels::wgmma

@@ -273,9 +273,19 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
       : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmmaWs
                                                         : kernels::MoeTcBig::kWide;
   const bool wide = big && use_tc(t) && p.act == Activations::kBF16;
-  // kWgmmaWs (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes.
-  const bool wg = wide && big_kind == kernels::MoeTcBig::kWgmmaWs && kernels::moe_tc_wgmma_supported();
-  pa.big_rows = wg ? kernels::kMoeTcWgmmaRows : wide ? kernels::kMoeTcWideRows : kernels::kMoeBigRows;
+  // kWgmmaWs (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes;
+  // kWgmmaWsTall / kWgmmaWsTallEf: the same kernel on tiles of kMoeTcWgmmaTallRows (NOTES 39).
+  // kWgmmaWsTall144: tiles of kMoeTcWgmmaTall144Rows.
+  const bool tall =
+      big_kind == kernels::MoeTcBig::kWgmmaWsTall || big_kind == kernels::MoeTcBig::kWgmmaWsTallEf;
+  const bool tall144 = big_kind == kernels::MoeTcBig::kWgmmaWsTall144;
+  const bool wg =
+      wide && (big_kind == kernels::MoeTcBig::kWgmmaWs || tall || tall144) && kernels::moe_tc_wgmma_supported();
+  pa.big_rows = wg ? (tall      ? kernels::kMoeTcWgmmaTallRows
+                      : tall144 ? kernels::kMoeTcWgmmaTall144Rows
+                                : kernels::kMoeTcWgmmaRows)
+                : wide ? kernels::kMoeTcWideRows
+                       : kernels::kMoeBigRows;
   pa.counts = reinterpret_cast<int32_t*>(at(lay.counts));
   pa.offsets = reinterpret_cast<int32_t*>(at(lay.offsets));
   pa.chunk_base = reinterpret_cast<int32_t*>(at(lay.chunk_base));
@@ -332,6 +342,7 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   large.num_tiles = pa.num_tiles + 1;
   large.max_tiles = big ? kernels::moe_big_tile_bound(nk, E) : 0;
   large.up = big ? reinterpret_cast<float*>(at(lay.up)) : nullptr;
+  large.weight_evict_first = wg && big_kind == kernels::MoeTcBig::kWgmmaWsTallEf;
 
   if (use_tc(t)) {
     // x -> bf16 planes once; every tile of both stages on the tensor cores, except the
