@@ -75,7 +75,7 @@
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
-//                [--moe-big auto|wide|wgmmaws|wgmmatall|wgmmatallef|wgmmatall144]
+//                [--moe-big auto|wide|wgmmaws|wgmmawsef|wgmmatall|wgmmatallef|wgmmatall144]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
@@ -1643,7 +1643,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       cfgs.push_back(def_cfg);  // the defaults (small = auto, plan as set, f32big 32, big = auto)
       if (g_moe_bigs_only)
         for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWs, kernels::MoeTcBig::kWgmmaWsTall,
-                        kernels::MoeTcBig::kWgmmaWsTallEf, kernels::MoeTcBig::kWgmmaWsTall144})
+                        kernels::MoeTcBig::kWgmmaWsTallEf, kernels::MoeTcBig::kWgmmaWsTall144,
+                        kernels::MoeTcBig::kWgmmaWsEf})
           cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});
       else {
         add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
@@ -1695,6 +1696,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                              : cfg.big == kernels::MoeTcBig::kWgmmaWsTall    ? " big=wgmmatall"
                              : cfg.big == kernels::MoeTcBig::kWgmmaWsTallEf  ? " big=wgmmatallef"
                              : cfg.big == kernels::MoeTcBig::kWgmmaWsTall144 ? " big=wgmmatall144"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEf      ? " big=wgmmawsef"
                                                                              : " big=wgmmaws";
             const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
@@ -2194,9 +2196,10 @@ int main(int argc, char** argv) {
                                     : v == "wgmmatall"   ? kernels::MoeTcBig::kWgmmaWsTall
                                     : v == "wgmmatallef" ? kernels::MoeTcBig::kWgmmaWsTallEf
                                     : v == "wgmmatall144" ? kernels::MoeTcBig::kWgmmaWsTall144
+                                    : v == "wgmmawsef"   ? kernels::MoeTcBig::kWgmmaWsEf
                                                          : kernels::MoeTcBig::kAuto;
         if (k == kernels::MoeTcBig::kAuto) {
-          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wgmmatall, wgmmatallef, wgmmatall144, wide)\n",
+          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wgmmawsef, wgmmatall, wgmmatallef, wgmmatall144, wide)\n",
                        v.c_str());
           return 2;
         }
@@ -2227,7 +2230,8 @@ int main(int argc, char** argv) {
           "--moe-big", next(),
           {{"auto", kernels::MoeTcBig::kAuto}, {"wide", kernels::MoeTcBig::kWide},
            {"wgmmaws", kernels::MoeTcBig::kWgmmaWs}, {"wgmmatall", kernels::MoeTcBig::kWgmmaWsTall},
-           {"wgmmatallef", kernels::MoeTcBig::kWgmmaWsTallEf}, {"wgmmatall144", kernels::MoeTcBig::kWgmmaWsTall144}}));
+           {"wgmmatallef", kernels::MoeTcBig::kWgmmaWsTallEf}, {"wgmmatall144", kernels::MoeTcBig::kWgmmaWsTall144},
+           {"wgmmawsef", kernels::MoeTcBig::kWgmmaWsEf}}));
     else if (a == "--router")  // the router logits kernel for the whole run (kernels::RouterLogitsPath)
       kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(
           "--router", next(),

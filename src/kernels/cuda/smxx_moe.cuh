@@ -218,8 +218,8 @@ struct MoeGroupedArgs {
   // moe_tc, tiles of <= 8 rows: the MoeTcSmall kernel (as int; the op sets it from
   // moe_tc_small_for), -1: moe_tc_small() resolved for this tile height alone.
   int small_kernel = -1;
-  // moe_tc, tiles of kMoeTcWgmmaTallRows: the weight copies with an L2 evict-first policy
-  // (MoeTcBig::kWgmmaWsTallEf).
+  // moe_tc, wgmma tiles of kMoeTcWgmmaTallRows / kMoeTcWgmmaRows: the weight copies with an L2
+  // evict-first policy (MoeTcBig::kWgmmaWsTallEf / kWgmmaWsEf).
   bool weight_evict_first = false;
 };
 // Whether the grouped kernels take this expert layout (format, vector alignment,
@@ -265,7 +265,12 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 //            weight byte is read once per tile, and with one tile per expert once per call:
 //            it should not push the tiles' token rows out of L2);
 //   kWgmmaWsTall144 kWgmmaWsTall on tiles of up to kMoeTcWgmmaTall144Rows.
-enum class MoeTcBig { kWide, kWgmmaWs, kAuto, kWgmmaWsTall, kWgmmaWsTallEf, kWgmmaWsTall144 };
+//   Measured (run moe8, op moe_grouped bf16, ms at T = 2048 / 4096 / 8192; kWgmmaWs 5.65 / 6.54 /
+//   14.40): Tall 5.81 / 7.08 / 15.00, TallEf 5.81 / 7.04 / 13.78, Tall144 5.74 / 7.02 / 14.06; the
+//   8K prefill 227-229 ms with kAuto, 235-242 with each tall kind (NOTES 39).
+//   kWgmmaWsEf      (opt-in, NOTES 39's next step; built, NOT YET RUN on a GPU) kWgmmaWs with the
+//            evict-first weight copies of kWgmmaWsTallEf (its own kernel instance).
+enum class MoeTcBig { kWide, kWgmmaWs, kAuto, kWgmmaWsTall, kWgmmaWsTallEf, kWgmmaWsTall144, kWgmmaWsEf };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code

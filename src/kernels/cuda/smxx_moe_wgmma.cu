@@ -152,7 +152,9 @@ constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
 static_assert(kWsProducerRegs + 2 * kWsConsumerRegs <= 512, "a sub-partition's 16K registers / 32 lanes");
 // The tall tiles (N up to 160: 80 + 80 accumulator registers, 32 more than at 128): the
 // consumers take 240 and the producer keeps 24, reading its token offsets from shared
-// memory per copy instead of holding kN / 8 of them in registers.
+// memory instead of holding kN / 8 of them in registers: four per LDS.128 from a table laid
+// out per producer thread (run moe8 had one dependent LDS per copy: short-scoreboard stalls
+// 0.16 -> 0.8 per issue and +8% per chunk against the 128-row kernel, NOTES 39).
 constexpr int kWsTallProducerRegs = 24, kWsTallConsumerRegs = 240;
 static_assert(kWsTallProducerRegs + 2 * kWsTallConsumerRegs <= 512, "a sub-partition's 16K registers / 32 lanes");
 constexpr int kWsStages = 4;                   // token and weight stages
@@ -162,7 +164,9 @@ template <int kMaxN>
 struct WsLayout {
   static constexpr int kAtom = kMaxN * 128;         // a 64-column half of a staged chunk
   static constexpr int kX = 2 * kAtom;              // a token stage: kMaxN tokens x 128 columns
-  static constexpr int kXo = (kMaxN / 16) * kWgThreads * 4;  // the token source offsets (one per 16-byte unit)
+  // The token source offsets (one per 16-byte unit; for the tall tiles 128 producer rows of
+  // kMaxN / 8 rounded up to 4, see ws_tile).
+  static constexpr int kXo = std::max((kMaxN / 16) * kWgThreads * 4, 128 * ((kMaxN / 8 + 3) / 4 * 4) * 4);
   static constexpr int kWBase = kWsStages * kX;
   static constexpr int kXoBase = kWBase + kWsStages * kWSlotBytes;
   static constexpr int kBarBase = kXoBase + kXo;                     // full[kWsStages], empty[kWsStages]
@@ -202,7 +206,7 @@ __device__ __forceinline__ void cp_arrive_noinc(uint32_t bar) {
 // through the ring, so the next block's first chunks load and decode under the current
 // one's last MMAs (no pipeline start-up per row block). sbase / sgen: the 1024-aligned
 // ring (shared-window address / generic pointer).
-template <int kStage, int kN, int kMaxN>
+template <int kStage, int kN, int kMaxN, bool kEf128>
 __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
                                         uint32_t sbase, uint8_t* sgen) {
   using S = WsLayout<kMaxN>;
@@ -223,6 +227,9 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
 
   // Every thread: the token source offsets of unit u (row u >> 4, half (u >> 3) & 1,
   // granule u & 7; -1 past the tile's rows), the zero rows of every stage, the barriers.
+  // The tall tiles store unit u = pt + 128 j of producer thread pt at pt * kPad + j, so a
+  // producer thread reads its offsets four at a time.
+  constexpr int kPad = (kPerLane + 3) / 4 * 4;
   for (int u = tid; u < kN * 16; u += kWsThreads) {
     const int r = u >> 4;
     int32_t v = -1;
@@ -231,7 +238,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
       const int64_t xrow = kStage == 1 ? int64_t(a.row_token[p]) : p;
       v = int32_t(xrow * K + ((u >> 3) & 1) * 64 + (u & 7) * 8);
     }
-    xo[u] = v;
+    xo[kTall ? (u & 127) * kPad + (u >> 7) : u] = v;
   }
   {
     const int pad = kN - rows, per_stage = pad * 16;
@@ -269,14 +276,21 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     for (int gc = 0; gc < total; ++gc) {
       if (gc >= kWsStages) mbar_wait(empty0 + 8 * s, ph ^ 1);
       const uint32_t st = sbase + uint32_t(s) * kXBytes + dbase;
+      if constexpr (kTall) {
+        const int4* const xq = reinterpret_cast<const int4*>(xo + pt * kPad);
 #pragma unroll
-      for (int j = 0; j < kPerLane; ++j)
-        if constexpr (kTall) {
-          const int32_t o = xo[pt + 128 * j];
-          if (o >= 0) cp_async16(st + uint32_t(1024 * j), xc + o);
-        } else if (xr[j] >= 0) {
-          cp_async16(st + uint32_t(1024 * j), xc + xr[j]);
+        for (int j4 = 0; j4 < kPad / 4; ++j4) {
+          const int4 v = xq[j4];
+          const int32_t o4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (4 * j4 + e < kPerLane && o4[e] >= 0) cp_async16(st + uint32_t(1024 * (4 * j4 + e)), xc + o4[e]);
         }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j)
+          if (xr[j] >= 0) cp_async16(st + uint32_t(1024 * j), xc + xr[j]);
+      }
       cp_arrive_noinc(full0 + 8 * s);
       if (++ch == chunks) ch = 0, xc = a.xt;
       else xc += 128;
@@ -303,9 +317,10 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   const uint8_t* const sb4 = sb - (reinterpret_cast<uintptr_t>(sb) & 3);
   const uint32_t wdst = uint32_t(tid * 16), sdst = uint32_t(kWBytes + tid * 4);
   // kWgmmaWsTallEf: the weight copies leave L2 first (each weight byte is read by one block
-  // once; the tiles' token rows, re-read by every row block, should stay). The 128-row
-  // kernel's copies are unchanged (no policy operand in its code at all).
-  const bool ef = kTall && a.weight_evict_first;
+  // once; the tiles' token rows, re-read by every row block, should stay). kWgmmaWsEf: the
+  // same in the 128-row kernel, as its own instance (kEf128), so the default's instance
+  // (kEf128 false) has no policy operand in its code at all.
+  const bool ef = kEf128 || (kTall && a.weight_evict_first);
   const uint64_t wpol = ef ? l2_evict_first_policy() : 0;
   // The weight stream: the next chunk to copy (gw), its chunk in the item and its offsets.
   int gw = 0, wch = 0;
@@ -313,7 +328,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   auto stage_w = [&]() {
     if (gw < total) {
       const uint32_t st = sbase + uint32_t(S::kWBase + (gw & (kWsStages - 1)) * kWSlotBytes);
-      if (kTall && ef) {
+      if ((kTall || kEf128) && ef) {
         cp_async16_l2(st + wdst, wa + wo, wpol);
         cp_async16_l2(st + wdst + kWBytes / 2, wb + wo, wpol);
       } else {
@@ -443,7 +458,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
 // Grid (group of row blocks, tile): block x takes row blocks [x items, (x + 1) items) of
 // tile y (the last group may be shorter); a tile's groups are neighbours in launch order, so
 // its staged tokens are read from L2 by blocks running at the same time.
-template <int kStage, int kMaxN>
+template <int kStage, int kMaxN, bool kEf128>
 __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedArgs a, int items) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) uint8_t wg_smem[];
@@ -456,20 +471,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedA
   uint8_t* const sgen = wg_smem + pad;
   const uint32_t sbase = raw + pad;
   switch ((tile.rows + 15) / 16) {
-    case 1: ws_tile<kStage, 16, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
-    case 2: ws_tile<kStage, 32, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
-    case 3: ws_tile<kStage, 48, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
-    case 4: ws_tile<kStage, 64, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
-    case 5: ws_tile<kStage, 80, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
-    case 6: ws_tile<kStage, 96, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
-    case 7: ws_tile<kStage, 112, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
-    case 8: ws_tile<kStage, 128, kMaxN>(a, tile, rb0, n, sbase, sgen); break;
+    case 1: ws_tile<kStage, 16, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
+    case 2: ws_tile<kStage, 32, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
+    case 3: ws_tile<kStage, 48, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
+    case 4: ws_tile<kStage, 64, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
+    case 5: ws_tile<kStage, 80, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
+    case 6: ws_tile<kStage, 96, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
+    case 7: ws_tile<kStage, 112, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
+    case 8: ws_tile<kStage, 128, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
     case 9:
-      if constexpr (kMaxN >= 144) ws_tile<kStage, 144, kMaxN>(a, tile, rb0, n, sbase, sgen);
+      if constexpr (kMaxN >= 144) ws_tile<kStage, 144, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen);
       else __trap();
       break;
     case 10:
-      if constexpr (kMaxN >= 160) ws_tile<kStage, 160, kMaxN>(a, tile, rb0, n, sbase, sgen);
+      if constexpr (kMaxN >= 160) ws_tile<kStage, 160, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen);
       else __trap();
       break;
     default: __trap();
@@ -524,7 +539,7 @@ bool big_grid(const MoeGroupedArgs& a, BigGrid& g) {
   return true;
 }
 
-template <int kStage, int kMaxN>
+template <int kStage, int kMaxN, bool kEf128 = false>
 cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
   using S = WsLayout<kMaxN>;
   BigGrid g;
@@ -533,10 +548,10 @@ cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (int64_t(g.items) * g.per_block * (g.L->cols / 2) > INT32_MAX ||
       int64_t(g.items) * g.per_block * g.L->scale_cols > INT32_MAX)
     return cudaErrorInvalidValue;
-  static const cudaError_t attr = cudaFuncSetAttribute(moe_wgmma_ws_kernel<kStage, kMaxN>,
+  static const cudaError_t attr = cudaFuncSetAttribute(moe_wgmma_ws_kernel<kStage, kMaxN, kEf128>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
   if (attr != cudaSuccess) return attr;
-  moe_wgmma_ws_kernel<kStage, kMaxN><<<g.grid, kWsThreads, S::kSmem, stream>>>(a, g.items);
+  moe_wgmma_ws_kernel<kStage, kMaxN, kEf128><<<g.grid, kWsThreads, S::kSmem, stream>>>(a, g.items);
   return cudaGetLastError();
 }
 
@@ -573,6 +588,10 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.tile_rows == kMoeTcWgmmaTall144Rows)
     return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaTall144Rows>(a, stream)
                         : launch_wgmma_ws<2, kMoeTcWgmmaTall144Rows>(a, stream);
+  // kWgmmaWsEf (NOTES 39, next step 1): the 128-row kernel with evict-first weight copies.
+  if (a.weight_evict_first)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true>(a, stream);
   return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows>(a, stream)
                       : launch_wgmma_ws<2, kMoeTcWgmmaRows>(a, stream);
 }

@@ -280,7 +280,9 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
       big_kind == kernels::MoeTcBig::kWgmmaWsTall || big_kind == kernels::MoeTcBig::kWgmmaWsTallEf;
   const bool tall144 = big_kind == kernels::MoeTcBig::kWgmmaWsTall144;
   const bool wg =
-      wide && (big_kind == kernels::MoeTcBig::kWgmmaWs || tall || tall144) && kernels::moe_tc_wgmma_supported();
+      wide &&
+      (big_kind == kernels::MoeTcBig::kWgmmaWs || big_kind == kernels::MoeTcBig::kWgmmaWsEf || tall || tall144) &&
+      kernels::moe_tc_wgmma_supported();
   pa.big_rows = wg ? (tall      ? kernels::kMoeTcWgmmaTallRows
                       : tall144 ? kernels::kMoeTcWgmmaTall144Rows
                                 : kernels::kMoeTcWgmmaRows)
@@ -342,7 +344,8 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   large.num_tiles = pa.num_tiles + 1;
   large.max_tiles = big ? kernels::moe_big_tile_bound(nk, E) : 0;
   large.up = big ? reinterpret_cast<float*>(at(lay.up)) : nullptr;
-  large.weight_evict_first = wg && big_kind == kernels::MoeTcBig::kWgmmaWsTallEf;
+  large.weight_evict_first =
+      wg && (big_kind == kernels::MoeTcBig::kWgmmaWsTallEf || big_kind == kernels::MoeTcBig::kWgmmaWsEf);
 
   if (use_tc(t)) {
     // x -> bf16 planes once; every tile of both stages on the tensor cores, except the
