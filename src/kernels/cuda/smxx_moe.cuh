@@ -130,6 +130,14 @@ constexpr int kMoeTcWgmmaTall144Rows = 144;
 // T = 4096 (8.26 vs 10.09) and 8192; 2048, between the two, is not measured (nor kWgmmaWs
 // below 4096).
 constexpr int64_t kMoeTcWgmmaMinTokens = 2048;
+// ... and kWgmmaWsEf (the same tiles and bits, weight copies evict-first in L2) from this many.
+// Measured (lead's run of moe8's run2.sh, op moe_grouped bf16, ms, kWgmmaWs / kWgmmaWsEf): T = 2048
+// 5.68 / 5.66, 4096 6.56 / 6.94 (+5.7%: Ef loses), 8192 14.31 / 12.83 (-10.4%); the 8K prefill (7
+// layers) 227.1 / 222.8 ms. At 8192 a weight byte is read by one or two tiles of its expert, and
+// marking it evict-first keeps the token rows, which every 128-row block re-reads, in L2 (stage 1
+// L2 hits 62 -> 70%, DRAM reads 9.2 -> 7.6 GB; NOTES 39). Between 4096 and 8192 not measured: the
+// threshold is the measured win, not an interpolation.
+constexpr int64_t kMoeTcWgmmaEfMinTokens = 8192;
 
 struct MoePlanArgs {
   const int64_t* expert_ids = nullptr;    // [n, k]
@@ -250,8 +258,8 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 //            moe_split_perm's planes and writes h in the same permuted column order, which its
 //            stage 2 reads; elsewhere the op takes kWide instead. Run moepf2 (op moe_grouped
 //            bf16): T = 4096 6.66-6.78 ms, T = 8192 14.30;
-//   kAuto    (default) kWgmmaWs from kMoeTcWgmmaMinTokens tokens per call (where supported),
-//            kWide below.
+//   kAuto    (default) kWgmmaWsEf from kMoeTcWgmmaEfMinTokens tokens per call, kWgmmaWs from
+//            kMoeTcWgmmaMinTokens (where supported), kWide below (all the same bits).
 // Deleted in session 8 (never taken by kAuto, measured slower, nothing built on them):
 // kRows64 (64-row tiles, 8 warps: 16.0 vs kWide's 10.1 ms at T = 4096, run 11), kWide2 (8
 // warps x 32 rows: 10.0-10.1) and kWide128 (128 rows per block: 11.6) (NOTES "MoE wide
@@ -268,8 +276,9 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 //   Measured (run moe8, op moe_grouped bf16, ms at T = 2048 / 4096 / 8192; kWgmmaWs 5.65 / 6.54 /
 //   14.40): Tall 5.81 / 7.08 / 15.00, TallEf 5.81 / 7.04 / 13.78, Tall144 5.74 / 7.02 / 14.06; the
 //   8K prefill 227-229 ms with kAuto, 235-242 with each tall kind (NOTES 39).
-//   kWgmmaWsEf      (opt-in, NOTES 39's next step; built, NOT YET RUN on a GPU) kWgmmaWs with the
-//            evict-first weight copies of kWgmmaWsTallEf (its own kernel instance).
+//   kWgmmaWsEf      kWgmmaWs with the evict-first weight copies of kWgmmaWsTallEf (its own
+//            kernel instance; kAuto's from kMoeTcWgmmaEfMinTokens tokens): T = 2048 / 4096 / 8192
+//            5.66 / 6.94 / 12.83 ms (lead's run of moe8's run2.sh, NOTES 39).
 enum class MoeTcBig { kWide, kWgmmaWs, kAuto, kWgmmaWsTall, kWgmmaWsTallEf, kWgmmaWsTall144, kWgmmaWsEf };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
