@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_tmap.h"
 
@@ -13,23 +14,8 @@ namespace gemv {
 template <WFormat F>
 cudaError_t launch(const LinearArgs* calls, int count, cudaStream_t stream);
 
-// The bulk kernel's launch sizes: SMs of the current device, and resident blocks per SM
-// of a kernel at a dynamic shared-memory size (cached: one occupancy query per kernel,
-// device and size).
-int bulk_sm_count() {
-  static std::mutex mu;
-  static std::map<int, int> sms;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 1;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = sms.find(device);
-  if (it != sms.end()) return it->second;
-  int v = 0;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || v <= 0) v = 1;
-  sms[device] = v;
-  return v;
-}
-
+// The bulk kernel's launch size: resident blocks per SM of a kernel at a dynamic shared-memory
+// size (cached: one occupancy query per kernel, device and size).
 int bulk_blocks_per_sm(const void* kernel, int dyn_smem_bytes) {  // blocks of 256 threads (kGemvWarps)
   static std::mutex mu;
   static std::map<std::tuple<const void*, int, int>, int> cache;
@@ -202,6 +188,20 @@ cudaError_t linear(const LinearArgs& a, cudaStream_t stream) {
     default:
       return tiled::launch(a, stream);
   }
+}
+
+int cached_device_attribute(cudaDeviceAttr attr, int fallback) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, int> cache;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return fallback;
+  const auto key = std::make_pair(device, int(attr));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, attr, device) != cudaSuccess || v <= 0) v = fallback;
+  return cache[key] = v;
 }
 
 }  // namespace deepinfer::kernels

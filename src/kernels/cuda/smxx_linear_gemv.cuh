@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_linear.cuh"
 
 namespace deepinfer::kernels::gemv {
@@ -661,7 +662,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_bulk_kernel(const __g
 
 // Host side of the bulk kernel: tiles, ring and grid for a list of jobs (all of format F,
 // n <= NT tokens). The caller has checked each job with bulk_job (below).
-int bulk_sm_count();                                             // smxx_linear.cu
 int bulk_blocks_per_sm(const void* kernel, int dyn_smem_bytes);  // smxx_linear.cu (cached)
 
 inline GemvJob bulk_job(const LinearArgs& a) {
@@ -728,7 +728,7 @@ cudaError_t launch_bulk(const LinearArgs* calls, int count, cudaStream_t stream)
                                                            ? 200 * 1024
                                                            : int(kBulkMaxStages * kBulkMaxStage));
   if (attr != cudaSuccess) return attr;
-  const int sms = bulk_sm_count();
+  const int sms = device_sm_count();
   // One stage per block when every tile fits in one wave of resident blocks (each block
   // then copies its tile and computes it: all of the weight in flight at once); else a
   // ring of up to ~96 KB per block (two blocks per SM: far more bytes in flight than the
@@ -1028,7 +1028,7 @@ cudaError_t launch_persist_d(const LinearArgs* calls, int count, cudaStream_t st
   if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   if (gemv_persist_blocks() > 0) per_sm = std::min(per_sm, gemv_persist_blocks());
   if (gemv_bulk_blocks_per_sm() > 0) per_sm = std::min(per_sm, gemv_bulk_blocks_per_sm());  // a branch's cap
-  int64_t grid = std::min<int64_t>(tiles, int64_t(per_sm) * bulk_sm_count());
+  int64_t grid = std::min<int64_t>(tiles, int64_t(per_sm) * device_sm_count());
   const int cap = gemv_bulk_grid_cap();  // tests: a small grid gives each block many tiles
   if (cap > 0) grid = std::min<int64_t>(grid, cap);
   return launch_pdl(gemv_persist_kernel<F, NT, D, kSmem>, dim3(unsigned(grid)), size_t(smem), stream, g);

@@ -45,6 +45,7 @@
 
 #include "common/env.h"
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_fp8.cuh"
 #include "kernels/cuda/smxx_linear_fp8_common.cuh"
@@ -402,15 +403,6 @@ __global__ void __launch_bounds__(kThreads, 2) gemv8_kernel(const __grid_constan
 // linear_fp8_gemv_set_split (benchmarks) overrides the warp target and the block limit.
 std::atomic<int> g_target_warps{0}, g_max_blocks{0};
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      v = 132;
-    return v > 0 ? v : 132;
-  }();
-  return n;
-}
 
 struct Split {
   int tw = 8, c = 1;
@@ -418,7 +410,7 @@ struct Split {
 Split split_of(int64_t rows, int64_t cols) {
   const int64_t nb = cols / 32, tiles = (rows + kTile - 1) / kTile;
   const int64_t target = g_target_warps.load() > 0 ? g_target_warps.load() : 2048;
-  const int64_t max_blocks = g_max_blocks.load() > 0 ? g_max_blocks.load() : 2 * int64_t(sm_count());
+  const int64_t max_blocks = g_max_blocks.load() > 0 ? g_max_blocks.load() : 2 * int64_t(device_sm_count());
   Split s;
   int slices = 1;
   auto blocks = [&](int tw, int c) { return (tiles + tw - 1) / tw * c; };

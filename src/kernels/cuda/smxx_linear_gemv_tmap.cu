@@ -44,6 +44,7 @@
 #include <tuple>
 
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_gemv.cuh"
 #include "kernels/cuda/smxx_linear_tmap.h"
@@ -528,31 +529,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
 std::atomic<int> g_stages{kDefaultStages};
 std::atomic<bool> g_probe{false};
 
-int sm_count() {
-  static std::mutex mu;
-  static std::map<int, int> sms;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 1;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = sms.find(device);
-  if (it != sms.end()) return it->second;
-  int v = 0;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || v <= 0) v = 1;
-  return sms[device] = v;
-}
-
-int max_dyn_smem() {
-  static std::mutex mu;
-  static std::map<int, int> m;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = m.find(device);
-  if (it != m.end()) return it->second;
-  int v = 0;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) v = 0;
-  return m[device] = v;
-}
+int max_dyn_smem() { return cached_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0); }
 
 using KernelFn = void (*)(CUtensorMap, Params);
 std::atomic<int> g_warps{8};
@@ -579,7 +556,7 @@ constexpr int kStaticSmem = 4096;
 // Resident clusters of cs CTAs (one per SM at this shared-memory size): the GPCs, not
 // SMs / cs, bound it. Cached per device and cs.
 int max_clusters(int cs, int dyn_smem) {
-  if (cs == 1) return sm_count();
+  if (cs == 1) return device_sm_count();
   static std::mutex mu;
   static std::map<std::tuple<int, int>, int> cache;
   int device = 0;
@@ -605,7 +582,7 @@ int max_clusters(int cs, int dyn_smem) {
     if (cudaOccupancyMaxActiveClusters(&v, k, &cfg) != cudaSuccess) v = 0;
   }
   cudaGetLastError();
-  cache[key] = v > 0 ? v : std::max(1, sm_count() / cs);
+  cache[key] = v > 0 ? v : std::max(1, device_sm_count() / cs);
   return cache[key];
 }
 

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_topk.cuh"
 
 namespace deepinfer::kernels {
@@ -405,17 +406,6 @@ __global__ void __launch_bounds__(kRThreads, 2) topk_radix_kernel(TopkArgs a, in
   if (C > 1) cluster.sync();  // later ranks may still read sh_counts
 }
 
-int sm_count() {
-  static std::atomic<int> cached{0};
-  int n = cached.load(std::memory_order_relaxed);
-  if (n == 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-      n = 132;
-    cached.store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
 
 }  // namespace
 
@@ -426,7 +416,7 @@ int topk_cluster_size(int64_t rows, int64_t size) {
   // past one wave the cluster's syncs and DSMEM sums cost more than the split gains
   // (256 rows x 128K keys: 0.246 ms on 1 block per row, 0.290 on 8), while few rows
   // want all 8 (1 row x 128K: 0.147 ms on 1, 0.026 on 8).
-  const int64_t sms = sm_count();
+  const int64_t sms = device_sm_count();
   int64_t c = 1;
   while (c < kMaxCluster && size / (2 * c) >= kMinSlice &&
          (rows * 2 * c <= sms || (size / c > int64_t(kCacheVecs) * 4 && rows * 2 * c <= 2 * sms)))
