@@ -47,6 +47,7 @@
 #include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_gemv.cuh"
+#include "kernels/cuda/smxx_linear_gemv_bf16x.cuh"
 #include "kernels/cuda/smxx_linear_tmap.h"
 
 namespace deepinfer::kernels::gemv_tmap {
@@ -130,43 +131,12 @@ __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& d0, uint32_t& d
                : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
                : "r"(addr));
 }
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  uint32_t d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  // + (-0.0): a product's sign of zero is kept.
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-  return d;
-}
-// Two e4m3 codes (low byte: element 0) -> bf16x2 bits of their values * 2^-112 (exact).
-__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2_scaled(uint32_t pair) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pair & 0xffffu), __NV_E4M3);
-  const uint32_t u = uint32_t(h.x) | (uint32_t(h.y) << 16);
-  return ((u & 0x7fff7fffu) >> 3) | (u & 0x80008000u);
-}
-// bf16x2 bits of 2^112 * 2^(code - 127); codes above 142 need a second factor f2 (else 1.0).
-__device__ __forceinline__ void scale_factors(uint32_t code, uint32_t& f1, uint32_t& f2) {
-  if (code <= 142u) {
-    const uint32_t b = (code + 112u) << 7;
-    f1 = b | (b << 16);
-    f2 = 0x3f803f80u;
-  } else {
-    f1 = 0x77807780u;                                          // 2^112
-    const uint32_t b = code == 255u ? 0x7fc0u : (code << 7);  // 0xff: NaN, as e8m0_to_float
-    f2 = b | (b << 16);
-  }
-}
+using gemv::e4m3x2_to_bf16x2_scaled;  // smxx_linear_gemv_bf16x.cuh
+using gemv::mma_bf16;
+using gemv::mul_bf16x2;
+using gemv::pack_bf16x2;
+using gemv::scale_factors;
+
 // One ldmatrix register (4 codes of one row) -> the MMA's two A registers (columns 4q, 4q + 1
 // and 4q + 2, 4q + 3), each times the unit's factors.
 __device__ __forceinline__ void decode4(uint32_t d, uint32_t f1, uint32_t f2, bool two, uint32_t& lo, uint32_t& hi) {
