@@ -248,26 +248,25 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   if (!c.engram_layer_ids.empty()) d.engram = EngramHasher::create(c, tokenizer_path);
   d.branch_priority = o.branch_priority;
   d.branch_bulk_per_sm = o.branch_bulk_per_sm;
-  // The one-digit switches (common/env.h). The kernel library reads the last three itself
-  // where it picks a kernel and cannot throw, so a bad value is refused here, at load: a typo
-  // must not silently measure the default.
-  struct DigitSwitch {
-    const char* name;
-    int lo, hi;
-    const char* meaning;
+  // The one-digit switches (common/env.h), each read once and refused at load when set to
+  // anything else: a typo must not silently measure the default. The last three are read again
+  // by the kernel library where it picks a kernel (it cannot throw), with the same parser.
+  const auto digit_switch = [](const char* name, int lo, int hi, const char* meaning) {
+    const EnvDigit e = env_digit(name, lo, hi);
+    DI_CHECK_INPUT(!e.set || e.valid, name, "='", e.text, "' must be ", meaning);
+    return e;
   };
-  for (const DigitSwitch& sw : {
-           DigitSwitch{"DEEPINFER_BRANCH_PRIO", 0, 1, "0 (one priority) or 1 (the main stream above the concurrent branches)"},
-           DigitSwitch{"DEEPINFER_BRANCH_BULK", 0, 8, "a digit 0..8 (a branch's bulk gemv blocks per SM; 0: as many as fit)"},
-           DigitSwitch{"DEEPINFER_FP8_GEMV", 0, 1, "0 or 1 (fp8 mode's decode gemv never / from one token)"},
-           DigitSwitch{"DEEPINFER_FP8_GEMV_LEAN", 0, 1, "0 or 1 (the fp8 decode gemv's lean variant)"},
-           DigitSwitch{"DEEPINFER_B1_FUSE", 0, 8, "a digit 0..8 (the largest batch of the small-kernel fusions)"},
-       }) {
-    const EnvDigit e = env_digit(sw.name, sw.lo, sw.hi);
-    DI_CHECK_INPUT(!e.set || e.valid, sw.name, "='", e.text, "' must be ", sw.meaning);
-  }
-  if (const EnvDigit e = env_digit("DEEPINFER_BRANCH_PRIO", 0, 1); e.valid) d.branch_priority = e.value == 1;
-  if (const EnvDigit e = env_digit("DEEPINFER_BRANCH_BULK", 0, 8); e.valid) d.branch_bulk_per_sm = e.value;
+  if (const EnvDigit e = digit_switch("DEEPINFER_BRANCH_PRIO", 0, 1,
+                                      "0 (one priority) or 1 (the main stream above the concurrent branches)");
+      e.valid)
+    d.branch_priority = e.value == 1;
+  if (const EnvDigit e = digit_switch("DEEPINFER_BRANCH_BULK", 0, 8,
+                                      "a digit 0..8 (a branch's bulk gemv blocks per SM; 0: as many as fit)");
+      e.valid)
+    d.branch_bulk_per_sm = e.value;
+  digit_switch("DEEPINFER_FP8_GEMV", 0, 1, "0 or 1 (fp8 mode's decode gemv never / from one token)");
+  digit_switch("DEEPINFER_FP8_GEMV_LEAN", 0, 1, "0 or 1 (the fp8 decode gemv's lean variant)");
+  digit_switch("DEEPINFER_B1_FUSE", 0, 8, "a digit 0..8 (the largest batch of the small-kernel fusions)");
   // Priorities (NOTES 34): the main stream carries the critical path, so with
   // branch_priority it takes the device's highest priority and the branches its lowest;
   // pending blocks of a higher-priority stream are placed first (running ones are not
