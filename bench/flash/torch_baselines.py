@@ -12,6 +12,8 @@ parsed by bench/flash/report.py.
 - copy bandwidth and the bf16 / fp8 GEMM peaks, measured once.
 - batch-1 gemv (`--gemv-only`): _scaled_mm and bf16 torch.mm at the dense FP8 decode shapes,
   n = 1 and 4 (flash_layers --ops-gemv's baselines).
+- prefill indexer score (`--index-score`): bf16 matmul + relu + weighted head sum per
+  1024-row chunk, causal mask after (flash_layers --index-score-prefill's baseline).
 - linear modes (`--linear-only` runs just these and the ceilings): bf16 torch.mm on
   dequantized weights and _scaled_mm at flash_layers --ops-linear's shapes and n.
 Timing: CUDA events, median over repeats after warm-up; weights rotated over copies
@@ -155,7 +157,35 @@ def gemv_only():
         sys.stdout.flush()
 
 
+def index_score():
+    """The prefill indexer score (flash_layers --index-score-prefill, NOTES 43) in torch:
+    per 1024-row chunk, S = (q [rows * 32, 128] @ k^T [128, keys]) in bf16 (fp32
+    accumulation), relu, times w * scale, summed over the 32 heads, causal mask applied
+    after (torch does not skip the invisible keys: twice the FLOPs at ratio 1)."""
+    H, D, rows = 32, 128, 8192
+    for ratio in (2, 1):
+        keys = rows // ratio
+        q = torch.randn(rows, H, D, device=dev).to(torch.bfloat16)
+        k = torch.randn(keys, D, device=dev).to(torch.bfloat16)
+        w = torch.randn(rows, H, device=dev) * (D ** -0.5)
+        vis = (torch.arange(rows, device=dev) + 1) // ratio
+        out = torch.empty(rows, keys, device=dev)
+        mask = torch.arange(keys, device=dev)[None, :] >= vis[:, None]
+
+        def run(_):
+            for r0 in range(0, rows, 1024):
+                s = (q[r0:r0 + 1024].reshape(-1, D) @ k.t()).float().relu_()  # [1024 * 32, keys]
+                s = s.view(1024, H, keys)
+                out[r0:r0 + 1024] = torch.einsum("thk,th->tk", s, w[r0:r0 + 1024])
+            out.masked_fill_(mask, float("-inf"))
+        ms = bench(run, reps=3, warm=1, inner=1)
+        print(f"torch index_score_prefill rows={rows} ratio={ratio} keys={keys} ms={ms:.4f}", flush=True)
+
+
 def main():
+    if "--index-score" in sys.argv:  # the prefill indexer score (flash_layers --index-score-prefill)
+        index_score()
+        return
     if "--gemv-only" in sys.argv:  # the batch-1 gemv baselines (flash_layers --ops-gemv)
         gemv_only()
         return

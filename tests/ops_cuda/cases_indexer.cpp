@@ -232,7 +232,8 @@ OpCase paged_score_case(std::string name, std::vector<Seq> seqs, int64_t heads, 
             Outputs o{{{"scores", cpu, gpu}}, {}};
             // FP4-grid operands make every dot exact, and the tensor-core path sums the
             // heads in the CPU's order without contraction: the CPU's bits.
-            const bool mma = path == kernels::IndexerScorePath::kMma || path == kernels::IndexerScorePath::kMmaRows;
+            const bool mma = path == kernels::IndexerScorePath::kMma || path == kernels::IndexerScorePath::kMmaRows ||
+                             path == kernels::IndexerScorePath::kWgmma;
             if (fp4 && mma) o.ints.push_back({"bits_vs_cpu", float_bits(cpu), float_bits(gpu)});
             o.ints.push_back({"seq0_alone_vs_batched_bits",
                               float_bits(std::vector<float>(gpu.begin(), gpu.begin() + s0.n * s0.keys)),
@@ -273,6 +274,70 @@ OpCase rows_vs_per_row_case(std::string name, std::vector<Seq> seqs, int64_t epb
             }
             Outputs o;
             o.ints.push_back({"rows_kernel_vs_per_row_bits", float_bits(d_one.host()), float_bits(d_rows.host())});
+            return o;
+          }};
+}
+
+// The wgmma kernel (kWgmma) against the grouped-rows one (kMmaRows), bitwise. Operands:
+// kFp4 the model's FP4 grid (every k16 step exact), kFp4Wide FP4 codes under scales 2^-24..2^8
+// per 32 channels (the running fp32 sums round: the bits then rest on wgmma's k16 step
+// rounding as mma.sync's), kF32 random fp32 (every tile takes the split fallback), kMixed FP4
+// with one inexact q value in one row and a few inexact keys (exact and fallback tiles in one
+// call). Causal counts as in a prefill chunk (row r of n sees keys - (n - 1 - r) / ratio):
+// in row_info (positions off), or, as the model passes them, through positions with every
+// row's row_info count at the sequence's keys; then the keys a row cannot see must stay
+// unwritten (poison) and the visible ones match the grouped kernel's bits.
+enum class Operands { kFp4, kFp4Wide, kF32, kMixed };
+OpCase wgmma_vs_rows_case(std::string name, std::vector<Seq> seqs, int64_t epb, Operands kind, int64_t ratio,
+                          bool positions) {
+  return {name, "indexer_score", [=](Rng& rng) {
+            constexpr int64_t heads = 32, hd = 128;
+            PagedKeys pk = make_paged(rng, seqs, hd, epb);
+            std::vector<int64_t> info;
+            int64_t max_keys = 0;
+            const int64_t size = make_rows(seqs, pk.table_begin, 5, info, max_keys);
+            const int64_t rows = int64_t(info.size()) / 4;
+            std::vector<int64_t> pos(static_cast<size_t>(std::max<int64_t>(1, rows))), visible(pos.size());
+            for (int64_t t = 0, i = 0; i < int64_t(seqs.size()); ++i)
+              for (int64_t r = 0; r < seqs[size_t(i)].n; ++r, ++t) {
+                const Seq& sq = seqs[size_t(i)];
+                pos[size_t(t)] = sq.keys * ratio - 1 - (sq.n - 1 - r);  // may be negative: nothing visible
+                visible[size_t(t)] = std::clamp<int64_t>((pos[size_t(t)] + 1) / ratio, 0, sq.keys);
+                if (!positions) info[size_t(t * 4)] = visible[size_t(t)];
+              }
+            auto q = randn(rng, size_t(rows * heads * hd));
+            auto grid = [&](std::vector<float>& v, int lo, int hi) {
+              static const float kE2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+              float sc = 1.0f;
+              for (size_t i = 0; i < v.size(); ++i) {
+                if (i % 32 == 0) sc = std::ldexp(1.0f, int(randint(rng, lo, hi)));
+                v[i] = (randint(rng, 0, 1) ? -1.0f : 1.0f) * kE2m1[randint(rng, 0, 7)] * sc;
+              }
+            };
+            if (kind == Operands::kFp4 || kind == Operands::kMixed) grid(q, -4, 1), grid(pk.pool, -4, 1);
+            if (kind == Operands::kFp4Wide) grid(q, -24, 8), grid(pk.pool, -24, 8);
+            if (kind == Operands::kMixed) {
+              if (rows > 20) q[size_t(20 * heads * hd + 77)] += 1e-3f;
+              for (int k = 0; k < 3; ++k) pk.pool[size_t(randint(rng, 0, int64_t(pk.pool.size()) - 1))] += 1e-3f;
+            }
+            const auto w = randn(rng, size_t(rows * heads), 1.0f / std::sqrt(float(heads)));
+            Dev<float> dq(q), dw(w), dpool(pk.pool), d_rows(static_cast<size_t>(size)), d_wg(static_cast<size_t>(size));
+            Dev<int64_t> dtab(pk.tables), dinfo(info), dpos(pos);
+            auto a = paged_args(dq.get(), dw.get(), dpool.get(), dtab.get(), dinfo.get(), rows, heads, hd, epb, max_keys,
+                                d_rows.get(), kernels::IndexerScorePath::kMmaRows);
+            check_cuda(kernels::indexer_score_paged(a, nullptr), "indexer_score_paged rows");
+            a.path = kernels::IndexerScorePath::kWgmma;
+            a.scores = d_wg.get();
+            if (positions) a.positions = dpos.get(), a.ratio = ratio;
+            check_cuda(kernels::indexer_score_paged(a, nullptr), "indexer_score_paged wgmma");
+            std::vector<float> want = d_rows.host();
+            const std::vector<float> got = d_wg.host();
+            for (int64_t t = 0; t < rows; ++t)  // invisible keys: the wgmma kernel leaves them
+              for (int64_t s = 0; s < info[size_t(t * 4)]; ++s) {
+                if (s >= visible[size_t(t)]) want[size_t(info[size_t(t * 4 + 1)] + s)] = std::bit_cast<float>(~0u);
+              }
+            Outputs o;
+            o.ints.push_back({"wgmma_vs_rows_bits", float_bits(want), float_bits(got)});
             return o;
           }};
 }
@@ -527,6 +592,23 @@ std::vector<OpCase> indexer_cases() {
                        kernels::IndexerScorePath::kMmaRows, true),
       rows_vs_per_row_case("indexer_score_rows_causal_fp4", {{37, 700}, {1, 1}, {6, 3}, {2, 0}, {130, 2100}}, 64, true),
       rows_vs_per_row_case("indexer_score_rows_causal_f32", {{9, 300}, {3, 2}, {70, 1000}}, 16, false),
+      // The wgmma kernel: vs the CPU (random fp32: its fallback; FP4: the CPU's bits), and
+      // bitwise vs the grouped-rows kernel (causal counts, blocks of 16 rows straddling
+      // sequences, ratio 1 and 2 through positions, tails of tiles and chunks; the last case
+      // has >= 264 row blocks, so one key chunk per block).
+      paged_score_case("indexer_score_wgmma_v41", {{1, 1}, {3, 777}, {1, 4096}, {2, 0}, {5, 130}, {40, 300}}, 32, 128,
+                       16, kernels::IndexerScorePath::kWgmma),
+      paged_score_case("indexer_score_wgmma_fp4", {{1, 3000}, {4, 777}, {64, 65}, {1, 0}, {7, 300}, {33, 1000}}, 32,
+                       128, 64, kernels::IndexerScorePath::kWgmma, true),
+      wgmma_vs_rows_case("indexer_score_wgmma_causal_fp4", {{37, 700}, {1, 1}, {6, 3}, {2, 0}, {130, 2100}}, 64,
+                         Operands::kFp4, 1, false),
+      wgmma_vs_rows_case("indexer_score_wgmma_causal_f32", {{9, 300}, {3, 2}, {70, 1000}}, 16, Operands::kF32, 1, false),
+      wgmma_vs_rows_case("indexer_score_wgmma_causal_mixed", {{45, 900}, {20, 129}, {3, 64}}, 64, Operands::kMixed, 1,
+                         false),
+      wgmma_vs_rows_case("indexer_score_wgmma_wide_scales", {{50, 1500}, {18, 200}}, 64, Operands::kFp4Wide, 1, false),
+      wgmma_vs_rows_case("indexer_score_wgmma_pos_r1", {{300, 1200}, {5, 40}, {27, 513}}, 64, Operands::kFp4, 1, true),
+      wgmma_vs_rows_case("indexer_score_wgmma_pos_r2", {{401, 900}, {1, 1}, {16, 64}}, 32, Operands::kFp4, 2, true),
+      wgmma_vs_rows_case("indexer_score_wgmma_pos_r1_4400", {{4400, 2100}}, 64, Operands::kFp4, 1, true),
       batch_select_case("indexer_select_batch_plain", Level::kPlain,
                         {{1, 32768}, {3, 3000}, {64, 600}, {2, 0}, {1, 1}, {5, 50}}, 4, 512),
       batch_select_case("indexer_select_batch_level1", Level::kCandidateSource,

@@ -1,10 +1,13 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_linear_mma.cuh"
+#include "kernels/cuda/smxx_wgmma.cuh"
+#include "common/env.h"
 
 namespace deepinfer::kernels {
 namespace {
@@ -595,7 +598,335 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kern
   }
 }
 
+
+// ---- the same scores on Hopper's warpgroup MMA (prefill chunks; NOTES 43) ----
+//
+// Per block: kWgRows = 16 consecutive rows (their q as bf16 in shared memory, 128 KB) and a
+// range of keys; two warpgroups, each walking its own 64-key tiles of the range. Per tile
+// the keys are rounded (bf16-exact: the top halves of their fp32 patterns) into a 128-byte-
+// swizzled K-major tile and, per group of 4 rows, S[64 keys, 4 rows x 32 heads] =
+// K Q^T is 8 wgmma m64n128k16 (A = the keys, B = the group's q, both from shared memory,
+// steps in channel order 0..127 as the mma.sync kernels'), fp32 accumulation from zero.
+//
+// Head sum without shared memory: the B rows (the wgmma's N columns) are permuted so that
+// accumulator slot j of lane (g, tq) holds row (tq - j) mod 4 of the group, heads 2j and
+// 2j + 1. A row's running sum then visits the quad's lanes tq, tq + 1, ... (one shuffle per
+// hop) and adds heads 0, 1, 2, ..., 31 in order, each lane adding its two heads per hop from
+// a compile-time register: 16 hops for 4 rows x 2 keys per quad at once, and lane tq ends
+// holding row (tq + 1) mod 4's sums for keys g and g + 8.
+//
+// Same bits as the mma.sync kernels when every operand is bf16-exact (the model's FP4
+// values): the same bf16 operands, the same 16-channel steps in the same order, and the
+// per-row kernels' epilogue (relu(dot) * scale * w without contraction, added from 0 over
+// heads 0..31). The bits then rest on wgmma's k16 step rounding as mma.sync's; with FP4
+// operands each step's sum is exact anyway (ops case indexer_score_wgmma_* compare). A tile
+// whose keys or any of the block's q rows are not bf16-exact is scored by the grouped
+// kernel's own per-warp code (the exact hi / mid / lo split), so any input keeps its bits.
+constexpr int kWgRows = 16, kWgGroups = kWgRows / 4, kWgWarpgroups = 2, kWgThreads = kWgWarpgroups * 128;
+constexpr int kWgTileKeys = 64;
+constexpr int kWgQGroupBytes = 128 * kMmaDim * 2;        // 4 rows x 32 heads x 128 channels bf16: 32 KB
+constexpr int kWgQSlab = 128 * 128;                      // one 64-channel slab of a group: 16 KB
+constexpr int kWgTileBytes = kWgTileKeys * kMmaDim * 2;  // 16 KB
+constexpr int kWgTileSlab = kWgTileKeys * 128;           // 8 KB
+constexpr size_t kWgSmem = 1024 + size_t(kWgGroups) * kWgQGroupBytes + size_t(kWgWarpgroups) * 2 * kWgTileBytes;
+static_assert(kMmaWarps * 16 * kRedStride * 4 <= kWgTileBytes, "the fallback's head-sum scratch fits in a key tile");
+
+__device__ __forceinline__ uint32_t wg_swz(int row, int gran) { return uint32_t(row * 128 + ((gran ^ (row & 7)) << 4)); }
+
+// d = A B (scale_d 0: from zero) or d += A B, m64n128k16, A and B from shared memory, both K-major.
+__device__ __forceinline__ void wg_mma_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" DI_WGMMA_R64
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : DI_WGMMA_ACC64("+f")
+      : "l"(da), "l"(db), "r"(scale_d));
+#else
+  __trap();  // the launcher runs this kernel on compute capability 9.0 only
+#endif
+}
+
+// Barrier of one warpgroup (ids 1, 2; 0 is __syncthreads), and the same barrier returning
+// whether any of its threads passed v (no shared flag to reset, so no reset race).
+__device__ __forceinline__ void wg_bar(int wg) { asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory"); }
+__device__ __forceinline__ bool wg_bar_or(int wg, bool v) {
+  uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, 128, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(r)
+      : "r"(uint32_t(v)), "r"(wg + 1)
+      : "memory");
+  return r != 0;
+}
+
+__global__ void __launch_bounds__(kWgThreads, 1) indexer_score_wgmma_kernel(PagedIndexerScoreArgs a, int64_t row0,
+                                                                           int64_t chunk, int64_t row_blocks) {
+  // Heaviest row blocks first: in a causal chunk the later rows see the most keys.
+  const int64_t rb = row_blocks - 1 - int64_t(blockIdx.y);
+  const int64_t r_begin = row0 + rb * kWgRows;
+  const int nr = int(min(int64_t(kWgRows), a.rows - r_begin));
+  const int64_t c0 = int64_t(blockIdx.x) * chunk;
+  __shared__ int64_t nk_s[kWgRows], table_s[kWgRows], score_s[kWgRows];
+  __shared__ __align__(16) float ws[kWgRows][kMmaHeads + 4];  // padded: the 4 rows a warp reads sit in 4 banks
+  __shared__ int q_rest;
+  __shared__ int64_t nk_max_s;
+  const int tid = int(threadIdx.x);
+  if (tid < kWgRows) {
+    int64_t nk = 0, tb = -1, so = 0;
+    if (tid < nr) {
+      const int64_t* info = a.row_info + (r_begin + tid) * kRowInfoCols;
+      nk = info[kRowKeys];
+      tb = info[kRowTable];
+      so = info[kRowScore];
+      // Keys at or past the row's visible count are left to the mask (it writes -inf there).
+      if (a.positions != nullptr) nk = min(nk, max(int64_t(0), (a.positions[r_begin + tid] + 1) / a.ratio));
+    }
+    nk_s[tid] = nk, table_s[tid] = tb, score_s[tid] = so;
+  }
+  if (tid == 0) q_rest = 0;
+  __syncthreads();
+  if (tid == 0) {
+    int64_t m = 0;
+    for (int r = 0; r < nr; ++r) m = max(m, nk_s[r]);
+    nk_max_s = m;
+  }
+  __syncthreads();
+  const int64_t nk_max = nk_max_s;
+  if (c0 >= nk_max) return;  // whole block: before any further barrier
+  const int64_t c_end = min(nk_max, c0 + chunk);
+
+  extern __shared__ uint8_t wg_smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(wg_smem_raw));
+  uint8_t* qsm = wg_smem_raw + ((1024u - (raw & 1023u)) & 1023u);  // swizzle atoms: 1024-byte aligned
+  const uint32_t qs_a = uint32_t(__cvta_generic_to_shared(qsm));
+  uint8_t* ksm = qsm + kWgGroups * kWgQGroupBytes;
+
+  // q as the B operand: row rr of group gr, head h = 2 s + e goes to B row 8 s + 2 ((rr + s) % 4) + e,
+  // i.e. accumulator column 8 s + 2 tq + e holds row (tq - s) % 4 (see above). Zeros past nr.
+  {
+    // 64 float4 per thread, 8 loads in flight before their stores (a loop that stores
+    // between loads sends them out one at a time).
+    constexpr int kPer = kWgRows * kMmaHeads * (kMmaDim / 4) / kWgThreads, kBatch = 8;
+    static_assert(kPer % kBatch == 0, "q staging split");
+    int rest = 0;
+#pragma unroll 1
+    for (int u0 = 0; u0 < kPer; u0 += kBatch) {
+      float4 x[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = tid + (u0 + u) * kWgThreads, r = i / (kMmaHeads * kMmaDim / 4);
+        x[u] = r < nr ? __ldg(reinterpret_cast<const float4*>(a.q + r_begin * kMmaHeads * kMmaDim) + i)
+                      : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = tid + (u0 + u) * kWgThreads, r = i / (kMmaHeads * kMmaDim / 4);
+        const int h = (i / (kMmaDim / 4)) % kMmaHeads, col = 4 * (i % (kMmaDim / 4));
+        const uint32_t bx = __float_as_uint(x[u].x), by = __float_as_uint(x[u].y), bz = __float_as_uint(x[u].z),
+                       bw = __float_as_uint(x[u].w);
+        rest |= int((bx | by | bz | bw) & 0xffffu);
+        const int gr = r / 4, rr = r % 4, s = h >> 1, n = 8 * s + 2 * ((rr + s) & 3) + (h & 1);
+        *reinterpret_cast<uint2*>(qsm + gr * kWgQGroupBytes + (col / 64) * kWgQSlab + wg_swz(n, (col % 64) / 8) +
+                                  (col % 8) * 2) = make_uint2(__byte_perm(bx, by, 0x7632), __byte_perm(bz, bw, 0x7632));
+      }
+    }
+    if (rest != 0) q_rest = 1;  // benign race: every writer stores 1
+    for (int i = tid; i < kWgRows * kMmaHeads; i += kWgThreads)
+      ws[i / kMmaHeads][i % kMmaHeads] = i / kMmaHeads < nr ? a.w[r_begin * kMmaHeads + i] : 0.0f;
+  }
+  wgmma::fence_proxy_async();
+  __syncthreads();
+  const bool q_inexact = q_rest != 0;
+
+  const int wg = tid >> 7, wt = tid & 127, wi = wt >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  uint8_t* kbuf = ksm + wg * 2 * kWgTileBytes;
+  const uint32_t kbuf_a = uint32_t(__cvta_generic_to_shared(kbuf));
+  const float scale = a.softmax_scale;
+  const int64_t epb = a.entries_per_block;
+
+  // Rows with different block tables (a block straddling sequences): one pass over the
+  // key range per distinct table, each row storing only in its own table's pass.
+  for (int u = 0; u < nr; ++u) {
+    bool seen = false;  // an earlier row's pass covered this table
+    for (int o = 0; o < u; ++o) seen = seen || table_s[o] == table_s[u];
+    if (seen) continue;
+    const int64_t tb = table_s[u];
+    int64_t nk_load = 0;  // the table's largest count: every key below it exists in the table
+    for (int o = 0; o < nr; ++o)
+      if (table_s[o] == tb) nk_load = max(nk_load, nk_s[o]);
+    const int64_t t_end = min(c_end, nk_load);
+    if (c0 >= t_end) continue;
+    const int64_t* table = a.tables + tb;
+    const int64_t ntiles = (t_end - c0 + kWgTileKeys - 1) / kWgTileKeys;
+
+    // The lane's 16 float4 of a tile: key wi + 4 v (v = 0..15), channels 4 lane .. + 3.
+    float4 pre[16];
+    auto load_tile = [&](int64_t s0) {
+      // One division per tile: the keys s0 + k (k < 64) step through the table from (blk, off).
+      const int64_t blk = s0 / epb, off = s0 % epb;
+#pragma unroll
+      for (int v = 0; v < 16; ++v) {
+        const int64_t s = s0 + wi + 4 * v;
+        pre[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (s < nk_load) {
+          int64_t o = off + wi + 4 * v, bi = blk;
+          if (o >= epb) {
+            o -= epb, ++bi;
+            if (o >= epb) bi += o / epb, o %= epb;  // blocks of fewer than 64 entries
+          }
+          pre[v] = __ldg(reinterpret_cast<const float4*>(a.keys + (table[bi] * epb + o) * kMmaDim) + lane);
+        }
+      }
+    };
+    auto store_tile = [&](int b) -> int {
+      uint8_t* t = kbuf + b * kWgTileBytes;
+      uint32_t low = 0;
+      const int col = 4 * lane;
+#pragma unroll
+      for (int v = 0; v < 16; ++v) {
+        const uint32_t bx = __float_as_uint(pre[v].x), by = __float_as_uint(pre[v].y), bz = __float_as_uint(pre[v].z),
+                       bw = __float_as_uint(pre[v].w);
+        low |= bx | by | bz | bw;
+        *reinterpret_cast<uint2*>(t + (col / 64) * kWgTileSlab + wg_swz(wi + 4 * v, (col % 64) / 8) + (col % 8) * 2) =
+            make_uint2(__byte_perm(bx, by, 0x7632), __byte_perm(bz, bw, 0x7632));
+      }
+      return int(low & 0xffffu);
+    };
+
+    int64_t it = wg;
+    if (it < ntiles) load_tile(c0 + it * kWgTileKeys);
+    for (int b = 0; it < ntiles; it += kWgWarpgroups, b ^= 1) {
+      const int64_t s0 = c0 + it * kWgTileKeys;
+      // Buffer b was last read by this pass's tile it - 4 (two iterations back): every warp
+      // finished it before the barrier of the iteration between.
+      const bool k_inexact = store_tile(b) != 0;
+      wgmma::fence_proxy_async();  // this thread's tile stores, visible to the wgmma reads
+      const bool exact = !wg_bar_or(wg, k_inexact) && !q_inexact;  // warpgroup-uniform
+      if (it + kWgWarpgroups < ntiles) load_tile(s0 + kWgWarpgroups * kWgTileKeys);  // in flight meanwhile
+      if (exact) {
+        const uint32_t ta = kbuf_a + uint32_t(b * kWgTileBytes);
+#pragma unroll 1
+        for (int gr = 0; gr < kWgGroups; ++gr) {
+          bool busy = false;  // some row of the group stores keys of this tile in this pass
+#pragma unroll
+          for (int rr = 0; rr < 4; ++rr) busy = busy || (table_s[4 * gr + rr] == tb && nk_s[4 * gr + rr] > s0);
+          if (!busy) continue;
+          float d[64];
+          wgmma::fence();
+#pragma unroll
+          for (int kk = 0; kk < 8; ++kk) {
+            const uint32_t off = uint32_t((kk % 4) * 32);
+            wg_mma_ss_n128(d, wgmma::desc_k_sw128(ta + uint32_t((kk / 4) * kWgTileSlab) + off),
+                           wgmma::desc_k_sw128(qs_a + uint32_t(gr * kWgQGroupBytes + (kk / 4) * kWgQSlab) + off), kk);
+          }
+          wgmma::commit();
+          wgmma::wait<0>();
+          // Hop j: the lane adds heads 2j, 2j + 1 of row (tq - j) % 4 (slot j), then passes the
+          // partial sums to lane tq + 1 of the quad.
+          float pa = 0.0f, pb = 0.0f;
+          const int src = (lane & ~3) | ((tq + 3) & 3);
+#pragma unroll
+          for (int j = 0; j < 16; ++j) {
+            if (j > 0) {
+              pa = __shfl_sync(0xffffffffu, pa, src);
+              pb = __shfl_sync(0xffffffffu, pb, src);
+            }
+            const float2 w2 = *reinterpret_cast<const float2*>(&ws[4 * gr + ((tq - j) & 3)][2 * j]);
+            pa = __fadd_rn(pa, __fmul_rn(__fmul_rn(fmaxf(d[4 * j], 0.0f), scale), w2.x));
+            pa = __fadd_rn(pa, __fmul_rn(__fmul_rn(fmaxf(d[4 * j + 1], 0.0f), scale), w2.y));
+            pb = __fadd_rn(pb, __fmul_rn(__fmul_rn(fmaxf(d[4 * j + 2], 0.0f), scale), w2.x));
+            pb = __fadd_rn(pb, __fmul_rn(__fmul_rn(fmaxf(d[4 * j + 3], 0.0f), scale), w2.y));
+          }
+          const int r = 4 * gr + ((tq + 1) & 3);
+          if (table_s[r] == tb) {
+            const int64_t sa = s0 + 16 * wi + g, sb = sa + 8;
+            float* out = a.scores + score_s[r];
+            if (sa < nk_s[r]) out[sa] = pa;
+            if (sb < nk_s[r]) out[sb] = pb;
+          }
+        }
+      } else {
+        // Not bf16-exact: the grouped-rows kernel's per-warp code (16 keys per warp), with
+        // this tile's buffer as the head-sum scratch (no wgmma reads it).
+        float* rw = reinterpret_cast<float*>(kbuf + b * kWgTileBytes) + wi * 16 * kRedStride;
+        const int64_t sw = s0 + 16 * wi, sa = sw + g, sb = sw + g + 8;
+        float2 ra[16], rb[16];
+        bool loaded = false;
+        for (int r = 0; r < nr; ++r) {
+          const int64_t nk = nk_s[r];
+          if (table_s[r] != tb || sw >= nk) continue;  // warp-uniform
+          if (!loaded) {
+            load_keys(a, table, sa, sb, nk_load, tq, ra, rb);
+            loaded = true;
+          }
+          float acc[4][4] = {}, fix[4][4] = {};
+          const float* qrow = a.q + (r_begin + r) * kMmaHeads * kMmaDim;
+#pragma unroll
+          for (int kk = 0; kk < 8; ++kk) {
+            const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
+            uint32_t ah[4], am[4], al[4];
+            fragment_split(x, ah, am, al);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const float* qa = qrow + (8 * j + g) * kMmaDim + 16 * kk + 2 * tq;
+              const uint32_t bh0 = split_pair(qa, 0), bh1 = split_pair(qa + 8, 0);
+              mma_bf16(acc[j], ah, bh0, bh1);
+              const uint32_t bm0 = split_pair(qa, 1), bm1 = split_pair(qa + 8, 1);
+              const uint32_t bl0 = split_pair(qa, 2), bl1 = split_pair(qa + 8, 2);
+              mma_bf16(fix[j], ah, bm0, bm1);
+              mma_bf16(fix[j], am, bh0, bh1);
+              mma_bf16(fix[j], ah, bl0, bl1);
+              mma_bf16(fix[j], am, bm0, bm1);
+              mma_bf16(fix[j], al, bh0, bh1);
+            }
+          }
+          __syncwarp();  // the previous row's reads of rw are done
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float v[4];
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+              v[c] = __fmul_rn(__fmul_rn(fmaxf(acc[j][c] + fix[j][c], 0.0f), scale), ws[r][8 * j + 2 * tq + (c & 1)]);
+            *reinterpret_cast<float2*>(rw + g * kRedStride + 8 * j + 2 * tq) = make_float2(v[0], v[1]);
+            *reinterpret_cast<float2*>(rw + (g + 8) * kRedStride + 8 * j + 2 * tq) = make_float2(v[2], v[3]);
+          }
+          __syncwarp();
+          if (lane < 16 && sw + lane < nk) {
+            const float* row = rw + lane * kRedStride;
+            float tot = 0.0f;
+#pragma unroll
+            for (int h = 0; h < kMmaHeads; ++h) tot = __fadd_rn(tot, row[h]);
+            a.scores[score_s[r] + sw + lane] = tot;
+          }
+        }
+        __syncwarp();
+      }
+    }
+    wg_bar(wg);  // the next pass refills both buffers: every warp is done with this pass's tiles
+  }
+}
+
+// Compute capability 9.0 exactly: the wgmma kernel is sm_90a code.
+bool wgmma_device_ok() {
+  static const bool ok = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+    return major == 9 && minor == 0;
+  }();
+  return ok;
+}
+
 }  // namespace
+
+namespace {
+std::atomic<int> g_indexer_wgmma{-1};
+}  // namespace
+
+void indexer_score_set_wgmma(int mode) { g_indexer_wgmma.store(mode < 0 ? -1 : mode != 0 ? 1 : 0); }
 
 cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t stream) {
   if (a.rows < 0 || a.heads <= 0 || a.head_dim <= 0 || a.head_dim % 4 != 0 || a.entries_per_block <= 0 ||
@@ -604,8 +935,36 @@ cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t str
   if (a.rows == 0 || a.max_keys == 0) return cudaSuccess;
   if (!a.q || !a.w || !a.keys || !a.tables || !a.row_info || !a.scores) return cudaErrorInvalidValue;
   const bool mma_shape = a.heads == kMmaHeads && a.head_dim == kMmaDim;
-  if ((a.path == IndexerScorePath::kMma || a.path == IndexerScorePath::kMmaRows) && !mma_shape)
+  if ((a.path == IndexerScorePath::kMma || a.path == IndexerScorePath::kMmaRows ||
+       a.path == IndexerScorePath::kWgmma) && !mma_shape)
     return cudaErrorInvalidValue;
+  if (a.positions != nullptr && a.ratio <= 0) return cudaErrorInvalidValue;
+  // The wgmma kernel: forced, or under kAuto at prefill sizes with DEEPINFER_INDEXER_WGMMA=1
+  // (opt-in; NOTES 43), on compute capability 9.0 (sm_90a code).
+  static const bool wgmma_env = [] {
+    const EnvDigit e = env_digit("DEEPINFER_INDEXER_WGMMA", 0, 1);  // invalid: the model refuses it at load
+    return e.valid && e.value == 1;
+  }();
+  const int forced = g_indexer_wgmma.load(std::memory_order_relaxed);
+  const bool wgmma_auto = forced < 0 ? wgmma_env : forced == 1;
+  const bool use_wgmma = mma_shape && (a.path == IndexerScorePath::kWgmma ||
+                                       (a.path == IndexerScorePath::kAuto && wgmma_auto && a.rows >= 1024));
+  if (use_wgmma) {
+    if (!wgmma_device_ok()) return cudaErrorInvalidDeviceFunction;
+    static const cudaError_t attr = cudaFuncSetAttribute(indexer_score_wgmma_kernel,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgSmem));
+    if (attr != cudaSuccess) return attr;
+    // One block per 16 rows over all their keys (q staged once), unless that leaves fewer
+    // than two blocks per SM: then the keys split into chunks of a multiple of 128.
+    for (int64_t r0 = 0; r0 < a.rows; r0 += kMaxGridY * kWgRows) {
+      const int64_t n = std::min(kMaxGridY * kWgRows, a.rows - r0), blocks = (n + kWgRows - 1) / kWgRows;
+      const int64_t chunks = std::min<int64_t>((264 + blocks - 1) / blocks, (a.max_keys + 127) / 128);
+      const int64_t chunk = ((a.max_keys + chunks - 1) / chunks + 127) / 128 * 128;
+      const dim3 grid(unsigned((a.max_keys + chunk - 1) / chunk), unsigned(blocks));
+      indexer_score_wgmma_kernel<<<grid, kWgThreads, kWgSmem, stream>>>(a, r0, chunk, blocks);
+    }
+    return cudaGetLastError();
+  }
   if (mma_shape && a.path != IndexerScorePath::kSimt) {
     // Keys per block: 64 .. 512, as below (the split does not change any score's bits).
     // Prefill-sized calls take the grouped-rows kernel (same bits, see above): from

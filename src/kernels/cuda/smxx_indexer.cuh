@@ -68,7 +68,10 @@ constexpr int kRowKeys = 0, kRowScore = 1, kRowTable = 2, kRowCand = 3, kRowInfo
 // kAuto: the tensor-core kernel at heads 32 / head_dim 128 (V4.1's indexer), else SIMT;
 // from 1024 rows its grouped-rows form (kMmaRows: several rows of a block share the key
 // loads; bitwise the per-row kMma kernel's scores).
-enum class IndexerScorePath { kAuto, kSimt, kMma, kMmaRows };
+// kWgmma: warpgroup MMA over 16 rows per block (sm_90a; bitwise kMmaRows on bf16-exact
+// operands, its per-warp code otherwise); kAuto takes it from 1024 rows when
+// DEEPINFER_INDEXER_WGMMA=1 (NOTES 43).
+enum class IndexerScorePath { kAuto, kSimt, kMma, kMmaRows, kWgmma };
 
 struct PagedIndexerScoreArgs {
   const float* q = nullptr;        // [rows, heads, head_dim]
@@ -80,6 +83,11 @@ struct PagedIndexerScoreArgs {
   int64_t max_keys = 0;  // >= every row's key count (sizes the grid)
   float softmax_scale = 1.0f;
   float* scores = nullptr;  // ragged, row t at row_info[t][kRowScore]
+  // Optional: with positions [rows], a kernel may leave the scores of keys at or past a row's
+  // visible count (positions[t] + 1) / ratio unwritten (indexer_mask_ragged sets them to -inf;
+  // the wgmma kernel skips them, the others ignore this).
+  const int64_t* positions = nullptr;
+  int64_t ratio = 1;
   IndexerScorePath path = IndexerScorePath::kAuto;  // tests and the bench force one
 };
 // head_dim must be a multiple of 4 (rows are read as float4). The tensor-core path
@@ -87,6 +95,9 @@ struct PagedIndexerScoreArgs {
 // when q and the keys are bf16-exact, as the model's FP4 values are) needs heads 32
 // and head_dim 128.
 cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t stream);
+// kAuto's choice of the wgmma kernel at prefill sizes: -1 (default) DEEPINFER_INDEXER_WGMMA,
+// 0 off, 1 on (the bench's in-process A/B).
+void indexer_score_set_wgmma(int mode);
 
 struct RaggedMaskArgs {
   float* scores = nullptr;  // ragged, in place

@@ -577,8 +577,9 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
   linear(x, w, n, a.indexer_weights_proj);
   if (go) CUDA_CHECK(kernels::scale(w, 1.0f / std::sqrt(float(ih)), n * ih, stream));
   if (go)
+    // Positions: the kernel may skip keys a row cannot see (the selection masks them to -inf).
     gpu::indexer_score_paged({qi, w, src.keys, b.d_tables, d_info, n, ih, ihd, src.epb, max_keys,
-                              1.0f / std::sqrt(float(ihd)), scores},
+                              1.0f / std::sqrt(float(ihd)), scores, b.d_positions, ratio},
                              stream);
 
   const int64_t top_k = c.index_topk;

@@ -251,6 +251,10 @@ struct IndexerScorePagedParams {
   int64_t max_keys = 0;  // >= every row's num_keys
   float softmax_scale = 1.0f;
   float* scores = nullptr;  // ragged
+  // Optional [rows]: scores of keys at or past a row's visible count (positions + 1) / ratio
+  // may be left unwritten (the selection's mask sets them to -inf).
+  const int64_t* positions = nullptr;
+  int64_t ratio = 1;
 };
 void indexer_score_paged(const IndexerScorePagedParams& p, cudaStream_t stream);
 

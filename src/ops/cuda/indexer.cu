@@ -95,6 +95,8 @@ void indexer_score_paged(const IndexerScorePagedParams& p, cudaStream_t stream) 
   a.max_keys = p.max_keys;
   a.softmax_scale = p.softmax_scale;
   a.scores = p.scores;
+  a.positions = p.positions;
+  a.ratio = p.ratio;
   CUDA_CHECK(kernels::indexer_score_paged(a, stream));
 }
 
