@@ -2411,9 +2411,11 @@ int main(int argc, char** argv) {
     // --indexer-wgmma-ab: each prefill with kAuto's wgmma indexer score off, then on (NOTES 43).
     const std::vector<int> ab_modes = indexer_wgmma_ab ? std::vector<int>{0, 1} : std::vector<int>{-1};
     for (const int64_t prefill : prefills) {
+     const uint64_t seed_at = tok_seed;  // each A/B mode draws the same tokens (logits_fnv must agree)
      for (const int ab : ab_modes) {
       if (prefill <= 0) continue;
       kernels::indexer_score_set_wgmma(ab);
+      tok_seed = seed_at;
       std::vector<int64_t> table(size_t((prefill + 63) / 64 + 1));
       for (size_t i = 0; i < table.size(); ++i) table[i] = int64_t(i);
       for (int rep = 0; rep < 2; ++rep) {
