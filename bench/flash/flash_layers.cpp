@@ -54,8 +54,8 @@
 // DEEPINFER_FP8_GEMV=0 / 1 (environment): the new kernel never / from n = 1 in the layers run
 // (default: from n = 4).
 // --gemv-persist 4[,2]: its ring depth and blocks per SM.
-// --gemv-tmap 4[,16[,1[,30]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer and the
-// smallest weight (MB) it takes (NOTES 38).
+// --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
+// smallest weight (MB) it takes (NOTES 38) and the lean consumer (NOTES 41).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
 // --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192; --attn-ns and
@@ -1011,8 +1011,42 @@ void run_fp8gemv_ops(HostPool& hp) {
   CK(cudaFree(y2));
 }
 
+// --gemv-graph (helper gvn1, NOTES 41): each gemv line timed as torch_baselines.py times its
+// baselines -- one CUDA graph of 20 calls (the weight copies rotating) replayed, median of 5
+// replays per call -- so a kernel's host cost (the tensor-map kernel's plan and map) stays out
+// of its time, as it does in the layers' graph. st is the capture stream (not the legacy one).
+bool g_gemv_graph = false;
+template <class F>
+float time_graph(EvTimer& tm, cudaStream_t st, F&& f) {
+  f(0);
+  CK(cudaStreamSynchronize(st));
+  constexpr int inner = 20;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int j = 0; j < inner; ++j) f(j + 1);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphLaunch(ge, st));
+  CK(cudaStreamSynchronize(st));
+  std::vector<float> t;
+  for (int r = 0; r < 5; ++r) {
+    CK(cudaEventRecord(tm.a, st));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(tm.b, st));
+    CK(cudaEventSynchronize(tm.b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, tm.a, tm.b));
+    t.push_back(ms / float(inner));
+  }
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  return median(t);
+}
+
 void run_gemv_ops(HostPool& hp) {
   cudaStream_t st = nullptr;
+  if (g_gemv_graph) CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   EvTimer tm;
   struct Shape {
     const char* name;
@@ -1074,7 +1108,10 @@ void run_gemv_ops(HostPool& hp) {
                                   {"tmapprobe4", kernels::GemvKind::kTmap, 4, 1}, {"tmapw16", kernels::GemvKind::kTmap, 0, 2},
                                   {"tmapw16s4", kernels::GemvKind::kTmap, 4, 2}, {"tmapf16", kernels::GemvKind::kTmap, 0, 4},
                                   {"tmapf16s4", kernels::GemvKind::kTmap, 4, 4}, {"tmapw16f16", kernels::GemvKind::kTmap, 0, 6},
-                                  {"tmapw16f16s4", kernels::GemvKind::kTmap, 4, 6}};
+                                  {"tmapw16f16s4", kernels::GemvKind::kTmap, 4, 6},
+                                  // bit 3: the lean consumer (NOTES 41: w16f16, scale codes ahead, x read once)
+                                  {"tmaplean", kernels::GemvKind::kTmap, 4, 14}, {"tmaplean3", kernels::GemvKind::kTmap, 3, 14},
+                                  {"tmaplean6", kernels::GemvKind::kTmap, 6, 14}};
   auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
@@ -1087,6 +1124,7 @@ void run_gemv_ops(HostPool& hp) {
     kernels::gemv_set_persist(tmap ? 0 : v.depth, tmap ? 0 : v.blocks);
     kernels::gemv_set_tmap(tmap ? v.depth : 0, tmap && (v.blocks & 1) != 0);
     kernels::gemv_set_tmap_consumer(tmap && (v.blocks & 2) != 0 ? 16 : 8, tmap && (v.blocks & 4) != 0);
+    kernels::gemv_set_tmap_lean(tmap && (v.blocks & 8) != 0);
   };
   std::map<std::string, std::vector<WeightRef>> kept;  // the weights the multi section reuses
   for (const Shape& s : shapes) {
@@ -1122,9 +1160,8 @@ void run_gemv_ops(HostPool& hp) {
                         (long long)n);
             continue;
           }
-          const float ms = time_adaptive(tm, [&](int i) {
-            CK(kernels::linear(args(s, ws[size_t(i % copies)], n, bf16x, y), st));
-          });
+          auto call = [&](int i) { CK(kernels::linear(args(s, ws[size_t(i % copies)], n, bf16x, y), st)); };
+          const float ms = g_gemv_graph ? time_graph(tm, st, call) : time_adaptive(tm, call);
           const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
           char plan[96] = "";
           if (v.kind == kernels::GemvKind::kTmap) {
@@ -1132,6 +1169,7 @@ void run_gemv_ops(HostPool& hp) {
             kernels::gemv_tmap_plan(args(s, ws[0], n, bf16x, y), &tr, &cs, &nc, &stg);
             std::snprintf(plan, sizeof plan, " tr=%d cs=%d clusters=%d stages=%d", tr, cs, nc, stg);
           }
+          if (g_gemv_graph) std::strncat(plan, " timing=graph", sizeof plan - std::strlen(plan) - 1);
           std::printf("op gemv kernel=%s name=%s fmt=%c act=%s n=%lld rows=%lld cols=%lld MB=%.2f ms=%.5f GBps=%.0f "
                       "frac=%.3f%s\n",
                       v.name, s.name, s.fmt, bf16x ? "bf16" : "f32", (long long)n, (long long)s.rows,
@@ -1156,7 +1194,8 @@ void run_gemv_ops(HostPool& hp) {
   };
   for (const Pair& pr : {Pair{"wq_a+wkv", "wq_a", "wkv"}, Pair{"shared_w1+w3", "shared_w1", "shared_w1"},
                          Pair{"compressor_wkv+wgate", "compressor_wkv", "compressor_wkv"}}) {
-    if (kept.count(pr.a) == 0 || kept.count(pr.b) == 0) continue;
+    // (not under --gemv-graph: these time eagerly, with events on the legacy stream)
+    if (kept.count(pr.a) == 0 || kept.count(pr.b) == 0 || g_gemv_graph) continue;
     const auto& wa = kept[pr.a];
     const auto& wb = kept[pr.b];
     const Shape sa{pr.a, '8', 0, 0, 0};
@@ -1198,6 +1237,8 @@ void run_gemv_ops(HostPool& hp) {
   kernels::gemv_set_persist(0, 0);
   kernels::gemv_set_tmap(0, false);
   kernels::gemv_set_tmap_consumer(8, false);
+  kernels::gemv_set_tmap_lean(false);
+  if (st != nullptr) CK(cudaStreamDestroy(st));
   for (auto& [k, ws] : kept)
     for (auto& w : ws) {
       CK(cudaFree(const_cast<uint8_t*>(w.data)));
@@ -2173,11 +2214,13 @@ int main(int argc, char** argv) {
       kernels::gemv_set_tmap(v.empty() ? 0 : int(v[0]), false);
       kernels::gemv_set_tmap_consumer(v.size() > 1 ? int(v[1]) : 8, v.size() > 2 && v[2] != 0);
       kernels::gemv_set_tmap_min_bytes(v.size() > 3 ? v[3] << 20 : 0);  // [,min MB: smaller weights run kAuto]
+      kernels::gemv_set_tmap_lean(v.size() > 4 && v[4] != 0);  // [,lean 0|1: the lean consumer, NOTES 41]
     }
     else if (a == "--gemv-persist") {  // the persistent gemv's ring depth [and blocks per SM]: 4 or 4,2
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_persist(v.empty() ? 0 : int(v[0]), v.size() > 1 ? int(v[1]) : 0);
     }
+    else if (a == "--gemv-graph") g_gemv_graph = true;  // --ops-gemv lines timed by graph replay (time_graph)
     else if (a == "--gemv-profile") g_gemv_profile = true;  // --ops-gemv under ncu --profile-from-start off
     else if (a == "--gemv-shapes") g_gemv_shapes = split_commas(next());      // run_gemv_ops' weights
     else if (a == "--gemv-variants") g_gemv_variants = split_commas(next());  // run_gemv_ops' kernels

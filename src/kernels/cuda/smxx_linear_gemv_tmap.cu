@@ -189,9 +189,20 @@ __device__ __forceinline__ float round_bf16_f(float v) { return __uint_as_float(
 // error below 2^-25 of the largest x per element); f16 x f16 products are exact in fp32, the MMA
 // sums them in fp32, and the scale block's factor 2^(code - 127 - sh) is applied in fp32 per
 // 32-column block (per 16 at kCodes = 8): acc += c * factor.
-template <int TR, int kCodes, int CW, bool kF16>
+//
+// kLean (opt-in, with CW = 16 and kF16 only; helper gvn1, NOTES 41): the same arithmetic in the
+// same order (bitwise the 16-warp f16 consumer), with the consumer's global-memory latencies off
+// its per-stage path: (1) each tile's scale rows (its slice's span) are prefetched into L1 one
+// tile ahead (the first before pdl_wait), and a stage's codes are loaded one stage ahead and
+// turned into fp32 factors before the stage's wait, so no stage waits on a scale load that
+// missed (a 32 x 32 block's 32-byte code sector spans 8 stages: the first stage of each sector
+// and of each tile used to wait a DRAM round trip while the ring stood full); (2) x is read
+// from global memory once (kept in registers from the maximum pass to the f16 write) instead of
+// twice.
+template <int TR, int kCodes, int CW, bool kF16, bool kLean = false>
 __global__ void __launch_bounds__((CW + 1) * 32, 1)
     gemv_tmap_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
+  static_assert(!kLean || (kF16 && CW == 16), "kLean: the 16-warp f16 consumer only");
   pdl_trigger();
   constexpr int M = TR / 16;  // m16 tiles per CTA tile
   constexpr int kBoxBytes = TR * kBoxCols;
@@ -267,19 +278,104 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
     const uint32_t ring_s = gemv::smem_u32(ring);
     int64_t xgroup = -1;
     int sh = 0;  // kF16: x staged times 2^sh
+    constexpr int KC = kCodes > 0 ? kCodes : 1;
+    // kLean: unit u's scale row in tile tile_ (rows past num_rows: the last row's, any finite factor will do).
+    auto unit_srow = [&](int tile_, int u) -> const uint8_t* {
+      const int64_t r = p.row0 + min(tile_ * TR + tile_u[u] * 16, p.num_rows - 1);
+      return p.scale + (r >> p.block_rows_shift) * p.scale_cols;
+    };
+    // kLean: the code bytes of tile tile_'s slice into L1 (32-byte steps over the span, per unit).
+    auto prefetch_codes = [&](int tile_) {
+      if constexpr (kLean && kCodes > 0) {
+        const int c_first = (step0 * kBoxCols) >> p.scale_shift;
+        const int c_last = (min((step0 + nst) * kBoxCols, p.cols) - 1) >> p.scale_shift;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const uint8_t* sr = unit_srow(tile_, u) + c_first;
+          for (int o = 32 * lane; o <= c_last - c_first; o += 32 * 32)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(sr + o));
+        }
+      }
+    };
+    // kLean: the codes of stage si_ of tile tile_ (as the per-stage loads below).
+    auto load_codes = [&](int tile_, int si_, uint32_t (&out)[U][KC]) {
+      const int k0_ = step0 + si_ * NB;
+      const int nb_ = min(NB, step0 + nst - k0_);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint8_t* sr = kCodes > 0 ? unit_srow(tile_, u) : nullptr;
+#pragma unroll
+        for (int c = 0; c < KC; ++c) {
+          out[u][c] = 127u;
+          if constexpr (kCodes > 0) {
+            if (box_u[u] < nb_) {
+              const int col = min((k0_ + box_u[u]) * kBoxCols + c * (kBoxCols / kCodes), p.cols - 1);
+              out[u][c] = __ldg(sr + (col >> p.scale_shift));
+            }
+          }
+        }
+      }
+    };
+    uint32_t next_codes[U][KC];  // kLean: the codes of the consumer's next stage
+    if constexpr (kLean) {
+      prefetch_codes(cid);
+      if (spt > 0) load_codes(cid, 0, next_codes);
+    }
     pdl_wait();  // x (and y) after the kernel before
     int it = 0;
     for (int ti = 0; ti < my_tiles; ++ti) {
       const int tile = cid + ti * p.nclusters;
       const int lr0 = tile * TR;  // the tile's first row (of the slice)
       const int64_t grp = p.x_group_rows > 0 ? int64_t(lr0) / p.x_group_rows : 0;
+      if constexpr (kLean) {
+        if (ti + 1 < my_tiles) prefetch_codes(tile + p.nclusters);
+      }
       if (grp != xgroup && !p.probe) {
         // x of this slice's columns, bf16 (RNE) (kF16: then times 2^sh, in f16), zero past cols;
         // a thread's loads issued together (8 float4 per pass).
         if (ti > 0) named_bar_consumers<kCT>();  // every warp done with the previous group's x
         const float* xrow = p.x + grp * p.x_group_step + int64_t(step0) * kBoxCols;
         const int nch = nst * (kBoxCols / 4), cleft = p.cols - step0 * kBoxCols;
-        if constexpr (kF16) {
+        bool staged = false;
+        if constexpr (kLean) {
+          if (nch <= kCT * 8) {
+            // One pass: x loaded once, its maximum, then the same registers written in f16.
+            float4 v[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+              const int i = threadIdx.x + u * kCT;
+              v[u] = i < nch && 4 * i < cleft ? __ldg(reinterpret_cast<const float4*>(xrow) + i)
+                                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+            if (threadIdx.x == 0) xmax = 0u;
+            uint32_t m = 0;
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+              // Elements past cols are zeros: they leave the maximum as it is.
+              m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].x))));
+              m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].y))));
+              m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].z))));
+              m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].w))));
+            }
+            for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+            named_bar_consumers<kCT>();  // xmax = 0 before any atomicMax
+            if (lane == 0) atomicMax(&xmax, m);
+            named_bar_consumers<kCT>();
+            const uint32_t mb = xmax;
+            sh = (mb == 0u || mb >= 0x7f800000u) ? 0 : 14 - (max(int(mb >> 23), 1) - 127);
+            const float f = ldexpf(1.0f, sh);
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+              const int i = threadIdx.x + u * kCT;
+              if (i >= nch) continue;
+              *reinterpret_cast<uint2*>(xs + 4 * i) =
+                  make_uint2(pack_f16x2(round_bf16_f(v[u].x) * f, round_bf16_f(v[u].y) * f),
+                             pack_f16x2(round_bf16_f(v[u].z) * f, round_bf16_f(v[u].w) * f));
+            }
+            staged = true;
+          }
+        }
+        if (kF16 && !staged) {
           if (threadIdx.x == 0) xmax = 0u;
           named_bar_consumers<kCT>();
           uint32_t m = 0;
@@ -306,7 +402,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
           sh = (mb == 0u || mb >= 0x7f800000u) ? 0 : 14 - (max(int(mb >> 23), 1) - 127);
         }
         const float f = kF16 ? ldexpf(1.0f, sh) : 1.0f;
-        for (int b0 = threadIdx.x; b0 < nch; b0 += kCT * 8) {
+        for (int b0 = threadIdx.x; !staged && b0 < nch; b0 += kCT * 8) {
           float4 v[8];
 #pragma unroll
           for (int u = 0; u < 8; ++u) {
@@ -350,20 +446,36 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
         const int s = it % p.stages;
         const int k0 = step0 + si * NB;
         const int nb = min(NB, step0 + nst - k0);
-        // The stage's scale codes, loaded before the wait so their latency overlaps it.
-        uint32_t codes[U][kCodes > 0 ? kCodes : 1];
+        // The stage's scale codes, loaded before the wait so their latency overlaps it
+        // (kLean: loaded one stage ahead, the next stage's now).
+        uint32_t codes[U][KC];
+        float fac[U][KC];  // kLean: code_factor of each code, before the wait
+        if constexpr (kLean) {
 #pragma unroll
-        for (int u = 0; u < U; ++u)
+          for (int u = 0; u < U; ++u)
 #pragma unroll
-          for (int c = 0; c < (kCodes > 0 ? kCodes : 1); ++c) {
-            codes[u][c] = 127u;
-            if constexpr (kCodes > 0) {
-              if (box_u[u] < nb) {
-                const int col = min((k0 + box_u[u]) * kBoxCols + c * (kBoxCols / kCodes), p.cols - 1);
-                codes[u][c] = __ldg(srow[u] + (col >> p.scale_shift));
+            for (int c = 0; c < KC; ++c) codes[u][c] = next_codes[u][c];
+          if (si + 1 < spt) load_codes(tile, si + 1, next_codes);
+          else if (ti + 1 < my_tiles) load_codes(tile + p.nclusters, 0, next_codes);
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int c = 0; c < KC; ++c) fac[u][c] = code_factor(codes[u][c], sh);
+        } else {
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int c = 0; c < KC; ++c) {
+              codes[u][c] = 127u;
+              fac[u][c] = 1.0f;
+              if constexpr (kCodes > 0) {
+                if (box_u[u] < nb) {
+                  const int col = min((k0 + box_u[u]) * kBoxCols + c * (kBoxCols / kCodes), p.cols - 1);
+                  codes[u][c] = __ldg(srow[u] + (col >> p.scale_shift));
+                }
               }
             }
-          }
+        }
         mbar_wait(full + s, uint32_t((it / p.stages) & 1));
         if (!p.probe) {
 #pragma unroll
@@ -388,13 +500,13 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
                   float c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                   mma_f16(c1, e4m3x2_to_f16x2(d0), e4m3x2_to_f16x2(d1), e4m3x2_to_f16x2(d0 >> 16),
                           e4m3x2_to_f16x2(d1 >> 16), xa.x, xa.y);
-                  const float fa = code_factor(ca, sh);
+                  const float fa = kLean ? fac[u][2 * pp] : code_factor(ca, sh);
 #pragma unroll
                   for (int i = 0; i < 4; ++i) acc[u][i] += c1[i] * fa;
                   float c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                   mma_f16(c2, e4m3x2_to_f16x2(d2), e4m3x2_to_f16x2(d3), e4m3x2_to_f16x2(d2 >> 16),
                           e4m3x2_to_f16x2(d3 >> 16), xc.x, xc.y);
-                  const float fb = code_factor(cb, sh);
+                  const float fb = kLean ? fac[u][2 * pp + 1] : code_factor(cb, sh);
 #pragma unroll
                   for (int i = 0; i < 4; ++i) acc[u][i] += c2[i] * fb;
                 } else {
@@ -408,7 +520,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
                   mma_f16(c, e4m3x2_to_f16x2(d2), e4m3x2_to_f16x2(d3), e4m3x2_to_f16x2(d2 >> 16),
                           e4m3x2_to_f16x2(d3 >> 16), xc.x, xc.y);
                   if constexpr (kCodes == 4) {
-                    const float fa = code_factor(ca, sh);
+                    const float fa = kLean ? fac[u][pp] : code_factor(ca, sh);
 #pragma unroll
                     for (int i = 0; i < 4; ++i) acc[u][i] += c[i] * fa;
                   }
@@ -504,19 +616,21 @@ int max_dyn_smem() { return cached_device_attribute(cudaDevAttrMaxSharedMemoryPe
 using KernelFn = void (*)(CUtensorMap, Params);
 std::atomic<int> g_warps{8};
 std::atomic<bool> g_f16{false};
+std::atomic<bool> g_lean{false};
 
 template <int TR, int C>
-KernelFn pick(int cw, bool f16) {
+KernelFn pick(int cw, bool f16, bool lean) {
+  if (lean) return gemv_tmap_kernel<TR, C, 16, true, true>;  // lean: the 16-warp f16 consumer
   if (cw == 16) return f16 ? gemv_tmap_kernel<TR, C, 16, true> : gemv_tmap_kernel<TR, C, 16, false>;
   return f16 ? gemv_tmap_kernel<TR, C, 8, true> : gemv_tmap_kernel<TR, C, 8, false>;
 }
 template <int TR>
-KernelFn pick_codes(int codes, int cw, bool f16) {
-  return codes == 0 ? pick<TR, 0>(cw, f16) : codes == 4 ? pick<TR, 4>(cw, f16) : pick<TR, 8>(cw, f16);
+KernelFn pick_codes(int codes, int cw, bool f16, bool lean) {
+  return codes == 0 ? pick<TR, 0>(cw, f16, lean) : codes == 4 ? pick<TR, 4>(cw, f16, lean) : pick<TR, 8>(cw, f16, lean);
 }
-KernelFn kernel_for(int tr, int codes, int cw = 8, bool f16 = false) {
-  return tr == 64 ? pick_codes<64>(codes, cw, f16) : tr == 128 ? pick_codes<128>(codes, cw, f16)
-                                                                : pick_codes<256>(codes, cw, f16);
+KernelFn kernel_for(int tr, int codes, int cw = 8, bool f16 = false, bool lean = false) {
+  return tr == 64 ? pick_codes<64>(codes, cw, f16, lean) : tr == 128 ? pick_codes<128>(codes, cw, f16, lean)
+                                                                      : pick_codes<256>(codes, cw, f16, lean);
 }
 
 // Static shared memory of the kernels (barriers, part) is < 4 KB; the dynamic part is the ring,
@@ -618,6 +732,80 @@ bool encode_map(const LinearArgs& a, int tr, CUtensorMap* map) {
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Host cost (helper gvn1, NOTES 41): a launch used to plan twice and encode its tensor map twice
+// (eligible, then launch; a third time through gemv_tmap_wants), and set the kernel's shared-
+// memory attribute every time: ~10 us of host time per call, which bounded the eager op loop on
+// the weights under ~12 MB (NOTES 38). Both are functions of their key alone, so they are cached
+// (per device): the plan by (shape, groups, ring depth), the map by (base pointer, rows, cols,
+// tile rows) -- a map encodes nothing else, so a freed and reused address gets the same map.
+struct PlanKey {
+  int device;
+  int64_t rows, cols, groups;
+  int stages;
+  bool operator<(const PlanKey& o) const {
+    return std::tie(device, rows, cols, groups, stages) < std::tie(o.device, o.rows, o.cols, o.groups, o.stages);
+  }
+};
+struct MapKey {
+  int device;
+  const void* base;
+  int64_t rows, cols;
+  int tr;
+  bool operator<(const MapKey& o) const {
+    return std::tie(device, base, rows, cols, tr) < std::tie(o.device, o.base, o.rows, o.cols, o.tr);
+  }
+};
+std::mutex g_cache_mu;
+std::map<PlanKey, Plan> g_plans;
+std::map<MapKey, std::pair<bool, CUtensorMap>> g_maps;
+std::map<std::tuple<int, const void*>, int> g_attr;  // (device, kernel) -> dynamic smem set
+
+int current_device() {
+  int d = 0;
+  if (cudaGetDevice(&d) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return d;
+}
+
+Plan cached_plan(const LinearArgs& a) {
+  const PlanKey k{current_device(), a.num_rows, a.w.cols, a.x_group_rows, std::clamp(g_stages.load(), 2, kMaxStages)};
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mu);
+    auto it = g_plans.find(k);
+    if (it != g_plans.end()) return it->second;
+  }
+  const Plan pl = make_plan(a);  // outside the lock: max_clusters takes its own
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  g_plans[k] = pl;
+  return pl;
+}
+
+bool cached_map(const LinearArgs& a, int tr, CUtensorMap* map) {
+  const MapKey k{current_device(), a.w.data + a.row0 * a.w.cols, a.num_rows, a.w.cols, tr};
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  auto it = g_maps.find(k);
+  if (it == g_maps.end()) {
+    std::pair<bool, CUtensorMap> v;
+    v.first = encode_map(a, tr, &v.second);
+    if (g_maps.size() > 4096) g_maps.clear();  // bound the cache (tests and benches make many weights)
+    it = g_maps.emplace(k, v).first;
+  }
+  if (it->second.first) *map = it->second.second;
+  return it->second.first;
+}
+
+cudaError_t set_smem_once(KernelFn k, int dyn_smem) {
+  const auto key = std::make_tuple(current_device(), reinterpret_cast<const void*>(k));
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  auto it = g_attr.find(key);
+  if (it != g_attr.end() && it->second >= dyn_smem) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_smem);
+  if (e == cudaSuccess) g_attr[key] = dyn_smem;
+  return e;
+}
+
 bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 int log2i(int64_t v) {
   int s = 0;
@@ -650,6 +838,8 @@ void gemv_set_tmap_consumer(int warps, bool f16) {
   gemv_tmap::g_warps = warps == 16 ? 16 : 8;
   gemv_tmap::g_f16 = f16;
 }
+void gemv_set_tmap_lean(bool lean) { gemv_tmap::g_lean = lean; }
+bool gemv_tmap_lean() { return gemv_tmap::g_lean.load(); }
 
 bool linear_gemv_tmap_eligible(const LinearArgs& a) {
   using namespace gemv_tmap;
@@ -661,9 +851,9 @@ bool linear_gemv_tmap_eligible(const LinearArgs& a) {
         w.cols < (int64_t(1) << 30) && a.num_rows < (int64_t(1) << 30) &&
         (a.x_group_rows == 0 || a.x_group_rows % 64 == 0) && linear_gemv_eligible(a)))
     return false;
-  const Plan pl = make_plan(a);
+  const Plan pl = cached_plan(a);
   CUtensorMap map;
-  return pl.ok && encode_map(a, pl.tr, &map);
+  return pl.ok && cached_map(a, pl.tr, &map);
 }
 
 }  // namespace deepinfer::kernels
@@ -672,10 +862,10 @@ namespace deepinfer::kernels::gemv_tmap {
 
 cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
   if (!linear_gemv_tmap_eligible(a)) return cudaErrorInvalidValue;
-  const Plan pl = make_plan(a);
+  const Plan pl = cached_plan(a);
   const WeightArgs& w = a.w;
   CUtensorMap map;
-  if (!encode_map(a, pl.tr, &map)) return cudaErrorInvalidValue;
+  if (!cached_map(a, pl.tr, &map)) return cudaErrorInvalidValue;
   Params p;
   p.x = a.x;
   p.y = a.y;
@@ -698,9 +888,9 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
   p.x_bytes = pl.x_bytes;
   p.probe = g_probe.load() ? 1 : 0;
   const int codes = !scaled ? 0 : w.block_cols >= 32 ? 4 : 8;
-  const int cw = g_warps.load() == 16 ? 16 : 8;
-  KernelFn k = kernel_for(pl.tr, codes, cw, g_f16.load());
-  cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pl.dyn_smem);
+  const int cw = g_lean.load() || g_warps.load() == 16 ? 16 : 8;
+  KernelFn k = kernel_for(pl.tr, codes, cw, g_f16.load(), g_lean.load());
+  cudaError_t e = set_smem_once(k, pl.dyn_smem);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(pl.nclusters * pl.cs));
@@ -732,7 +922,7 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
 namespace deepinfer::kernels {
 void gemv_tmap_plan(const LinearArgs& a, int* tr, int* cs, int* nclusters, int* stages) {
   gemv_tmap::Plan pl;
-  if (linear_gemv_tmap_eligible(a)) pl = gemv_tmap::make_plan(a);
+  if (linear_gemv_tmap_eligible(a)) pl = gemv_tmap::cached_plan(a);
   if (tr) *tr = pl.ok ? pl.tr : 0;
   if (cs) *cs = pl.cs;
   if (nclusters) *nclusters = pl.nclusters;

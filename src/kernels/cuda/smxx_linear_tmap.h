@@ -14,6 +14,10 @@ namespace deepinfer::kernels {
 // x staged in f16 after a power-of-two shift per CTA, the block scale applied in fp32 per 32
 // columns) instead of the exact-bf16 decode. Same split, ring and sum structure either way.
 void gemv_set_tmap_consumer(int warps, bool f16);
+// lean: the 16-warp f16 consumer with its scale codes prefetched ahead and x read once
+// (bitwise the 16-warp f16 consumer; NOTES 41); overrides warps / f16 while set.
+void gemv_set_tmap_lean(bool lean);
+bool gemv_tmap_lean();
 // GemvKind::kTmap takes only calls whose weight slice has at least this many bytes (0: every call
 // it can take, the default); smaller ones run what kAuto runs (layers with tmap on the big weights only).
 void gemv_set_tmap_min_bytes(int64_t bytes);
