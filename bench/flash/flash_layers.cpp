@@ -1095,6 +1095,7 @@ void run_gemv_ops(HostPool& hp) {
     const char* name;
     kernels::GemvKind kind;
     int depth, blocks;
+    int force_tr = 0, force_cs = 0;  // tmap: a forced split (gemv_set_tmap_force; 0: the plan's)
   };
   const Variant all_variants[] = {{"stream", kernels::GemvKind::kStream, 0, 0}, {"bulk", kernels::GemvKind::kBulk, 0, 0},
                                   {"p2", kernels::GemvKind::kPersist, 2, 0},    {"p4", kernels::GemvKind::kPersist, 4, 0},
@@ -1111,7 +1112,14 @@ void run_gemv_ops(HostPool& hp) {
                                   {"tmapw16f16s4", kernels::GemvKind::kTmap, 4, 6},
                                   // bit 3: the lean consumer (NOTES 41: w16f16, scale codes ahead, x read once)
                                   {"tmaplean", kernels::GemvKind::kTmap, 4, 14}, {"tmaplean3", kernels::GemvKind::kTmap, 3, 14},
-                                  {"tmaplean6", kernels::GemvKind::kTmap, 6, 14}};
+                                  {"tmaplean6", kernels::GemvKind::kTmap, 6, 14},
+                                  // lean at forced splits (wo_b's plan: NOTES 41)
+                                  {"tmaplean_t64c1", kernels::GemvKind::kTmap, 4, 14, 64, 1},
+                                  {"tmaplean_t128c1", kernels::GemvKind::kTmap, 4, 14, 128, 1},
+                                  {"tmaplean_t64c3", kernels::GemvKind::kTmap, 4, 14, 64, 3},
+                                  {"tmaplean_t128c4", kernels::GemvKind::kTmap, 4, 14, 128, 4},
+                                  {"tmaplean_t128c6", kernels::GemvKind::kTmap, 4, 14, 128, 6},
+                                  {"tmaplean_t256c7", kernels::GemvKind::kTmap, 4, 14, 256, 7}};
   auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
@@ -1125,6 +1133,7 @@ void run_gemv_ops(HostPool& hp) {
     kernels::gemv_set_tmap(tmap ? v.depth : 0, tmap && (v.blocks & 1) != 0);
     kernels::gemv_set_tmap_consumer(tmap && (v.blocks & 2) != 0 ? 16 : 8, tmap && (v.blocks & 4) != 0);
     kernels::gemv_set_tmap_lean(tmap && (v.blocks & 8) != 0);
+    kernels::gemv_set_tmap_force(tmap ? v.force_tr : 0, tmap ? v.force_cs : 0);
   };
   std::map<std::string, std::vector<WeightRef>> kept;  // the weights the multi section reuses
   for (const Shape& s : shapes) {
@@ -1238,6 +1247,7 @@ void run_gemv_ops(HostPool& hp) {
   kernels::gemv_set_tmap(0, false);
   kernels::gemv_set_tmap_consumer(8, false);
   kernels::gemv_set_tmap_lean(false);
+  kernels::gemv_set_tmap_force(0, 0);
   if (st != nullptr) CK(cudaStreamDestroy(st));
   for (auto& [k, ws] : kept)
     for (auto& w : ws) {

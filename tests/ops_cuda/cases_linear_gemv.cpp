@@ -305,6 +305,7 @@ struct TmapConsumer {
   int warps = 8;
   bool f16 = false;
   bool lean = false;  // the lean consumer (NOTES 41): 16 warps, f16, codes ahead, x read once
+  int force_tr = 0, force_cs = 0;  // a forced split (gemv_set_tmap_force), 0: the plan's
 };
 
 std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float>& dx, int stages = 0,
@@ -316,19 +317,24 @@ std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float
   kernels::gemv_set_tmap(stages, false);
   kernels::gemv_set_tmap_consumer(cons.warps, cons.f16);
   kernels::gemv_set_tmap_lean(cons.lean);
+  kernels::gemv_set_tmap_force(cons.force_tr, cons.force_cs);
   if (!kernels::linear_gemv_tmap_eligible(a)) {
     kernels::gemv_set_tmap(0, false);
     kernels::gemv_set_tmap_consumer(8, false);
     kernels::gemv_set_tmap_lean(false);
+    kernels::gemv_set_tmap_force(0, 0);
     throw std::runtime_error("kTmap does not take " + shape_name("tmap", s));
   }
   int tr = 0, cs = 0, nc = 0, st = 0;
   kernels::gemv_tmap_plan(a, &tr, &cs, &nc, &st);
   std::printf("  tmap plan %s: tr=%d cs=%d clusters=%d stages=%d\n", shape_name("tmap", s).c_str(), tr, cs, nc, st);
-  const cudaError_t e = kernels::linear(a, nullptr);
+  const bool forced_ok = cons.force_tr == 0 || (tr == cons.force_tr && (cons.force_cs == 0 || cs == cons.force_cs));
+  const cudaError_t e = forced_ok ? kernels::linear(a, nullptr) : cudaSuccess;
   kernels::gemv_set_tmap(0, false);
   kernels::gemv_set_tmap_consumer(8, false);
   kernels::gemv_set_tmap_lean(false);
+  kernels::gemv_set_tmap_force(0, 0);
+  if (!forced_ok) throw std::runtime_error("the forced split did not take " + shape_name("tmap", s));
   check_cuda(e, "gemv tmap");
   check_cuda(cudaDeviceSynchronize(), "gemv tmap sync");
   return dy.host();
@@ -343,6 +349,7 @@ OpCase tmap_oracle_case(const Shape& s, int scales = 0, int stages = 0, TmapCons
   if (cons.warps == 16) what += "_w16";
   if (cons.f16) what += "_f16";
   if (cons.lean) what += "_lean";
+  if (cons.force_tr > 0) what += "_t" + std::to_string(cons.force_tr) + "c" + std::to_string(cons.force_cs);
   if (wide_x) what += "_widex";
   return {shape_name(what.c_str(), s), "linear", [=](Rng& rng) {
             const auto w = tc_weight(rng, s, scales);
@@ -587,6 +594,11 @@ std::vector<OpCase> linear_gemv_cases() {
     c.push_back(tmap_lean_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, 0, 3));
     c.push_back(tmap_lean_bitwise_case({K2::kFp8E8m0, 1, 1024, 2304, 0, -1, true}, 3));
     c.push_back(tmap_lean_bitwise_case({K2::kFp8E8m0, 1, 1024, 1280, 0, -1, true}, 0, 0, true));
+    // Forced splits (the bench's wo_b plans): whole-K 64-row tiles (8192 columns of x staged), 128-row
+    // tiles over clusters of 6 (ragged last slice) and of 4.
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 320, 8192, 0, -1, true}, 0, 0, TmapConsumer{16, true, true, 64, 1}));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 640, 8192, 0, -1, true}, 0, 0, TmapConsumer{16, true, true, 128, 6}));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 640, 8192, 0, -1, true}, 0, 0, TmapConsumer{16, true, true, 64, 3}));
   }
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 1, 1024, 1280}));                 // f32 x
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 2, 1024, 1280, 0, -1, true}));    // n = 2

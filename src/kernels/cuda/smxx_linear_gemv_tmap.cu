@@ -680,37 +680,46 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The split: the fewest bytes for the busiest CTA (each cluster round costs a tile's bytes of
 // its slice; a cluster reduction per round counts as 4 KB), ties to fewer ranks, then larger
 // tiles. A function of the shape, the SM count and the ring depth only.
+// A forced split (tr, cs) for A/B measurements of the plan (gemv_set_tmap_force; 0: the plan's
+// own choice). Where the forced split cannot run the shape, the plan's own choice stands.
+std::atomic<int> g_force_tr{0}, g_force_cs{0};
+
 Plan make_plan(const LinearArgs& a) {
   Plan best;
   const int64_t cols = a.w.cols, rows = a.num_rows;
   const int64_t nsteps = ceil_div(cols, kBoxCols);
   const int want_stages = std::clamp(g_stages.load(), 2, kMaxStages);
   const int smem_cap = max_dyn_smem() - kStaticSmem;
+  const int ftr = g_force_tr.load(), fcs = g_force_cs.load();
   int64_t best_cost = INT64_MAX;
-  for (const int tr : {256, 128, 64}) {
-    if (a.x_group_rows > 0 && a.x_group_rows % tr != 0) continue;
-    const int64_t tiles = ceil_div(rows, tr);
-    for (int cs = 1; cs <= kMaxCluster && cs <= nsteps; ++cs) {
-      const int64_t per = ceil_div(nsteps, cs);
-      if ((cs - 1) * per >= nsteps) continue;  // an empty slice
-      const int x_bytes = int(per * kBoxCols * 2);
-      const int red_bytes = cs > 1 ? 2 * cs * tr * 4 : 0;
-      const int stages = std::min<int64_t>(want_stages, (smem_cap - 1024 - x_bytes - red_bytes) / kStageBytes);
-      if (stages < 2) continue;
-      const int dyn = 1024 + stages * kStageBytes + x_bytes + red_bytes;
-      const int64_t nc = std::min<int64_t>(tiles, max_clusters(cs, dyn));
-      const int64_t rounds = ceil_div(tiles, nc);
-      const int64_t cost = rounds * (tr * per * kBoxCols + (cs > 1 ? 4096 : 0));
-      if (cost < best_cost) {
-        best_cost = cost;
-        best.tr = tr;
-        best.cs = cs;
-        best.nclusters = int(nc);
-        best.per_steps = int(per);
-        best.stages = stages;
-        best.x_bytes = x_bytes;
-        best.dyn_smem = dyn;
-        best.ok = true;
+  for (int pass = ftr > 0 ? 0 : 1; pass < 2 && !best.ok; ++pass) {  // pass 0: the forced split only
+    for (const int tr : {256, 128, 64}) {
+      if (pass == 0 && tr != ftr) continue;
+      if (a.x_group_rows > 0 && a.x_group_rows % tr != 0) continue;
+      const int64_t tiles = ceil_div(rows, tr);
+      for (int cs = 1; cs <= kMaxCluster && cs <= nsteps; ++cs) {
+        if (pass == 0 && fcs > 0 && cs != fcs) continue;
+        const int64_t per = ceil_div(nsteps, cs);
+        if ((cs - 1) * per >= nsteps) continue;  // an empty slice
+        const int x_bytes = int(per * kBoxCols * 2);
+        const int red_bytes = cs > 1 ? 2 * cs * tr * 4 : 0;
+        const int stages = std::min<int64_t>(want_stages, (smem_cap - 1024 - x_bytes - red_bytes) / kStageBytes);
+        if (stages < 2) continue;
+        const int dyn = 1024 + stages * kStageBytes + x_bytes + red_bytes;
+        const int64_t nc = std::min<int64_t>(tiles, max_clusters(cs, dyn));
+        const int64_t rounds = ceil_div(tiles, nc);
+        const int64_t cost = rounds * (tr * per * kBoxCols + (cs > 1 ? 4096 : 0));
+        if (cost < best_cost) {
+          best_cost = cost;
+          best.tr = tr;
+          best.cs = cs;
+          best.nclusters = int(nc);
+          best.per_steps = int(per);
+          best.stages = stages;
+          best.x_bytes = x_bytes;
+          best.dyn_smem = dyn;
+          best.ok = true;
+        }
       }
     }
   }
@@ -741,9 +750,10 @@ bool encode_map(const LinearArgs& a, int tr, CUtensorMap* map) {
 struct PlanKey {
   int device;
   int64_t rows, cols, groups;
-  int stages;
+  int stages, force;
   bool operator<(const PlanKey& o) const {
-    return std::tie(device, rows, cols, groups, stages) < std::tie(o.device, o.rows, o.cols, o.groups, o.stages);
+    return std::tie(device, rows, cols, groups, stages, force) <
+           std::tie(o.device, o.rows, o.cols, o.groups, o.stages, o.force);
   }
 };
 struct MapKey {
@@ -770,7 +780,8 @@ int current_device() {
 }
 
 Plan cached_plan(const LinearArgs& a) {
-  const PlanKey k{current_device(), a.num_rows, a.w.cols, a.x_group_rows, std::clamp(g_stages.load(), 2, kMaxStages)};
+  const PlanKey k{current_device(), a.num_rows, a.w.cols, a.x_group_rows, std::clamp(g_stages.load(), 2, kMaxStages),
+                  g_force_tr.load() * 16 + g_force_cs.load()};
   {
     std::lock_guard<std::mutex> lock(g_cache_mu);
     auto it = g_plans.find(k);
@@ -839,6 +850,11 @@ void gemv_set_tmap_consumer(int warps, bool f16) {
   gemv_tmap::g_f16 = f16;
 }
 void gemv_set_tmap_lean(bool lean) { gemv_tmap::g_lean = lean; }
+void gemv_set_tmap_force(int tr, int cs) {
+  const bool ok = tr == 64 || tr == 128 || tr == 256;
+  gemv_tmap::g_force_tr = ok ? tr : 0;
+  gemv_tmap::g_force_cs = ok ? std::clamp(cs, 0, gemv_tmap::kMaxCluster) : 0;
+}
 bool gemv_tmap_lean() { return gemv_tmap::g_lean.load(); }
 
 bool linear_gemv_tmap_eligible(const LinearArgs& a) {

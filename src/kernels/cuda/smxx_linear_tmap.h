@@ -18,6 +18,10 @@ void gemv_set_tmap_consumer(int warps, bool f16);
 // (bitwise the 16-warp f16 consumer; NOTES 41); overrides warps / f16 while set.
 void gemv_set_tmap_lean(bool lean);
 bool gemv_tmap_lean();
+// A forced split for A/B measurements of the plan: tile rows tr (64 / 128 / 256) and cs CTAs per
+// cluster (0: the plan picks cs); tr 0: the plan's own choice (the default). A split that cannot
+// run the shape leaves the plan's own choice.
+void gemv_set_tmap_force(int tr, int cs);
 // GemvKind::kTmap takes only calls whose weight slice has at least this many bytes (0: every call
 // it can take, the default); smaller ones run what kAuto runs (layers with tmap on the big weights only).
 void gemv_set_tmap_min_bytes(int64_t bytes);
