@@ -55,7 +55,7 @@
 // (default: from n = 4).
 // --gemv-persist 4[,2]: its ring depth and blocks per SM.
 // --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
-// smallest weight (MB) it takes (NOTES 38) and the lean consumer (NOTES 41).
+// smallest weight (MB) it takes (NOTES 38) and the slim consumer (NOTES 41).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
 // small-tile kernel inside cudaProfilerStart / Stop (for ncu --profile-from-start off).
 // --ops-attention: only the attention op in both precisions (n = 1, 8, 256, 8192; --attn-ns and
@@ -1110,16 +1110,20 @@ void run_gemv_ops(HostPool& hp) {
                                   {"tmapw16s4", kernels::GemvKind::kTmap, 4, 2}, {"tmapf16", kernels::GemvKind::kTmap, 0, 4},
                                   {"tmapf16s4", kernels::GemvKind::kTmap, 4, 4}, {"tmapw16f16", kernels::GemvKind::kTmap, 0, 6},
                                   {"tmapw16f16s4", kernels::GemvKind::kTmap, 4, 6},
-                                  // bit 3: the lean consumer (NOTES 41: w16f16, scale codes ahead, x read once)
-                                  {"tmaplean", kernels::GemvKind::kTmap, 4, 14}, {"tmaplean3", kernels::GemvKind::kTmap, 3, 14},
-                                  {"tmaplean6", kernels::GemvKind::kTmap, 6, 14},
-                                  // lean at forced splits (wo_b's plan: NOTES 41)
-                                  {"tmaplean_t64c1", kernels::GemvKind::kTmap, 4, 14, 64, 1},
-                                  {"tmaplean_t128c1", kernels::GemvKind::kTmap, 4, 14, 128, 1},
-                                  {"tmaplean_t64c3", kernels::GemvKind::kTmap, 4, 14, 64, 3},
-                                  {"tmaplean_t128c4", kernels::GemvKind::kTmap, 4, 14, 128, 4},
-                                  {"tmaplean_t128c6", kernels::GemvKind::kTmap, 4, 14, 128, 6},
-                                  {"tmaplean_t256c7", kernels::GemvKind::kTmap, 4, 14, 256, 7}};
+                                  // bit 3: the slim consumer (NOTES 41: w16f16 without its per-stage
+                                  // overhead), at 4 / 3 / 6 stages and at forced splits (wo_b's plan)
+                                  {"tmapslim", kernels::GemvKind::kTmap, 4, 14}, {"tmapslim3", kernels::GemvKind::kTmap, 3, 14},
+                                  {"tmapslim6", kernels::GemvKind::kTmap, 6, 14},
+                                  {"tmapslim_t64c1", kernels::GemvKind::kTmap, 4, 14, 64, 1},
+                                  {"tmapslim_t128c4", kernels::GemvKind::kTmap, 4, 14, 128, 4},
+                                  // the 16-warp f16 consumer at forced splits (measured in NOTES 41 with the
+                                  // deleted lean consumer, which is bitwise this one)
+                                  {"tmapw16f16s4_t64c1", kernels::GemvKind::kTmap, 4, 6, 64, 1},
+                                  {"tmapw16f16s4_t128c1", kernels::GemvKind::kTmap, 4, 6, 128, 1},
+                                  {"tmapw16f16s4_t64c3", kernels::GemvKind::kTmap, 4, 6, 64, 3},
+                                  {"tmapw16f16s4_t128c4", kernels::GemvKind::kTmap, 4, 6, 128, 4},
+                                  {"tmapw16f16s4_t128c6", kernels::GemvKind::kTmap, 4, 6, 128, 6},
+                                  {"tmapw16f16s4_t256c7", kernels::GemvKind::kTmap, 4, 6, 256, 7}};
   auto wanted = [](const std::vector<std::string>& list, const std::string& v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
@@ -1132,7 +1136,7 @@ void run_gemv_ops(HostPool& hp) {
     kernels::gemv_set_persist(tmap ? 0 : v.depth, tmap ? 0 : v.blocks);
     kernels::gemv_set_tmap(tmap ? v.depth : 0, tmap && (v.blocks & 1) != 0);
     kernels::gemv_set_tmap_consumer(tmap && (v.blocks & 2) != 0 ? 16 : 8, tmap && (v.blocks & 4) != 0);
-    kernels::gemv_set_tmap_lean(tmap && (v.blocks & 8) != 0);
+    kernels::gemv_set_tmap_slim(tmap && (v.blocks & 8) != 0);
     kernels::gemv_set_tmap_force(tmap ? v.force_tr : 0, tmap ? v.force_cs : 0);
   };
   std::map<std::string, std::vector<WeightRef>> kept;  // the weights the multi section reuses
@@ -1246,7 +1250,7 @@ void run_gemv_ops(HostPool& hp) {
   kernels::gemv_set_persist(0, 0);
   kernels::gemv_set_tmap(0, false);
   kernels::gemv_set_tmap_consumer(8, false);
-  kernels::gemv_set_tmap_lean(false);
+  kernels::gemv_set_tmap_slim(false);
   kernels::gemv_set_tmap_force(0, 0);
   if (st != nullptr) CK(cudaStreamDestroy(st));
   for (auto& [k, ws] : kept)
@@ -2224,7 +2228,7 @@ int main(int argc, char** argv) {
       kernels::gemv_set_tmap(v.empty() ? 0 : int(v[0]), false);
       kernels::gemv_set_tmap_consumer(v.size() > 1 ? int(v[1]) : 8, v.size() > 2 && v[2] != 0);
       kernels::gemv_set_tmap_min_bytes(v.size() > 3 ? v[3] << 20 : 0);  // [,min MB: smaller weights run kAuto]
-      kernels::gemv_set_tmap_lean(v.size() > 4 && v[4] != 0);  // [,lean 0|1: the lean consumer, NOTES 41]
+      kernels::gemv_set_tmap_slim(v.size() > 4 && v[4] != 0);  // [,slim 0|1: the slim consumer, NOTES 41]
     }
     else if (a == "--gemv-persist") {  // the persistent gemv's ring depth [and blocks per SM]: 4 or 4,2
       const std::vector<int64_t> v = parse_list(next());

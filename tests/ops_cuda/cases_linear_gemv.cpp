@@ -304,7 +304,7 @@ OpCase xs_case(const Shape& s, kernels::GemvKind kind, float xscale = 1.0f, int 
 struct TmapConsumer {
   int warps = 8;
   bool f16 = false;
-  bool lean = false;  // the lean consumer (NOTES 41): 16 warps, f16, codes ahead, x read once
+  bool slim = false;  // the slim consumer (NOTES 41): 16 warps, f16, no per-stage overhead
   int force_tr = 0, force_cs = 0;  // a forced split (gemv_set_tmap_force), 0: the plan's
 };
 
@@ -316,12 +316,12 @@ std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float
   GemvScope scope(kernels::GemvKind::kTmap, 0);
   kernels::gemv_set_tmap(stages, false);
   kernels::gemv_set_tmap_consumer(cons.warps, cons.f16);
-  kernels::gemv_set_tmap_lean(cons.lean);
+  kernels::gemv_set_tmap_slim(cons.slim);
   kernels::gemv_set_tmap_force(cons.force_tr, cons.force_cs);
   if (!kernels::linear_gemv_tmap_eligible(a)) {
     kernels::gemv_set_tmap(0, false);
     kernels::gemv_set_tmap_consumer(8, false);
-    kernels::gemv_set_tmap_lean(false);
+    kernels::gemv_set_tmap_slim(false);
     kernels::gemv_set_tmap_force(0, 0);
     throw std::runtime_error("kTmap does not take " + shape_name("tmap", s));
   }
@@ -332,7 +332,7 @@ std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float
   const cudaError_t e = forced_ok ? kernels::linear(a, nullptr) : cudaSuccess;
   kernels::gemv_set_tmap(0, false);
   kernels::gemv_set_tmap_consumer(8, false);
-  kernels::gemv_set_tmap_lean(false);
+  kernels::gemv_set_tmap_slim(false);
   kernels::gemv_set_tmap_force(0, 0);
   if (!forced_ok) throw std::runtime_error("the forced split did not take " + shape_name("tmap", s));
   check_cuda(e, "gemv tmap");
@@ -348,7 +348,7 @@ OpCase tmap_oracle_case(const Shape& s, int scales = 0, int stages = 0, TmapCons
   if (stages > 0) what += "_s" + std::to_string(stages);
   if (cons.warps == 16) what += "_w16";
   if (cons.f16) what += "_f16";
-  if (cons.lean) what += "_lean";
+  if (cons.slim) what += "_slim";
   if (cons.force_tr > 0) what += "_t" + std::to_string(cons.force_tr) + "c" + std::to_string(cons.force_cs);
   if (wide_x) what += "_widex";
   return {shape_name(what.c_str(), s), "linear", [=](Rng& rng) {
@@ -361,19 +361,15 @@ OpCase tmap_oracle_case(const Shape& s, int scales = 0, int stages = 0, TmapCons
           }};
 }
 
-// The lean consumer against the 16-warp f16 one on the same inputs, bitwise (family "former"):
-// it moves only loads (scale codes a stage ahead, x read once), never the arithmetic or its order.
-OpCase tmap_lean_bitwise_case(const Shape& s, int scales = 0, int stages = 0, bool wide_x = false) {
-  std::string what = scales == 1 ? "gemv_tmap_lean_eq_noscale" : scales == 2 ? "gemv_tmap_lean_eq_bigscale"
-                     : scales == 3 ? "gemv_tmap_lean_eq_block16" : "gemv_tmap_lean_eq";
+// The slim consumer against the 16-warp f16 one on the same inputs, bitwise (family "former"): the
+// same products and sums, its factors without x's shift 2^-sh, which it applies once per row
+// instead -- exact where no partial sum leaves fp32's normal range (these inputs: normal ranges).
+OpCase tmap_slim_bitwise_case(const Shape& s, int stages = 0) {
+  std::string what = "gemv_tmap_slim_eq";
   if (stages > 0) what += "_s" + std::to_string(stages);
-  if (wide_x) what += "_widex";
   return {shape_name(what.c_str(), s), "former", [=](Rng& rng) {
-            const auto w = tc_weight(rng, s, scales);
-            auto x = randn(rng, size_t(s.n * x_width(s)));
-            if (wide_x)
-              for (auto& v : x) v = std::ldexp(v, int(randint(rng, -40, 12)));
-            const Dev<float> dx(x);
+            const auto w = tc_weight(rng, s, 0);
+            const Dev<float> dx(randn(rng, size_t(s.n * x_width(s))));
             return Outputs{{{"y", run_tmap(s, *w, dx, stages, TmapConsumer{16, true, false}),
                              run_tmap(s, *w, dx, stages, TmapConsumer{16, true, true})}},
                            {}};
@@ -571,34 +567,31 @@ std::vector<OpCase> linear_gemv_cases() {
     c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 2304, 0, -1, true}, 3, 0, cons));
     c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 1280, 0, -1, true}, 0, 0, cons, true));
   }
-  // The lean consumer (NOTES 41): the oracle on the full wq_b (one tile per CTA: the codes of a
-  // 32 x 32 block's sector span 8 stages) and the small shapes of each path (tails, a slice, groups,
-  // no scales, codes above 142, 16-column blocks, wide x); bitwise the 16-warp f16 consumer on the
-  // full wo_b (3 cluster rounds: the next tile's codes prefetched across tiles), the grouped wo_a
-  // (x staged per group), shared w2 / wq_a splits, a 3-stage ring and 16-column blocks.
+  // The slim consumer (NOTES 41): the oracle on the full wq_b (10 stages of one tile per CTA) and the
+  // small shapes of each path (tails, a slice, groups, no scales, codes above 142, 16-column blocks --
+  // the 16-warp f16 consumer's kernel there --, wide x, forced splits: whole-K 64-row tiles over 8192
+  // columns, 128-row tiles over clusters of 6 with a ragged last slice, 64-row tiles over 3); bitwise
+  // the 16-warp f16 consumer on the full wo_b (3 cluster rounds), the grouped wo_a (x per group), shared
+  // w2 / wq_a splits and shared w1 at 3 stages.
   {
-    const TmapConsumer lean{16, true, true};
+    const TmapConsumer slim{16, true, true};
     for (const Shape& s : std::vector<Shape>{
              {K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true}, {K2::kFp8E8m0, 1, 200, 2080, 0, -1, true},
              {K2::kFp8E8m0, 1, 6, 1024, 0, -1, true},     {K2::kFp8E8m0, 1, 256, 1280, 32, 150, true},
              {K2::kFp8E8m0, 1, 1024, 1024, 0, -1, true, 0, 8}})
-      c.push_back(tmap_oracle_case(s, 0, 0, lean));
-    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 640, 1280, 0, -1, true}, 1, 0, lean));
-    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 96, 2048, 0, -1, true}, 2, 0, lean));
-    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 2304, 0, -1, true}, 3, 0, lean));
-    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 1280, 0, -1, true}, 0, 0, lean, true));
-    for (const Shape& s : std::vector<Shape>{
-             {K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, {K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8},
-             {K2::kFp8E8m0, 1, 5120, 2304, 0, -1, true}, {K2::kFp8E8m0, 1, 1280, 5120, 0, -1, true}})
-      c.push_back(tmap_lean_bitwise_case(s));
-    c.push_back(tmap_lean_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, 0, 3));
-    c.push_back(tmap_lean_bitwise_case({K2::kFp8E8m0, 1, 1024, 2304, 0, -1, true}, 3));
-    c.push_back(tmap_lean_bitwise_case({K2::kFp8E8m0, 1, 1024, 1280, 0, -1, true}, 0, 0, true));
-    // Forced splits (the bench's wo_b plans): whole-K 64-row tiles (8192 columns of x staged), 128-row
-    // tiles over clusters of 6 (ragged last slice) and of 4.
+      c.push_back(tmap_oracle_case(s, 0, 0, slim));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 640, 1280, 0, -1, true}, 1, 0, slim));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 96, 2048, 0, -1, true}, 2, 0, slim));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 2304, 0, -1, true}, 3, 0, slim));
+    c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 1024, 1280, 0, -1, true}, 0, 0, slim, true));
     c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 320, 8192, 0, -1, true}, 0, 0, TmapConsumer{16, true, true, 64, 1}));
     c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 640, 8192, 0, -1, true}, 0, 0, TmapConsumer{16, true, true, 128, 6}));
     c.push_back(tmap_oracle_case({K2::kFp8E8m0, 1, 640, 8192, 0, -1, true}, 0, 0, TmapConsumer{16, true, true, 64, 3}));
+    for (const Shape& s : std::vector<Shape>{
+             {K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, {K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8},
+             {K2::kFp8E8m0, 1, 5120, 2304, 0, -1, true}, {K2::kFp8E8m0, 1, 1280, 5120, 0, -1, true}})
+      c.push_back(tmap_slim_bitwise_case(s));
+    c.push_back(tmap_slim_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, 3));
   }
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 1, 1024, 1280}));                 // f32 x
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 2, 1024, 1280, 0, -1, true}));    // n = 2

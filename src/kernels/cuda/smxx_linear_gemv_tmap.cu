@@ -189,20 +189,9 @@ __device__ __forceinline__ float round_bf16_f(float v) { return __uint_as_float(
 // error below 2^-25 of the largest x per element); f16 x f16 products are exact in fp32, the MMA
 // sums them in fp32, and the scale block's factor 2^(code - 127 - sh) is applied in fp32 per
 // 32-column block (per 16 at kCodes = 8): acc += c * factor.
-//
-// kLean (opt-in, with CW = 16 and kF16 only; helper gvn1, NOTES 41): the same arithmetic in the
-// same order (bitwise the 16-warp f16 consumer), with the consumer's global-memory latencies off
-// its per-stage path: (1) each tile's scale rows (its slice's span) are prefetched into L1 one
-// tile ahead (the first before pdl_wait), and a stage's codes are loaded one stage ahead and
-// turned into fp32 factors before the stage's wait, so no stage waits on a scale load that
-// missed (a 32 x 32 block's 32-byte code sector spans 8 stages: the first stage of each sector
-// and of each tile used to wait a DRAM round trip while the ring stood full); (2) x is read
-// from global memory once (kept in registers from the maximum pass to the f16 write) instead of
-// twice.
-template <int TR, int kCodes, int CW, bool kF16, bool kLean = false>
+template <int TR, int kCodes, int CW, bool kF16>
 __global__ void __launch_bounds__((CW + 1) * 32, 1)
     gemv_tmap_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
-  static_assert(!kLean || (kF16 && CW == 16), "kLean: the 16-warp f16 consumer only");
   pdl_trigger();
   constexpr int M = TR / 16;  // m16 tiles per CTA tile
   constexpr int kBoxBytes = TR * kBoxCols;
@@ -278,104 +267,19 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
     const uint32_t ring_s = gemv::smem_u32(ring);
     int64_t xgroup = -1;
     int sh = 0;  // kF16: x staged times 2^sh
-    constexpr int KC = kCodes > 0 ? kCodes : 1;
-    // kLean: unit u's scale row in tile tile_ (rows past num_rows: the last row's, any finite factor will do).
-    auto unit_srow = [&](int tile_, int u) -> const uint8_t* {
-      const int64_t r = p.row0 + min(tile_ * TR + tile_u[u] * 16, p.num_rows - 1);
-      return p.scale + (r >> p.block_rows_shift) * p.scale_cols;
-    };
-    // kLean: the code bytes of tile tile_'s slice into L1 (32-byte steps over the span, per unit).
-    auto prefetch_codes = [&](int tile_) {
-      if constexpr (kLean && kCodes > 0) {
-        const int c_first = (step0 * kBoxCols) >> p.scale_shift;
-        const int c_last = (min((step0 + nst) * kBoxCols, p.cols) - 1) >> p.scale_shift;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const uint8_t* sr = unit_srow(tile_, u) + c_first;
-          for (int o = 32 * lane; o <= c_last - c_first; o += 32 * 32)
-            asm volatile("prefetch.global.L1 [%0];" ::"l"(sr + o));
-        }
-      }
-    };
-    // kLean: the codes of stage si_ of tile tile_ (as the per-stage loads below).
-    auto load_codes = [&](int tile_, int si_, uint32_t (&out)[U][KC]) {
-      const int k0_ = step0 + si_ * NB;
-      const int nb_ = min(NB, step0 + nst - k0_);
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const uint8_t* sr = kCodes > 0 ? unit_srow(tile_, u) : nullptr;
-#pragma unroll
-        for (int c = 0; c < KC; ++c) {
-          out[u][c] = 127u;
-          if constexpr (kCodes > 0) {
-            if (box_u[u] < nb_) {
-              const int col = min((k0_ + box_u[u]) * kBoxCols + c * (kBoxCols / kCodes), p.cols - 1);
-              out[u][c] = __ldg(sr + (col >> p.scale_shift));
-            }
-          }
-        }
-      }
-    };
-    uint32_t next_codes[U][KC];  // kLean: the codes of the consumer's next stage
-    if constexpr (kLean) {
-      prefetch_codes(cid);
-      if (spt > 0) load_codes(cid, 0, next_codes);
-    }
     pdl_wait();  // x (and y) after the kernel before
     int it = 0;
     for (int ti = 0; ti < my_tiles; ++ti) {
       const int tile = cid + ti * p.nclusters;
       const int lr0 = tile * TR;  // the tile's first row (of the slice)
       const int64_t grp = p.x_group_rows > 0 ? int64_t(lr0) / p.x_group_rows : 0;
-      if constexpr (kLean) {
-        if (ti + 1 < my_tiles) prefetch_codes(tile + p.nclusters);
-      }
       if (grp != xgroup && !p.probe) {
         // x of this slice's columns, bf16 (RNE) (kF16: then times 2^sh, in f16), zero past cols;
         // a thread's loads issued together (8 float4 per pass).
         if (ti > 0) named_bar_consumers<kCT>();  // every warp done with the previous group's x
         const float* xrow = p.x + grp * p.x_group_step + int64_t(step0) * kBoxCols;
         const int nch = nst * (kBoxCols / 4), cleft = p.cols - step0 * kBoxCols;
-        bool staged = false;
-        if constexpr (kLean) {
-          if (nch <= kCT * 8) {
-            // One pass: x loaded once, its maximum, then the same registers written in f16.
-            float4 v[8];
-#pragma unroll
-            for (int u = 0; u < 8; ++u) {
-              const int i = threadIdx.x + u * kCT;
-              v[u] = i < nch && 4 * i < cleft ? __ldg(reinterpret_cast<const float4*>(xrow) + i)
-                                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-            if (threadIdx.x == 0) xmax = 0u;
-            uint32_t m = 0;
-#pragma unroll
-            for (int u = 0; u < 8; ++u) {
-              // Elements past cols are zeros: they leave the maximum as it is.
-              m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].x))));
-              m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].y))));
-              m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].z))));
-              m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].w))));
-            }
-            for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-            named_bar_consumers<kCT>();  // xmax = 0 before any atomicMax
-            if (lane == 0) atomicMax(&xmax, m);
-            named_bar_consumers<kCT>();
-            const uint32_t mb = xmax;
-            sh = (mb == 0u || mb >= 0x7f800000u) ? 0 : 14 - (max(int(mb >> 23), 1) - 127);
-            const float f = ldexpf(1.0f, sh);
-#pragma unroll
-            for (int u = 0; u < 8; ++u) {
-              const int i = threadIdx.x + u * kCT;
-              if (i >= nch) continue;
-              *reinterpret_cast<uint2*>(xs + 4 * i) =
-                  make_uint2(pack_f16x2(round_bf16_f(v[u].x) * f, round_bf16_f(v[u].y) * f),
-                             pack_f16x2(round_bf16_f(v[u].z) * f, round_bf16_f(v[u].w) * f));
-            }
-            staged = true;
-          }
-        }
-        if (kF16 && !staged) {
+        if constexpr (kF16) {
           if (threadIdx.x == 0) xmax = 0u;
           named_bar_consumers<kCT>();
           uint32_t m = 0;
@@ -402,7 +306,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
           sh = (mb == 0u || mb >= 0x7f800000u) ? 0 : 14 - (max(int(mb >> 23), 1) - 127);
         }
         const float f = kF16 ? ldexpf(1.0f, sh) : 1.0f;
-        for (int b0 = threadIdx.x; !staged && b0 < nch; b0 += kCT * 8) {
+        for (int b0 = threadIdx.x; b0 < nch; b0 += kCT * 8) {
           float4 v[8];
 #pragma unroll
           for (int u = 0; u < 8; ++u) {
@@ -446,36 +350,20 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
         const int s = it % p.stages;
         const int k0 = step0 + si * NB;
         const int nb = min(NB, step0 + nst - k0);
-        // The stage's scale codes, loaded before the wait so their latency overlaps it
-        // (kLean: loaded one stage ahead, the next stage's now).
-        uint32_t codes[U][KC];
-        float fac[U][KC];  // kLean: code_factor of each code, before the wait
-        if constexpr (kLean) {
+        // The stage's scale codes, loaded before the wait so their latency overlaps it.
+        uint32_t codes[U][kCodes > 0 ? kCodes : 1];
 #pragma unroll
-          for (int u = 0; u < U; ++u)
+        for (int u = 0; u < U; ++u)
 #pragma unroll
-            for (int c = 0; c < KC; ++c) codes[u][c] = next_codes[u][c];
-          if (si + 1 < spt) load_codes(tile, si + 1, next_codes);
-          else if (ti + 1 < my_tiles) load_codes(tile + p.nclusters, 0, next_codes);
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int c = 0; c < KC; ++c) fac[u][c] = code_factor(codes[u][c], sh);
-        } else {
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int c = 0; c < KC; ++c) {
-              codes[u][c] = 127u;
-              fac[u][c] = 1.0f;
-              if constexpr (kCodes > 0) {
-                if (box_u[u] < nb) {
-                  const int col = min((k0 + box_u[u]) * kBoxCols + c * (kBoxCols / kCodes), p.cols - 1);
-                  codes[u][c] = __ldg(srow[u] + (col >> p.scale_shift));
-                }
+          for (int c = 0; c < (kCodes > 0 ? kCodes : 1); ++c) {
+            codes[u][c] = 127u;
+            if constexpr (kCodes > 0) {
+              if (box_u[u] < nb) {
+                const int col = min((k0 + box_u[u]) * kBoxCols + c * (kBoxCols / kCodes), p.cols - 1);
+                codes[u][c] = __ldg(srow[u] + (col >> p.scale_shift));
               }
             }
-        }
+          }
         mbar_wait(full + s, uint32_t((it / p.stages) & 1));
         if (!p.probe) {
 #pragma unroll
@@ -500,13 +388,13 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
                   float c1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                   mma_f16(c1, e4m3x2_to_f16x2(d0), e4m3x2_to_f16x2(d1), e4m3x2_to_f16x2(d0 >> 16),
                           e4m3x2_to_f16x2(d1 >> 16), xa.x, xa.y);
-                  const float fa = kLean ? fac[u][2 * pp] : code_factor(ca, sh);
+                  const float fa = code_factor(ca, sh);
 #pragma unroll
                   for (int i = 0; i < 4; ++i) acc[u][i] += c1[i] * fa;
                   float c2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                   mma_f16(c2, e4m3x2_to_f16x2(d2), e4m3x2_to_f16x2(d3), e4m3x2_to_f16x2(d2 >> 16),
                           e4m3x2_to_f16x2(d3 >> 16), xc.x, xc.y);
-                  const float fb = kLean ? fac[u][2 * pp + 1] : code_factor(cb, sh);
+                  const float fb = code_factor(cb, sh);
 #pragma unroll
                   for (int i = 0; i < 4; ++i) acc[u][i] += c2[i] * fb;
                 } else {
@@ -520,7 +408,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
                   mma_f16(c, e4m3x2_to_f16x2(d2), e4m3x2_to_f16x2(d3), e4m3x2_to_f16x2(d2 >> 16),
                           e4m3x2_to_f16x2(d3 >> 16), xc.x, xc.y);
                   if constexpr (kCodes == 4) {
-                    const float fa = kLean ? fac[u][pp] : code_factor(ca, sh);
+                    const float fa = code_factor(ca, sh);
 #pragma unroll
                     for (int i = 0; i < 4; ++i) acc[u][i] += c[i] * fa;
                   }
@@ -593,6 +481,267 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
   if (cs > 1) cluster_sync_all();
 }
 
+// ---- the slim consumer (opt-in: gemv_set_tmap_slim; helper gvn1, NOTES 41) -------------------
+//
+// Why: ncu of the 16-warp f16 consumer at wq_b (run of NOTES 41) counts 257 SASS instructions per
+// warp and stage (one 2 KB unit) where the decode and the MMAs need ~60 (32 F2FP, 8 HMMA, 4 LDSM,
+// 8 x loads, 8 FFMA): the stage's four scale codes cost ~70 (64-bit address arithmetic from the
+// kernel parameters, reloaded with LDC every stage, four byte loads, code_factor's range branches),
+// `it % stages` and `it / stages` by a runtime divisor ~25, the high code pair's `>> 16` 16, the
+// rest loop and wait. Its issue rate is 0.5 per scheduler and cycle with 4.2 warps per scheduler:
+// the consumer, not the ring (which alone beats cuBLASLt under graph timing), sets the time.
+// So, with the same ring, split, unit and arithmetic order as gemv_tmap_kernel<TR, C, 16, true>:
+//  - the factors of a tile's scale codes are decoded once per tile into a per-warp table in shared
+//    memory (one lane per 32-column group: e8m0 -> fp32 exactly, 2^(code - 127)); a stage reads its
+//    unit's four with one LDS.128, before its wait;
+//  - x's shift 2^sh is taken out once per row at the end (v * 2^-sh, in two halves so each factor is
+//    normal) instead of in every factor: scaling by a power of two is exact, so the bits are the
+//    16-warp f16 consumer's wherever no partial sum leaves fp32's normal range;
+//  - the ring slot and parity advance by increment (no division), in the consumers and the producer;
+//  - the high code pair converts straight from the register's upper half (F2FP ... R.H1: one
+//    instruction per two weights, no shift), and x is read with ld.shared;
+//  - x is read from global memory once (one pass: slices of up to 16384 columns; the host checks).
+// Scale blocks of >= 32 columns (kScaled) or none; slices of up to 64 128-column steps (the table:
+// 16 warps x 256 floats at most).
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t d, uint32_t& lo, uint32_t& hi) {
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(d));
+}
+__device__ __forceinline__ uint2 lds_u2(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ float4 lds_f4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
+  return v;
+}
+// An e8m0 scale code as fp32: 2^(code - 127) exactly (code 0: the subnormal 2^-127; 0xff: NaN).
+__device__ __forceinline__ float e8m0_f32(uint32_t code) {
+  return __uint_as_float(code == 255u ? 0x7fc00000u : code == 0u ? 0x00400000u : code << 23);
+}
+
+constexpr int kSlimWarps = 16;
+constexpr int kSlimTable = 256;  // floats per warp: 64 steps x 4 groups of 32 columns
+
+template <int TR, bool kScaled>
+__global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
+    gemv_tmap_slim_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
+  pdl_trigger();
+  constexpr int CW = kSlimWarps;
+  constexpr int M = TR / 16;
+  constexpr int kBoxBytes = TR * kBoxCols;
+  constexpr int NB = kStageBytes / kBoxBytes;
+  constexpr int kCT = CW * 32;
+  static_assert(M * NB == 16, "16 (m16 tile, box) units per stage, one per warp");
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* ring = base;
+  uint16_t* xs = reinterpret_cast<uint16_t*>(base + p.stages * kStageBytes);
+  float* red = reinterpret_cast<float*>(base + p.stages * kStageBytes + p.x_bytes);  // [2][cs][TR]
+  float* ftab = red + (p.cs > 1 ? 2 * p.cs * TR : 0);                                  // [CW][kSlimTable]
+  __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages], red_full[2], red_free[2];
+  __shared__ float part[NB][TR];
+  __shared__ uint32_t xmax;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int cs = p.cs;
+  const int rank = cs > 1 ? int(cluster_rank()) : 0;
+  const int cid = int(blockIdx.x) / cs;
+  const int my_tiles = (p.tiles - cid + p.nclusters - 1) / p.nclusters;
+  const int step0 = rank * p.per_steps;
+  const int nst = max(0, min(p.nsteps - step0, p.per_steps));
+  const int spt = (nst + NB - 1) / NB;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < p.stages; ++s) {
+      gemv::mbar_init(full + s, 1);
+      gemv::mbar_init(empty + s, CW);
+    }
+    for (int b = 0; b < 2; ++b) {
+      gemv::mbar_init(red_full + b, uint32_t(cs * TR));
+      gemv::mbar_init(red_free + b, uint32_t(TR));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (cs > 1) cluster_sync_all();
+  else __syncthreads();
+
+  if (warp == CW) {
+    // Producer: as gemv_tmap_kernel's, the slot, parity, tile and step advanced by increment.
+    if (lane == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
+      int s = 0, si = 0, tile = cid;
+      uint32_t ph = 0;
+      const int total = my_tiles * spt;
+      for (int it = 0; it < total; ++it) {
+        mbar_wait(empty + s, ph ^ 1);
+        const int k0 = step0 + si * NB;
+        const int nb = min(NB, step0 + nst - k0);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(gemv::smem_u32(full + s)),
+                     "r"(uint32_t(nb * kBoxBytes))
+                     : "memory");
+        const uint32_t dst = gemv::smem_u32(ring + s * kStageBytes);
+        for (int j = 0; j < nb; ++j) tma_box(dst + j * kBoxBytes, &tmap, (k0 + j) * kBoxCols, tile * TR, full + s);
+        if (++si == spt) {
+          si = 0;
+          tile += p.nclusters;
+        }
+        if (++s == p.stages) {
+          s = 0;
+          ph ^= 1;
+        }
+      }
+    }
+    __syncwarp();
+  } else {
+    const int g = lane >> 2, q = lane & 3, mi = lane >> 3, ri = lane & 7;
+    const int tile_u = warp % M, box_u = warp / M;  // this warp's unit of every stage
+    const uint32_t lm_row = uint32_t(tile_u * 16 + ri + 8 * (mi & 1)) * kBoxCols;
+    uint32_t lm_off[4];  // this lane's ldmatrix row address in the unit's box, per 32-column quarter
+#pragma unroll
+    for (int pp = 0; pp < 4; ++pp) lm_off[pp] = lm_row + (uint32_t((2 * pp + (mi >> 1)) ^ ri) << 4);
+    const uint32_t unit_ring = gemv::smem_u32(ring) + uint32_t(box_u * kBoxBytes);
+    const uint32_t xs_s = gemv::smem_u32(xs) + uint32_t(box_u * kBoxCols + 4 * q) * 2;  // + step * 256
+    const uint32_t ftab_s = gemv::smem_u32(ftab + warp * kSlimTable) + uint32_t(box_u) * 16;  // + step * 16
+    int64_t xgroup = -1;
+    int sh = 0;
+    int s = 0;
+    uint32_t ph = 0;
+    pdl_wait();
+    for (int ti = 0; ti < my_tiles; ++ti) {
+      const int tile = cid + ti * p.nclusters;
+      const int lr0 = tile * TR;
+      const int64_t grp = p.x_group_rows > 0 ? int64_t(lr0) / p.x_group_rows : 0;
+      if constexpr (kScaled) {
+        // This unit's factors for the tile's slice: entry j = the 32-column group step0 * 128 + 32 j.
+        // The warp's own table: only its lanes read it (after the __syncwarp), after the last tile.
+        __syncwarp();
+        const int64_t r = p.row0 + min(lr0 + tile_u * 16, p.num_rows - 1);
+        const uint8_t* srow = p.scale + (r >> p.block_rows_shift) * p.scale_cols;
+        for (int j = lane; j < nst * 4; j += 32) {
+          const int col = min(step0 * kBoxCols + 32 * j, p.cols - 1);
+          ftab[warp * kSlimTable + j] = e8m0_f32(__ldg(srow + (col >> p.scale_shift)));
+        }
+        __syncwarp();
+      }
+      if (grp != xgroup && !p.probe) {
+        // x of this slice's columns in one pass (<= 8 float4 a thread: the host checks), bf16
+        // (RNE), the slice's largest |bf16(x)| into [2^14, 2^15) by 2^sh, f16; zero past cols.
+        if (ti > 0) named_bar_consumers<kCT>();
+        const float* xrow = p.x + grp * p.x_group_step + int64_t(step0) * kBoxCols;
+        const int nch = nst * (kBoxCols / 4), cleft = p.cols - step0 * kBoxCols;
+        float4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int i = threadIdx.x + u * kCT;
+          v[u] = i < nch && 4 * i < cleft ? __ldg(reinterpret_cast<const float4*>(xrow) + i)
+                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        if (threadIdx.x == 0) xmax = 0u;
+        uint32_t m = 0;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].x))));
+          m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].y))));
+          m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].z))));
+          m = max(m, __float_as_uint(fabsf(round_bf16_f(v[u].w))));
+        }
+        for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+        named_bar_consumers<kCT>();
+        if (lane == 0) atomicMax(&xmax, m);
+        named_bar_consumers<kCT>();
+        const uint32_t mb = xmax;
+        sh = (mb == 0u || mb >= 0x7f800000u) ? 0 : 14 - (max(int(mb >> 23), 1) - 127);
+        const float f = ldexpf(1.0f, sh);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int i = threadIdx.x + u * kCT;
+          if (i >= nch) continue;
+          *reinterpret_cast<uint2*>(xs + 4 * i) =
+              make_uint2(pack_f16x2(round_bf16_f(v[u].x) * f, round_bf16_f(v[u].y) * f),
+                         pack_f16x2(round_bf16_f(v[u].z) * f, round_bf16_f(v[u].w) * f));
+        }
+        named_bar_consumers<kCT>();
+        xgroup = grp;
+      }
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      // Running shared-memory addresses (kept in registers, not rebuilt from the parameters per
+      // stage): the unit's factors and x advance one stage's boxes per stage, the ring slot wraps.
+      uint32_t fptr = ftab_s, xptr = xs_s;
+      for (int si = 0; si < spt; ++si, fptr += NB * 16, xptr += NB * kBoxCols * 2) {
+        const bool mine = si * NB + box_u < nst;  // a slice's last, partial stage (uniform over the warp)
+        float4 fac = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+        if (kScaled && mine) fac = lds_f4(fptr);
+        mbar_wait(full + s, ph);
+        if (!p.probe && mine) {
+          const uint32_t box = unit_ring + uint32_t(s) * kStageBytes;
+          const float fp[4] = {fac.x, fac.y, fac.z, fac.w};
+          // The swizzled row offsets stay in registers (an empty asm hides their derivation, so
+          // the compiler does not rebuild them from the lane id every stage: ~20 instructions).
+#pragma unroll
+          for (int pp = 0; pp < 4; ++pp) asm volatile("" : "+r"(lm_off[pp]));
+#pragma unroll
+          for (int pp = 0; pp < 4; ++pp) {
+            uint32_t d0, d1, d2, d3;
+            ldsm_x4(box + lm_off[pp], d0, d1, d2, d3);
+            const uint2 xa = lds_u2(xptr + 64 * pp);
+            const uint2 xc = lds_u2(xptr + 64 * pp + 32);
+            uint32_t a0, a1, a2, a3;
+            e4m3x4_to_f16x2x2(d0, a0, a2);
+            e4m3x4_to_f16x2x2(d1, a1, a3);
+            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            mma_f16(c, a0, a1, a2, a3, xa.x, xa.y);
+            e4m3x4_to_f16x2x2(d2, a0, a2);
+            e4m3x4_to_f16x2x2(d3, a1, a3);
+            mma_f16(c, a0, a1, a2, a3, xc.x, xc.y);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[i] += c[i] * fp[pp];
+          }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + s);
+        if (++s == p.stages) {
+          s = 0;
+          ph ^= 1;
+        }
+      }
+      if (p.probe) continue;
+      if (q == 0) {
+        part[box_u][tile_u * 16 + g] = acc[0];
+        part[box_u][tile_u * 16 + g + 8] = acc[2];
+      }
+      named_bar_consumers<kCT>();
+      if (int(threadIdx.x) < TR) {
+        const int r = threadIdx.x;
+        float v = part[0][r];
+#pragma unroll
+        for (int b = 1; b < NB; ++b) v += part[b][r];
+        // x's shift out: two power-of-two factors, each normal for sh in [-126, 252].
+        v = v * __uint_as_float(uint32_t(127 - sh / 2) << 23) * __uint_as_float(uint32_t(127 - (sh - sh / 2)) << 23);
+        if (cs == 1) {
+          if (lr0 + r < p.num_rows) p.y[lr0 + r] = v;
+        } else {
+          const int b = ti & 1;
+          if (ti >= 2) mbar_wait_cluster(red_free + b, uint32_t(((ti >> 1) + 1) & 1));
+          st_cluster_f32(map_rank(gemv::smem_u32(red + (b * cs + rank) * TR + r), 0), v);
+          mbar_arrive_remote(map_rank(gemv::smem_u32(red_full + b), 0));
+          if (rank == 0) {
+            mbar_wait_cluster(red_full + b, uint32_t((ti >> 1) & 1));
+            float sum = red[(b * cs) * TR + r];
+            for (int k = 1; k < cs; ++k) sum += red[(b * cs + k) * TR + r];
+            if (lr0 + r < p.num_rows) p.y[lr0 + r] = sum;
+            if (ti + 2 < my_tiles)
+              for (int k = 0; k < cs; ++k) mbar_arrive_remote(map_rank(gemv::smem_u32(red_free + b), uint32_t(k)));
+          }
+        }
+      }
+      named_bar_consumers<kCT>();
+    }
+  }
+  if (cs > 1) cluster_sync_all();
+}
+
 // ---- host ----------------------------------------------------------------------------------
 
 PFN_cuTensorMapEncodeTiled_v12000 encoder() {
@@ -616,21 +765,25 @@ int max_dyn_smem() { return cached_device_attribute(cudaDevAttrMaxSharedMemoryPe
 using KernelFn = void (*)(CUtensorMap, Params);
 std::atomic<int> g_warps{8};
 std::atomic<bool> g_f16{false};
-std::atomic<bool> g_lean{false};
+std::atomic<bool> g_slim{false};
 
 template <int TR, int C>
-KernelFn pick(int cw, bool f16, bool lean) {
-  if (lean) return gemv_tmap_kernel<TR, C, 16, true, true>;  // lean: the 16-warp f16 consumer
+KernelFn pick(int cw, bool f16) {
   if (cw == 16) return f16 ? gemv_tmap_kernel<TR, C, 16, true> : gemv_tmap_kernel<TR, C, 16, false>;
   return f16 ? gemv_tmap_kernel<TR, C, 8, true> : gemv_tmap_kernel<TR, C, 8, false>;
 }
 template <int TR>
-KernelFn pick_codes(int codes, int cw, bool f16, bool lean) {
-  return codes == 0 ? pick<TR, 0>(cw, f16, lean) : codes == 4 ? pick<TR, 4>(cw, f16, lean) : pick<TR, 8>(cw, f16, lean);
+KernelFn pick_codes(int codes, int cw, bool f16) {
+  return codes == 0 ? pick<TR, 0>(cw, f16) : codes == 4 ? pick<TR, 4>(cw, f16) : pick<TR, 8>(cw, f16);
 }
-KernelFn kernel_for(int tr, int codes, int cw = 8, bool f16 = false, bool lean = false) {
-  return tr == 64 ? pick_codes<64>(codes, cw, f16, lean) : tr == 128 ? pick_codes<128>(codes, cw, f16, lean)
-                                                                      : pick_codes<256>(codes, cw, f16, lean);
+KernelFn kernel_for(int tr, int codes, int cw = 8, bool f16 = false) {
+  return tr == 64 ? pick_codes<64>(codes, cw, f16) : tr == 128 ? pick_codes<128>(codes, cw, f16)
+                                                                : pick_codes<256>(codes, cw, f16);
+}
+KernelFn slim_kernel_for(int tr, bool scaled) {
+  if (tr == 64) return scaled ? gemv_tmap_slim_kernel<64, true> : gemv_tmap_slim_kernel<64, false>;
+  if (tr == 128) return scaled ? gemv_tmap_slim_kernel<128, true> : gemv_tmap_slim_kernel<128, false>;
+  return scaled ? gemv_tmap_slim_kernel<256, true> : gemv_tmap_slim_kernel<256, false>;
 }
 
 // Static shared memory of the kernels (barriers, part) is < 4 KB; the dynamic part is the ring,
@@ -691,6 +844,7 @@ Plan make_plan(const LinearArgs& a) {
   const int want_stages = std::clamp(g_stages.load(), 2, kMaxStages);
   const int smem_cap = max_dyn_smem() - kStaticSmem;
   const int ftr = g_force_tr.load(), fcs = g_force_cs.load();
+  const bool slim = g_slim.load();
   int64_t best_cost = INT64_MAX;
   for (int pass = ftr > 0 ? 0 : 1; pass < 2 && !best.ok; ++pass) {  // pass 0: the forced split only
     for (const int tr : {256, 128, 64}) {
@@ -700,9 +854,10 @@ Plan make_plan(const LinearArgs& a) {
       for (int cs = 1; cs <= kMaxCluster && cs <= nsteps; ++cs) {
         if (pass == 0 && fcs > 0 && cs != fcs) continue;
         const int64_t per = ceil_div(nsteps, cs);
-        if ((cs - 1) * per >= nsteps) continue;  // an empty slice
+        if ((cs - 1) * per >= nsteps) continue;     // an empty slice
+        if (slim && per * 4 > kSlimTable) continue;  // the slim consumer's factor table
         const int x_bytes = int(per * kBoxCols * 2);
-        const int red_bytes = cs > 1 ? 2 * cs * tr * 4 : 0;
+        const int red_bytes = (cs > 1 ? 2 * cs * tr * 4 : 0) + (slim ? kSlimWarps * kSlimTable * 4 : 0);
         const int stages = std::min<int64_t>(want_stages, (smem_cap - 1024 - x_bytes - red_bytes) / kStageBytes);
         if (stages < 2) continue;
         const int dyn = 1024 + stages * kStageBytes + x_bytes + red_bytes;
@@ -781,7 +936,7 @@ int current_device() {
 
 Plan cached_plan(const LinearArgs& a) {
   const PlanKey k{current_device(), a.num_rows, a.w.cols, a.x_group_rows, std::clamp(g_stages.load(), 2, kMaxStages),
-                  g_force_tr.load() * 16 + g_force_cs.load()};
+                  (g_force_tr.load() * 16 + g_force_cs.load()) * 2 + (g_slim.load() ? 1 : 0)};
   {
     std::lock_guard<std::mutex> lock(g_cache_mu);
     auto it = g_plans.find(k);
@@ -849,13 +1004,13 @@ void gemv_set_tmap_consumer(int warps, bool f16) {
   gemv_tmap::g_warps = warps == 16 ? 16 : 8;
   gemv_tmap::g_f16 = f16;
 }
-void gemv_set_tmap_lean(bool lean) { gemv_tmap::g_lean = lean; }
+void gemv_set_tmap_slim(bool slim) { gemv_tmap::g_slim = slim; }
 void gemv_set_tmap_force(int tr, int cs) {
   const bool ok = tr == 64 || tr == 128 || tr == 256;
   gemv_tmap::g_force_tr = ok ? tr : 0;
   gemv_tmap::g_force_cs = ok ? std::clamp(cs, 0, gemv_tmap::kMaxCluster) : 0;
 }
-bool gemv_tmap_lean() { return gemv_tmap::g_lean.load(); }
+bool gemv_tmap_slim() { return gemv_tmap::g_slim.load(); }
 
 bool linear_gemv_tmap_eligible(const LinearArgs& a) {
   using namespace gemv_tmap;
@@ -904,8 +1059,11 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
   p.x_bytes = pl.x_bytes;
   p.probe = g_probe.load() ? 1 : 0;
   const int codes = !scaled ? 0 : w.block_cols >= 32 ? 4 : 8;
-  const int cw = g_lean.load() || g_warps.load() == 16 ? 16 : 8;
-  KernelFn k = kernel_for(pl.tr, codes, cw, g_f16.load(), g_lean.load());
+  // slim: its own kernel (16 consumer warps, f16) where it takes the scales (none, or blocks of >= 32
+  // columns); 16-column blocks run the 16-warp f16 consumer (the plan left room for the table).
+  const bool slim = g_slim.load() && codes != 8;
+  const int cw = g_slim.load() || g_warps.load() == 16 ? 16 : 8;
+  KernelFn k = slim ? slim_kernel_for(pl.tr, scaled) : kernel_for(pl.tr, codes, cw, g_f16.load() || g_slim.load());
   cudaError_t e = set_smem_once(k, pl.dyn_smem);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};

@@ -14,10 +14,11 @@ namespace deepinfer::kernels {
 // x staged in f16 after a power-of-two shift per CTA, the block scale applied in fp32 per 32
 // columns) instead of the exact-bf16 decode. Same split, ring and sum structure either way.
 void gemv_set_tmap_consumer(int warps, bool f16);
-// lean: the 16-warp f16 consumer with its scale codes prefetched ahead and x read once
-// (bitwise the 16-warp f16 consumer; NOTES 41); overrides warps / f16 while set.
-void gemv_set_tmap_lean(bool lean);
-bool gemv_tmap_lean();
+// slim: the 16-warp f16 consumer with its per-stage overhead removed (scale factors decoded once per
+// tile into a shared table, x's shift applied once per row, no division per stage; NOTES 41);
+// overrides warps / f16 while set (16-column scale blocks: the 16-warp f16 consumer).
+void gemv_set_tmap_slim(bool slim);
+bool gemv_tmap_slim();
 // A forced split for A/B measurements of the plan: tile rows tr (64 / 128 / 256) and cs CTAs per
 // cluster (0: the plan picks cs); tr 0: the plan's own choice (the default). A split that cannot
 // run the shape leaves the plan's own choice.
