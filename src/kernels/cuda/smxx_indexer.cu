@@ -939,16 +939,19 @@ cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t str
        a.path == IndexerScorePath::kWgmma) && !mma_shape)
     return cudaErrorInvalidValue;
   if (a.positions != nullptr && a.ratio <= 0) return cudaErrorInvalidValue;
-  // The wgmma kernel: forced, or under kAuto at prefill sizes with DEEPINFER_INDEXER_WGMMA=1
-  // (opt-in; NOTES 43), on compute capability 9.0 (sm_90a code).
+  // The wgmma kernel: forced, or under kAuto at prefill sizes unless DEEPINFER_INDEXER_WGMMA=0
+  // (NOTES 43: bitwise kMmaRows on every op case, 2.7x faster, the 8K prefill -9.9 ms; the
+  // default since run 32's logits A/B), on compute capability 9.0 (sm_90a code).
   static const bool wgmma_env = [] {
     const EnvDigit e = env_digit("DEEPINFER_INDEXER_WGMMA", 0, 1);  // invalid: the model refuses it at load
-    return e.valid && e.value == 1;
+    return !(e.valid && e.value == 0);
   }();
   const int forced = g_indexer_wgmma.load(std::memory_order_relaxed);
   const bool wgmma_auto = forced < 0 ? wgmma_env : forced == 1;
+  // kAuto never picks it on another device (the grouped kernel runs there); forced, it fails.
   const bool use_wgmma = mma_shape && (a.path == IndexerScorePath::kWgmma ||
-                                       (a.path == IndexerScorePath::kAuto && wgmma_auto && a.rows >= 1024));
+                                       (a.path == IndexerScorePath::kAuto && wgmma_auto && a.rows >= 1024 &&
+                                        wgmma_device_ok()));
   if (use_wgmma) {
     if (!wgmma_device_ok()) return cudaErrorInvalidDeviceFunction;
     static const cudaError_t attr = cudaFuncSetAttribute(indexer_score_wgmma_kernel,

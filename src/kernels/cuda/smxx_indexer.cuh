@@ -69,8 +69,8 @@ constexpr int kRowKeys = 0, kRowScore = 1, kRowTable = 2, kRowCand = 3, kRowInfo
 // from 1024 rows its grouped-rows form (kMmaRows: several rows of a block share the key
 // loads; bitwise the per-row kMma kernel's scores).
 // kWgmma: warpgroup MMA over 16 rows per block (sm_90a; bitwise kMmaRows on bf16-exact
-// operands, its per-warp code otherwise); kAuto takes it from 1024 rows when
-// DEEPINFER_INDEXER_WGMMA=1 (NOTES 43).
+// operands, its per-warp code otherwise); kAuto takes it from 1024 rows on compute
+// capability 9.0 unless DEEPINFER_INDEXER_WGMMA=0 (NOTES 43).
 enum class IndexerScorePath { kAuto, kSimt, kMma, kMmaRows, kWgmma };
 
 struct PagedIndexerScoreArgs {
