@@ -75,7 +75,7 @@
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--index-score-prefill] [--indexer-wgmma-ab] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
-//                [--moe-big auto|wide|wgmmaws|wgmmawsef|wgmmatall|wgmmatallef|wgmmatall144]
+//                [--moe-big auto|wide|wgmmaws|wgmmawsef|wgmmawsef5|wgmmawsef55|wgmmawsefodd|wgmmawsefl1|wgmmatall|wgmmatallef|wgmmatall144]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
@@ -1724,7 +1724,9 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       if (g_moe_bigs_only)
         for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWs, kernels::MoeTcBig::kWgmmaWsTall,
                         kernels::MoeTcBig::kWgmmaWsTallEf, kernels::MoeTcBig::kWgmmaWsTall144,
-                        kernels::MoeTcBig::kWgmmaWsEf})
+                        kernels::MoeTcBig::kWgmmaWsEf, kernels::MoeTcBig::kWgmmaWsEf5,
+                        kernels::MoeTcBig::kWgmmaWsEf55, kernels::MoeTcBig::kWgmmaWsEfOdd,
+                        kernels::MoeTcBig::kWgmmaWsEfL1})
           cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});
       else {
         add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
@@ -1777,6 +1779,10 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                              : cfg.big == kernels::MoeTcBig::kWgmmaWsTallEf  ? " big=wgmmatallef"
                              : cfg.big == kernels::MoeTcBig::kWgmmaWsTall144 ? " big=wgmmatall144"
                              : cfg.big == kernels::MoeTcBig::kWgmmaWsEf      ? " big=wgmmawsef"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEf5     ? " big=wgmmawsef5"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEf55    ? " big=wgmmawsef55"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfOdd   ? " big=wgmmawsefodd"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfL1    ? " big=wgmmawsefl1"
                                                                              : " big=wgmmaws";
             const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
@@ -2279,9 +2285,13 @@ int main(int argc, char** argv) {
                                     : v == "wgmmatallef" ? kernels::MoeTcBig::kWgmmaWsTallEf
                                     : v == "wgmmatall144" ? kernels::MoeTcBig::kWgmmaWsTall144
                                     : v == "wgmmawsef"   ? kernels::MoeTcBig::kWgmmaWsEf
+                                    : v == "wgmmawsef5"  ? kernels::MoeTcBig::kWgmmaWsEf5
+                                    : v == "wgmmawsef55" ? kernels::MoeTcBig::kWgmmaWsEf55
+                                    : v == "wgmmawsefodd" ? kernels::MoeTcBig::kWgmmaWsEfOdd
+                                    : v == "wgmmawsefl1" ? kernels::MoeTcBig::kWgmmaWsEfL1
                                                          : kernels::MoeTcBig::kAuto;
         if (k == kernels::MoeTcBig::kAuto) {
-          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wgmmawsef, wgmmatall, wgmmatallef, wgmmatall144, wide)\n",
+          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wgmmawsef, wgmmawsef5, wgmmawsef55, wgmmawsefodd, wgmmawsefl1, wgmmatall, wgmmatallef, wgmmatall144, wide)\n",
                        v.c_str());
           return 2;
         }
@@ -2315,7 +2325,9 @@ int main(int argc, char** argv) {
           {{"auto", kernels::MoeTcBig::kAuto}, {"wide", kernels::MoeTcBig::kWide},
            {"wgmmaws", kernels::MoeTcBig::kWgmmaWs}, {"wgmmatall", kernels::MoeTcBig::kWgmmaWsTall},
            {"wgmmatallef", kernels::MoeTcBig::kWgmmaWsTallEf}, {"wgmmatall144", kernels::MoeTcBig::kWgmmaWsTall144},
-           {"wgmmawsef", kernels::MoeTcBig::kWgmmaWsEf}}));
+           {"wgmmawsef", kernels::MoeTcBig::kWgmmaWsEf}, {"wgmmawsef5", kernels::MoeTcBig::kWgmmaWsEf5},
+           {"wgmmawsef55", kernels::MoeTcBig::kWgmmaWsEf55}, {"wgmmawsefodd", kernels::MoeTcBig::kWgmmaWsEfOdd},
+           {"wgmmawsefl1", kernels::MoeTcBig::kWgmmaWsEfL1}}));
     else if (a == "--router")  // the router logits kernel for the whole run (kernels::RouterLogitsPath)
       kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(
           "--router", next(),

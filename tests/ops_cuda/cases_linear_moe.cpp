@@ -311,7 +311,11 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                     std::pair{kernels::MoeTcBig::kWgmmaWsTall, "wgmmatall_vs_default_differ"},
                     std::pair{kernels::MoeTcBig::kWgmmaWsTallEf, "wgmmatallef_vs_default_differ"},
                     std::pair{kernels::MoeTcBig::kWgmmaWsTall144, "wgmmatall144_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEf, "wgmmawsef_vs_default_differ"}}) {
+                    std::pair{kernels::MoeTcBig::kWgmmaWsEf, "wgmmawsef_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsEf5, "wgmmawsef5_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsEf55, "wgmmawsef55_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsEfOdd, "wgmmawsefodd_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsEfL1, "wgmmawsefl1_vs_default_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());

@@ -229,6 +229,11 @@ struct MoeGroupedArgs {
   // moe_tc, wgmma tiles of kMoeTcWgmmaTallRows / kMoeTcWgmmaRows: the weight copies with an L2
   // evict-first policy (MoeTcBig::kWgmmaWsTallEf / kWgmmaWsEf).
   bool weight_evict_first = false;
+  // moe_tc, wgmma tiles of kMoeTcWgmmaRows with weight_evict_first: 0 kWgmmaWsEf's ring (4 token
+  // and 4 weight stages), 1 kWgmmaWsEf5 (5 token stages), 2 kWgmmaWsEf55 (5 and 5), 3
+  // kWgmmaWsEfOdd (4 and 4, the policy on odd chunks' weight copies only), 4 kWgmmaWsEfL1
+  // (kWgmmaWsEf's code with the largest shared-memory carve-out: the 5-stage rings' L1). NOTES 40.
+  int ws_ring = 0;
 };
 // Whether the grouped kernels take this expert layout (format, vector alignment,
 // power-of-two scale blocks).
@@ -279,7 +284,26 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 //   kWgmmaWsEf      kWgmmaWs with the evict-first weight copies of kWgmmaWsTallEf (its own
 //            kernel instance; kAuto's from kMoeTcWgmmaEfMinTokens tokens): T = 2048 / 4096 / 8192
 //            5.66 / 6.94 / 12.83 ms (lead's run of moe8's run2.sh, NOTES 39).
-enum class MoeTcBig { kWide, kWgmmaWs, kAuto, kWgmmaWsTall, kWgmmaWsTallEf, kWgmmaWsTall144, kWgmmaWsEf };
+//   kWgmmaWsEf5     (opt-in, helper moe9, NOTES 40) kWgmmaWsEf with a 5-stage token ring (209 KB
+//            of shared memory instead of 177; the kernel waits on how soon a chunk lands);
+//   kWgmmaWsEf55    kWgmmaWsEf5 with a 5-stage per-thread weight ring too (219 KB);
+//   kWgmmaWsEfOdd   kWgmmaWsEf whose policy marks only the odd chunks' weight copies (a weight
+//            row's 128-byte line holds two chunks: evict-first once both halves were read);
+//   kWgmmaWsEfL1    kWgmmaWsEf's code (own instance) launched with the largest shared-memory
+//            carve-out: L1 28 KB instead of 60, as the 5-stage rings get (their control).
+enum class MoeTcBig {
+  kWide,
+  kWgmmaWs,
+  kAuto,
+  kWgmmaWsTall,
+  kWgmmaWsTallEf,
+  kWgmmaWsTall144,
+  kWgmmaWsEf,
+  kWgmmaWsEf5,
+  kWgmmaWsEf55,
+  kWgmmaWsEfOdd,
+  kWgmmaWsEfL1
+};
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code

@@ -157,20 +157,22 @@ static_assert(kWsProducerRegs + 2 * kWsConsumerRegs <= 512, "a sub-partition's 1
 // 0.16 -> 0.8 per issue and +8% per chunk against the 128-row kernel, NOTES 39).
 constexpr int kWsTallProducerRegs = 24, kWsTallConsumerRegs = 240;
 static_assert(kWsTallProducerRegs + 2 * kWsTallConsumerRegs <= 512, "a sub-partition's 16K registers / 32 lanes");
-constexpr int kWsStages = 4;                   // token and weight stages
+constexpr int kWsStages = 4;                   // token and weight stages (the default instances)
 // The ring for tiles of up to kMaxN tokens (kMoeTcWgmmaRows, or kMoeTcWgmmaTallRows for the
-// tall tiles: 40 KB token stages, 211 KB in all).
-template <int kMaxN>
+// tall tiles: 40 KB token stages, 211 KB in all), kXSt token stages and kWSt weight stages
+// (kWsStages each but in MoeTcBig::kWgmmaWsEf5 / kWgmmaWsEf55, NOTES 40: 5 token stages,
+// 209 / 219 KB).
+template <int kMaxN, int kXSt = kWsStages, int kWSt = kWsStages>
 struct WsLayout {
   static constexpr int kAtom = kMaxN * 128;         // a 64-column half of a staged chunk
   static constexpr int kX = 2 * kAtom;              // a token stage: kMaxN tokens x 128 columns
   // The token source offsets (one per 16-byte unit; for the tall tiles 128 producer rows of
   // kMaxN / 8 rounded up to 4, see ws_tile).
   static constexpr int kXo = std::max((kMaxN / 16) * kWgThreads * 4, 128 * ((kMaxN / 8 + 3) / 4 * 4) * 4);
-  static constexpr int kWBase = kWsStages * kX;
-  static constexpr int kXoBase = kWBase + kWsStages * kWSlotBytes;
-  static constexpr int kBarBase = kXoBase + kXo;                     // full[kWsStages], empty[kWsStages]
-  static constexpr int kSmem = kBarBase + 2 * kWsStages * 8 + 1024;  // + slack to align to 1024
+  static constexpr int kWBase = kXSt * kX;
+  static constexpr int kXoBase = kWBase + kWSt * kWSlotBytes;
+  static constexpr int kBarBase = kXoBase + kXo;                // full[kXSt], empty[kXSt]
+  static constexpr int kSmem = kBarBase + 2 * kXSt * 8 + 1024;  // + slack to align to 1024
   static_assert(kAtom % 1024 == 0 && kX % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
   static_assert(kMaxN % 16 == 0 && kMaxN <= 160, "one template case per 16 tokens, up to m64n160");
   static_assert(kSmem <= kWgSmemMax, "the ws ring must fit the block's shared memory");
@@ -206,10 +208,13 @@ __device__ __forceinline__ void cp_arrive_noinc(uint32_t bar) {
 // through the ring, so the next block's first chunks load and decode under the current
 // one's last MMAs (no pipeline start-up per row block). sbase / sgen: the 1024-aligned
 // ring (shared-window address / generic pointer).
-template <int kStage, int kN, int kMaxN, bool kEf128>
+// kXSt / kWSt: the token / weight ring's stages; kEfOdd (MoeTcBig::kWgmmaWsEfOdd, NOTES 40): of
+// the evict-first instance, only the copies of odd chunks carry the policy (a weight row's
+// 128-byte line holds chunks 2 m and 2 m + 1: the line is marked once both halves are read).
+template <int kStage, int kN, int kMaxN, bool kEf128, int kXSt, int kWSt, bool kEfOdd>
 __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
                                         uint32_t sbase, uint8_t* sgen) {
-  using S = WsLayout<kMaxN>;
+  using S = WsLayout<kMaxN, kXSt, kWSt>;
   constexpr int kAtomBytes = S::kAtom, kXBytes = S::kX;
   static_assert(kN <= kMaxN, "a tile's tokens fit its stage");
   constexpr bool kTall = kMaxN > kMoeTcWgmmaRows;  // the tall tiles (kWgmmaWsTall, kWgmmaWsTallEf)
@@ -223,7 +228,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int rows = tile.rows;
   int32_t* const xo = reinterpret_cast<int32_t*>(sgen + S::kXoBase);
-  const uint32_t full0 = sbase + S::kBarBase, empty0 = full0 + kWsStages * 8;
+  const uint32_t full0 = sbase + S::kBarBase, empty0 = full0 + kXSt * 8;
 
   // Every thread: the token source offsets of unit u (row u >> 4, half (u >> 3) & 1,
   // granule u & 7; -1 past the tile's rows), the zero rows of every stage, the barriers.
@@ -242,13 +247,13 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   }
   {
     const int pad = kN - rows, per_stage = pad * 16;
-    for (int i = tid; i < kWsStages * per_stage; i += kWsThreads) {
+    for (int i = tid; i < kXSt * per_stage; i += kWsThreads) {
       const int s = i / per_stage, u = i % per_stage, r = rows + (u >> 4), hf = (u >> 3) & 1, gr = u & 7;
       *reinterpret_cast<uint4*>(sgen + s * kXBytes + hf * kAtomBytes + r * 128 + gr * 16) = make_uint4(0, 0, 0, 0);
     }
   }
   if (tid == 0)
-    for (int s = 0; s < kWsStages; ++s) {
+    for (int s = 0; s < kXSt; ++s) {
       mbar_init(full0 + 8 * s, 128);  // the producer's 128 threads (cp.async arrivals)
       mbar_init(empty0 + 8 * s, 8);  // lane 0 of each consumer warp
     }
@@ -256,8 +261,8 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   __syncthreads();  // xo, the zero rows, the barriers: the last block-wide barrier
 
   if (tid >= kWsConsumers) {
-    // The producer: chunk gc's tokens into stage gc % kWsStages once both warpgroups have
-    // released chunk gc - kWsStages. Thread pt copies units pt + 128 j (row (pt >> 4) + 8 j,
+    // The producer: chunk gc's tokens into stage gc % kXSt once both warpgroups have
+    // released chunk gc - kXSt. Thread pt copies units pt + 128 j (row (pt >> 4) + 8 j,
     // so the swizzle term is the same for every j: destination dbase + 1024 j); its
     // offsets stay in registers.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kTall ? kWsTallProducerRegs : kWsProducerRegs));
@@ -274,7 +279,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     uint32_t ph = 0;  // parity of stage s's current round
 #pragma unroll 1
     for (int gc = 0; gc < total; ++gc) {
-      if (gc >= kWsStages) mbar_wait(empty0 + 8 * s, ph ^ 1);
+      if (gc >= kXSt) mbar_wait(empty0 + 8 * s, ph ^ 1);
       const uint32_t st = sbase + uint32_t(s) * kXBytes + dbase;
       if constexpr (kTall) {
         const int4* const xq = reinterpret_cast<const int4*>(xo + pt * kPad);
@@ -294,7 +299,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
       cp_arrive_noinc(full0 + 8 * s);
       if (++ch == chunks) ch = 0, xc = a.xt;
       else xc += 128;
-      if (++s == kWsStages) s = 0, ph ^= 1;
+      if (++s == kXSt) s = 0, ph ^= 1;
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
     return;
@@ -322,13 +327,16 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   // (kEf128 false) has no policy operand in its code at all.
   const bool ef = kEf128 || (kTall && a.weight_evict_first);
   const uint64_t wpol = ef ? l2_evict_first_policy() : 0;
+  // Weight stage of chunk g: a mask for the default's 4 stages (its code as measured), a
+  // division by the constant otherwise (a few instructions per chunk).
+  auto wslot = [](int g) { return (kWSt & (kWSt - 1)) == 0 ? (g & (kWSt - 1)) : g % kWSt; };
   // The weight stream: the next chunk to copy (gw), its chunk in the item and its offsets.
   int gw = 0, wch = 0;
   uint32_t wo = 0, so = 0;
   auto stage_w = [&]() {
     if (gw < total) {
-      const uint32_t st = sbase + uint32_t(S::kWBase + (gw & (kWsStages - 1)) * kWSlotBytes);
-      if ((kTall || kEf128) && ef) {
+      const uint32_t st = sbase + uint32_t(S::kWBase + wslot(gw) * kWSlotBytes);
+      if ((kTall || kEf128) && ef && (!kEfOdd || (wch & 1))) {
         cp_async16_l2(st + wdst, wa + wo, wpol);
         cp_async16_l2(st + wdst + kWBytes / 2, wb + wo, wpol);
       } else {
@@ -349,9 +357,8 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     ++gw;
     cp_commit();  // one group per chunk (empty past the end: the count stays uniform)
   };
-  static_assert((kWsStages & (kWsStages - 1)) == 0, "stage = chunk & (kWsStages - 1)");
   auto load_raw = [&](int gc) {
-    const uint8_t* st = sgen + S::kWBase + (gc & (kWsStages - 1)) * kWSlotBytes;
+    const uint8_t* st = sgen + S::kWBase + wslot(gc) * kWSlotBytes;
     const uint32_t wsa = *reinterpret_cast<const uint32_t*>(st + sdst),
                    wsb = *reinterpret_cast<const uint32_t*>(st + sdst + kSBytes / 2);
     return Raw{*reinterpret_cast<const uint4*>(st + wdst), *reinterpret_cast<const uint4*>(st + wdst + kWBytes / 2),
@@ -387,10 +394,10 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     for (int i = 0; i < kD; ++i) acc[i] = 0.0f;
   };
 
-  // Weights of chunks 0 .. kWsStages - 1 (one group each); chunk 0 decoded.
+  // Weights of chunks 0 .. kWSt - 1 (one group each); chunk 0 decoded.
 #pragma unroll 1
-  for (int s = 0; s < kWsStages; ++s) stage_w();
-  cp_wait<kWsStages - 1>();
+  for (int s = 0; s < kWSt; ++s) stage_w();
+  cp_wait<kWSt - 1>();
   {
     const Raw r0 = load_raw(0);
 #pragma unroll
@@ -410,16 +417,16 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
       wgmma::WgmmaRS<kN>::mma(tmp, A[j], wgmma::desc_k_sw128(xs + (j >> 2) * kAtomBytes + (j & 3) * 32), j);
       wgmma::commit();
     }
-    // Weight stage s held chunk gc (read back in the previous iteration): chunk gc + kWsStages.
+    // Weight stage s held chunk gc (read back in the previous iteration): chunk gc + kWSt.
     stage_w();
     const bool more = gc + 1 < total;
     // Chunk gc + 1's scales now, its weight words one q at a time (the first form held all 10
     // words of Raw across the 4 waits): fewer live registers under the 232 of setmaxnreg
     // (ptxas spills over the 8 tile heights: 316 -> 296 bytes in stage 2, 396 -> 376 in 1).
-    const uint8_t* const wst = sgen + S::kWBase + ((gc + 1) & (kWsStages - 1)) * kWSlotBytes;
+    const uint8_t* const wst = sgen + S::kWBase + wslot(gc + 1) * kWSlotBytes;
     uint32_t sca = 0, scb = 0;
     if (more) {
-      cp_wait<kWsStages - 1>();  // chunk gc + 1's weights (this thread's own copies) have landed
+      cp_wait<kWSt - 1>();  // chunk gc + 1's weights (this thread's own copies) have landed
       sca = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst) >> sha));
       scb = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst + kSBytes / 2) >> shb));
     }
@@ -451,14 +458,17 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
       cch = 0;
       store(item++);
     }
-    if (++s == kWsStages) s = 0, ph ^= 1;
+    if (++s == kXSt) s = 0, ph ^= 1;
   }
 }
 
 // Grid (group of row blocks, tile): block x takes row blocks [x items, (x + 1) items) of
 // tile y (the last group may be shorter); a tile's groups are neighbours in launch order, so
 // its staged tokens are read from L2 by blocks running at the same time.
-template <int kStage, int kMaxN, bool kEf128>
+// kCarveMax (MoeTcBig::kWgmmaWsEfL1, NOTES 40): the same code as its own instance, launched with
+// the largest shared-memory carve-out (228 KB, L1 28 KB instead of 60), the L1 the 5-stage rings get.
+template <int kStage, int kMaxN, bool kEf128, int kXSt = kWsStages, int kWSt = kWsStages, bool kEfOdd = false,
+          bool kCarveMax = false>
 __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedArgs a, int items) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) uint8_t wg_smem[];
@@ -471,20 +481,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedA
   uint8_t* const sgen = wg_smem + pad;
   const uint32_t sbase = raw + pad;
   switch ((tile.rows + 15) / 16) {
-    case 1: ws_tile<kStage, 16, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
-    case 2: ws_tile<kStage, 32, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
-    case 3: ws_tile<kStage, 48, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
-    case 4: ws_tile<kStage, 64, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
-    case 5: ws_tile<kStage, 80, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
-    case 6: ws_tile<kStage, 96, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
-    case 7: ws_tile<kStage, 112, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
-    case 8: ws_tile<kStage, 128, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen); break;
+    case 1: ws_tile<kStage, 16, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
+    case 2: ws_tile<kStage, 32, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
+    case 3: ws_tile<kStage, 48, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
+    case 4: ws_tile<kStage, 64, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
+    case 5: ws_tile<kStage, 80, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
+    case 6: ws_tile<kStage, 96, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
+    case 7: ws_tile<kStage, 112, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
+    case 8: ws_tile<kStage, 128, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
     case 9:
-      if constexpr (kMaxN >= 144) ws_tile<kStage, 144, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen);
+      if constexpr (kMaxN >= 144) ws_tile<kStage, 144, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen);
       else __trap();
       break;
     case 10:
-      if constexpr (kMaxN >= 160) ws_tile<kStage, 160, kMaxN, kEf128>(a, tile, rb0, n, sbase, sgen);
+      if constexpr (kMaxN >= 160) ws_tile<kStage, 160, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen);
       else __trap();
       break;
     default: __trap();
@@ -539,19 +549,24 @@ bool big_grid(const MoeGroupedArgs& a, BigGrid& g) {
   return true;
 }
 
-template <int kStage, int kMaxN, bool kEf128 = false>
+template <int kStage, int kMaxN, bool kEf128 = false, int kXSt = kWsStages, int kWSt = kWsStages, bool kEfOdd = false,
+          bool kCarveMax = false>
 cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
-  using S = WsLayout<kMaxN>;
+  using S = WsLayout<kMaxN, kXSt, kWSt>;
   BigGrid g;
   if (!big_grid<kStage>(a, g)) return cudaErrorInvalidValue;
   // ws_tile's 32-bit weight / scale offsets over a block's items.
   if (int64_t(g.items) * g.per_block * (g.L->cols / 2) > INT32_MAX ||
       int64_t(g.items) * g.per_block * g.L->scale_cols > INT32_MAX)
     return cudaErrorInvalidValue;
-  static const cudaError_t attr = cudaFuncSetAttribute(moe_wgmma_ws_kernel<kStage, kMaxN, kEf128>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+  constexpr auto kernel = moe_wgmma_ws_kernel<kStage, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kCarveMax>;
+  static const cudaError_t attr = [&] {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+    if (e != cudaSuccess || !kCarveMax) return e;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
+  }();
   if (attr != cudaSuccess) return attr;
-  moe_wgmma_ws_kernel<kStage, kMaxN, kEf128><<<g.grid, kWsThreads, S::kSmem, stream>>>(a, g.items);
+  kernel<<<g.grid, kWsThreads, S::kSmem, stream>>>(a, g.items);
   return cudaGetLastError();
 }
 
@@ -574,6 +589,7 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (!moe_tc_eligible(a.w13, a.w2) || !a.experts || !a.xt || !a.tiles || !a.num_tiles || a.terms != 1 ||
       (a.tile_rows != kMoeTcWgmmaRows && a.tile_rows != kMoeTcWgmmaTallRows &&
        a.tile_rows != kMoeTcWgmmaTall144Rows) ||
+      (a.ws_ring != 0 && (a.tile_rows != kMoeTcWgmmaRows || !a.weight_evict_first || a.ws_ring > 4)) ||
       (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) ||
       (a.stage != 1 && a.stage != 2))
     return cudaErrorInvalidValue;
@@ -588,6 +604,21 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.tile_rows == kMoeTcWgmmaTall144Rows)
     return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaTall144Rows>(a, stream)
                         : launch_wgmma_ws<2, kMoeTcWgmmaTall144Rows>(a, stream);
+  // kWgmmaWsEf5 / kWgmmaWsEf55 / kWgmmaWsEfOdd / kWgmmaWsEfL1 (NOTES 40): kWgmmaWsEf with 5 token
+  // stages (and 5 weight stages), the policy on the odd chunks' copies only, or the largest
+  // carve-out; each its own instance.
+  if (a.weight_evict_first && a.ws_ring == 1)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 5, 4>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 5, 4>(a, stream);
+  if (a.weight_evict_first && a.ws_ring == 2)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 5, 5>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 5, 5>(a, stream);
+  if (a.weight_evict_first && a.ws_ring == 3)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 4, 4, true>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 4, 4, true>(a, stream);
+  if (a.weight_evict_first && a.ws_ring == 4)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 4, 4, false, true>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 4, 4, false, true>(a, stream);
   // kWgmmaWsEf (NOTES 39, next step 1): the 128-row kernel with evict-first weight copies.
   if (a.weight_evict_first)
     return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true>(a, stream)

@@ -281,10 +281,15 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   const bool tall =
       big_kind == kernels::MoeTcBig::kWgmmaWsTall || big_kind == kernels::MoeTcBig::kWgmmaWsTallEf;
   const bool tall144 = big_kind == kernels::MoeTcBig::kWgmmaWsTall144;
-  const bool wg =
-      wide &&
-      (big_kind == kernels::MoeTcBig::kWgmmaWs || big_kind == kernels::MoeTcBig::kWgmmaWsEf || tall || tall144) &&
-      kernels::moe_tc_wgmma_supported();
+  // kWgmmaWsEf5 / kWgmmaWsEf55 / kWgmmaWsEfOdd / kWgmmaWsEfL1 (NOTES 40): kWgmmaWsEf's tiles, another ring / policy.
+  const int ws_ring = big_kind == kernels::MoeTcBig::kWgmmaWsEf5    ? 1
+                      : big_kind == kernels::MoeTcBig::kWgmmaWsEf55  ? 2
+                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfOdd ? 3
+                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfL1  ? 4
+                                                                     : 0;
+  const bool ef128 = big_kind == kernels::MoeTcBig::kWgmmaWsEf || ws_ring != 0;
+  const bool wg = wide && (big_kind == kernels::MoeTcBig::kWgmmaWs || ef128 || tall || tall144) &&
+                  kernels::moe_tc_wgmma_supported();
   pa.big_rows = wg ? (tall      ? kernels::kMoeTcWgmmaTallRows
                       : tall144 ? kernels::kMoeTcWgmmaTall144Rows
                                 : kernels::kMoeTcWgmmaRows)
@@ -346,8 +351,8 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   large.num_tiles = pa.num_tiles + 1;
   large.max_tiles = big ? kernels::moe_big_tile_bound(nk, E) : 0;
   large.up = big ? reinterpret_cast<float*>(at(lay.up)) : nullptr;
-  large.weight_evict_first =
-      wg && (big_kind == kernels::MoeTcBig::kWgmmaWsTallEf || big_kind == kernels::MoeTcBig::kWgmmaWsEf);
+  large.weight_evict_first = wg && (big_kind == kernels::MoeTcBig::kWgmmaWsTallEf || ef128);
+  large.ws_ring = wg ? ws_ring : 0;
 
   if (use_tc(t)) {
     // x -> bf16 planes once; every tile of both stages on the tensor cores, except the
