@@ -75,7 +75,8 @@
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--index-score-prefill] [--indexer-wgmma-ab] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
-//                [--moe-big auto|wide|wgmmaws|wgmmawsef|wgmmawsef5|wgmmawsef55|wgmmawsefodd|wgmmawsefl1|wgmmatall|wgmmatallef|wgmmatall144]
+//                [--moe-big auto|wide|wgmmaws|wgmmawsef|wgmmawsef5|wgmmawsef55|wgmmawsefodd|wgmmawsefl1|wgmmatall|wgmmatallef|wgmmatall144
+//                           |wgmmawsefs|wgmmawsefs5|wgmmawsefsl1|wgmmawss]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
@@ -1722,11 +1723,10 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       const auto kAutoBig = kernels::MoeTcBig::kAuto;
       cfgs.push_back(def_cfg);  // the defaults (small = auto, plan as set, f32big 32, big = auto)
       if (g_moe_bigs_only)
-        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWs, kernels::MoeTcBig::kWgmmaWsTall,
-                        kernels::MoeTcBig::kWgmmaWsTallEf, kernels::MoeTcBig::kWgmmaWsTall144,
-                        kernels::MoeTcBig::kWgmmaWsEf, kernels::MoeTcBig::kWgmmaWsEf5,
-                        kernels::MoeTcBig::kWgmmaWsEf55, kernels::MoeTcBig::kWgmmaWsEfOdd,
-                        kernels::MoeTcBig::kWgmmaWsEfL1})
+        // The 128-row kinds (NOTES 42's A/B; the wide and tall kinds were last measured in NOTES 39 / 40).
+        for (auto bg : {kernels::MoeTcBig::kWgmmaWs, kernels::MoeTcBig::kWgmmaWsS, kernels::MoeTcBig::kWgmmaWsEf,
+                        kernels::MoeTcBig::kWgmmaWsEfS, kernels::MoeTcBig::kWgmmaWsEf5, kernels::MoeTcBig::kWgmmaWsEfS5,
+                        kernels::MoeTcBig::kWgmmaWsEfL1, kernels::MoeTcBig::kWgmmaWsEfSL1})
           cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});
       else {
         add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
@@ -1783,6 +1783,10 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
                              : cfg.big == kernels::MoeTcBig::kWgmmaWsEf55    ? " big=wgmmawsef55"
                              : cfg.big == kernels::MoeTcBig::kWgmmaWsEfOdd   ? " big=wgmmawsefodd"
                              : cfg.big == kernels::MoeTcBig::kWgmmaWsEfL1    ? " big=wgmmawsefl1"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfS     ? " big=wgmmawsefs"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfS5    ? " big=wgmmawsefs5"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfSL1   ? " big=wgmmawsefsl1"
+                             : cfg.big == kernels::MoeTcBig::kWgmmaWsS       ? " big=wgmmawss"
                                                                              : " big=wgmmaws";
             const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
@@ -2289,9 +2293,13 @@ int main(int argc, char** argv) {
                                     : v == "wgmmawsef55" ? kernels::MoeTcBig::kWgmmaWsEf55
                                     : v == "wgmmawsefodd" ? kernels::MoeTcBig::kWgmmaWsEfOdd
                                     : v == "wgmmawsefl1" ? kernels::MoeTcBig::kWgmmaWsEfL1
+                                    : v == "wgmmawsefs"  ? kernels::MoeTcBig::kWgmmaWsEfS
+                                    : v == "wgmmawsefs5" ? kernels::MoeTcBig::kWgmmaWsEfS5
+                                    : v == "wgmmawsefsl1" ? kernels::MoeTcBig::kWgmmaWsEfSL1
+                                    : v == "wgmmawss"    ? kernels::MoeTcBig::kWgmmaWsS
                                                          : kernels::MoeTcBig::kAuto;
         if (k == kernels::MoeTcBig::kAuto) {
-          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wgmmawsef, wgmmawsef5, wgmmawsef55, wgmmawsefodd, wgmmawsefl1, wgmmatall, wgmmatallef, wgmmatall144, wide)\n",
+          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wgmmawsef, wgmmawsef5, wgmmawsef55, wgmmawsefodd, wgmmawsefl1, wgmmawsefs, wgmmawsefs5, wgmmawsefsl1, wgmmawss, wgmmatall, wgmmatallef, wgmmatall144, wide)\n",
                        v.c_str());
           return 2;
         }
@@ -2327,7 +2335,9 @@ int main(int argc, char** argv) {
            {"wgmmatallef", kernels::MoeTcBig::kWgmmaWsTallEf}, {"wgmmatall144", kernels::MoeTcBig::kWgmmaWsTall144},
            {"wgmmawsef", kernels::MoeTcBig::kWgmmaWsEf}, {"wgmmawsef5", kernels::MoeTcBig::kWgmmaWsEf5},
            {"wgmmawsef55", kernels::MoeTcBig::kWgmmaWsEf55}, {"wgmmawsefodd", kernels::MoeTcBig::kWgmmaWsEfOdd},
-           {"wgmmawsefl1", kernels::MoeTcBig::kWgmmaWsEfL1}}));
+           {"wgmmawsefl1", kernels::MoeTcBig::kWgmmaWsEfL1}, {"wgmmawsefs", kernels::MoeTcBig::kWgmmaWsEfS},
+           {"wgmmawsefs5", kernels::MoeTcBig::kWgmmaWsEfS5}, {"wgmmawsefsl1", kernels::MoeTcBig::kWgmmaWsEfSL1},
+           {"wgmmawss", kernels::MoeTcBig::kWgmmaWsS}}));
     else if (a == "--router")  // the router logits kernel for the whole run (kernels::RouterLogitsPath)
       kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(
           "--router", next(),

@@ -315,7 +315,11 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                     std::pair{kernels::MoeTcBig::kWgmmaWsEf5, "wgmmawsef5_vs_default_differ"},
                     std::pair{kernels::MoeTcBig::kWgmmaWsEf55, "wgmmawsef55_vs_default_differ"},
                     std::pair{kernels::MoeTcBig::kWgmmaWsEfOdd, "wgmmawsefodd_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEfL1, "wgmmawsefl1_vs_default_differ"}}) {
+                    std::pair{kernels::MoeTcBig::kWgmmaWsEfL1, "wgmmawsefl1_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsEfS, "wgmmawsefs_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsEfS5, "wgmmawsefs5_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsEfSL1, "wgmmawsefsl1_vs_default_differ"},
+                    std::pair{kernels::MoeTcBig::kWgmmaWsS, "wgmmawss_vs_default_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
                 run(0, n, alt.get());

@@ -233,6 +233,9 @@ struct MoeGroupedArgs {
   // and 4 weight stages), 1 kWgmmaWsEf5 (5 token stages), 2 kWgmmaWsEf55 (5 and 5), 3
   // kWgmmaWsEfOdd (4 and 4, the policy on odd chunks' weight copies only), 4 kWgmmaWsEfL1
   // (kWgmmaWsEf's code with the largest shared-memory carve-out: the 5-stage rings' L1). NOTES 40.
+  // With the scale words in a ring of their own (NOTES 42): 5 kWgmmaWsEfS (4 and 4), 6
+  // kWgmmaWsEfS5 (5 token stages), 7 kWgmmaWsEfSL1 (kWgmmaWsEfS with the largest carve-out), and
+  // 8 kWgmmaWsS (kWgmmaWs's policy: weight_evict_first false, 4 and 4).
   int ws_ring = 0;
 };
 // Whether the grouped kernels take this expert layout (format, vector alignment,
@@ -291,6 +294,13 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 //            row's 128-byte line holds two chunks: evict-first once both halves were read);
 //   kWgmmaWsEfL1    kWgmmaWsEf's code (own instance) launched with the largest shared-memory
 //            carve-out: L1 28 KB instead of 60, as the 5-stage rings get (their control).
+//   kWgmmaWsEfS     (opt-in, helper moea, NOTES 42) kWgmmaWsEf with the scale words in a
+//            shared-memory ring of their own: one 16-byte cp.async.cg per row and granule per 4
+//            chunks instead of a 4-byte .ca copy per thread per chunk (no L1 in the loop but
+//            the spill reloads; 189 KB of shared memory);
+//   kWgmmaWsEfS5    kWgmmaWsEfS with a 5-stage token ring (221 KB, L1 28 KB);
+//   kWgmmaWsEfSL1   kWgmmaWsEfS's code with the largest carve-out (kWgmmaWsEfS5's L1: its control);
+//   kWgmmaWsS       kWgmmaWs (no evict-first) with kWgmmaWsEfS's scale ring.
 enum class MoeTcBig {
   kWide,
   kWgmmaWs,
@@ -302,7 +312,11 @@ enum class MoeTcBig {
   kWgmmaWsEf5,
   kWgmmaWsEf55,
   kWgmmaWsEfOdd,
-  kWgmmaWsEfL1
+  kWgmmaWsEfL1,
+  kWgmmaWsEfS,
+  kWgmmaWsEfS5,
+  kWgmmaWsEfSL1,
+  kWgmmaWsS
 };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();

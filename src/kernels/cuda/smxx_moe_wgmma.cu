@@ -162,7 +162,12 @@ constexpr int kWsStages = 4;                   // token and weight stages (the d
 // tall tiles: 40 KB token stages, 211 KB in all), kXSt token stages and kWSt weight stages
 // (kWsStages each but in MoeTcBig::kWgmmaWsEf5 / kWgmmaWsEf55, NOTES 40: 5 token stages,
 // 209 / 219 KB).
-template <int kMaxN, int kXSt = kWsStages, int kWSt = kWsStages>
+// kSRing (MoeTcBig::kWgmmaWsEfS and kin, NOTES 42): the scale words in a ring of their own
+// (kWSt + 1 slots of kSSlotBytes) instead of 2 KB per weight stage; the weight stage holds the
+// weight bytes alone.
+constexpr int kSQuadBytes = 64;                           // a quad's 2 rows x 2 granules of 16 bytes
+constexpr int kSSlotBytes = (kWgThreads / 4) * kSQuadBytes;  // a window's scale slot: 64 quads (4 KB)
+template <int kMaxN, int kXSt = kWsStages, int kWSt = kWsStages, bool kSRing = false>
 struct WsLayout {
   static constexpr int kAtom = kMaxN * 128;         // a 64-column half of a staged chunk
   static constexpr int kX = 2 * kAtom;              // a token stage: kMaxN tokens x 128 columns
@@ -170,7 +175,10 @@ struct WsLayout {
   // kMaxN / 8 rounded up to 4, see ws_tile).
   static constexpr int kXo = std::max((kMaxN / 16) * kWgThreads * 4, 128 * ((kMaxN / 8 + 3) / 4 * 4) * 4);
   static constexpr int kWBase = kXSt * kX;
-  static constexpr int kXoBase = kWBase + kWSt * kWSlotBytes;
+  static constexpr int kWSlot = kSRing ? kWBytes : kWSlotBytes;  // a weight stage
+  static constexpr int kSR = kWSt + 1;                           // scale ring slots (kSRing)
+  static constexpr int kSBase = kWBase + kWSt * kWSlot;
+  static constexpr int kXoBase = kSBase + (kSRing ? kSR * kSSlotBytes : 0);
   static constexpr int kBarBase = kXoBase + kXo;                // full[kXSt], empty[kXSt]
   static constexpr int kSmem = kBarBase + 2 * kXSt * 8 + 1024;  // + slack to align to 1024
   static_assert(kAtom % 1024 == 0 && kX % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
@@ -211,10 +219,10 @@ __device__ __forceinline__ void cp_arrive_noinc(uint32_t bar) {
 // kXSt / kWSt: the token / weight ring's stages; kEfOdd (MoeTcBig::kWgmmaWsEfOdd, NOTES 40): of
 // the evict-first instance, only the copies of odd chunks carry the policy (a weight row's
 // 128-byte line holds chunks 2 m and 2 m + 1: the line is marked once both halves are read).
-template <int kStage, int kN, int kMaxN, bool kEf128, int kXSt, int kWSt, bool kEfOdd>
+template <int kStage, int kN, int kMaxN, bool kEf128, int kXSt, int kWSt, bool kEfOdd, bool kSRing>
 __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
                                         uint32_t sbase, uint8_t* sgen) {
-  using S = WsLayout<kMaxN, kXSt, kWSt>;
+  using S = WsLayout<kMaxN, kXSt, kWSt, kSRing>;
   constexpr int kAtomBytes = S::kAtom, kXBytes = S::kX;
   static_assert(kN <= kMaxN, "a tile's tokens fit its stage");
   constexpr bool kTall = kMaxN > kMoeTcWgmmaRows;  // the tall tiles (kWgmmaWsTall, kWgmmaWsTallEf)
@@ -321,6 +329,26 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   const uint8_t* const sa4 = sa - (reinterpret_cast<uintptr_t>(sa) & 3);
   const uint8_t* const sb4 = sb - (reinterpret_cast<uintptr_t>(sb) & 3);
   const uint32_t wdst = uint32_t(tid * 16), sdst = uint32_t(kWBytes + tid * 4);
+  // kSRing (NOTES 42): the scale words through a ring of their own, one window of up to 4 chunks
+  // per slot. A row's words of chunks 4 m .. 4 m + 3 of an item are 16 bytes at row + 16 m,
+  // which span at most two aligned 16-byte granules: per window the quad's lane c copies
+  // granule c & 1 of row a (c < 2) or b (c >= 2), with one cp.async.cg of 16 bytes, to
+  // slot + quad x 64 + 16 c (lane 1 / 3 only where the window's bytes reach the second
+  // granule: a copied granule always holds a byte of its row, so it lies in the scales'
+  // allocation). Each thread then reads its byte c of chunk j at byte (row & 15) + c + 4 (j & 3)
+  // of its row's 32 (the row's offset within a granule is the same for every window and item:
+  // items step by 64 or 128 rows x scale_cols, a multiple of 16). Against the 4-byte .ca copy
+  // per thread per chunk: 1/16 of the copies, no L1 (bypass), and the same bytes.
+  const uint8_t* const srow_a = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols;
+  const uint8_t* const srow_b = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols;
+  const uint8_t* const srow = (c >> 1) ? srow_b : srow_a;
+  const int loff = int(reinterpret_cast<uintptr_t>(srow) & 15);  // this lane's row within its granule
+  const uint8_t* const sg0 = srow - loff + 16 * (c & 1);          // this lane's granule of window 0
+  const int qd = warp * 8 + g;                                    // the quad (0..63)
+  const uint32_t sqdst = uint32_t(qd * kSQuadBytes + 16 * c);
+  const uint32_t ba = uint32_t(reinterpret_cast<uintptr_t>(srow_a) & 15) + uint32_t(c),
+                 bb = uint32_t(reinterpret_cast<uintptr_t>(srow_b) & 15) + uint32_t(c);
+  const uint32_t rda = uint32_t(qd * kSQuadBytes) + (ba & ~3u), rdb = uint32_t(qd * kSQuadBytes + 32) + (bb & ~3u);
   // kWgmmaWsTallEf: the weight copies leave L2 first (each weight byte is read by one block
   // once; the tiles' token rows, re-read by every row block, should stay). kWgmmaWsEf: the
   // same in the 128-row kernel, as its own instance (kEf128), so the default's instance
@@ -333,9 +361,10 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   // The weight stream: the next chunk to copy (gw), its chunk in the item and its offsets.
   int gw = 0, wch = 0;
   uint32_t wo = 0, so = 0;
+  int wsl = 0;  // kSRing: the scale slot of the next window to copy
   auto stage_w = [&]() {
     if (gw < total) {
-      const uint32_t st = sbase + uint32_t(S::kWBase + wslot(gw) * kWSlotBytes);
+      const uint32_t st = sbase + uint32_t(S::kWBase + wslot(gw) * S::kWSlot);
       if ((kTall || kEf128) && ef && (!kEfOdd || (wch & 1))) {
         cp_async16_l2(st + wdst, wa + wo, wpol);
         cp_async16_l2(st + wdst + kWBytes / 2, wb + wo, wpol);
@@ -343,8 +372,17 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
         cp_async16(st + wdst, wa + wo);
         cp_async16(st + wdst + kWBytes / 2, wb + wo);
       }
-      cp_async4(st + sdst, sa4 + so);
-      cp_async4(st + sdst + kSBytes / 2, sb4 + so);
+      if constexpr (kSRing) {
+        if ((wch & 3) == 0) {  // a window starts: its (up to) 4 chunks' scale words
+          const int nwin = min(4, chunks - wch);
+          if (!(c & 1) || loff + 4 * nwin > 16)
+            cp_async16(sbase + uint32_t(S::kSBase + wsl * kSSlotBytes) + sqdst, sg0 + so);
+          if (++wsl == S::kSR) wsl = 0;
+        }
+      } else {
+        cp_async4(st + sdst, sa4 + so);
+        cp_async4(st + sdst + kSBytes / 2, sb4 + so);
+      }
       if (++wch == chunks) {
         wch = 0;
         wo += item_w - uint32_t(chunks - 1) * 64;
@@ -357,10 +395,28 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     ++gw;
     cp_commit();  // one group per chunk (empty past the end: the count stays uniform)
   };
+  // kSRing: the scale words of the next chunk to read (chunk rc of its item) from the ring, after
+  // this thread's cp.async wait and a __syncwarp (the quad's other lanes copied them). A slot is
+  // rewritten kWSt + 1 windows later, at the earliest 2 iterations after its last read (windows
+  // have >= 1 chunk; the copy of chunk g is issued in iteration g - kWSt): a __syncwarp between.
+  int rc = 0, rsl = S::kSR - 1;
+  auto ring_words = [&](uint32_t& wsa, uint32_t& wsb) {
+    if ((rc & 3) == 0) rsl = rsl + 1 == S::kSR ? 0 : rsl + 1;
+    const uint8_t* const p = sgen + S::kSBase + rsl * kSSlotBytes + 4 * (rc & 3);
+    wsa = *reinterpret_cast<const uint32_t*>(p + rda);
+    wsb = *reinterpret_cast<const uint32_t*>(p + rdb);
+    if (++rc == chunks) rc = 0;
+  };
   auto load_raw = [&](int gc) {
-    const uint8_t* st = sgen + S::kWBase + wslot(gc) * kWSlotBytes;
-    const uint32_t wsa = *reinterpret_cast<const uint32_t*>(st + sdst),
-                   wsb = *reinterpret_cast<const uint32_t*>(st + sdst + kSBytes / 2);
+    const uint8_t* st = sgen + S::kWBase + wslot(gc) * S::kWSlot;
+    uint32_t wsa, wsb;
+    if constexpr (kSRing) {
+      __syncwarp();
+      ring_words(wsa, wsb);
+    } else {
+      wsa = *reinterpret_cast<const uint32_t*>(st + sdst);
+      wsb = *reinterpret_cast<const uint32_t*>(st + sdst + kSBytes / 2);
+    }
     return Raw{*reinterpret_cast<const uint4*>(st + wdst), *reinterpret_cast<const uint4*>(st + wdst + kWBytes / 2),
                scale_bf16x2(uint8_t(wsa >> sha)), scale_bf16x2(uint8_t(wsb >> shb))};
   };
@@ -423,12 +479,20 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     // Chunk gc + 1's scales now, its weight words one q at a time (the first form held all 10
     // words of Raw across the 4 waits): fewer live registers under the 232 of setmaxnreg
     // (ptxas spills over the 8 tile heights: 316 -> 296 bytes in stage 2, 396 -> 376 in 1).
-    const uint8_t* const wst = sgen + S::kWBase + wslot(gc + 1) * kWSlotBytes;
+    const uint8_t* const wst = sgen + S::kWBase + wslot(gc + 1) * S::kWSlot;
     uint32_t sca = 0, scb = 0;
     if (more) {
       cp_wait<kWSt - 1>();  // chunk gc + 1's weights (this thread's own copies) have landed
-      sca = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst) >> sha));
-      scb = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst + kSBytes / 2) >> shb));
+      if constexpr (kSRing) {
+        __syncwarp();  // ... and the quad's scale granules (copied by its lanes 0..3)
+        uint32_t wsa, wsb;
+        ring_words(wsa, wsb);
+        sca = scale_bf16x2(uint8_t(wsa >> sha));
+        scb = scale_bf16x2(uint8_t(wsb >> shb));
+      } else {
+        sca = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst) >> sha));
+        scb = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst + kSBytes / 2) >> shb));
+      }
     }
     auto next_q = [&](auto qc) {
       constexpr int q = decltype(qc)::value;
@@ -468,7 +532,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
 // kCarveMax (MoeTcBig::kWgmmaWsEfL1, NOTES 40): the same code as its own instance, launched with
 // the largest shared-memory carve-out (228 KB, L1 28 KB instead of 60), the L1 the 5-stage rings get.
 template <int kStage, int kMaxN, bool kEf128, int kXSt = kWsStages, int kWSt = kWsStages, bool kEfOdd = false,
-          bool kCarveMax = false>
+          bool kCarveMax = false, bool kSRing = false>
 __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedArgs a, int items) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) uint8_t wg_smem[];
@@ -481,20 +545,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedA
   uint8_t* const sgen = wg_smem + pad;
   const uint32_t sbase = raw + pad;
   switch ((tile.rows + 15) / 16) {
-    case 1: ws_tile<kStage, 16, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
-    case 2: ws_tile<kStage, 32, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
-    case 3: ws_tile<kStage, 48, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
-    case 4: ws_tile<kStage, 64, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
-    case 5: ws_tile<kStage, 80, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
-    case 6: ws_tile<kStage, 96, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
-    case 7: ws_tile<kStage, 112, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
-    case 8: ws_tile<kStage, 128, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen); break;
+    case 1: ws_tile<kStage, 16, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
+    case 2: ws_tile<kStage, 32, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
+    case 3: ws_tile<kStage, 48, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
+    case 4: ws_tile<kStage, 64, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
+    case 5: ws_tile<kStage, 80, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
+    case 6: ws_tile<kStage, 96, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
+    case 7: ws_tile<kStage, 112, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
+    case 8: ws_tile<kStage, 128, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
     case 9:
-      if constexpr (kMaxN >= 144) ws_tile<kStage, 144, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen);
+      if constexpr (kMaxN >= 144) ws_tile<kStage, 144, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen);
       else __trap();
       break;
     case 10:
-      if constexpr (kMaxN >= 160) ws_tile<kStage, 160, kMaxN, kEf128, kXSt, kWSt, kEfOdd>(a, tile, rb0, n, sbase, sgen);
+      if constexpr (kMaxN >= 160) ws_tile<kStage, 160, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen);
       else __trap();
       break;
     default: __trap();
@@ -550,16 +614,16 @@ bool big_grid(const MoeGroupedArgs& a, BigGrid& g) {
 }
 
 template <int kStage, int kMaxN, bool kEf128 = false, int kXSt = kWsStages, int kWSt = kWsStages, bool kEfOdd = false,
-          bool kCarveMax = false>
+          bool kCarveMax = false, bool kSRing = false>
 cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
-  using S = WsLayout<kMaxN, kXSt, kWSt>;
+  using S = WsLayout<kMaxN, kXSt, kWSt, kSRing>;
   BigGrid g;
   if (!big_grid<kStage>(a, g)) return cudaErrorInvalidValue;
   // ws_tile's 32-bit weight / scale offsets over a block's items.
   if (int64_t(g.items) * g.per_block * (g.L->cols / 2) > INT32_MAX ||
       int64_t(g.items) * g.per_block * g.L->scale_cols > INT32_MAX)
     return cudaErrorInvalidValue;
-  constexpr auto kernel = moe_wgmma_ws_kernel<kStage, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kCarveMax>;
+  constexpr auto kernel = moe_wgmma_ws_kernel<kStage, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kCarveMax, kSRing>;
   static const cudaError_t attr = [&] {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
     if (e != cudaSuccess || !kCarveMax) return e;
@@ -589,7 +653,8 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (!moe_tc_eligible(a.w13, a.w2) || !a.experts || !a.xt || !a.tiles || !a.num_tiles || a.terms != 1 ||
       (a.tile_rows != kMoeTcWgmmaRows && a.tile_rows != kMoeTcWgmmaTallRows &&
        a.tile_rows != kMoeTcWgmmaTall144Rows) ||
-      (a.ws_ring != 0 && (a.tile_rows != kMoeTcWgmmaRows || !a.weight_evict_first || a.ws_ring > 4)) ||
+      (a.ws_ring != 0 && (a.tile_rows != kMoeTcWgmmaRows || a.ws_ring > 8 ||
+                          a.weight_evict_first != (a.ws_ring != 8))) ||
       (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) ||
       (a.stage != 1 && a.stage != 2))
     return cudaErrorInvalidValue;
@@ -619,6 +684,21 @@ cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.weight_evict_first && a.ws_ring == 4)
     return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 4, 4, false, true>(a, stream)
                         : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 4, 4, false, true>(a, stream);
+  // kWgmmaWsEfS / kWgmmaWsEfS5 / kWgmmaWsEfSL1 / kWgmmaWsS (NOTES 42): the scale words through a
+  // ring of their own (kSRing) in kWgmmaWsEf, with 5 token stages, with the largest carve-out, and
+  // in kWgmmaWs (no evict-first).
+  if (a.ws_ring == 5)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 4, 4, false, false, true>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 4, 4, false, false, true>(a, stream);
+  if (a.ws_ring == 6)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 5, 4, false, false, true>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 5, 4, false, false, true>(a, stream);
+  if (a.ws_ring == 7)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 4, 4, false, true, true>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 4, 4, false, true, true>(a, stream);
+  if (a.ws_ring == 8)
+    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, false, 4, 4, false, false, true>(a, stream)
+                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, false, 4, 4, false, false, true>(a, stream);
   // kWgmmaWsEf (NOTES 39, next step 1): the 128-row kernel with evict-first weight copies.
   if (a.weight_evict_first)
     return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true>(a, stream)

@@ -286,9 +286,13 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
                       : big_kind == kernels::MoeTcBig::kWgmmaWsEf55  ? 2
                       : big_kind == kernels::MoeTcBig::kWgmmaWsEfOdd ? 3
                       : big_kind == kernels::MoeTcBig::kWgmmaWsEfL1  ? 4
+                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfS   ? 5  // NOTES 42: the scale ring
+                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfS5  ? 6
+                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfSL1 ? 7
+                      : big_kind == kernels::MoeTcBig::kWgmmaWsS     ? 8
                                                                      : 0;
-  const bool ef128 = big_kind == kernels::MoeTcBig::kWgmmaWsEf || ws_ring != 0;
-  const bool wg = wide && (big_kind == kernels::MoeTcBig::kWgmmaWs || ef128 || tall || tall144) &&
+  const bool ef128 = big_kind == kernels::MoeTcBig::kWgmmaWsEf || (ws_ring != 0 && ws_ring != 8);
+  const bool wg = wide && (big_kind == kernels::MoeTcBig::kWgmmaWs || ws_ring == 8 || ef128 || tall || tall144) &&
                   kernels::moe_tc_wgmma_supported();
   pa.big_rows = wg ? (tall      ? kernels::kMoeTcWgmmaTallRows
                       : tall144 ? kernels::kMoeTcWgmmaTall144Rows
