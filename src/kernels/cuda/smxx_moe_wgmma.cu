@@ -362,9 +362,19 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   int gw = 0, wch = 0;
   uint32_t wo = 0, so = 0;
   int wsl = 0;  // kSRing: the scale slot of the next window to copy
+  // kSRing: this thread's weight destination in chunk gw's stage, kept per thread and wrapped by a
+  // per-thread compare. From wslot(gw) (uniform), ptxas 13.0 put the stage offset of the evict-first
+  // copies in the low word of the uniform register pair holding the cache-policy descriptor
+  // ("LDGSTS [R + UR + imm], desc[UR]", the pair's low word first cleared, then set to the offset),
+  // and those copies stopped with an illegal instruction from the second stage on (NOTES 42's first
+  // call; kWgmmaWsS, the same code without the policy, ran). A destination that is not uniform keeps
+  // the descriptor's low word clear.
+  const uint32_t wfirst = sbase + uint32_t(S::kWBase) + wdst, wlast = wfirst + uint32_t((kWSt - 1) * S::kWSlot);
+  uint32_t wcur = wfirst;
   auto stage_w = [&]() {
     if (gw < total) {
-      const uint32_t st = sbase + uint32_t(S::kWBase + wslot(gw) * S::kWSlot);
+      const uint32_t st = kSRing ? wcur - wdst : sbase + uint32_t(S::kWBase + wslot(gw) * S::kWSlot);
+      if constexpr (kSRing) wcur = wcur == wlast ? wfirst : wcur + uint32_t(S::kWSlot);
       if ((kTall || kEf128) && ef && (!kEfOdd || (wch & 1))) {
         cp_async16_l2(st + wdst, wa + wo, wpol);
         cp_async16_l2(st + wdst + kWBytes / 2, wb + wo, wpol);
