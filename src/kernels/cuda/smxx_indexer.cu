@@ -941,7 +941,7 @@ cudaError_t indexer_score_paged(const PagedIndexerScoreArgs& a, cudaStream_t str
   if (a.positions != nullptr && a.ratio <= 0) return cudaErrorInvalidValue;
   // The wgmma kernel: forced, or under kAuto at prefill sizes unless DEEPINFER_INDEXER_WGMMA=0
   // (NOTES 43: bitwise kMmaRows on every op case, 2.7x faster, the 8K prefill -9.9 ms; the
-  // default since run 32's logits A/B), on compute capability 9.0 (sm_90a code).
+  // default since run 33's logits A/B), on compute capability 9.0 (sm_90a code).
   static const bool wgmma_env = [] {
     const EnvDigit e = env_digit("DEEPINFER_INDEXER_WGMMA", 0, 1);  // invalid: the model refuses it at load
     return !(e.valid && e.value == 0);

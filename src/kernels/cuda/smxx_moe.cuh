@@ -124,20 +124,15 @@ constexpr int kMoeTcWgmmaTallRows = 160;
 // MoeTcBig::kWgmmaTall144: tiles of up to 144 rows (~7.6% of the experts keep a tail at
 // T = 8192; fewer live registers at the largest N than 160: ptxas spills less).
 constexpr int kMoeTcWgmmaTall144Rows = 144;
-// MoeTcBig::kAuto takes the wgmma tiles (kWgmmaWs) from this many tokens per call, the wide
-// kernel below (the two give the same bits, so the choice by T changes no result). Measured
-// (run moepf, op moe_grouped): wide faster at T = 1024 (5.20 vs kWgmma's 6.02 ms), wgmma at
-// T = 4096 (8.26 vs 10.09) and 8192; 2048, between the two, is not measured (nor kWgmmaWs
-// below 4096).
+// MoeTcBig::kAuto takes the wgmma tiles with the scale ring (kWgmmaWsS) from this many tokens
+// per call, the wide kernel below (all give the same bits, so the choice by T changes no
+// result). Measured (run moepf, op moe_grouped): wide faster at T = 1024 (5.20 vs kWgmma's 6.02
+// ms), wgmma at T = 4096 (8.26 vs 10.09) and 8192. kWgmmaWsS against the former kAuto (run
+// 32 = the lead's run of moea's run2, ms): T = 2048 5.59 vs kWgmmaWs 5.65, 4096 6.62 vs 6.69,
+// 8192 10.99 vs kWgmmaWsEf 12.88 (torch._grouped_mm 8.19 / 8.16 / 12.24): the scale words'
+// ring removes the N = 128 loop's spill reloads and per-thread scale copies (NOTES 42), and
+// without them evict-first no longer pays at 8192 (kWgmmaWsEfS 11.33).
 constexpr int64_t kMoeTcWgmmaMinTokens = 2048;
-// ... and kWgmmaWsEf (the same tiles and bits, weight copies evict-first in L2) from this many.
-// Measured (lead's run of moe8's run2.sh, op moe_grouped bf16, ms, kWgmmaWs / kWgmmaWsEf): T = 2048
-// 5.68 / 5.66, 4096 6.56 / 6.94 (+5.7%: Ef loses), 8192 14.31 / 12.83 (-10.4%); the 8K prefill (7
-// layers) 227.1 / 222.8 ms. At 8192 a weight byte is read by one or two tiles of its expert, and
-// marking it evict-first keeps the token rows, which every 128-row block re-reads, in L2 (stage 1
-// L2 hits 62 -> 70%, DRAM reads 9.2 -> 7.6 GB; NOTES 39). Between 4096 and 8192 not measured: the
-// threshold is the measured win, not an interpolation.
-constexpr int64_t kMoeTcWgmmaEfMinTokens = 8192;
 
 struct MoePlanArgs {
   const int64_t* expert_ids = nullptr;    // [n, k]
@@ -266,8 +261,8 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 //            moe_split_perm's planes and writes h in the same permuted column order, which its
 //            stage 2 reads; elsewhere the op takes kWide instead. Run moepf2 (op moe_grouped
 //            bf16): T = 4096 6.66-6.78 ms, T = 8192 14.30;
-//   kAuto    (default) kWgmmaWsEf from kMoeTcWgmmaEfMinTokens tokens per call, kWgmmaWs from
-//            kMoeTcWgmmaMinTokens (where supported), kWide below (all the same bits).
+//   kAuto    (default) kWgmmaWsS from kMoeTcWgmmaMinTokens tokens per call (where supported),
+//            kWide below (all the same bits).
 // Deleted in session 8 (never taken by kAuto, measured slower, nothing built on them):
 // kRows64 (64-row tiles, 8 warps: 16.0 vs kWide's 10.1 ms at T = 4096, run 11), kWide2 (8
 // warps x 32 rows: 10.0-10.1) and kWide128 (128 rows per block: 11.6) (NOTES "MoE wide
@@ -285,7 +280,7 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 //   14.40): Tall 5.81 / 7.08 / 15.00, TallEf 5.81 / 7.04 / 13.78, Tall144 5.74 / 7.02 / 14.06; the
 //   8K prefill 227-229 ms with kAuto, 235-242 with each tall kind (NOTES 39).
 //   kWgmmaWsEf      kWgmmaWs with the evict-first weight copies of kWgmmaWsTallEf (its own
-//            kernel instance; kAuto's from kMoeTcWgmmaEfMinTokens tokens): T = 2048 / 4096 / 8192
+//            kernel instance; kAuto's from 8192 tokens until run 32): T = 2048 / 4096 / 8192
 //            5.66 / 6.94 / 12.83 ms (lead's run of moe8's run2.sh, NOTES 39).
 //   kWgmmaWsEf5     (opt-in, helper moe9, NOTES 40) kWgmmaWsEf with a 5-stage token ring (209 KB
 //            of shared memory instead of 177; the kernel waits on how soon a chunk lands);
@@ -300,7 +295,8 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 //            the spill reloads; 189 KB of shared memory);
 //   kWgmmaWsEfS5    kWgmmaWsEfS with a 5-stage token ring (221 KB, L1 28 KB);
 //   kWgmmaWsEfSL1   kWgmmaWsEfS's code with the largest carve-out (kWgmmaWsEfS5's L1: its control);
-//   kWgmmaWsS       kWgmmaWs (no evict-first) with kWgmmaWsEfS's scale ring.
+//   kWgmmaWsS       kWgmmaWs (no evict-first) with kWgmmaWsEfS's scale ring; kAuto's from 2048 tokens
+//            since run 32 (T = 2048 / 4096 / 8192: 5.59 / 6.62 / 10.99 ms, the fastest kind at each).
 enum class MoeTcBig {
   kWide,
   kWgmmaWs,

@@ -267,12 +267,11 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   pa.small_rows = int32_t(kernels::moe_small_tile_rows(p.n));
   // The big tiles of e2m1 experts under kBF16 go to moe_tc; its wide kernel takes taller
   // tiles (kMoeTcWideRows: one tile per expert at prefill sizes, smxx_moe.cuh).
-  // kAuto: the wgmma tiles at prefill sizes (evict-first weights from 8192 tokens), the wide
-  // kernel below (the same bits every way).
+  // kAuto: the wgmma tiles with the scale ring at prefill sizes, the wide kernel below (the
+  // same bits every way).
   const kernels::MoeTcBig big_kind =
       kernels::moe_tc_big() != kernels::MoeTcBig::kAuto ? kernels::moe_tc_big()
-      : p.n >= kernels::kMoeTcWgmmaEfMinTokens         ? kernels::MoeTcBig::kWgmmaWsEf
-      : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmmaWs
+      : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmmaWsS
                                                         : kernels::MoeTcBig::kWide;
   const bool wide = big && use_tc(t) && p.act == Activations::kBF16;
   // kWgmmaWs (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes;
