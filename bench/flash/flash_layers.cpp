@@ -54,6 +54,8 @@
 // DEEPINFER_FP8_GEMV=0 / 1 (environment): the new kernel never / from n = 1 in the layers run
 // (default: from n = 4).
 // --gemv-persist 4[,2]: its ring depth and blocks per SM.
+// --gemv-tmap-auto 1|0: kAuto's own tensor-map gemv (slim, 4 stages) on the >= 30 MB weights at one
+// token (NOTES 41; 0: kAuto as before run 34).
 // --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
 // smallest weight (MB) it takes (NOTES 38) and the slim consumer (NOTES 41).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
@@ -1098,7 +1100,8 @@ void run_gemv_ops(HostPool& hp) {
     int depth, blocks;
     int force_tr = 0, force_cs = 0;  // tmap: a forced split (gemv_set_tmap_force; 0: the plan's)
   };
-  const Variant all_variants[] = {{"stream", kernels::GemvKind::kStream, 0, 0}, {"bulk", kernels::GemvKind::kBulk, 0, 0},
+  const Variant all_variants[] = {{"auto", kernels::GemvKind::kAuto, 0, 0},
+                                  {"stream", kernels::GemvKind::kStream, 0, 0}, {"bulk", kernels::GemvKind::kBulk, 0, 0},
                                   {"p2", kernels::GemvKind::kPersist, 2, 0},    {"p4", kernels::GemvKind::kPersist, 4, 0},
                                   {"p4b2", kernels::GemvKind::kPersist, 4, 2},  {"p6", kernels::GemvKind::kPersist, 6, 0},
                                   {"tc", kernels::GemvKind::kTensor, 0, 0},      {"xs", kernels::GemvKind::kXs, 0, 0},
@@ -2233,6 +2236,8 @@ int main(int argc, char** argv) {
           {{"auto", kernels::GemvKind::kAuto}, {"stream", kernels::GemvKind::kStream}, {"bulk", kernels::GemvKind::kBulk},
            {"persist", kernels::GemvKind::kPersist}, {"auto0", kernels::GemvKind::kAuto0},
            {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}, {"tmap", kernels::GemvKind::kTmap}}));
+    else if (a == "--gemv-tmap-auto")  // kAuto's tensor-map gemv on the >= 30 MB weights at one token (1, default) or not
+      kernels::gemv_set_tmap_auto(pick<bool>("--gemv-tmap-auto", next(), {{"1", true}, {"0", false}}));
     else if (a == "--gemv-tmap") {  // the tensor-map gemv (--gemv tmap): stages[,consumer warps 8|16[,f16 0|1]]
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_tmap(v.empty() ? 0 : int(v[0]), false);

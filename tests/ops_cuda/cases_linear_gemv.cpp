@@ -376,6 +376,35 @@ OpCase tmap_slim_bitwise_case(const Shape& s, int stages = 0) {
           }};
 }
 
+// kAuto at one token on the big FP8 weights (>= kGemvTmapAutoMinBytes): the tensor-map kernel's slim
+// consumer on 4 stages, whole-K 64-row tiles where they fill one round of half the SMs or more (wo_b,
+// the grouped wo_a), the plan's own split elsewhere (wq_b). Each case first checks that kAuto takes
+// the call (gemv_tmap_auto_takes), so a silent fallback to kXs cannot pass; then against the CPU
+// oracle (family "linear"), or bitwise against kTmap forced to that configuration ("former").
+OpCase tmap_auto_case(const Shape& s, bool bitwise) {
+  return {shape_name(bitwise ? "gemv_auto_tmap_eq" : "gemv_auto_tmap", s), bitwise ? "former" : "linear",
+          [=](Rng& rng) {
+            const auto w = tc_weight(rng, s, 0);
+            const auto x = randn(rng, size_t(s.n * x_width(s)));
+            const Dev<float> dx(x);
+            {
+              const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+              Dev<float> dy(size_t(s.n * out_rows));
+              if (!kernels::gemv_tmap_auto_takes(args(s, *w, dx.get(), dy.get())))
+                throw std::runtime_error("kAuto does not take the tensor-map kernel on " + shape_name("auto", s));
+            }
+            const auto autok = run_kind(s, kernels::GemvKind::kAuto, *w, dx);
+            if (!bitwise) return Outputs{{{"y", oracle(s, *w, x), autok}}, {}};
+            int dev = 0, sms = 0;
+            check_cuda(cudaGetDevice(&dev), "device");
+            check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
+            const int64_t tiles64 = (s.rows + 63) / 64;
+            const bool whole_k = 2 * tiles64 >= sms && tiles64 <= sms;
+            const TmapConsumer cons{16, true, true, whole_k ? 64 : 0, whole_k ? 1 : 0};
+            return Outputs{{{"y", run_tmap(s, *w, dx, 4, cons), autok}}, {}};
+          }};
+}
+
 // kTmap on calls its kernel does not take (f32 x, n = 2, fp32 scales, a slice off 16 rows):
 // what kAuto runs, bitwise ("cpu" holds kAuto's output).
 OpCase tmap_fallback_case(const Shape& s) {
@@ -593,6 +622,12 @@ std::vector<OpCase> linear_gemv_cases() {
       c.push_back(tmap_slim_bitwise_case(s));
     c.push_back(tmap_slim_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, 3));
   }
+  // kAuto's own use of it: wq_b, wo_b, the grouped wo_a.
+  for (const bool bitwise : {false, true})
+    for (const Shape& s : std::vector<Shape>{{K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true},
+                                             {K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true},
+                                             {K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}})
+      c.push_back(tmap_auto_case(s, bitwise));
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 1, 1024, 1280}));                 // f32 x
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 2, 1024, 1280, 0, -1, true}));    // n = 2
   c.push_back(tmap_fallback_case({K2::kFp8F32Scale, 1, 200, 1280, 0, -1, true})); // fp32 scales
@@ -602,6 +637,26 @@ std::vector<OpCase> linear_gemv_cases() {
 
 // What the bulk kernel cannot take: kAuto falls back to the former kernel (same bits),
 // a forced kBulk fails cleanly; linear_gemv_multi rejects mixed calls.
+// kAuto's tensor-map rule: the big FP8 weights at one token under bf16 x only; not the 12 MB
+// shared-expert weights, not f32 x, not the batch-invariant chunks (one_kernel).
+TEST(LinearGemv, AutoTmapTakesOnlyTheBigWeights) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  Rng rng(5);
+  const Shape big{WKind::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, small{WKind::kFp8E8m0, 1, 2304, 5120, 0, -1, true};
+  const auto wb = random_weight(rng, big.kind, big.rows, big.cols, 0.05f);
+  const auto ws = random_weight(rng, small.kind, small.rows, small.cols, 0.05f);
+  Dev<float> dx(8192), dy(5120);
+  kernels::LinearArgs a = args(big, *wb, dx.get(), dy.get());
+  EXPECT_TRUE(kernels::gemv_tmap_auto_takes(a));
+  a.one_kernel = true;
+  EXPECT_FALSE(kernels::gemv_tmap_auto_takes(a));
+  a = args(big, *wb, dx.get(), dy.get());
+  a.bf16_x = false;
+  EXPECT_FALSE(kernels::gemv_tmap_auto_takes(a));
+  EXPECT_FALSE(kernels::gemv_tmap_auto_takes(args(small, *ws, dx.get(), dy.get())));
+}
+
 TEST(LinearGemv, BulkFallbackAndRejects) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";

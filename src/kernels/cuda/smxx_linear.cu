@@ -107,8 +107,10 @@ namespace gemv_tc {
 cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
 }  // namespace gemv_tc
 namespace gemv_tmap {
-// smxx_linear_gemv_tmap.cu: the tensor-map TMA kernel (GemvKind::kTmap).
+// smxx_linear_gemv_tmap.cu: the tensor-map TMA kernel (GemvKind::kTmap: the process-wide A/B
+// settings; launch_auto: kAuto's fixed configuration, where gemv_tmap_auto_takes).
 cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
+cudaError_t launch_auto(const LinearArgs& a, cudaStream_t stream);
 }  // namespace gemv_tmap
 
 namespace {
@@ -126,6 +128,18 @@ cudaError_t gemv_dispatch(const LinearArgs* calls, int count, cudaStream_t strea
       return cudaSuccess;
     }
     kind = GemvKind::kAuto;
+  }
+  if (kind == GemvKind::kAuto && calls[0].n == 1) {
+    // One token: the big FP8 weights on the tensor-map kernel (all calls or none, as kTmap).
+    bool all = true;
+    for (int k = 0; k < count && all; ++k) all = gemv_tmap_auto_takes(calls[k]);
+    if (all) {
+      for (int k = 0; k < count; ++k) {
+        const cudaError_t e = gemv_tmap::launch_auto(calls[k], stream);
+        if (e != cudaSuccess) return e;
+      }
+      return cudaSuccess;
+    }
   }
   if (kind == GemvKind::kTensor || (kind == GemvKind::kAuto && calls[0].n >= 2 && !calls[0].one_kernel)) {
     // All calls or none (a multi launch keeps one kind of arithmetic); one launch each.

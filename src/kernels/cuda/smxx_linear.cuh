@@ -128,6 +128,12 @@ bool linear_gemv_xs_eligible(const LinearArgs& a);
 // e8m0 blocks >= 16 x 16 on 16-aligned rows or no scales, cols % 16 == 0, groups of rows a
 // multiple of 64, the driver's tensor-map encoder available, a plan that fits shared memory).
 bool linear_gemv_tmap_eligible(const LinearArgs& a);
+// kAuto's own use of the tensor-map kernel (NOTES 41, run 33): a single call of at least this many
+// weight bytes (wq_b, wo_a, wo_b; the 12 MB shared-expert weights measured slower than kXs there)
+// at one token under bf16 x, outside the batch-invariant mode, runs the slim consumer on a
+// 4-stage ring (a fixed configuration, whatever the kTmap A/B settings say).
+constexpr int64_t kGemvTmapAutoMinBytes = int64_t(30) << 20;
+bool gemv_tmap_auto_takes(const LinearArgs& a);
 // The tensor-map kernel's ring depth (stages of 32 KB, 2 .. 8; <= 0: the default, 6) and its
 // ring-only probe (consumers wait and release each stage, no arithmetic, y not written: the
 // copy engine's fill rate; flash_layers --gemv-variants tmapprobe). Process-wide, for A/B.

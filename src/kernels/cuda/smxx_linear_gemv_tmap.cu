@@ -837,14 +837,45 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // own choice). Where the forced split cannot run the shape, the plan's own choice stands.
 std::atomic<int> g_force_tr{0}, g_force_cs{0};
 
-Plan make_plan(const LinearArgs& a) {
+// What a launch runs: the ring depth, the consumer and a forced split. kTmap (the A/B kind) takes
+// the process-wide settings above; kAuto its own fixed choice (auto_config), so a bench's settings
+// never change what the default runs.
+struct Config {
+  int stages = kDefaultStages, warps = 8;
+  bool f16 = false, slim = false;
+  int force_tr = 0, force_cs = 0;
+};
+Config global_config() {
+  return Config{std::clamp(g_stages.load(), 2, kMaxStages), g_warps.load(), g_f16.load(), g_slim.load(),
+                g_force_tr.load(), g_force_cs.load()};
+}
+
+// kAuto at one token (NOTES 41, run 33): the slim consumer on a 4-stage ring (wq_b 15.7 us against
+// kXs 17.8, wo_a 12.6 against 17.0; the 7 layers at batch 1 -1.9% with it on the >= 30 MB
+// weights), and whole-K 64-row tiles without a cluster split where they fill between half of the
+// SMs and all of them in one round: the plan's cost model prefers wo_b's 15 clusters of 8 (3
+// rounds of 128-row tiles, 20.8 us), whole-K 64-row tiles on 80 CTAs measured 15.9.
+Config auto_config(const LinearArgs& a) {
+  Config c;
+  c.stages = 4;
+  c.warps = 16;
+  c.f16 = c.slim = true;
+  const int64_t tiles64 = ceil_div(a.num_rows, 64), sms = device_sm_count();
+  if (2 * tiles64 >= sms && tiles64 <= sms && (a.x_group_rows == 0 || a.x_group_rows % 64 == 0)) {
+    c.force_tr = 64;
+    c.force_cs = 1;
+  }
+  return c;
+}
+
+Plan make_plan(const LinearArgs& a, const Config& cfg) {
   Plan best;
   const int64_t cols = a.w.cols, rows = a.num_rows;
   const int64_t nsteps = ceil_div(cols, kBoxCols);
-  const int want_stages = std::clamp(g_stages.load(), 2, kMaxStages);
+  const int want_stages = std::clamp(cfg.stages, 2, kMaxStages);
   const int smem_cap = max_dyn_smem() - kStaticSmem;
-  const int ftr = g_force_tr.load(), fcs = g_force_cs.load();
-  const bool slim = g_slim.load();
+  const int ftr = cfg.force_tr, fcs = cfg.force_cs;
+  const bool slim = cfg.slim;
   int64_t best_cost = INT64_MAX;
   for (int pass = ftr > 0 ? 0 : 1; pass < 2 && !best.ok; ++pass) {  // pass 0: the forced split only
     for (const int tr : {256, 128, 64}) {
@@ -934,15 +965,15 @@ int current_device() {
   return d;
 }
 
-Plan cached_plan(const LinearArgs& a) {
-  const PlanKey k{current_device(), a.num_rows, a.w.cols, a.x_group_rows, std::clamp(g_stages.load(), 2, kMaxStages),
-                  (g_force_tr.load() * 16 + g_force_cs.load()) * 2 + (g_slim.load() ? 1 : 0)};
+Plan cached_plan(const LinearArgs& a, const Config& cfg) {
+  const PlanKey k{current_device(), a.num_rows, a.w.cols, a.x_group_rows, std::clamp(cfg.stages, 2, kMaxStages),
+                  (cfg.force_tr * 16 + cfg.force_cs) * 2 + (cfg.slim ? 1 : 0)};
   {
     std::lock_guard<std::mutex> lock(g_cache_mu);
     auto it = g_plans.find(k);
     if (it != g_plans.end()) return it->second;
   }
-  const Plan pl = make_plan(a);  // outside the lock: max_clusters takes its own
+  const Plan pl = make_plan(a, cfg);  // outside the lock: max_clusters takes its own
   std::lock_guard<std::mutex> lock(g_cache_mu);
   g_plans[k] = pl;
   return pl;
@@ -979,9 +1010,24 @@ int log2i(int64_t v) {
   return s;
 }
 
+// Whether a call can run under cfg: the kernel's shape rules, a plan and a tensor map.
+bool eligible(const LinearArgs& a, const Config& cfg) {
+  const WeightArgs& w = a.w;
+  const bool scales_ok = w.scale_format == SFormat::kNone ||
+                         (w.scale_format == SFormat::kE8M0 && pow2(w.block_cols) && w.block_cols >= 16 &&
+                          pow2(w.block_rows) && w.block_rows >= 16 && a.row0 % 16 == 0);
+  if (!(a.n == 1 && a.bf16_x && w.format == WFormat::kE4M3 && scales_ok && w.cols % 16 == 0 &&
+        w.cols < (int64_t(1) << 30) && a.num_rows < (int64_t(1) << 30) &&
+        (a.x_group_rows == 0 || a.x_group_rows % 64 == 0) && linear_gemv_eligible(a)))
+    return false;
+  const Plan pl = cached_plan(a, cfg);
+  CUtensorMap map;
+  return pl.ok && cached_map(a, pl.tr, &map);
+}
+
 }  // namespace
 
-cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
+cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf);
 
 }  // namespace deepinfer::kernels::gemv_tmap
 
@@ -1012,28 +1058,28 @@ void gemv_set_tmap_force(int tr, int cs) {
 }
 bool gemv_tmap_slim() { return gemv_tmap::g_slim.load(); }
 
-bool linear_gemv_tmap_eligible(const LinearArgs& a) {
-  using namespace gemv_tmap;
-  const WeightArgs& w = a.w;
-  const bool scales_ok = w.scale_format == SFormat::kNone ||
-                         (w.scale_format == SFormat::kE8M0 && pow2(w.block_cols) && w.block_cols >= 16 &&
-                          pow2(w.block_rows) && w.block_rows >= 16 && a.row0 % 16 == 0);
-  if (!(a.n == 1 && a.bf16_x && w.format == WFormat::kE4M3 && scales_ok && w.cols % 16 == 0 &&
-        w.cols < (int64_t(1) << 30) && a.num_rows < (int64_t(1) << 30) &&
-        (a.x_group_rows == 0 || a.x_group_rows % 64 == 0) && linear_gemv_eligible(a)))
-    return false;
-  const Plan pl = cached_plan(a);
-  CUtensorMap map;
-  return pl.ok && cached_map(a, pl.tr, &map);
+bool linear_gemv_tmap_eligible(const LinearArgs& a) { return gemv_tmap::eligible(a, gemv_tmap::global_config()); }
+
+namespace {
+std::atomic<bool> g_tmap_auto{true};
+}  // namespace
+void gemv_set_tmap_auto(bool on) { g_tmap_auto = on; }
+
+bool gemv_tmap_auto_takes(const LinearArgs& a) {
+  return g_tmap_auto.load() && !a.one_kernel && a.num_rows * a.w.cols >= kGemvTmapAutoMinBytes &&
+         gemv_tmap::eligible(a, gemv_tmap::auto_config(a));
 }
 
 }  // namespace deepinfer::kernels
 
 namespace deepinfer::kernels::gemv_tmap {
 
-cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
-  if (!linear_gemv_tmap_eligible(a)) return cudaErrorInvalidValue;
-  const Plan pl = cached_plan(a);
+cudaError_t launch(const LinearArgs& a, cudaStream_t stream) { return launch(a, stream, global_config()); }
+cudaError_t launch_auto(const LinearArgs& a, cudaStream_t stream) { return launch(a, stream, auto_config(a)); }
+
+cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf) {
+  if (!eligible(a, conf)) return cudaErrorInvalidValue;
+  const Plan pl = cached_plan(a, conf);
   const WeightArgs& w = a.w;
   CUtensorMap map;
   if (!cached_map(a, pl.tr, &map)) return cudaErrorInvalidValue;
@@ -1061,9 +1107,9 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
   const int codes = !scaled ? 0 : w.block_cols >= 32 ? 4 : 8;
   // slim: its own kernel (16 consumer warps, f16) where it takes the scales (none, or blocks of >= 32
   // columns); 16-column blocks run the 16-warp f16 consumer (the plan left room for the table).
-  const bool slim = g_slim.load() && codes != 8;
-  const int cw = g_slim.load() || g_warps.load() == 16 ? 16 : 8;
-  KernelFn k = slim ? slim_kernel_for(pl.tr, scaled) : kernel_for(pl.tr, codes, cw, g_f16.load() || g_slim.load());
+  const bool slim = conf.slim && codes != 8;
+  const int cw = conf.slim || conf.warps == 16 ? 16 : 8;
+  KernelFn k = slim ? slim_kernel_for(pl.tr, scaled) : kernel_for(pl.tr, codes, cw, conf.f16 || conf.slim);
   cudaError_t e = set_smem_once(k, pl.dyn_smem);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};
@@ -1096,7 +1142,7 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream) {
 namespace deepinfer::kernels {
 void gemv_tmap_plan(const LinearArgs& a, int* tr, int* cs, int* nclusters, int* stages) {
   gemv_tmap::Plan pl;
-  if (linear_gemv_tmap_eligible(a)) pl = gemv_tmap::cached_plan(a);
+  if (linear_gemv_tmap_eligible(a)) pl = gemv_tmap::cached_plan(a, gemv_tmap::global_config());
   if (tr) *tr = pl.ok ? pl.tr : 0;
   if (cs) *cs = pl.cs;
   if (nclusters) *nclusters = pl.nclusters;

@@ -26,6 +26,9 @@ void gemv_set_tmap_force(int tr, int cs);
 // GemvKind::kTmap takes only calls whose weight slice has at least this many bytes (0: every call
 // it can take, the default); smaller ones run what kAuto runs (layers with tmap on the big weights only).
 void gemv_set_tmap_min_bytes(int64_t bytes);
+// kAuto's own use of the kernel (gemv_tmap_auto_takes, smxx_linear.cuh): on (the default) or off
+// (kAuto as before run 34: kXs / the former kernel at one token), for the layers' A/B.
+void gemv_set_tmap_auto(bool on);
 // Whether kTmap runs its kernel for a call: linear_gemv_tmap_eligible and the size floor above.
 bool gemv_tmap_wants(const LinearArgs& a);
 
