@@ -27,6 +27,7 @@
 #include <climits>
 
 #include "kernels/cuda/smxx_attention_common.cuh"
+#include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_wgmma.cuh"
 
 namespace deepinfer::kernels::attn::wg {
@@ -365,17 +366,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-// Compute capability 9.0 exactly: the kernel is sm_90a code (wgmma).
-bool device_ok() {
-  static const bool ok = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
-    return major == 9 && minor == 0;
-  }();
-  return ok;
-}
+// The kernel is sm_90a code (wgmma).
+bool device_ok() { return device_runs_sm90a(); }
 
 template <bool kOverlap>
 cudaError_t launch(const SinkAttentionArgs& a, cudaStream_t stream) {

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_indexer.cuh"
 #include "kernels/cuda/smxx_linear_mma.cuh"
 #include "kernels/cuda/smxx_wgmma.cuh"
@@ -487,6 +488,59 @@ __device__ __forceinline__ uint32_t split_pair(const float* q, int piece) {
   return piece == 0 ? pack2(h0, h1) : piece == 1 ? pack2(m0, m1) : pack2(l0, l1);
 }
 
+// acc / fix = the warp's 16 keys (ra / rb) . heads 8j .. 8j + 7 of the query row qrow (fp32,
+// global memory) for operands that are not all bf16-exact: the hi.hi product in acc, the five
+// correction terms in fix, channel steps in order (the grouped-rows kernel's path and the wgmma
+// kernel's fallback: one function, so the two cannot drift apart in bits).
+__device__ __forceinline__ void dots_split(const float2 (&ra)[16], const float2 (&rb)[16], const float* qrow, int g,
+                                           int tq, float (&acc)[4][4], float (&fix)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
+    uint32_t ah[4], am[4], al[4];
+    fragment_split(x, ah, am, al);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float* qa = qrow + (8 * j + g) * kMmaDim + 16 * kk + 2 * tq;
+      const uint32_t bh0 = split_pair(qa, 0), bh1 = split_pair(qa + 8, 0);
+      mma_bf16(acc[j], ah, bh0, bh1);
+      const uint32_t bm0 = split_pair(qa, 1), bm1 = split_pair(qa + 8, 1);
+      const uint32_t bl0 = split_pair(qa, 2), bl1 = split_pair(qa + 8, 2);
+      mma_bf16(fix[j], ah, bm0, bm1);
+      mma_bf16(fix[j], am, bh0, bh1);
+      mma_bf16(fix[j], ah, bl0, bl1);
+      mma_bf16(fix[j], am, bm0, bm1);
+      mma_bf16(fix[j], al, bh0, bh1);
+    }
+  }
+}
+
+// The per-row epilogue: relu(dot) * scale * w per head, then key g's (and g + 8's) 32 terms summed
+// in head order by one lane each through the warp's scratch rw ([16][kRedStride]); lanes 0..15
+// write keys s0 + lane < nk of the row's scores at out.
+__device__ __forceinline__ void head_sum_rows(const float (&acc)[4][4], const float (&fix)[4][4], float scale,
+                                              const float* wrow, float* rw, int g, int tq, int lane, int64_t s0,
+                                              int64_t nk, float* out) {
+  __syncwarp();  // the previous row's reads of rw are done
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float v[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      v[c] = __fmul_rn(__fmul_rn(fmaxf(acc[j][c] + fix[j][c], 0.0f), scale), wrow[8 * j + 2 * tq + (c & 1)]);
+    *reinterpret_cast<float2*>(rw + g * kRedStride + 8 * j + 2 * tq) = make_float2(v[0], v[1]);
+    *reinterpret_cast<float2*>(rw + (g + 8) * kRedStride + 8 * j + 2 * tq) = make_float2(v[2], v[3]);
+  }
+  __syncwarp();
+  if (lane < 16 && s0 + lane < nk) {
+    const float* row = rw + lane * kRedStride;
+    float tot = 0.0f;
+#pragma unroll
+    for (int h = 0; h < kMmaHeads; ++h) tot = __fadd_rn(tot, row[h]);
+    out[s0 + lane] = tot;
+  }
+}
+
 __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kernel(PagedIndexerScoreArgs a, int64_t row0,
                                                                                  int64_t tile) {
   const int64_t r_begin = row0 + int64_t(blockIdx.y) * kGroupRows;
@@ -553,47 +607,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 3) indexer_score_mma_rows_kern
       if (k_exact && q_rest_s[r] == 0) {
         dots_exact(ra, rb, qs[r], g, tq, acc);
       } else {
-        const float* qrow = a.q + (r_begin + r) * kMmaHeads * kMmaDim;
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-          const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
-          uint32_t ah[4], am[4], al[4];
-          fragment_split(x, ah, am, al);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float* qa = qrow + (8 * j + g) * kMmaDim + 16 * kk + 2 * tq;
-            const uint32_t bh0 = split_pair(qa, 0), bh1 = split_pair(qa + 8, 0);
-            mma_bf16(acc[j], ah, bh0, bh1);
-            const uint32_t bm0 = split_pair(qa, 1), bm1 = split_pair(qa + 8, 1);
-            const uint32_t bl0 = split_pair(qa, 2), bl1 = split_pair(qa + 8, 2);
-            mma_bf16(fix[j], ah, bm0, bm1);
-            mma_bf16(fix[j], am, bh0, bh1);
-            mma_bf16(fix[j], ah, bl0, bl1);
-            mma_bf16(fix[j], am, bm0, bm1);
-            mma_bf16(fix[j], al, bh0, bh1);
-          }
-        }
+        dots_split(ra, rb, a.q + (r_begin + r) * kMmaHeads * kMmaDim, g, tq, acc, fix);
       }
       // Epilogue: the per-row kernel's head terms, then key g's (and g + 8's) 32 terms
       // summed in head order by one lane each, through this warp's scratch.
-      __syncwarp();  // the previous row's reads of rw are done
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float v[4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-          v[c] = __fmul_rn(__fmul_rn(fmaxf(acc[j][c] + fix[j][c], 0.0f), scale), ws[r][8 * j + 2 * tq + (c & 1)]);
-        *reinterpret_cast<float2*>(rw + g * kRedStride + 8 * j + 2 * tq) = make_float2(v[0], v[1]);
-        *reinterpret_cast<float2*>(rw + (g + 8) * kRedStride + 8 * j + 2 * tq) = make_float2(v[2], v[3]);
-      }
-      __syncwarp();
-      if (lane < 16 && s0 + lane < nk) {
-        const float* row = rw + lane * kRedStride;
-        float tot = 0.0f;
-#pragma unroll
-        for (int h = 0; h < kMmaHeads; ++h) tot = __fadd_rn(tot, row[h]);
-        a.scores[score_s[r] + s0 + lane] = tot;
-      }
+      head_sum_rows(acc, fix, scale, ws[r], rw, g, tq, lane, s0, nk, a.scores + score_s[r]);
     }
   }
 }
@@ -862,44 +880,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) indexer_score_wgmma_kernel(Page
             loaded = true;
           }
           float acc[4][4] = {}, fix[4][4] = {};
-          const float* qrow = a.q + (r_begin + r) * kMmaHeads * kMmaDim;
-#pragma unroll
-          for (int kk = 0; kk < 8; ++kk) {
-            const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
-            uint32_t ah[4], am[4], al[4];
-            fragment_split(x, ah, am, al);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const float* qa = qrow + (8 * j + g) * kMmaDim + 16 * kk + 2 * tq;
-              const uint32_t bh0 = split_pair(qa, 0), bh1 = split_pair(qa + 8, 0);
-              mma_bf16(acc[j], ah, bh0, bh1);
-              const uint32_t bm0 = split_pair(qa, 1), bm1 = split_pair(qa + 8, 1);
-              const uint32_t bl0 = split_pair(qa, 2), bl1 = split_pair(qa + 8, 2);
-              mma_bf16(fix[j], ah, bm0, bm1);
-              mma_bf16(fix[j], am, bh0, bh1);
-              mma_bf16(fix[j], ah, bl0, bl1);
-              mma_bf16(fix[j], am, bm0, bm1);
-              mma_bf16(fix[j], al, bh0, bh1);
-            }
-          }
-          __syncwarp();  // the previous row's reads of rw are done
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            float v[4];
-#pragma unroll
-            for (int c = 0; c < 4; ++c)
-              v[c] = __fmul_rn(__fmul_rn(fmaxf(acc[j][c] + fix[j][c], 0.0f), scale), ws[r][8 * j + 2 * tq + (c & 1)]);
-            *reinterpret_cast<float2*>(rw + g * kRedStride + 8 * j + 2 * tq) = make_float2(v[0], v[1]);
-            *reinterpret_cast<float2*>(rw + (g + 8) * kRedStride + 8 * j + 2 * tq) = make_float2(v[2], v[3]);
-          }
-          __syncwarp();
-          if (lane < 16 && sw + lane < nk) {
-            const float* row = rw + lane * kRedStride;
-            float tot = 0.0f;
-#pragma unroll
-            for (int h = 0; h < kMmaHeads; ++h) tot = __fadd_rn(tot, row[h]);
-            a.scores[score_s[r] + sw + lane] = tot;
-          }
+          dots_split(ra, rb, a.q + (r_begin + r) * kMmaHeads * kMmaDim, g, tq, acc, fix);
+          head_sum_rows(acc, fix, scale, ws[r], rw, g, tq, lane, sw, nk, a.scores + score_s[r]);
         }
         __syncwarp();
       }
@@ -908,17 +890,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) indexer_score_wgmma_kernel(Page
   }
 }
 
-// Compute capability 9.0 exactly: the wgmma kernel is sm_90a code.
-bool wgmma_device_ok() {
-  static const bool ok = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
-    return major == 9 && minor == 0;
-  }();
-  return ok;
-}
+// The wgmma kernel is sm_90a code.
+bool wgmma_device_ok() { return device_runs_sm90a(); }
 
 }  // namespace
 

@@ -114,44 +114,33 @@ cudaError_t launch_auto(const LinearArgs& a, cudaStream_t stream);
 }  // namespace gemv_tmap
 
 namespace {
+// The kernels that take a call list all or none (a multi launch keeps one kind of arithmetic) and
+// launch once per call: whether `takes` holds for every call; if so the launches' first error.
+template <class Takes, class Launch>
+bool each_if_all(const LinearArgs* calls, int count, Takes takes, Launch launch, cudaError_t* err) {
+  for (int k = 0; k < count; ++k)
+    if (!takes(calls[k])) return false;
+  *err = cudaSuccess;
+  for (int k = 0; k < count && *err == cudaSuccess; ++k) *err = launch(calls[k]);
+  return true;
+}
+
 cudaError_t gemv_dispatch(const LinearArgs* calls, int count, cudaStream_t stream) {
   GemvKind kind = gemv_kind();
+  cudaError_t e = cudaSuccess;
+  const auto tmap = [&](const LinearArgs& c) { return gemv_tmap::launch(c, stream); };
+  const auto tmap_auto = [&](const LinearArgs& c) { return gemv_tmap::launch_auto(c, stream); };
+  const auto tc = [&](const LinearArgs& c) { return gemv_tc::launch(c, stream); };
   if (kind == GemvKind::kTmap) {
-    // Every call it takes (one launch each), or what kAuto runs (launch_n reads kTmap as kAuto).
-    bool all = true;
-    for (int k = 0; k < count && all; ++k) all = gemv_tmap_wants(calls[k]);
-    if (all) {
-      for (int k = 0; k < count; ++k) {
-        const cudaError_t e = gemv_tmap::launch(calls[k], stream);
-        if (e != cudaSuccess) return e;
-      }
-      return cudaSuccess;
-    }
+    // Every call it takes, or what kAuto runs (launch_n reads kTmap as kAuto).
+    if (each_if_all(calls, count, gemv_tmap_wants, tmap, &e)) return e;
     kind = GemvKind::kAuto;
   }
-  if (kind == GemvKind::kAuto && calls[0].n == 1) {
-    // One token: the big FP8 weights on the tensor-map kernel (all calls or none, as kTmap).
-    bool all = true;
-    for (int k = 0; k < count && all; ++k) all = gemv_tmap_auto_takes(calls[k]);
-    if (all) {
-      for (int k = 0; k < count; ++k) {
-        const cudaError_t e = gemv_tmap::launch_auto(calls[k], stream);
-        if (e != cudaSuccess) return e;
-      }
-      return cudaSuccess;
-    }
-  }
+  // One token: the big FP8 weights on the tensor-map kernel.
+  if (kind == GemvKind::kAuto && calls[0].n == 1 && each_if_all(calls, count, gemv_tmap_auto_takes, tmap_auto, &e))
+    return e;
   if (kind == GemvKind::kTensor || (kind == GemvKind::kAuto && calls[0].n >= 2 && !calls[0].one_kernel)) {
-    // All calls or none (a multi launch keeps one kind of arithmetic); one launch each.
-    bool all = true;
-    for (int k = 0; k < count && all; ++k) all = linear_gemv_tc_eligible(calls[k]);
-    if (all) {
-      for (int k = 0; k < count; ++k) {
-        const cudaError_t e = gemv_tc::launch(calls[k], stream);
-        if (e != cudaSuccess) return e;
-      }
-      return cudaSuccess;
-    }
+    if (each_if_all(calls, count, linear_gemv_tc_eligible, tc, &e)) return e;
   }
   switch (calls[0].w.format) {
     case WFormat::kF32: return gemv::launch<WFormat::kF32>(calls, count, stream);

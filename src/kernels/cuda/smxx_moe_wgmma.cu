@@ -45,6 +45,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_moe.cuh"
 #include "kernels/cuda/smxx_moe_decode.cuh"
 #include "kernels/cuda/smxx_moe_terms.cuh"
@@ -646,17 +647,7 @@ cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-bool moe_tc_wgmma_supported() {
-  static const bool ok = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-      return false;
-    return major == 9 && minor == 0;  // the binary's wgmma code is sm_90a only
-  }();
-  return ok;
-}
+bool moe_tc_wgmma_supported() { return device_runs_sm90a(); }  // the binary's wgmma code is sm_90a only
 
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.max_tiles <= 0) return cudaSuccess;
