@@ -189,6 +189,27 @@ __device__ __forceinline__ float round_bf16_f(float v) { return __uint_as_float(
 // error below 2^-25 of the largest x per element); f16 x f16 products are exact in fp32, the MMA
 // sums them in fp32, and the scale block's factor 2^(code - 127 - sh) is applied in fp32 per
 // 32-column block (per 16 at kCodes = 8): acc += c * factor.
+// Both kernels' barriers: full (one producer arrival per stage) / empty (one per consumer warp) for
+// the ring, red_full / red_free for the cluster reduction's two buffers; initialized by thread 0,
+// then visible cluster-wide before any peer arrives on them.
+__device__ __forceinline__ void init_ring_barriers(uint64_t* full, uint64_t* empty, uint64_t* red_full,
+                                                   uint64_t* red_free, int stages, int consumer_warps, int cs,
+                                                   int tr) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      gemv::mbar_init(full + s, 1);
+      gemv::mbar_init(empty + s, uint32_t(consumer_warps));
+    }
+    for (int b = 0; b < 2; ++b) {
+      gemv::mbar_init(red_full + b, uint32_t(cs * tr));
+      gemv::mbar_init(red_free + b, uint32_t(tr));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (cs > 1) cluster_sync_all();
+  else __syncthreads();
+}
+
 template <int TR, int kCodes, int CW, bool kF16>
 __global__ void __launch_bounds__((CW + 1) * 32, 1)
     gemv_tmap_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
@@ -216,20 +237,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
   const int step0 = rank * p.per_steps;
   const int nst = max(0, min(p.nsteps - step0, p.per_steps));  // this slice's 128-column steps
   const int spt = (nst + NB - 1) / NB;                          // stages per tile
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < p.stages; ++s) {
-      gemv::mbar_init(full + s, 1);
-      gemv::mbar_init(empty + s, CW);
-    }
-    for (int b = 0; b < 2; ++b) {
-      gemv::mbar_init(red_full + b, uint32_t(cs * TR));
-      gemv::mbar_init(red_free + b, uint32_t(TR));
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  // Every CTA's barriers initialized before any peer arrives on them.
-  if (cs > 1) cluster_sync_all();
-  else __syncthreads();
+  init_ring_barriers(full, empty, red_full, red_free, p.stages, CW, cs, TR);
 
   if (warp == CW) {
     // Producer: one thread, one box copy per 128-column step, NB steps per stage. It reads
@@ -553,19 +561,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
   const int step0 = rank * p.per_steps;
   const int nst = max(0, min(p.nsteps - step0, p.per_steps));
   const int spt = (nst + NB - 1) / NB;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < p.stages; ++s) {
-      gemv::mbar_init(full + s, 1);
-      gemv::mbar_init(empty + s, CW);
-    }
-    for (int b = 0; b < 2; ++b) {
-      gemv::mbar_init(red_full + b, uint32_t(cs * TR));
-      gemv::mbar_init(red_free + b, uint32_t(TR));
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  if (cs > 1) cluster_sync_all();
-  else __syncthreads();
+  init_ring_barriers(full, empty, red_full, red_free, p.stages, CW, cs, TR);
 
   if (warp == CW) {
     // Producer: as gemv_tmap_kernel's, the slot, parity, tile and step advanced by increment.
