@@ -189,6 +189,29 @@ __device__ __forceinline__ float round_bf16_f(float v) { return __uint_as_float(
 // error below 2^-25 of the largest x per element); f16 x f16 products are exact in fp32, the MMA
 // sums them in fp32, and the scale block's factor 2^(code - 127 - sh) is applied in fp32 per
 // 32-column block (per 16 at kCodes = 8): acc += c * factor.
+// Row r of tile ti (its first row lr0): y directly at cs == 1; otherwise rank r's partial into rank
+// 0's red[b][rank][r] (two buffers b, alternating by tile) and rank 0 adds them in rank order.
+template <int TR>
+__device__ __forceinline__ void store_row(const Params& p, float v, int r, int lr0, int ti, int my_tiles, int cs,
+                                          int rank, float* red, uint64_t* red_full, uint64_t* red_free) {
+  if (cs == 1) {
+    if (lr0 + r < p.num_rows) p.y[lr0 + r] = v;
+    return;
+  }
+  const int b = ti & 1;
+  if (ti >= 2) mbar_wait_cluster(red_free + b, uint32_t(((ti >> 1) + 1) & 1));
+  st_cluster_f32(map_rank(gemv::smem_u32(red + (b * cs + rank) * TR + r), 0), v);
+  mbar_arrive_remote(map_rank(gemv::smem_u32(red_full + b), 0));
+  if (rank == 0) {
+    mbar_wait_cluster(red_full + b, uint32_t((ti >> 1) & 1));
+    float sum = red[(b * cs) * TR + r];
+    for (int k = 1; k < cs; ++k) sum += red[(b * cs + k) * TR + r];
+    if (lr0 + r < p.num_rows) p.y[lr0 + r] = sum;
+    if (ti + 2 < my_tiles)
+      for (int k = 0; k < cs; ++k) mbar_arrive_remote(map_rank(gemv::smem_u32(red_free + b), uint32_t(k)));
+  }
+}
+
 // Both kernels' barriers: full (one producer arrival per stage) / empty (one per consumer warp) for
 // the ring, red_full / red_free for the cluster reduction's two buffers; initialized by thread 0,
 // then visible cluster-wide before any peer arrives on them.
@@ -464,23 +487,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
         float v = part[0][r];
 #pragma unroll
         for (int b = 1; b < NB; ++b) v += part[b][r];
-        if (cs == 1) {
-          if (lr0 + r < p.num_rows) p.y[lr0 + r] = v;
-        } else {
-          // Rank r's partial into rank 0's red[b][rank][r]; rank 0 adds them in rank order.
-          const int b = ti & 1;
-          if (ti >= 2) mbar_wait_cluster(red_free + b, uint32_t(((ti >> 1) + 1) & 1));
-          st_cluster_f32(map_rank(gemv::smem_u32(red + (b * cs + rank) * TR + r), 0), v);
-          mbar_arrive_remote(map_rank(gemv::smem_u32(red_full + b), 0));
-          if (rank == 0) {
-            mbar_wait_cluster(red_full + b, uint32_t((ti >> 1) & 1));
-            float sum = red[(b * cs) * TR + r];
-            for (int k = 1; k < cs; ++k) sum += red[(b * cs + k) * TR + r];
-            if (lr0 + r < p.num_rows) p.y[lr0 + r] = sum;
-            if (ti + 2 < my_tiles)
-              for (int k = 0; k < cs; ++k) mbar_arrive_remote(map_rank(gemv::smem_u32(red_free + b), uint32_t(k)));
-          }
-        }
+        store_row<TR>(p, v, r, lr0, ti, my_tiles, cs, rank, red, red_full, red_free);
       }
       named_bar_consumers<kCT>();  // part is rewritten by the next tile
     }
@@ -715,22 +722,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
         for (int b = 1; b < NB; ++b) v += part[b][r];
         // x's shift out: two power-of-two factors, each normal for sh in [-126, 252].
         v = v * __uint_as_float(uint32_t(127 - sh / 2) << 23) * __uint_as_float(uint32_t(127 - (sh - sh / 2)) << 23);
-        if (cs == 1) {
-          if (lr0 + r < p.num_rows) p.y[lr0 + r] = v;
-        } else {
-          const int b = ti & 1;
-          if (ti >= 2) mbar_wait_cluster(red_free + b, uint32_t(((ti >> 1) + 1) & 1));
-          st_cluster_f32(map_rank(gemv::smem_u32(red + (b * cs + rank) * TR + r), 0), v);
-          mbar_arrive_remote(map_rank(gemv::smem_u32(red_full + b), 0));
-          if (rank == 0) {
-            mbar_wait_cluster(red_full + b, uint32_t((ti >> 1) & 1));
-            float sum = red[(b * cs) * TR + r];
-            for (int k = 1; k < cs; ++k) sum += red[(b * cs + k) * TR + r];
-            if (lr0 + r < p.num_rows) p.y[lr0 + r] = sum;
-            if (ti + 2 < my_tiles)
-              for (int k = 0; k < cs; ++k) mbar_arrive_remote(map_rank(gemv::smem_u32(red_free + b), uint32_t(k)));
-          }
-        }
+        store_row<TR>(p, v, r, lr0, ti, my_tiles, cs, rank, red, red_full, red_free);
       }
       named_bar_consumers<kCT>();
     }
