@@ -56,6 +56,8 @@
 // --gemv-persist 4[,2]: its ring depth and blocks per SM.
 // --gemv-tmap-auto 1|0: kAuto's own tensor-map gemv (slim, 4 stages) on the >= 30 MB weights at one
 // token (NOTES 41; 0: kAuto as before run 34).
+// --gemv-tmap-auto-order 0|1|2: kAuto's slim start order (NOTES 44; gemv_set_tmap_auto_order);
+// --gemv-tmap-auto-min-mb X: kAuto's size floor for it in MiB (0: kGemvTmapAutoMinBytes).
 // --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
 // smallest weight (MB) it takes (NOTES 38) and the slim consumer (NOTES 41).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
@@ -1099,6 +1101,7 @@ void run_gemv_ops(HostPool& hp) {
     kernels::GemvKind kind;
     int depth, blocks;
     int force_tr = 0, force_cs = 0;  // tmap: a forced split (gemv_set_tmap_force; 0: the plan's)
+    int order = 0, dbg = 0;          // tmap slim: gemv_set_tmap_order
   };
   const Variant all_variants[] = {{"auto", kernels::GemvKind::kAuto, 0, 0},
                                   {"stream", kernels::GemvKind::kStream, 0, 0}, {"bulk", kernels::GemvKind::kBulk, 0, 0},
@@ -1120,6 +1123,20 @@ void run_gemv_ops(HostPool& hp) {
                                   {"tmapslim6", kernels::GemvKind::kTmap, 6, 14},
                                   {"tmapslim_t64c1", kernels::GemvKind::kTmap, 4, 14, 64, 1},
                                   {"tmapslim_t128c4", kernels::GemvKind::kTmap, 4, 14, 128, 4},
+                                  // the slim kernel's start order (NOTES 44): its producer gated until
+                                  // the consumers issued their scale-code loads (o1) and x's (o2); and
+                                  // timing diagnostics (wrong results): probe with the codes, no codes
+                                  // (nc), x not staged (nx)
+                                  {"tmapslim_o1", kernels::GemvKind::kTmap, 4, 14, 0, 0, 1},
+                                  {"tmapslim_o2", kernels::GemvKind::kTmap, 4, 14, 0, 0, 2},
+                                  {"tmapslim_t64c1_o1", kernels::GemvKind::kTmap, 4, 14, 64, 1, 1},
+                                  {"tmapslim_t64c1_o2", kernels::GemvKind::kTmap, 4, 14, 64, 1, 2},
+                                  {"tmapslim6_o2", kernels::GemvKind::kTmap, 6, 14, 0, 0, 2},
+                                  {"tmapslimprobe", kernels::GemvKind::kTmap, 4, 15},
+                                  {"tmapslimprobe_nc", kernels::GemvKind::kTmap, 4, 15, 0, 0, 0, 1},
+                                  {"tmapslim_nc", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 1},
+                                  {"tmapslim_nx", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 2},
+                                  {"tmapslim_ncnx", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 3},
                                   // the 16-warp f16 consumer at forced splits (measured in NOTES 41 with the
                                   // deleted lean consumer, which is bitwise this one)
                                   {"tmapw16f16s4_t64c1", kernels::GemvKind::kTmap, 4, 6, 64, 1},
@@ -1142,6 +1159,7 @@ void run_gemv_ops(HostPool& hp) {
     kernels::gemv_set_tmap_consumer(tmap && (v.blocks & 2) != 0 ? 16 : 8, tmap && (v.blocks & 4) != 0);
     kernels::gemv_set_tmap_slim(tmap && (v.blocks & 8) != 0);
     kernels::gemv_set_tmap_force(tmap ? v.force_tr : 0, tmap ? v.force_cs : 0);
+    kernels::gemv_set_tmap_order(tmap ? v.order : 0, tmap ? v.dbg : 0);
   };
   std::map<std::string, std::vector<WeightRef>> kept;  // the weights the multi section reuses
   for (const Shape& s : shapes) {
@@ -2238,6 +2256,10 @@ int main(int argc, char** argv) {
            {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}, {"tmap", kernels::GemvKind::kTmap}}));
     else if (a == "--gemv-tmap-auto")  // kAuto's tensor-map gemv on the >= 30 MB weights at one token (1, default) or not
       kernels::gemv_set_tmap_auto(pick<bool>("--gemv-tmap-auto", next(), {{"1", true}, {"0", false}}));
+    else if (a == "--gemv-tmap-auto-order")  // kAuto's slim start order 0|1|2 (gemv_set_tmap_auto_order)
+      kernels::gemv_set_tmap_auto_order(std::stoi(next()));
+    else if (a == "--gemv-tmap-auto-min-mb")  // kAuto's tensor-map size floor in MiB (0: the default)
+      kernels::gemv_set_tmap_auto_min_bytes(int64_t(std::stod(next()) * (1 << 20)));
     else if (a == "--gemv-tmap") {  // the tensor-map gemv (--gemv tmap): stages[,consumer warps 8|16[,f16 0|1]]
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_tmap(v.empty() ? 0 : int(v[0]), false);

@@ -306,6 +306,7 @@ struct TmapConsumer {
   bool f16 = false;
   bool slim = false;  // the slim consumer (NOTES 41): 16 warps, f16, no per-stage overhead
   int force_tr = 0, force_cs = 0;  // a forced split (gemv_set_tmap_force), 0: the plan's
+  int order = 0;                   // the slim kernel's start order (gemv_set_tmap_order)
 };
 
 std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float>& dx, int stages = 0,
@@ -318,11 +319,13 @@ std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float
   kernels::gemv_set_tmap_consumer(cons.warps, cons.f16);
   kernels::gemv_set_tmap_slim(cons.slim);
   kernels::gemv_set_tmap_force(cons.force_tr, cons.force_cs);
+  kernels::gemv_set_tmap_order(cons.order);
   if (!kernels::linear_gemv_tmap_eligible(a)) {
     kernels::gemv_set_tmap(0, false);
     kernels::gemv_set_tmap_consumer(8, false);
     kernels::gemv_set_tmap_slim(false);
     kernels::gemv_set_tmap_force(0, 0);
+    kernels::gemv_set_tmap_order(0);
     throw std::runtime_error("kTmap does not take " + shape_name("tmap", s));
   }
   int tr = 0, cs = 0, nc = 0, st = 0;
@@ -334,6 +337,7 @@ std::vector<float> run_tmap(const Shape& s, const TestWeight& w, const Dev<float
   kernels::gemv_set_tmap_consumer(8, false);
   kernels::gemv_set_tmap_slim(false);
   kernels::gemv_set_tmap_force(0, 0);
+  kernels::gemv_set_tmap_order(0);
   if (!forced_ok) throw std::runtime_error("the forced split did not take " + shape_name("tmap", s));
   check_cuda(e, "gemv tmap");
   check_cuda(cudaDeviceSynchronize(), "gemv tmap sync");
@@ -372,6 +376,22 @@ OpCase tmap_slim_bitwise_case(const Shape& s, int stages = 0) {
             const Dev<float> dx(randn(rng, size_t(s.n * x_width(s))));
             return Outputs{{{"y", run_tmap(s, *w, dx, stages, TmapConsumer{16, true, false}),
                              run_tmap(s, *w, dx, stages, TmapConsumer{16, true, true})}},
+                           {}};
+          }};
+}
+
+// The slim kernel's start orders (NOTES 44: its producer gated until the consumers issued their first
+// loads) against order 0, bitwise (family "former"): the order moves only when copies are issued.
+// scales as tc_weight (0 drawn, 1 none).
+OpCase tmap_order_bitwise_case(const Shape& s, int order, int force_tr = 0, int force_cs = 0, int scales = 0) {
+  std::string what = "gemv_tmap_slim_order" + std::to_string(order);
+  if (force_tr > 0) what += "_t" + std::to_string(force_tr) + "c" + std::to_string(force_cs);
+  if (scales == 1) what += "_noscale";
+  return {shape_name(what.c_str(), s), "former", [=](Rng& rng) {
+            const auto w = tc_weight(rng, s, scales);
+            const Dev<float> dx(randn(rng, size_t(s.n * x_width(s))));
+            return Outputs{{{"y", run_tmap(s, *w, dx, 4, TmapConsumer{16, true, true, force_tr, force_cs, 0}),
+                             run_tmap(s, *w, dx, 4, TmapConsumer{16, true, true, force_tr, force_cs, order})}},
                            {}};
           }};
 }
@@ -622,6 +642,19 @@ std::vector<OpCase> linear_gemv_cases() {
       c.push_back(tmap_slim_bitwise_case(s));
     c.push_back(tmap_slim_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, 3));
   }
+  // Its start orders (NOTES 44), bitwise order 0: wq_b (one tile per CTA), wq_b at whole-K 64-row
+  // tiles (~4 tiles per CTA: the later tiles' code loads), wo_b on the plan's clusters (3 rounds), the
+  // grouped wo_a (x per group), shared w1, a tail, a single tile, no scales.
+  for (const int order : {1, 2}) {
+    c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true}, order));
+    c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, order));
+  }
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true}, 2, 64, 1));
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, 2));
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}, 2));
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 200, 2080, 0, -1, true}, 2));
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 6, 1024, 0, -1, true}, 2));
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 640, 1280, 0, -1, true}, 2, 0, 0, 1));
   // kAuto's own use of it: wq_b, wo_b, the grouped wo_a.
   for (const bool bitwise : {false, true})
     for (const Shape& s : std::vector<Shape>{{K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true},

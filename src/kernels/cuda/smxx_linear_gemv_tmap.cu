@@ -74,6 +74,11 @@ struct Params {
   int stages = 1;
   int x_bytes = 0;  // shared memory for x: per_steps * 128 bf16
   int probe = 0;    // ring only: consumers wait and release, no arithmetic, no output
+  // The slim kernel only. order: when its producer issues the first weight copy (0: at once;
+  // 1: after the consumers have issued the first tile's scale-code loads; 2: after they have also
+  // issued x's). dbg (timing diagnostics, wrong results): bit 0 no scale codes (factors 1), bit 1
+  // x not staged (the MMAs read whatever shared memory holds).
+  int order = 0, dbg = 0;
 };
 
 // ---- PTX wrappers --------------------------------------------------------------------------
@@ -114,6 +119,15 @@ __device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_addr) {
 }
 __device__ __forceinline__ void st_cluster_f32(uint32_t cluster_addr, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
+}
+// Barrier 2: the slim kernel's consumers release its producer once (Params::order).
+template <int kCount>
+__device__ __forceinline__ void producer_gate_arrive() {
+  asm volatile("bar.arrive 2, %0;" ::"n"(kCount) : "memory");
+}
+template <int kCount>
+__device__ __forceinline__ void producer_gate_wait() {
+  asm volatile("bar.sync 2, %0;" ::"n"(kCount) : "memory");
 }
 template <int kCount>
 __device__ __forceinline__ void named_bar_consumers() {  // the consumer warps only (not the producer)
@@ -523,6 +537,17 @@ __device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t d, uint32_t& lo, uint
       : "=r"(lo), "=r"(hi)
       : "r"(d));
 }
+// Global loads that stay where they are written (volatile): issued before the producer gate.
+__device__ __forceinline__ uint32_t ldg_u8(const uint8_t* ptr) {
+  uint32_t v;
+  asm volatile("ld.global.nc.u8 %0, [%1];" : "=r"(v) : "l"(ptr));
+  return v;
+}
+__device__ __forceinline__ float4 ldg_f4(const float* ptr) {
+  float4 v;
+  asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(ptr));
+  return v;
+}
 __device__ __forceinline__ uint2 lds_u2(uint32_t addr) {
   uint2 v;
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
@@ -540,6 +565,7 @@ __device__ __forceinline__ float e8m0_f32(uint32_t code) {
 
 constexpr int kSlimWarps = 16;
 constexpr int kSlimTable = 256;  // floats per warp: 64 steps x 4 groups of 32 columns
+constexpr int kSlimCodeRegs = kSlimTable / 32;  // a lane's share of a tile's codes, loaded a tile ahead
 
 template <int TR, bool kScaled>
 __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
@@ -572,6 +598,9 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
 
   if (warp == CW) {
     // Producer: as gemv_tmap_kernel's, the slot, parity, tile and step advanced by increment.
+    // With p.order > 0 it first waits until the consumers have issued their first loads, so those
+    // are not queued behind the whole grid's first ring fill (~17 MB in flight: ~4 us at 4.27 TB/s).
+    if (p.order != 0) producer_gate_wait<kCT + 32>();
     if (lane == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
       int s = 0, si = 0, tile = cid;
@@ -611,24 +640,42 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
     int sh = 0;
     int s = 0;
     uint32_t ph = 0;
+    // The scale codes of this unit's rows for a tile's slice, entry j = the 32-column group
+    // step0 * 128 + 32 j, into registers (the first tile's before pdl_wait: they are weights).
+    const bool codes_on = kScaled && (p.dbg & 1) == 0;
+    uint32_t codes[kSlimCodeRegs];
+    auto load_codes = [&](int tile) {
+      const int64_t r = p.row0 + min(tile * TR + tile_u * 16, p.num_rows - 1);
+      const uint8_t* srow = p.scale + (r >> p.block_rows_shift) * p.scale_cols;
+#pragma unroll
+      for (int u = 0; u < kSlimCodeRegs; ++u) {
+        const int j = lane + 32 * u;
+        codes[u] = j < nst * 4 ? ldg_u8(srow + (min(step0 * kBoxCols + 32 * j, p.cols - 1) >> p.scale_shift)) : 0u;
+      }
+    };
+    // The producer gate opens once, at a place known from the parameters (no flag kept live:
+    // the kernel sits at its 96-register ceiling): order 1 here, order 2 after tile 0's x loads
+    // (or before its stages where x is not staged), and here where the CTA has no tile.
+    const bool x_staged = !p.probe && (p.dbg & 2) == 0;
+    if (codes_on && my_tiles > 0) load_codes(cid);
+    if (p.order == 1 || (p.order == 2 && my_tiles == 0)) producer_gate_arrive<kCT + 32>();
     pdl_wait();
     for (int ti = 0; ti < my_tiles; ++ti) {
       const int tile = cid + ti * p.nclusters;
       const int lr0 = tile * TR;
       const int64_t grp = p.x_group_rows > 0 ? int64_t(lr0) / p.x_group_rows : 0;
-      if constexpr (kScaled) {
-        // This unit's factors for the tile's slice: entry j = the 32-column group step0 * 128 + 32 j.
-        // The warp's own table: only its lanes read it (after the __syncwarp), after the last tile.
+      if (codes_on) {
+        // The warp's own factor table: only its lanes read it (after the __syncwarp), after the
+        // last tile. The first tile's codes were loaded at the start; a later tile's load here
+        // (holding them a tile ahead in registers spilled: 96 registers is the kernel's ceiling).
         __syncwarp();
-        const int64_t r = p.row0 + min(lr0 + tile_u * 16, p.num_rows - 1);
-        const uint8_t* srow = p.scale + (r >> p.block_rows_shift) * p.scale_cols;
-        for (int j = lane; j < nst * 4; j += 32) {
-          const int col = min(step0 * kBoxCols + 32 * j, p.cols - 1);
-          ftab[warp * kSlimTable + j] = e8m0_f32(__ldg(srow + (col >> p.scale_shift)));
-        }
+        if (ti > 0) load_codes(tile);
+#pragma unroll
+        for (int u = 0; u < kSlimCodeRegs; ++u)
+          if (lane + 32 * u < nst * 4) ftab[warp * kSlimTable + lane + 32 * u] = e8m0_f32(codes[u]);
         __syncwarp();
       }
-      if (grp != xgroup && !p.probe) {
+      if (grp != xgroup && x_staged) {
         // x of this slice's columns in one pass (<= 8 float4 a thread: the host checks), bf16
         // (RNE), the slice's largest |bf16(x)| into [2^14, 2^15) by 2^sh, f16; zero past cols.
         if (ti > 0) named_bar_consumers<kCT>();
@@ -638,9 +685,9 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
           const int i = threadIdx.x + u * kCT;
-          v[u] = i < nch && 4 * i < cleft ? __ldg(reinterpret_cast<const float4*>(xrow) + i)
-                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          v[u] = i < nch && 4 * i < cleft ? ldg_f4(xrow + 4 * i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
+        if (p.order == 2 && ti == 0) producer_gate_arrive<kCT + 32>();
         if (threadIdx.x == 0) xmax = 0u;
         uint32_t m = 0;
 #pragma unroll
@@ -668,6 +715,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
         named_bar_consumers<kCT>();
         xgroup = grp;
       }
+      if (p.order == 2 && ti == 0 && !x_staged) producer_gate_arrive<kCT + 32>();
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       // Running shared-memory addresses (kept in registers, not rebuilt from the parameters per
       // stage): the unit's factors and x advance one stage's boxes per stage, the ring slot wraps.
@@ -675,7 +723,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
       for (int si = 0; si < spt; ++si, fptr += NB * 16, xptr += NB * kBoxCols * 2) {
         const bool mine = si * NB + box_u < nst;  // a slice's last, partial stage (uniform over the warp)
         float4 fac = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-        if (kScaled && mine) fac = lds_f4(fptr);
+        if (codes_on && mine) fac = lds_f4(fptr);
         mbar_wait(full + s, ph);
         if (!p.probe && mine) {
           const uint32_t box = unit_ring + uint32_t(s) * kStageBytes;
@@ -832,10 +880,13 @@ struct Config {
   int stages = kDefaultStages, warps = 8;
   bool f16 = false, slim = false;
   int force_tr = 0, force_cs = 0;
+  int order = 0, dbg = 0;  // the slim kernel's Params::order and ::dbg
 };
+std::atomic<int> g_order{0}, g_dbg{0}, g_auto_order{0};
+std::atomic<int64_t> g_auto_min_bytes{kGemvTmapAutoMinBytes};
 Config global_config() {
   return Config{std::clamp(g_stages.load(), 2, kMaxStages), g_warps.load(), g_f16.load(), g_slim.load(),
-                g_force_tr.load(), g_force_cs.load()};
+                g_force_tr.load(), g_force_cs.load(), g_order.load(), g_dbg.load()};
 }
 
 // kAuto at one token (NOTES 41, run 33): the slim consumer on a 4-stage ring (wq_b 15.7 us against
@@ -848,6 +899,7 @@ Config auto_config(const LinearArgs& a) {
   c.stages = 4;
   c.warps = 16;
   c.f16 = c.slim = true;
+  c.order = g_auto_order.load();
   const int64_t tiles64 = ceil_div(a.num_rows, 64), sms = device_sm_count();
   if (2 * tiles64 >= sms && tiles64 <= sms && (a.x_group_rows == 0 || a.x_group_rows % 64 == 0)) {
     c.force_tr = 64;
@@ -1052,9 +1104,17 @@ namespace {
 std::atomic<bool> g_tmap_auto{true};
 }  // namespace
 void gemv_set_tmap_auto(bool on) { g_tmap_auto = on; }
+void gemv_set_tmap_order(int order, int dbg) {
+  gemv_tmap::g_order = std::clamp(order, 0, 2);
+  gemv_tmap::g_dbg = dbg & 3;
+}
+void gemv_set_tmap_auto_order(int order) { gemv_tmap::g_auto_order = std::clamp(order, 0, 2); }
+void gemv_set_tmap_auto_min_bytes(int64_t bytes) {
+  gemv_tmap::g_auto_min_bytes = bytes > 0 ? bytes : kGemvTmapAutoMinBytes;
+}
 
 bool gemv_tmap_auto_takes(const LinearArgs& a) {
-  return g_tmap_auto.load() && !a.one_kernel && a.num_rows * a.w.cols >= kGemvTmapAutoMinBytes &&
+  return g_tmap_auto.load() && !a.one_kernel && a.num_rows * a.w.cols >= gemv_tmap::g_auto_min_bytes.load() &&
          gemv_tmap::eligible(a, gemv_tmap::auto_config(a));
 }
 
@@ -1092,6 +1152,8 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf)
   p.stages = pl.stages;
   p.x_bytes = pl.x_bytes;
   p.probe = g_probe.load() ? 1 : 0;
+  p.order = conf.order;
+  p.dbg = conf.dbg;
   const int codes = !scaled ? 0 : w.block_cols >= 32 ? 4 : 8;
   // slim: its own kernel (16 consumer warps, f16) where it takes the scales (none, or blocks of >= 32
   // columns); 16-column blocks run the 16-warp f16 consumer (the plan left room for the table).

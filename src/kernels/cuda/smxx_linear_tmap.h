@@ -29,6 +29,15 @@ void gemv_set_tmap_min_bytes(int64_t bytes);
 // kAuto's own use of the kernel (gemv_tmap_auto_takes, smxx_linear.cuh): on (the default) or off
 // (kAuto as before run 34: kXs / the former kernel at one token), for the layers' A/B.
 void gemv_set_tmap_auto(bool on);
+// The slim kernel's start (kTmap): order 0 its producer issues the first weight copies at once; 1
+// after the consumers have issued the first tile's scale-code loads; 2 after they have also issued
+// x's loads (so neither waits behind the grid's first ring fill). dbg: timing diagnostics that give
+// wrong results (bit 0 no scale codes, bit 1 x not staged); 0 outside benches.
+void gemv_set_tmap_order(int order, int dbg = 0);
+// kAuto's order (the same meaning; its default is in smxx_linear_gemv_tmap.cu) and its size floor
+// (0: kGemvTmapAutoMinBytes), for the layers' A/B.
+void gemv_set_tmap_auto_order(int order);
+void gemv_set_tmap_auto_min_bytes(int64_t bytes);
 // Whether kTmap runs its kernel for a call: linear_gemv_tmap_eligible and the size floor above.
 bool gemv_tmap_wants(const LinearArgs& a);
 
