@@ -1137,6 +1137,17 @@ void run_gemv_ops(HostPool& hp) {
                                   {"tmapslim_nc", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 1},
                                   {"tmapslim_nx", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 2},
                                   {"tmapslim_ncnx", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 3},
+                                  // the stage's arithmetic (dbg bits 2-4): no decode (nd), no MMAs (nm),
+                                  // the integer decode (id), alone and over ncnx, at the o2 start
+                                  {"tmapslim_o2_nd", kernels::GemvKind::kTmap, 4, 14, 0, 0, 2, 4},
+                                  {"tmapslim_o2_nm", kernels::GemvKind::kTmap, 4, 14, 0, 0, 2, 8},
+                                  {"tmapslim_o2_ndnm", kernels::GemvKind::kTmap, 4, 14, 0, 0, 2, 12},
+                                  {"tmapslim_o2_id", kernels::GemvKind::kTmap, 4, 14, 0, 0, 2, 16},
+                                  {"tmapslim_ncnx_nd", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 7},
+                                  {"tmapslim_ncnx_ndnm", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 15},
+                                  {"tmapslim_t64c1_o2_nd", kernels::GemvKind::kTmap, 4, 14, 64, 1, 2, 4},
+                                  {"tmapslim_t64c1_o2_nm", kernels::GemvKind::kTmap, 4, 14, 64, 1, 2, 8},
+                                  {"tmapslim_t64c1_o2_id", kernels::GemvKind::kTmap, 4, 14, 64, 1, 2, 16},
                                   // the 16-warp f16 consumer at forced splits (measured in NOTES 41 with the
                                   // deleted lean consumer, which is bitwise this one)
                                   {"tmapw16f16s4_t64c1", kernels::GemvKind::kTmap, 4, 6, 64, 1},

@@ -567,7 +567,17 @@ constexpr int kSlimWarps = 16;
 constexpr int kSlimTable = 256;  // floats per warp: 64 steps x 4 groups of 32 columns
 constexpr int kSlimCodeRegs = kSlimTable / 32;  // a lane's share of a tile's codes, loaded a tile ahead
 
-template <int TR, bool kScaled>
+// Timing diagnostics of the stage's arithmetic (kDiag instantiations only; wrong results): Params::dbg
+// bit 2 no decode (the MMAs read the raw codes), bit 3 no MMAs (the decoded registers kept live by an
+// empty asm), bit 4 an integer decode instead of cvt (Marlin-style: byte permute, mask, shift; timing
+// only here: its pairs are (b0, b2), (b1, b3) and its values 2^-8 times the codes').
+__device__ __forceinline__ void e4m3x4_int_decode(uint32_t d, uint32_t& lo, uint32_t& hi) {
+  const uint32_t t = d << 8;
+  lo = (t & 0x80008000u) | ((t & 0x7f007f00u) >> 1);
+  hi = (d & 0x80008000u) | ((d & 0x7f007f00u) >> 1);
+}
+
+template <int TR, bool kScaled, bool kDiag = false>
 __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
     gemv_tmap_slim_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
   pdl_trigger();
@@ -739,13 +749,33 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
             const uint2 xa = lds_u2(xptr + 64 * pp);
             const uint2 xc = lds_u2(xptr + 64 * pp + 32);
             uint32_t a0, a1, a2, a3;
-            e4m3x4_to_f16x2x2(d0, a0, a2);
-            e4m3x4_to_f16x2x2(d1, a1, a3);
             float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            mma_f16(c, a0, a1, a2, a3, xa.x, xa.y);
-            e4m3x4_to_f16x2x2(d2, a0, a2);
-            e4m3x4_to_f16x2x2(d3, a1, a3);
-            mma_f16(c, a0, a1, a2, a3, xc.x, xc.y);
+            if constexpr (kDiag) {
+              auto dec = [&](uint32_t x0, uint32_t x1) {
+                if (p.dbg & 4) {
+                  a0 = x0, a2 = x0 ^ 1u, a1 = x1, a3 = x1 ^ 1u;
+                } else if (p.dbg & 16) {
+                  e4m3x4_int_decode(x0, a0, a2);
+                  e4m3x4_int_decode(x1, a1, a3);
+                } else {
+                  e4m3x4_to_f16x2x2(x0, a0, a2);
+                  e4m3x4_to_f16x2x2(x1, a1, a3);
+                }
+              };
+              dec(d0, d1);
+              if (p.dbg & 8) asm volatile("" ::"r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(xa.x), "r"(xa.y));
+              else mma_f16(c, a0, a1, a2, a3, xa.x, xa.y);
+              dec(d2, d3);
+              if (p.dbg & 8) asm volatile("" ::"r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(xc.x), "r"(xc.y));
+              else mma_f16(c, a0, a1, a2, a3, xc.x, xc.y);
+            } else {
+              e4m3x4_to_f16x2x2(d0, a0, a2);
+              e4m3x4_to_f16x2x2(d1, a1, a3);
+              mma_f16(c, a0, a1, a2, a3, xa.x, xa.y);
+              e4m3x4_to_f16x2x2(d2, a0, a2);
+              e4m3x4_to_f16x2x2(d3, a1, a3);
+              mma_f16(c, a0, a1, a2, a3, xc.x, xc.y);
+            }
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[i] += c[i] * fp[pp];
           }
@@ -816,7 +846,9 @@ KernelFn kernel_for(int tr, int codes, int cw = 8, bool f16 = false) {
   return tr == 64 ? pick_codes<64>(codes, cw, f16) : tr == 128 ? pick_codes<128>(codes, cw, f16)
                                                                 : pick_codes<256>(codes, cw, f16);
 }
-KernelFn slim_kernel_for(int tr, bool scaled) {
+KernelFn slim_kernel_for(int tr, bool scaled, int dbg = 0) {
+  if ((dbg & 28) != 0 && scaled && (tr == 64 || tr == 256))  // the arithmetic diagnostics (NOTES 44)
+    return tr == 64 ? gemv_tmap_slim_kernel<64, true, true> : gemv_tmap_slim_kernel<256, true, true>;
   if (tr == 64) return scaled ? gemv_tmap_slim_kernel<64, true> : gemv_tmap_slim_kernel<64, false>;
   if (tr == 128) return scaled ? gemv_tmap_slim_kernel<128, true> : gemv_tmap_slim_kernel<128, false>;
   return scaled ? gemv_tmap_slim_kernel<256, true> : gemv_tmap_slim_kernel<256, false>;
@@ -882,7 +914,9 @@ struct Config {
   int force_tr = 0, force_cs = 0;
   int order = 0, dbg = 0;  // the slim kernel's Params::order and ::dbg
 };
-std::atomic<int> g_order{0}, g_dbg{0}, g_auto_order{0};
+// kAuto's order 2 (NOTES 44, run 36): wq_b 16.21 -> 15.16 us, wo_b 15.88 -> 15.39, wo_a 12.90 -> 12.98;
+// the 7 layers at batch 1 1.714 / 1.714 ms against 1.722 / 1.718 with order 0.
+std::atomic<int> g_order{0}, g_dbg{0}, g_auto_order{2};
 std::atomic<int64_t> g_auto_min_bytes{kGemvTmapAutoMinBytes};
 Config global_config() {
   return Config{std::clamp(g_stages.load(), 2, kMaxStages), g_warps.load(), g_f16.load(), g_slim.load(),
@@ -1106,7 +1140,7 @@ std::atomic<bool> g_tmap_auto{true};
 void gemv_set_tmap_auto(bool on) { g_tmap_auto = on; }
 void gemv_set_tmap_order(int order, int dbg) {
   gemv_tmap::g_order = std::clamp(order, 0, 2);
-  gemv_tmap::g_dbg = dbg & 3;
+  gemv_tmap::g_dbg = dbg & 31;
 }
 void gemv_set_tmap_auto_order(int order) { gemv_tmap::g_auto_order = std::clamp(order, 0, 2); }
 void gemv_set_tmap_auto_min_bytes(int64_t bytes) {
@@ -1159,7 +1193,7 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf)
   // columns); 16-column blocks run the 16-warp f16 consumer (the plan left room for the table).
   const bool slim = conf.slim && codes != 8;
   const int cw = conf.slim || conf.warps == 16 ? 16 : 8;
-  KernelFn k = slim ? slim_kernel_for(pl.tr, scaled) : kernel_for(pl.tr, codes, cw, conf.f16 || conf.slim);
+  KernelFn k = slim ? slim_kernel_for(pl.tr, scaled, conf.dbg) : kernel_for(pl.tr, codes, cw, conf.f16 || conf.slim);
   cudaError_t e = set_smem_once(k, pl.dyn_smem);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};

@@ -32,7 +32,8 @@ void gemv_set_tmap_auto(bool on);
 // The slim kernel's start (kTmap): order 0 its producer issues the first weight copies at once; 1
 // after the consumers have issued the first tile's scale-code loads; 2 after they have also issued
 // x's loads (so neither waits behind the grid's first ring fill). dbg: timing diagnostics that give
-// wrong results (bit 0 no scale codes, bit 1 x not staged); 0 outside benches.
+// wrong results (bit 0 no scale codes, bit 1 x not staged; on 64- and 256-row tiles: bit 2 no decode,
+// bit 3 no MMAs, bit 4 an integer decode); 0 outside benches.
 void gemv_set_tmap_order(int order, int dbg = 0);
 // kAuto's order (the same meaning; its default is in smxx_linear_gemv_tmap.cu) and its size floor
 // (0: kGemvTmapAutoMinBytes), for the layers' A/B.
