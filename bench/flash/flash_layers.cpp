@@ -73,14 +73,13 @@
 //                [--bf16-weights off|on|auto|off,on]
 //                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk|persist|auto0] [--gemv-pdl 0|1]
 //                [--gemv-persist 2|4|6[,blocks]] [--gemv-shapes a,b] [--gemv-variants a,b] [--gemv-ns 1,4]
-//                [--ops-moe] [--ops-moe-profile] [--profile-big wgmmaws,wide]
+//                [--ops-moe] [--ops-moe-profile] [--profile-big wgmmawss,wide]
 //                [--fp8-kinds auto,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--index-score-prefill] [--indexer-wgmma-ab] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
 //                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
-//                [--moe-big auto|wide|wgmmaws|wgmmawsef|wgmmawsef5|wgmmawsef55|wgmmawsefodd|wgmmawsefl1|wgmmatall|wgmmatallef|wgmmatall144
-//                           |wgmmawsefs|wgmmawsefs5|wgmmawsefsl1|wgmmawss]
+//                [--moe-big auto|wide|wgmmawss]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
 #include <cuda_profiler_api.h>
@@ -1300,7 +1299,7 @@ void run_gemv_ops(HostPool& hp) {
 // configuration) inside cudaProfilerStart / Stop, each after a warm-up call outside, for
 // ncu --profile-from-start off (per-kernel time, issue and pipe utilisation, stall
 // reasons of the small-tile kernels; NOTES "MoE decode tiles"). Prints one line per call.
-// --profile-big wgmmaws,wide (g_profile_bigs): instead, one bf16 call per listed big-tile
+// --profile-big wgmmawss,wide (g_profile_bigs): instead, one bf16 call per listed big-tile
 // kernel (small tiles as default), so ncu sees the big-tile kernels side by side.
 std::vector<std::pair<kernels::MoeTcBig, std::string>> g_profile_bigs;
 void run_moe_profile(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches) {
@@ -1629,7 +1628,7 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
 // moe_only (--ops-moe): the MoE part alone (grouped op in both activation modes, the
 // former per-expert loop, the router) and the FP4 linear gemv; skips the FP8 linears.
 // g_moe_bigs_only (--ops-moe-bigs, with --ops-moe): only the grouped op in kAuto + kBF16,
-// the default and each big-tile kernel (wide, wgmmaws): the big-tile A/B in a few seconds of
+// the default and each big-tile kernel (wide, wgmmawss): the big-tile A/B in a few seconds of
 // device time.
 bool g_moe_bigs_only = false;
 void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& batches, bool moe_only) {
@@ -1755,10 +1754,8 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       const auto kAutoBig = kernels::MoeTcBig::kAuto;
       cfgs.push_back(def_cfg);  // the defaults (small = auto, plan as set, f32big 32, big = auto)
       if (g_moe_bigs_only)
-        // The 128-row kinds (NOTES 42's A/B; the wide and tall kinds were last measured in NOTES 39 / 40).
-        for (auto bg : {kernels::MoeTcBig::kWgmmaWs, kernels::MoeTcBig::kWgmmaWsS, kernels::MoeTcBig::kWgmmaWsEf,
-                        kernels::MoeTcBig::kWgmmaWsEfS, kernels::MoeTcBig::kWgmmaWsEf5, kernels::MoeTcBig::kWgmmaWsEfS5,
-                        kernels::MoeTcBig::kWgmmaWsEfL1, kernels::MoeTcBig::kWgmmaWsEfSL1})
+        // Each big-tile kind (the others were deleted in session 12, NOTES 45).
+        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWsS})
           cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});
       else {
         add(MoeTcSmall::kFormer, false, false, 8, kAutoBig);
@@ -1774,7 +1771,7 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
           add(sm, one_ok, true, 8, kAutoBig);
           add(sm, one_ok, false, 32, kAutoBig);
         }
-        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWs})
+        for (auto bg : {kernels::MoeTcBig::kWide, kernels::MoeTcBig::kWgmmaWsS})
           cfgs.push_back({def_cfg.small, def_cfg.plan_max, def_cfg.pdl, 8, bg});  // kBF16 only: f32big unused
       }
       auto apply = [](const Cfg& c) {
@@ -1805,21 +1802,9 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
             for (int64_t e = 0; e < E; ++e) act += count[size_t(e)] > 0;
             // Bytes: the active experts' FP4 weights + 1x32 scales; FLOPs: 3 GEMMs per row.
             const double bytes = double(act) * 3 * I * D * (0.5 + 1.0 / 32), flops = 2.0 * 3 * T * k * I * D;
-            const char* bn = cfg.big == kernels::MoeTcBig::kAuto             ? " big=auto"
-                             : cfg.big == kernels::MoeTcBig::kWide           ? " big=wide"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsTall    ? " big=wgmmatall"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsTallEf  ? " big=wgmmatallef"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsTall144 ? " big=wgmmatall144"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEf      ? " big=wgmmawsef"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEf5     ? " big=wgmmawsef5"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEf55    ? " big=wgmmawsef55"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfOdd   ? " big=wgmmawsefodd"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfL1    ? " big=wgmmawsefl1"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfS     ? " big=wgmmawsefs"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfS5    ? " big=wgmmawsefs5"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsEfSL1   ? " big=wgmmawsefsl1"
-                             : cfg.big == kernels::MoeTcBig::kWgmmaWsS       ? " big=wgmmawss"
-                                                                             : " big=wgmmaws";
+            const char* bn = cfg.big == kernels::MoeTcBig::kAuto   ? " big=auto"
+                             : cfg.big == kernels::MoeTcBig::kWide ? " big=wide"
+                                                                   : " big=wgmmawss";
             const char* sn = cfg.small == MoeTcSmall::kLean4   ? " small=lean4"
                              : cfg.small == MoeTcSmall::kLean8 ? " small=lean8"
                              : cfg.small == MoeTcSmall::kLean4T ? " small=lean4t"
@@ -2314,31 +2299,18 @@ int main(int argc, char** argv) {
     else if (a == "--ops-moe") ops_only = with_ops = moe_only = true;
     else if (a == "--ops-moe-bigs") ops_only = with_ops = moe_only = g_moe_bigs_only = true;  // see g_moe_bigs_only
     else if (a == "--ops-moe-profile") moe_profile = true;
-    else if (a == "--profile-big") {  // --ops-moe-profile: these big-tile kernels, bf16 (wgmmaws,wide)
+    else if (a == "--profile-big") {  // --ops-moe-profile: these big-tile kernels, bf16 (wgmmawss,wide)
       const std::string list = next();
       for (size_t b = 0; b <= list.size();) {
         size_t e = list.find(',', b);
         if (e == std::string::npos) e = list.size();
         const std::string v = list.substr(b, e - b);
         b = e + 1;
-        const kernels::MoeTcBig k = v == "wgmmaws"       ? kernels::MoeTcBig::kWgmmaWs
-                                    : v == "wide"        ? kernels::MoeTcBig::kWide
-                                    : v == "wgmmatall"   ? kernels::MoeTcBig::kWgmmaWsTall
-                                    : v == "wgmmatallef" ? kernels::MoeTcBig::kWgmmaWsTallEf
-                                    : v == "wgmmatall144" ? kernels::MoeTcBig::kWgmmaWsTall144
-                                    : v == "wgmmawsef"   ? kernels::MoeTcBig::kWgmmaWsEf
-                                    : v == "wgmmawsef5"  ? kernels::MoeTcBig::kWgmmaWsEf5
-                                    : v == "wgmmawsef55" ? kernels::MoeTcBig::kWgmmaWsEf55
-                                    : v == "wgmmawsefodd" ? kernels::MoeTcBig::kWgmmaWsEfOdd
-                                    : v == "wgmmawsefl1" ? kernels::MoeTcBig::kWgmmaWsEfL1
-                                    : v == "wgmmawsefs"  ? kernels::MoeTcBig::kWgmmaWsEfS
-                                    : v == "wgmmawsefs5" ? kernels::MoeTcBig::kWgmmaWsEfS5
-                                    : v == "wgmmawsefsl1" ? kernels::MoeTcBig::kWgmmaWsEfSL1
-                                    : v == "wgmmawss"    ? kernels::MoeTcBig::kWgmmaWsS
-                                                         : kernels::MoeTcBig::kAuto;
+        const kernels::MoeTcBig k = v == "wgmmawss" ? kernels::MoeTcBig::kWgmmaWsS
+                                    : v == "wide"   ? kernels::MoeTcBig::kWide
+                                                    : kernels::MoeTcBig::kAuto;
         if (k == kernels::MoeTcBig::kAuto) {
-          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmaws, wgmmawsef, wgmmawsef5, wgmmawsef55, wgmmawsefodd, wgmmawsefl1, wgmmawsefs, wgmmawsefs5, wgmmawsefsl1, wgmmawss, wgmmatall, wgmmatallef, wgmmatall144, wide)\n",
-                       v.c_str());
+          std::fprintf(stderr, "--profile-big: unknown kernel '%s' (wgmmawss, wide)\n", v.c_str());
           return 2;
         }
         g_profile_bigs.push_back({k, v});
@@ -2368,13 +2340,8 @@ int main(int argc, char** argv) {
     else if (a == "--moe-big")  // the kBF16 MoE big-tile kernel for the whole run (kernels::moe_tc_set_big): prefill A/B
       kernels::moe_tc_set_big(pick<kernels::MoeTcBig>(
           "--moe-big", next(),
-          {{"auto", kernels::MoeTcBig::kAuto}, {"wide", kernels::MoeTcBig::kWide},
-           {"wgmmaws", kernels::MoeTcBig::kWgmmaWs}, {"wgmmatall", kernels::MoeTcBig::kWgmmaWsTall},
-           {"wgmmatallef", kernels::MoeTcBig::kWgmmaWsTallEf}, {"wgmmatall144", kernels::MoeTcBig::kWgmmaWsTall144},
-           {"wgmmawsef", kernels::MoeTcBig::kWgmmaWsEf}, {"wgmmawsef5", kernels::MoeTcBig::kWgmmaWsEf5},
-           {"wgmmawsef55", kernels::MoeTcBig::kWgmmaWsEf55}, {"wgmmawsefodd", kernels::MoeTcBig::kWgmmaWsEfOdd},
-           {"wgmmawsefl1", kernels::MoeTcBig::kWgmmaWsEfL1}, {"wgmmawsefs", kernels::MoeTcBig::kWgmmaWsEfS},
-           {"wgmmawsefs5", kernels::MoeTcBig::kWgmmaWsEfS5}, {"wgmmawsefsl1", kernels::MoeTcBig::kWgmmaWsEfSL1},
+          {{"auto", kernels::MoeTcBig::kAuto},
+           {"wide", kernels::MoeTcBig::kWide},
            {"wgmmawss", kernels::MoeTcBig::kWgmmaWsS}}));
     else if (a == "--router")  // the router logits kernel for the whole run (kernels::RouterLogitsPath)
       kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(

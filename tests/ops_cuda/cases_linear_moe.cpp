@@ -248,9 +248,9 @@ const std::vector<std::unique_ptr<TestWeight>>& expert_weights(WKind kind, int64
 // batch); 1 = every token. invariant: kInvariant mode, and the rows of two sub-batches
 // (token 0 alone, the second half) must equal the full batch's rows bit for bit.
 // both_big: the batch runs again with each big-tile kernel (moe_tc_set_big: the wide one and
-// the warp-specialized wgmma tiles of 128 rows, kWgmmaWs, also against the CPU as y_wgmmaws)
-// and must equal the default's (kAuto's: one of the two, by T) output bit for bit (same
-// MMAs, same order).
+// the warp-specialized wgmma tiles of 128 rows with the scale ring, kWgmmaWsS, also against the
+// CPU as y_wgmmawss) and must equal the default's (kAuto's: one of the two, by T) output bit for
+// bit (same MMAs, same order).
 // FP4 experts at moe_tc shapes also run with every other small-tile kernel (moe_tc_set_small:
 // the former launches, the fused persistent kernel, the lean kernels with a 4- / 8-chunk
 // ring) and must equal the default's output bit for bit (the same MMAs per output, the
@@ -307,18 +307,6 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
               const kernels::MoeTcBig def = kernels::moe_tc_big();
               for (auto [kern, label] :
                    {std::pair{kernels::MoeTcBig::kWide, "wide_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWs, "wgmmaws_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsTall, "wgmmatall_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsTallEf, "wgmmatallef_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsTall144, "wgmmatall144_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEf, "wgmmawsef_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEf5, "wgmmawsef5_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEf55, "wgmmawsef55_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEfOdd, "wgmmawsefodd_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEfL1, "wgmmawsefl1_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEfS, "wgmmawsefs_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEfS5, "wgmmawsefs5_vs_default_differ"},
-                    std::pair{kernels::MoeTcBig::kWgmmaWsEfSL1, "wgmmawsefsl1_vs_default_differ"},
                     std::pair{kernels::MoeTcBig::kWgmmaWsS, "wgmmawss_vs_default_differ"}}) {
                 Dev<float> alt(n * dim);
                 kernels::moe_tc_set_big(kern);
@@ -326,13 +314,13 @@ OpCase moe_experts_case(std::string name, WKind kind, int64_t n, int64_t E, int6
                 kernels::moe_tc_set_big(def);
                 const std::vector<float> other = alt.host();
                 o.ints.push_back({label, {0}, {int64_t(std::memcmp(other.data(), full.data(), full.size() * 4) != 0)}});
-                if (kern == kernels::MoeTcBig::kWgmmaWs || kern == kernels::MoeTcBig::kWgmmaWsTall) {
+                if (kern == kernels::MoeTcBig::kWgmmaWsS) {
                   // Also against the CPU on its own (a rounding difference in the k16 step
                   // would show here only).
                   std::vector<float> og(m * dim);
                   for (int64_t i = 0; i < m; ++i)
                     std::copy_n(other.begin() + picked[size_t(i)] * dim, dim, og.begin() + i * dim);
-                  o.floats.push_back({kern == kernels::MoeTcBig::kWgmmaWs ? "y_wgmmaws" : "y_wgmmatall", y, og});
+                  o.floats.push_back({"y_wgmmawss", y, og});
                 }
               }
             }

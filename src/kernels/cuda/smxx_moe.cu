@@ -1122,7 +1122,7 @@ int64_t moe_small_tile_bound(int64_t assignments, int64_t num_experts, int64_t t
   return assignments / tile_rows + std::min(num_experts, assignments) + 1;
 }
 int64_t moe_big_tile_bound(int64_t assignments, int64_t num_experts) {
-  // Counted at kMoeBigRows, the smallest big-tile height: also a bound for kMoeTcWideRows and kMoeTcWgmma(Tall)Rows.
+  // Counted at kMoeBigRows, the smallest big-tile height: also a bound for kMoeTcWideRows and kMoeTcWgmmaRows.
   return assignments / kMoeBigRows + std::min(num_experts, assignments / (kMoeSmallRows + 1)) + 1;
 }
 
@@ -1130,8 +1130,7 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
   const int64_t total = int64_t(a.n) * a.k;
   if (a.n < 0 || a.k < 1 || a.num_experts < 1 || a.num_experts > 4 * kScanThreads || total > INT32_MAX ||
       (a.small_rows != 1 && a.small_rows != 2 && a.small_rows != 4 && a.small_rows != kMoeSmallRows) ||
-      (a.big_rows != kMoeBigRows && a.big_rows != kMoeTcWideRows && a.big_rows != kMoeTcWgmmaRows &&
-       a.big_rows != kMoeTcWgmmaTallRows && a.big_rows != kMoeTcWgmmaTall144Rows))
+      (a.big_rows != kMoeBigRows && a.big_rows != kMoeTcWideRows && a.big_rows != kMoeTcWgmmaRows))
     return cudaErrorInvalidValue;
   if (total == 0) return cudaSuccess;
   if (!a.expert_ids || !a.expert_weights || !a.counts || !a.offsets || !a.chunk_base || !a.row_token ||

@@ -109,21 +109,12 @@ constexpr int kMoeBigRows = 64;   // rows per mma tile (its token tile)
 // full tile + a few-row tail that streams and decodes the whole expert again; 80 rows
 // leave ~2% of them split (NOTES "MoE wide tiles").
 constexpr int kMoeTcWideRows = 80;
-// Rows per big tile of the wgmma kernel (kBF16, MoeTcBig::kWgmmaWs, smxx_moe_wgmma.cu): the
+// Rows per big tile of the wgmma kernel (kBF16, MoeTcBig::kWgmmaWsS, smxx_moe_wgmma.cu): the
 // largest tile whose two fp32 accumulator sets (the chain of a chunk and the sum) fit a
 // thread's registers next to two chunks of A fragments: at T = 8192 an expert gets
-// 128 +- 11 rows, so about half the experts are one tile.
+// 128 +- 11 rows, so about half the experts are one tile. (Tiles of up to 160 / 144 rows,
+// one per expert at T = 8192, were slower: NOTES 39, deleted in session 12.)
 constexpr int kMoeTcWgmmaRows = 128;
-// Rows per big tile of MoeTcBig::kWgmmaWsTall / kWgmmaWsTallEf (helper moe8, NOTES 39): the
-// same warp-specialized kernel with token stages of up to 160 rows (wgmma N = 144 / 160, 80
-// accumulator registers per set). At T = 8192 an expert gets 128 +- 11 rows: with 128-row
-// tiles ~48% of the experts take a second tile of ~10 rows that streams and decodes the
-// whole expert again for ~1/13 of its MMAs; at 160 rows (z = 2.9) nearly every expert is
-// one tile. The rows of a tile change nothing in a row's arithmetic: the same bits.
-constexpr int kMoeTcWgmmaTallRows = 160;
-// MoeTcBig::kWgmmaTall144: tiles of up to 144 rows (~7.6% of the experts keep a tail at
-// T = 8192; fewer live registers at the largest N than 160: ptxas spills less).
-constexpr int kMoeTcWgmmaTall144Rows = 144;
 // MoeTcBig::kAuto takes the wgmma tiles with the scale ring (kWgmmaWsS) from this many tokens
 // per call, the wide kernel below (all give the same bits, so the choice by T changes no
 // result). Measured (run moepf, op moe_grouped): wide faster at T = 1024 (5.20 vs kWgmma's 6.02
@@ -131,7 +122,8 @@ constexpr int kMoeTcWgmmaTall144Rows = 144;
 // 32 = the lead's run of moea's run2, ms): T = 2048 5.59 vs kWgmmaWs 5.65, 4096 6.62 vs 6.69,
 // 8192 10.99 vs kWgmmaWsEf 12.88 (torch._grouped_mm 8.19 / 8.16 / 12.24): the scale words'
 // ring removes the N = 128 loop's spill reloads and per-thread scale copies (NOTES 42), and
-// without them evict-first no longer pays at 8192 (kWgmmaWsEfS 11.33).
+// without them evict-first no longer pays at 8192 (kWgmmaWsEfS 11.33). kWgmmaWs and the Ef kinds
+// were deleted in session 12 (NOTES 45).
 constexpr int64_t kMoeTcWgmmaMinTokens = 2048;
 
 struct MoePlanArgs {
@@ -221,17 +213,6 @@ struct MoeGroupedArgs {
   // moe_tc, tiles of <= 8 rows: the MoeTcSmall kernel (as int; the op sets it from
   // moe_tc_small_for), -1: moe_tc_small() resolved for this tile height alone.
   int small_kernel = -1;
-  // moe_tc, wgmma tiles of kMoeTcWgmmaTallRows / kMoeTcWgmmaRows: the weight copies with an L2
-  // evict-first policy (MoeTcBig::kWgmmaWsTallEf / kWgmmaWsEf).
-  bool weight_evict_first = false;
-  // moe_tc, wgmma tiles of kMoeTcWgmmaRows with weight_evict_first: 0 kWgmmaWsEf's ring (4 token
-  // and 4 weight stages), 1 kWgmmaWsEf5 (5 token stages), 2 kWgmmaWsEf55 (5 and 5), 3
-  // kWgmmaWsEfOdd (4 and 4, the policy on odd chunks' weight copies only), 4 kWgmmaWsEfL1
-  // (kWgmmaWsEf's code with the largest shared-memory carve-out: the 5-stage rings' L1). NOTES 40.
-  // With the scale words in a ring of their own (NOTES 42): 5 kWgmmaWsEfS (4 and 4), 6
-  // kWgmmaWsEfS5 (5 token stages), 7 kWgmmaWsEfSL1 (kWgmmaWsEfS with the largest carve-out), and
-  // 8 kWgmmaWsS (kWgmmaWs's policy: weight_evict_first false, 4 and 4).
-  int ws_ring = 0;
 };
 // Whether the grouped kernels take this expert layout (format, vector alignment,
 // power-of-two scale blocks).
@@ -252,17 +233,18 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // Which kernel takes the big tiles under kBF16 (terms = 1), a process-wide switch for
 // benchmarks and tests, read by the op when it plans the tiles. Results are bitwise the same
 // (same MMAs, same order; tested):
-//   kWide    tiles of kMoeTcWideRows, 256 weight rows per block (16 warps x 16 rows),
-//            activations and weights staged through a 3-deep cp.async ring (smxx_moe_tc.cu);
-//   kWgmmaWs (sm_90a, moe_tc_wgmma_supported) tiles of kMoeTcWgmmaRows on warpgroup MMAs,
-//            warp-specialized (smxx_moe_wgmma.cu; helper moepf2, NOTES 18): a producer
-//            warpgroup issues the token copies and signals per-stage mbarriers, the two MMA
-//            warpgroups run without a block-wide barrier. Stage 1 reads x from
-//            moe_split_perm's planes and writes h in the same permuted column order, which its
-//            stage 2 reads; elsewhere the op takes kWide instead. Run moepf2 (op moe_grouped
-//            bf16): T = 4096 6.66-6.78 ms, T = 8192 14.30;
-//   kAuto    (default) kWgmmaWsS from kMoeTcWgmmaMinTokens tokens per call (where supported),
-//            kWide below (all the same bits).
+//   kWide      tiles of kMoeTcWideRows, 256 weight rows per block (16 warps x 16 rows),
+//              activations and weights staged through a 3-deep cp.async ring (smxx_moe_tc.cu);
+//   kWgmmaWsS  (sm_90a, moe_tc_wgmma_supported) tiles of kMoeTcWgmmaRows on warpgroup MMAs,
+//              warp-specialized (smxx_moe_wgmma.cu; helper moepf2, NOTES 18): a producer
+//              warpgroup issues the token copies and signals per-stage mbarriers, the two MMA
+//              warpgroups run without a block-wide barrier; the scale words come through a
+//              shared-memory ring of their own (helper moea, NOTES 42). Stage 1 reads x from
+//              moe_split_perm's planes and writes h in the same permuted column order, which
+//              its stage 2 reads; elsewhere the op takes kWide instead. Run 32 (op moe_grouped
+//              bf16): T = 2048 / 4096 / 8192 5.59 / 6.62 / 10.99 ms;
+//   kAuto      (default) kWgmmaWsS from kMoeTcWgmmaMinTokens tokens per call (where supported),
+//              kWide below (all the same bits).
 // Deleted in session 8 (never taken by kAuto, measured slower, nothing built on them):
 // kRows64 (64-row tiles, 8 warps: 16.0 vs kWide's 10.1 ms at T = 4096, run 11), kWide2 (8
 // warps x 32 rows: 10.0-10.1) and kWide128 (128 rows per block: 11.6) (NOTES "MoE wide
@@ -270,55 +252,21 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream);
 // ms at T = 4096) and kWgmmaDeep (its deeper weight ring, 7-10% slower still; NOTES 14, 18);
 // kWgmmaCl2 / kWgmmaCl4 (kWgmmaWs as clusters of 2 / 4 blocks forwarding token chunks:
 // T = 8192 20.48 / 28.94 vs 14.29 ms; NOTES 21).
-//   kWgmmaWsTall    (opt-in, helper moe8, NOTES 39) kWgmmaWs on tiles of up to
-//            kMoeTcWgmmaTallRows (one tile per expert at T = 8192 instead of ~1.5);
-//   kWgmmaWsTallEf  kWgmmaWsTall whose weight copies carry an L2 evict-first policy (each
-//            weight byte is read once per tile, and with one tile per expert once per call:
-//            it should not push the tiles' token rows out of L2);
-//   kWgmmaWsTall144 kWgmmaWsTall on tiles of up to kMoeTcWgmmaTall144Rows.
-//   Measured (run moe8, op moe_grouped bf16, ms at T = 2048 / 4096 / 8192; kWgmmaWs 5.65 / 6.54 /
-//   14.40): Tall 5.81 / 7.08 / 15.00, TallEf 5.81 / 7.04 / 13.78, Tall144 5.74 / 7.02 / 14.06; the
-//   8K prefill 227-229 ms with kAuto, 235-242 with each tall kind (NOTES 39).
-//   kWgmmaWsEf      kWgmmaWs with the evict-first weight copies of kWgmmaWsTallEf (its own
-//            kernel instance; kAuto's from 8192 tokens until run 32): T = 2048 / 4096 / 8192
-//            5.66 / 6.94 / 12.83 ms (lead's run of moe8's run2.sh, NOTES 39).
-//   kWgmmaWsEf5     (opt-in, helper moe9, NOTES 40) kWgmmaWsEf with a 5-stage token ring (209 KB
-//            of shared memory instead of 177; the kernel waits on how soon a chunk lands);
-//   kWgmmaWsEf55    kWgmmaWsEf5 with a 5-stage per-thread weight ring too (219 KB);
-//   kWgmmaWsEfOdd   kWgmmaWsEf whose policy marks only the odd chunks' weight copies (a weight
-//            row's 128-byte line holds two chunks: evict-first once both halves were read);
-//   kWgmmaWsEfL1    kWgmmaWsEf's code (own instance) launched with the largest shared-memory
-//            carve-out: L1 28 KB instead of 60, as the 5-stage rings get (their control).
-//   kWgmmaWsEfS     (opt-in, helper moea, NOTES 42) kWgmmaWsEf with the scale words in a
-//            shared-memory ring of their own: one 16-byte cp.async.cg per row and granule per 4
-//            chunks instead of a 4-byte .ca copy per thread per chunk (no L1 in the loop but
-//            the spill reloads; 189 KB of shared memory);
-//   kWgmmaWsEfS5    kWgmmaWsEfS with a 5-stage token ring (221 KB, L1 28 KB);
-//   kWgmmaWsEfSL1   kWgmmaWsEfS's code with the largest carve-out (kWgmmaWsEfS5's L1: its control);
-//   kWgmmaWsS       kWgmmaWs (no evict-first) with kWgmmaWsEfS's scale ring; kAuto's from 2048 tokens
-//            since run 32 (T = 2048 / 4096 / 8192: 5.59 / 6.62 / 10.99 ms, the fastest kind at each).
-enum class MoeTcBig {
-  kWide,
-  kWgmmaWs,
-  kAuto,
-  kWgmmaWsTall,
-  kWgmmaWsTallEf,
-  kWgmmaWsTall144,
-  kWgmmaWsEf,
-  kWgmmaWsEf5,
-  kWgmmaWsEf55,
-  kWgmmaWsEfOdd,
-  kWgmmaWsEfL1,
-  kWgmmaWsEfS,
-  kWgmmaWsEfS5,
-  kWgmmaWsEfSL1,
-  kWgmmaWsS
-};
+// Deleted in session 12 (NOTES 45; measured slower than kWgmmaWsS in run 32 / NOTES 39, 40, 42,
+// nothing built on them), ms at T = 2048 / 4096 / 8192:
+//   kWgmmaWs (kWgmmaWsS with each thread's scale words through L1, kAuto's from 2048 tokens until
+//   run 32) 5.65 / 6.69 / 14.37; the tiles of up to 160 / 144 rows, kWgmmaWsTall / TallEf /
+//   Tall144 (NOTES 39) 5.81 / 7.08 / 15.00, 5.81 / 7.04 / 13.78, 5.74 / 7.02 / 14.06; the
+//   evict-first weight copies, kWgmmaWsEf 5.64 / 6.81 / 12.89 (kAuto's from 8192 tokens until run
+//   32) with a 5-stage token ring (Ef5), 5 + 5 stages (Ef55), the policy on odd chunks only (EfOdd)
+//   or the 228 KB carve-out (EfL1) (NOTES 40: 13.3 / 13.3 / 12.9 / 13.3 at 8192); and with the
+//   scale ring, kWgmmaWsEfS / EfS5 / EfSL1 (NOTES 42) 5.56 / 6.82 / 11.33, 5.58 / 6.91 / 11.31,
+//   5.57 / 6.64 / 11.16.
+enum class MoeTcBig { kWide, kWgmmaWsS, kAuto };
 void moe_tc_set_big(MoeTcBig k);
 MoeTcBig moe_tc_big();
 bool moe_tc_wgmma_supported();  // the current device runs the sm_90a wgmma code
-// The kWgmmaWs tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows,
-// kMoeTcWgmmaTallRows and kMoeTcWgmmaTall144Rows here; weight_evict_first for kWgmmaWsTallEf).
+// The kWgmmaWsS tiles of one stage (moe_tc routes tile_rows == kMoeTcWgmmaRows here).
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream);
 // x [count] fp32 (rows of dim, dim % 128 == 0) -> one bf16 plane (round to nearest even)
 // with each 128-column chunk in the wgmma kernel's k order (smxx_moe_wgmma.cu).

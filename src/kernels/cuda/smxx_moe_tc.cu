@@ -970,12 +970,9 @@ cudaError_t moe_tc(const MoeGroupedArgs& a, cudaStream_t stream) {
       (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) || (a.terms != 1 && a.terms != 3) ||
       (a.tile_rows != 1 && a.tile_rows != 2 && a.tile_rows != 4 && a.tile_rows != 8 &&
        !(a.tile_rows == kMoeBigRows && a.terms == 3) && !(a.tile_rows == kMoeTcWideRows && a.terms == 1) &&
-       !((a.tile_rows == kMoeTcWgmmaRows || a.tile_rows == kMoeTcWgmmaTallRows ||
-          a.tile_rows == kMoeTcWgmmaTall144Rows) &&
-         a.terms == 1)))
+       !(a.tile_rows == kMoeTcWgmmaRows && a.terms == 1)))
     return cudaErrorInvalidValue;
-  if (a.tile_rows == kMoeTcWgmmaRows || a.tile_rows == kMoeTcWgmmaTallRows || a.tile_rows == kMoeTcWgmmaTall144Rows)
-    return moe_tc_wgmma(a, stream);
+  if (a.tile_rows == kMoeTcWgmmaRows) return moe_tc_wgmma(a, stream);
   if (a.stage == 1) return a.terms == 1 ? launch_tc_rows<1, 1>(a, stream) : launch_tc_rows<1, 3>(a, stream);
   if (a.stage != 2) return cudaErrorInvalidValue;
   return a.terms == 1 ? launch_tc_rows<2, 1>(a, stream) : launch_tc_rows<2, 3>(a, stream);

@@ -1,8 +1,7 @@
 // Big tiles of the FP4 MoE under Activations::kBF16 on Hopper's warpgroup MMA (wgmma,
 // sm_90a): moe_tc's tiles of up to kMoeTcWgmmaRows rows (one tile per expert at T = 8192
-// for ~half the experts, smxx_moe.cuh), both stages; the same kernel on tiles of up to
-// kMoeTcWgmmaTallRows / kMoeTcWgmmaTall144Rows (MoeTcBig::kWgmmaWsTall*, NOTES 39: one tile
-// per expert at T = 8192 for nearly all experts; kMaxN = the stage's token rows).
+// for ~half the experts, smxx_moe.cuh), both stages (MoeTcBig::kWgmmaWsS, kAuto's from
+// kMoeTcWgmmaMinTokens tokens).
 //
 // Why (bench/flash/NOTES.md "MoE wide tiles at prefill sizes"): the mma.sync wide kernel
 // spends its time in turns: every warp decodes its FP4 rows, then every warp multiplies,
@@ -19,12 +18,16 @@
 // kernels (decode8, smxx_moe_decode.cuh): its registers are an mma.sync A fragment, which
 // is exactly the RS-form wgmma A fragment of its warp's 16 rows. Per chunk, through a
 // 4-stage ring: the tile's token rows (kN x 256 bytes, K-major in the 128-byte swizzle the
-// descriptor reads) and each thread's own 2 x 16 weight bytes and 2 scale words (read back
-// by the thread that copied them).
+// descriptor reads) and each thread's own 2 x 16 weight bytes (read back by the thread that
+// copied them); the scale words in a ring of their own (NOTES 42, see ws_tile).
 // (Session 8 deleted the first form of these tiles, both warpgroups in step with a block
 // barrier per chunk (MoeTcBig::kWgmma; kWgmmaDeep with a deeper weight ring, NOTES 14), and
 // the clusters of 2 / 4 blocks sharing token chunks (kWgmmaCl2 / kWgmmaCl4, NOTES 21): all
-// slower than the warp-specialized kernel below.)
+// slower than the warp-specialized kernel below. Session 12 (NOTES 45) deleted the kinds
+// measured slower than kWgmmaWsS: kWgmmaWs (the scale words per thread through L1, the former
+// kAuto), the tiles of up to 160 / 144 rows (kWgmmaWsTall / TallEf / Tall144, NOTES 39), the
+// evict-first weight copies (kWgmmaWsEf, Ef5, Ef55, EfOdd, EfL1, EfS, EfS5, EfSL1: NOTES 39,
+// 40, 42), the 5-stage rings and the largest carve-out (NOTES 40, 42).)
 //
 // The k order. A thread's A registers of step j (0..7) of a chunk hold columns
 // 32 c + 8 q + 4 h + {0, 1} (k slots 2 c, 2 c + 1) and + {2, 3} (slots 2 c + 8, 2 c + 9),
@@ -38,7 +41,7 @@
 // Arithmetic: per (row, token) each chunk is one chain of 8 k16 MMAs from zero (scale-d
 // = 0 on the first) added into the fp32 accumulator: the same products, the same chains,
 // the same promotion order as moe_tc_wide_kernel, whose output this kernel must equal bit
-// for bit (ops_cuda "wgmmaws_vs_default_differ" / "wide_vs_default_differ"; it holds when the
+// for bit (ops_cuda "wgmmawss_vs_default_differ" / "wide_vs_default_differ"; it holds when the
 // k16 step rounds as mma.sync's).
 #include <cuda_bf16.h>
 
@@ -55,9 +58,7 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kWgThreads = 256;           // two (consumer) warpgroups
-constexpr int kWBytes = kWgThreads * 32;           // every thread's 2 x 16 weight bytes
-constexpr int kSBytes = kWgThreads * 8;            // every thread's 2 scale words (4 bytes each)
-constexpr int kWSlotBytes = kWBytes + kSBytes;     // a weight stage (10 KB)
+constexpr int kWBytes = kWgThreads * 32;           // a weight stage: every thread's 2 x 16 weight bytes
 constexpr int kWgSmemMax = 227 * 1024;                      // dynamic shared memory per block on sm_90
 
 // Position of column col (0..127) of a chunk in the permuted rows (see the top comment).
@@ -83,21 +84,6 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-// 4 bytes (the .ca form: .cg copies 16 only).
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-}
-// 16 bytes with an L2 cache policy (createpolicy), for the tall tiles' weights.
-__device__ __forceinline__ void cp_async16_l2(uint32_t dst, const void* src, uint64_t pol) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "l"(pol)
-               : "memory");
-}
-// Lines that should leave L2 first: bytes read once (MoeTcBig::kWgmmaWsTallEf's weights).
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kPending>
@@ -127,7 +113,7 @@ __device__ __forceinline__ void decode_chunk_word(const Raw& r, int q, uint32_t 
   A[2 * q + 1][0] = pa[2], A[2 * q + 1][1] = pb[2], A[2 * q + 1][2] = pa[3], A[2 * q + 1][3] = pb[3];
 }
 
-// ---- MoeTcBig::kWgmmaWs (and kAuto): warp-specialized (helper moepf2, NOTES 18) ----
+// ---- MoeTcBig::kWgmmaWsS (and kAuto): warp-specialized (helper moepf2, NOTES 18) ----
 // Why: ncu on the first form (both warpgroups in step, deleted in session 8) at T = 8192
 // (NOTES 14) had the tensor pipe active 26-28% of the cycles. After each chunk's 8 MMAs both
 // warpgroups, in step because of the block barrier, decoded the last word, summed the chain,
@@ -151,41 +137,30 @@ constexpr int kWsConsumers = 256;                   // two consumer warpgroups (
 constexpr int kWsThreads = kWsConsumers + 128;      // + the producer warpgroup (warps 8..11)
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
 static_assert(kWsProducerRegs + 2 * kWsConsumerRegs <= 512, "a sub-partition's 16K registers / 32 lanes");
-// The tall tiles (N up to 160: 80 + 80 accumulator registers, 32 more than at 128): the
-// consumers take 240 and the producer keeps 24, reading its token offsets from shared
-// memory instead of holding kN / 8 of them in registers: four per LDS.128 from a table laid
-// out per producer thread (run moe8 had one dependent LDS per copy: short-scoreboard stalls
-// 0.16 -> 0.8 per issue and +8% per chunk against the 128-row kernel, NOTES 39).
-constexpr int kWsTallProducerRegs = 24, kWsTallConsumerRegs = 240;
-static_assert(kWsTallProducerRegs + 2 * kWsTallConsumerRegs <= 512, "a sub-partition's 16K registers / 32 lanes");
-constexpr int kWsStages = 4;                   // token and weight stages (the default instances)
-// The ring for tiles of up to kMaxN tokens (kMoeTcWgmmaRows, or kMoeTcWgmmaTallRows for the
-// tall tiles: 40 KB token stages, 211 KB in all), kXSt token stages and kWSt weight stages
-// (kWsStages each but in MoeTcBig::kWgmmaWsEf5 / kWgmmaWsEf55, NOTES 40: 5 token stages,
-// 209 / 219 KB).
-// kSRing (MoeTcBig::kWgmmaWsEfS and kin, NOTES 42): the scale words in a ring of their own
-// (kWSt + 1 slots of kSSlotBytes) instead of 2 KB per weight stage; the weight stage holds the
-// weight bytes alone.
+// The ring (189 KB: the 196 KB carve-out, L1 ~60 KB): kXSt token stages of kMaxN =
+// kMoeTcWgmmaRows tokens, kWSt weight stages (the weight bytes alone), and the scale words in a
+// ring of their own (NOTES 42): kSR = kWSt + 1 slots of kSSlotBytes. NOTES 40 / 42 measured a 5th
+// token stage (and weight stage) and the 228 KB carve-out (L1 28 KB): no faster (deleted).
 constexpr int kSQuadBytes = 64;                           // a quad's 2 rows x 2 granules of 16 bytes
 constexpr int kSSlotBytes = (kWgThreads / 4) * kSQuadBytes;  // a window's scale slot: 64 quads (4 KB)
-template <int kMaxN, int kXSt = kWsStages, int kWSt = kWsStages, bool kSRing = false>
 struct WsLayout {
+  static constexpr int kMaxN = kMoeTcWgmmaRows;     // a tile's tokens, at most
+  static constexpr int kXSt = 4, kWSt = 4;          // token and weight stages
   static constexpr int kAtom = kMaxN * 128;         // a 64-column half of a staged chunk
   static constexpr int kX = 2 * kAtom;              // a token stage: kMaxN tokens x 128 columns
-  // The token source offsets (one per 16-byte unit; for the tall tiles 128 producer rows of
-  // kMaxN / 8 rounded up to 4, see ws_tile).
-  static constexpr int kXo = std::max((kMaxN / 16) * kWgThreads * 4, 128 * ((kMaxN / 8 + 3) / 4 * 4) * 4);
+  static constexpr int kXo = (kMaxN / 16) * kWgThreads * 4;  // the token source offsets (one per 16-byte unit)
   static constexpr int kWBase = kXSt * kX;
-  static constexpr int kWSlot = kSRing ? kWBytes : kWSlotBytes;  // a weight stage
-  static constexpr int kSR = kWSt + 1;                           // scale ring slots (kSRing)
+  static constexpr int kWSlot = kWBytes;            // a weight stage
+  static constexpr int kSR = kWSt + 1;              // scale ring slots
   static constexpr int kSBase = kWBase + kWSt * kWSlot;
-  static constexpr int kXoBase = kSBase + (kSRing ? kSR * kSSlotBytes : 0);
+  static constexpr int kXoBase = kSBase + kSR * kSSlotBytes;
   static constexpr int kBarBase = kXoBase + kXo;                // full[kXSt], empty[kXSt]
   static constexpr int kSmem = kBarBase + 2 * kXSt * 8 + 1024;  // + slack to align to 1024
   static_assert(kAtom % 1024 == 0 && kX % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
-  static_assert(kMaxN % 16 == 0 && kMaxN <= 160, "one template case per 16 tokens, up to m64n160");
+  static_assert(kMaxN % 16 == 0 && kMaxN <= 128, "one template case per 16 tokens, up to m64n128");
   static_assert(kSmem <= kWgSmemMax, "the ws ring must fit the block's shared memory");
   static_assert(kXo >= kMaxN * 16 * 4, "one token offset per 16-byte unit of a chunk");
+  static_assert((kWSt & (kWSt - 1)) == 0, "the weight stage of a chunk is a mask");
 };
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -217,16 +192,12 @@ __device__ __forceinline__ void cp_arrive_noinc(uint32_t bar) {
 // through the ring, so the next block's first chunks load and decode under the current
 // one's last MMAs (no pipeline start-up per row block). sbase / sgen: the 1024-aligned
 // ring (shared-window address / generic pointer).
-// kXSt / kWSt: the token / weight ring's stages; kEfOdd (MoeTcBig::kWgmmaWsEfOdd, NOTES 40): of
-// the evict-first instance, only the copies of odd chunks carry the policy (a weight row's
-// 128-byte line holds chunks 2 m and 2 m + 1: the line is marked once both halves are read).
-template <int kStage, int kN, int kMaxN, bool kEf128, int kXSt, int kWSt, bool kEfOdd, bool kSRing>
+template <int kStage, int kN>
 __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& tile, int64_t rb0, int items,
                                         uint32_t sbase, uint8_t* sgen) {
-  using S = WsLayout<kMaxN, kXSt, kWSt, kSRing>;
-  constexpr int kAtomBytes = S::kAtom, kXBytes = S::kX;
-  static_assert(kN <= kMaxN, "a tile's tokens fit its stage");
-  constexpr bool kTall = kMaxN > kMoeTcWgmmaRows;  // the tall tiles (kWgmmaWsTall, kWgmmaWsTallEf)
+  using S = WsLayout;
+  constexpr int kAtomBytes = S::kAtom, kXBytes = S::kX, kXSt = S::kXSt, kWSt = S::kWSt;
+  static_assert(kN <= S::kMaxN, "a tile's tokens fit its stage");
   constexpr int kD = kN / 2;          // accumulator registers per thread
   constexpr int kPerLane = kN / 8;    // a producer thread's 16-byte token copies per chunk (kN x 16 / 128)
   constexpr int kBlockRows = kStage == 1 ? 64 : 128;
@@ -241,9 +212,6 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
 
   // Every thread: the token source offsets of unit u (row u >> 4, half (u >> 3) & 1,
   // granule u & 7; -1 past the tile's rows), the zero rows of every stage, the barriers.
-  // The tall tiles store unit u = pt + 128 j of producer thread pt at pt * kPad + j, so a
-  // producer thread reads its offsets four at a time.
-  constexpr int kPad = (kPerLane + 3) / 4 * 4;
   for (int u = tid; u < kN * 16; u += kWsThreads) {
     const int r = u >> 4;
     int32_t v = -1;
@@ -252,7 +220,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
       const int64_t xrow = kStage == 1 ? int64_t(a.row_token[p]) : p;
       v = int32_t(xrow * K + ((u >> 3) & 1) * 64 + (u & 7) * 8);
     }
-    xo[kTall ? (u & 127) * kPad + (u >> 7) : u] = v;
+    xo[u] = v;
   }
   {
     const int pad = kN - rows, per_stage = pad * 16;
@@ -274,13 +242,11 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     // released chunk gc - kXSt. Thread pt copies units pt + 128 j (row (pt >> 4) + 8 j,
     // so the swizzle term is the same for every j: destination dbase + 1024 j); its
     // offsets stay in registers.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kTall ? kWsTallProducerRegs : kWsProducerRegs));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kWsProducerRegs));
     const int pt = tid - kWsConsumers;
-    int32_t xr[kTall ? 1 : kPerLane];
-    if constexpr (!kTall) {
+    int32_t xr[kPerLane];
 #pragma unroll
-      for (int j = 0; j < kPerLane; ++j) xr[j] = xo[pt + 128 * j];
-    }
+    for (int j = 0; j < kPerLane; ++j) xr[j] = xo[pt + 128 * j];
     const uint32_t dbase =
         uint32_t(((pt >> 3) & 1) * kAtomBytes + (pt >> 4) * 128 + (((pt & 7) ^ ((pt >> 4) & 7)) << 4));
     const uint16_t* xc = a.xt;  // column 0 of the current chunk
@@ -290,21 +256,9 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     for (int gc = 0; gc < total; ++gc) {
       if (gc >= kXSt) mbar_wait(empty0 + 8 * s, ph ^ 1);
       const uint32_t st = sbase + uint32_t(s) * kXBytes + dbase;
-      if constexpr (kTall) {
-        const int4* const xq = reinterpret_cast<const int4*>(xo + pt * kPad);
 #pragma unroll
-        for (int j4 = 0; j4 < kPad / 4; ++j4) {
-          const int4 v = xq[j4];
-          const int32_t o4[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (4 * j4 + e < kPerLane && o4[e] >= 0) cp_async16(st + uint32_t(1024 * (4 * j4 + e)), xc + o4[e]);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < kPerLane; ++j)
-          if (xr[j] >= 0) cp_async16(st + uint32_t(1024 * j), xc + xr[j]);
-      }
+      for (int j = 0; j < kPerLane; ++j)
+        if (xr[j] >= 0) cp_async16(st + uint32_t(1024 * j), xc + xr[j]);
       cp_arrive_noinc(full0 + 8 * s);
       if (++ch == chunks) ch = 0, xc = a.xt;
       else xc += 128;
@@ -315,7 +269,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   }
 
   // The consumers: their rows, weight pointers, scale words, decode and stores.
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kTall ? kWsTallConsumerRegs : kWsConsumerRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kWsConsumerRegs));
   const int64_t o0 = rb0 * kBlockRows + (kStage == 1 ? warp * 8 : warp * 16);
   const int64_t ra = o0 + g, rb = kStage == 1 ? o0 + g : o0 + 8 + g;
   const int64_t row_bytes = K / 2;
@@ -325,12 +279,11 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   const uint8_t* sb = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols + c;
   // 32-bit steps (host check: items x kBlockRows x row_bytes < 2^31).
   const uint32_t item_w = uint32_t(kBlockRows * row_bytes), item_s = uint32_t(kBlockRows * L.scale_cols);
+  // Where this thread's scale byte of a row sits in the 4-byte word it reads (bit 8 x (address & 3)).
   const uint32_t sha = uint32_t(reinterpret_cast<uintptr_t>(sa) & 3) * 8,
                  shb = uint32_t(reinterpret_cast<uintptr_t>(sb) & 3) * 8;
-  const uint8_t* const sa4 = sa - (reinterpret_cast<uintptr_t>(sa) & 3);
-  const uint8_t* const sb4 = sb - (reinterpret_cast<uintptr_t>(sb) & 3);
-  const uint32_t wdst = uint32_t(tid * 16), sdst = uint32_t(kWBytes + tid * 4);
-  // kSRing (NOTES 42): the scale words through a ring of their own, one window of up to 4 chunks
+  const uint32_t wdst = uint32_t(tid * 16);
+  // The scale words through a ring of their own (NOTES 42), one window of up to 4 chunks
   // per slot. A row's words of chunks 4 m .. 4 m + 3 of an item are 16 bytes at row + 16 m,
   // which span at most two aligned 16-byte granules: per window the quad's lane c copies
   // granule c & 1 of row a (c < 2) or b (c >= 2), with one cp.async.cg of 16 bytes, to
@@ -338,8 +291,9 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   // granule: a copied granule always holds a byte of its row, so it lies in the scales'
   // allocation). Each thread then reads its byte c of chunk j at byte (row & 15) + c + 4 (j & 3)
   // of its row's 32 (the row's offset within a granule is the same for every window and item:
-  // items step by 64 or 128 rows x scale_cols, a multiple of 16). Against the 4-byte .ca copy
-  // per thread per chunk: 1/16 of the copies, no L1 (bypass), and the same bytes.
+  // items step by 64 or 128 rows x scale_cols, a multiple of 16). Against a 4-byte .ca copy per
+  // thread per chunk (the deleted kWgmmaWs): 1/16 of the copies, no L1 (bypass), the same bytes,
+  // and no spill reloads left in the N = 128 loop (the two scale pointers are gone).
   const uint8_t* const srow_a = ex.s[kStage == 1 ? 0 : 2] + ra * L.scale_cols;
   const uint8_t* const srow_b = ex.s[kStage == 1 ? 1 : 2] + rb * L.scale_cols;
   const uint8_t* const srow = (c >> 1) ? srow_b : srow_a;
@@ -350,49 +304,31 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   const uint32_t ba = uint32_t(reinterpret_cast<uintptr_t>(srow_a) & 15) + uint32_t(c),
                  bb = uint32_t(reinterpret_cast<uintptr_t>(srow_b) & 15) + uint32_t(c);
   const uint32_t rda = uint32_t(qd * kSQuadBytes) + (ba & ~3u), rdb = uint32_t(qd * kSQuadBytes + 32) + (bb & ~3u);
-  // kWgmmaWsTallEf: the weight copies leave L2 first (each weight byte is read by one block
-  // once; the tiles' token rows, re-read by every row block, should stay). kWgmmaWsEf: the
-  // same in the 128-row kernel, as its own instance (kEf128), so the default's instance
-  // (kEf128 false) has no policy operand in its code at all.
-  const bool ef = kEf128 || (kTall && a.weight_evict_first);
-  const uint64_t wpol = ef ? l2_evict_first_policy() : 0;
-  // Weight stage of chunk g: a mask for the default's 4 stages (its code as measured), a
-  // division by the constant otherwise (a few instructions per chunk).
-  auto wslot = [](int g) { return (kWSt & (kWSt - 1)) == 0 ? (g & (kWSt - 1)) : g % kWSt; };
+  // Weight stage of chunk g (kWSt a power of two).
+  auto wslot = [](int g) { return g & (kWSt - 1); };
   // The weight stream: the next chunk to copy (gw), its chunk in the item and its offsets.
   int gw = 0, wch = 0;
   uint32_t wo = 0, so = 0;
-  int wsl = 0;  // kSRing: the scale slot of the next window to copy
-  // kSRing: this thread's weight destination in chunk gw's stage, kept per thread and wrapped by a
-  // per-thread compare. From wslot(gw) (uniform), ptxas 13.0 put the stage offset of the evict-first
-  // copies in the low word of the uniform register pair holding the cache-policy descriptor
-  // ("LDGSTS [R + UR + imm], desc[UR]", the pair's low word first cleared, then set to the offset),
-  // and those copies stopped with an illegal instruction from the second stage on (NOTES 42's first
-  // call; kWgmmaWsS, the same code without the policy, ran). A destination that is not uniform keeps
-  // the descriptor's low word clear.
+  int wsl = 0;  // the scale slot of the next window to copy
+  // This thread's weight destination in chunk gw's stage, kept per thread and wrapped by a
+  // per-thread compare. From wslot(gw) (uniform), ptxas 13.0 put the stage offset of the (deleted)
+  // evict-first copies in the low word of the uniform register pair holding the cache-policy
+  // descriptor, and those copies stopped with an illegal instruction from the second stage on
+  // (NOTES 42's first call); the copies here carry no policy, but the per-thread destination is
+  // the code measured (kWgmmaWsS, run 32).
   const uint32_t wfirst = sbase + uint32_t(S::kWBase) + wdst, wlast = wfirst + uint32_t((kWSt - 1) * S::kWSlot);
   uint32_t wcur = wfirst;
   auto stage_w = [&]() {
     if (gw < total) {
-      const uint32_t st = kSRing ? wcur - wdst : sbase + uint32_t(S::kWBase + wslot(gw) * S::kWSlot);
-      if constexpr (kSRing) wcur = wcur == wlast ? wfirst : wcur + uint32_t(S::kWSlot);
-      if ((kTall || kEf128) && ef && (!kEfOdd || (wch & 1))) {
-        cp_async16_l2(st + wdst, wa + wo, wpol);
-        cp_async16_l2(st + wdst + kWBytes / 2, wb + wo, wpol);
-      } else {
-        cp_async16(st + wdst, wa + wo);
-        cp_async16(st + wdst + kWBytes / 2, wb + wo);
-      }
-      if constexpr (kSRing) {
-        if ((wch & 3) == 0) {  // a window starts: its (up to) 4 chunks' scale words
-          const int nwin = min(4, chunks - wch);
-          if (!(c & 1) || loff + 4 * nwin > 16)
-            cp_async16(sbase + uint32_t(S::kSBase + wsl * kSSlotBytes) + sqdst, sg0 + so);
-          if (++wsl == S::kSR) wsl = 0;
-        }
-      } else {
-        cp_async4(st + sdst, sa4 + so);
-        cp_async4(st + sdst + kSBytes / 2, sb4 + so);
+      const uint32_t st = wcur - wdst;
+      wcur = wcur == wlast ? wfirst : wcur + uint32_t(S::kWSlot);
+      cp_async16(st + wdst, wa + wo);
+      cp_async16(st + wdst + kWBytes / 2, wb + wo);
+      if ((wch & 3) == 0) {  // a window starts: its (up to) 4 chunks' scale words
+        const int nwin = min(4, chunks - wch);
+        if (!(c & 1) || loff + 4 * nwin > 16)
+          cp_async16(sbase + uint32_t(S::kSBase + wsl * kSSlotBytes) + sqdst, sg0 + so);
+        if (++wsl == S::kSR) wsl = 0;
       }
       if (++wch == chunks) {
         wch = 0;
@@ -406,7 +342,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     ++gw;
     cp_commit();  // one group per chunk (empty past the end: the count stays uniform)
   };
-  // kSRing: the scale words of the next chunk to read (chunk rc of its item) from the ring, after
+  // The scale words of the next chunk to read (chunk rc of its item) from the ring, after
   // this thread's cp.async wait and a __syncwarp (the quad's other lanes copied them). A slot is
   // rewritten kWSt + 1 windows later, at the earliest 2 iterations after its last read (windows
   // have >= 1 chunk; the copy of chunk g is issued in iteration g - kWSt): a __syncwarp between.
@@ -421,13 +357,8 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
   auto load_raw = [&](int gc) {
     const uint8_t* st = sgen + S::kWBase + wslot(gc) * S::kWSlot;
     uint32_t wsa, wsb;
-    if constexpr (kSRing) {
-      __syncwarp();
-      ring_words(wsa, wsb);
-    } else {
-      wsa = *reinterpret_cast<const uint32_t*>(st + sdst);
-      wsb = *reinterpret_cast<const uint32_t*>(st + sdst + kSBytes / 2);
-    }
+    __syncwarp();  // the quad's scale granules (copied by its lanes 0..3)
+    ring_words(wsa, wsb);
     return Raw{*reinterpret_cast<const uint4*>(st + wdst), *reinterpret_cast<const uint4*>(st + wdst + kWBytes / 2),
                scale_bf16x2(uint8_t(wsa >> sha)), scale_bf16x2(uint8_t(wsb >> shb))};
   };
@@ -494,16 +425,11 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
     uint32_t sca = 0, scb = 0;
     if (more) {
       cp_wait<kWSt - 1>();  // chunk gc + 1's weights (this thread's own copies) have landed
-      if constexpr (kSRing) {
-        __syncwarp();  // ... and the quad's scale granules (copied by its lanes 0..3)
-        uint32_t wsa, wsb;
-        ring_words(wsa, wsb);
-        sca = scale_bf16x2(uint8_t(wsa >> sha));
-        scb = scale_bf16x2(uint8_t(wsb >> shb));
-      } else {
-        sca = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst) >> sha));
-        scb = scale_bf16x2(uint8_t(*reinterpret_cast<const uint32_t*>(wst + sdst + kSBytes / 2) >> shb));
-      }
+      __syncwarp();         // ... and the quad's scale granules (copied by its lanes 0..3)
+      uint32_t wsa, wsb;
+      ring_words(wsa, wsb);
+      sca = scale_bf16x2(uint8_t(wsa >> sha));
+      scb = scale_bf16x2(uint8_t(wsb >> shb));
     }
     auto next_q = [&](auto qc) {
       constexpr int q = decltype(qc)::value;
@@ -540,10 +466,7 @@ __device__ __forceinline__ void ws_tile(const MoeGroupedArgs& a, const MoeTile& 
 // Grid (group of row blocks, tile): block x takes row blocks [x items, (x + 1) items) of
 // tile y (the last group may be shorter); a tile's groups are neighbours in launch order, so
 // its staged tokens are read from L2 by blocks running at the same time.
-// kCarveMax (MoeTcBig::kWgmmaWsEfL1, NOTES 40): the same code as its own instance, launched with
-// the largest shared-memory carve-out (228 KB, L1 28 KB instead of 60), the L1 the 5-stage rings get.
-template <int kStage, int kMaxN, bool kEf128, int kXSt = kWsStages, int kWSt = kWsStages, bool kEfOdd = false,
-          bool kCarveMax = false, bool kSRing = false>
+template <int kStage>
 __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedArgs a, int items) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) uint8_t wg_smem[];
@@ -556,22 +479,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) moe_wgmma_ws_kernel(MoeGroupedA
   uint8_t* const sgen = wg_smem + pad;
   const uint32_t sbase = raw + pad;
   switch ((tile.rows + 15) / 16) {
-    case 1: ws_tile<kStage, 16, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
-    case 2: ws_tile<kStage, 32, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
-    case 3: ws_tile<kStage, 48, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
-    case 4: ws_tile<kStage, 64, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
-    case 5: ws_tile<kStage, 80, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
-    case 6: ws_tile<kStage, 96, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
-    case 7: ws_tile<kStage, 112, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
-    case 8: ws_tile<kStage, 128, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen); break;
-    case 9:
-      if constexpr (kMaxN >= 144) ws_tile<kStage, 144, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen);
-      else __trap();
-      break;
-    case 10:
-      if constexpr (kMaxN >= 160) ws_tile<kStage, 160, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kSRing>(a, tile, rb0, n, sbase, sgen);
-      else __trap();
-      break;
+    case 1: ws_tile<kStage, 16>(a, tile, rb0, n, sbase, sgen); break;
+    case 2: ws_tile<kStage, 32>(a, tile, rb0, n, sbase, sgen); break;
+    case 3: ws_tile<kStage, 48>(a, tile, rb0, n, sbase, sgen); break;
+    case 4: ws_tile<kStage, 64>(a, tile, rb0, n, sbase, sgen); break;
+    case 5: ws_tile<kStage, 80>(a, tile, rb0, n, sbase, sgen); break;
+    case 6: ws_tile<kStage, 96>(a, tile, rb0, n, sbase, sgen); break;
+    case 7: ws_tile<kStage, 112>(a, tile, rb0, n, sbase, sgen); break;
+    case 8: ws_tile<kStage, 128>(a, tile, rb0, n, sbase, sgen); break;
+    // Tiles of up to 144 / 160 rows were the deleted tall kinds' (NOTES 39); the plan cuts at most
+    // kMoeTcWgmmaRows, so these never run. They stay because the switch's shape sets ptxas' block
+    // layout: without them the SASS of the eight tile bodies is the same arithmetic, but with
+    // other instruction choices and order (NOTES 45); with them it is run 32's, bit for bit.
+    case 9: __trap(); break;
+    case 10: __trap(); break;
     default: __trap();
   }
 #else
@@ -624,22 +545,18 @@ bool big_grid(const MoeGroupedArgs& a, BigGrid& g) {
   return true;
 }
 
-template <int kStage, int kMaxN, bool kEf128 = false, int kXSt = kWsStages, int kWSt = kWsStages, bool kEfOdd = false,
-          bool kCarveMax = false, bool kSRing = false>
+template <int kStage>
 cudaError_t launch_wgmma_ws(const MoeGroupedArgs& a, cudaStream_t stream) {
-  using S = WsLayout<kMaxN, kXSt, kWSt, kSRing>;
+  using S = WsLayout;
   BigGrid g;
   if (!big_grid<kStage>(a, g)) return cudaErrorInvalidValue;
   // ws_tile's 32-bit weight / scale offsets over a block's items.
   if (int64_t(g.items) * g.per_block * (g.L->cols / 2) > INT32_MAX ||
       int64_t(g.items) * g.per_block * g.L->scale_cols > INT32_MAX)
     return cudaErrorInvalidValue;
-  constexpr auto kernel = moe_wgmma_ws_kernel<kStage, kMaxN, kEf128, kXSt, kWSt, kEfOdd, kCarveMax, kSRing>;
-  static const cudaError_t attr = [&] {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
-    if (e != cudaSuccess || !kCarveMax) return e;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
-  }();
+  constexpr auto kernel = moe_wgmma_ws_kernel<kStage>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
   if (attr != cudaSuccess) return attr;
   kernel<<<g.grid, kWsThreads, S::kSmem, stream>>>(a, g.items);
   return cudaGetLastError();
@@ -652,60 +569,13 @@ bool moe_tc_wgmma_supported() { return device_runs_sm90a(); }  // the binary's w
 cudaError_t moe_tc_wgmma(const MoeGroupedArgs& a, cudaStream_t stream) {
   if (a.max_tiles <= 0) return cudaSuccess;
   if (!moe_tc_eligible(a.w13, a.w2) || !a.experts || !a.xt || !a.tiles || !a.num_tiles || a.terms != 1 ||
-      (a.tile_rows != kMoeTcWgmmaRows && a.tile_rows != kMoeTcWgmmaTallRows &&
-       a.tile_rows != kMoeTcWgmmaTall144Rows) ||
-      (a.ws_ring != 0 && (a.tile_rows != kMoeTcWgmmaRows || a.ws_ring > 8 ||
-                          a.weight_evict_first != (a.ws_ring != 8))) ||
-      (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) ||
+      a.tile_rows != kMoeTcWgmmaRows || (a.stage == 1 && (!a.row_token || !a.ht)) || (a.stage == 2 && !a.y) ||
       (a.stage != 1 && a.stage != 2))
     return cudaErrorInvalidValue;
   if (!moe_tc_wgmma_supported()) return cudaErrorNotSupported;
-  // The warp-specialized kernel (kWgmmaWs, kAuto's; run moepf2: 1.22-1.25x the former
-  // two-warpgroup wgmma kernel at T = 4096, 1.06x at 8192).
-  // Tiles of kMoeTcWgmmaTallRows (kWgmmaWsTall / kWgmmaWsTallEf, NOTES 39): the same kernel
-  // with 160-token stages (the 128-token kernel's code is the same as before).
-  if (a.tile_rows == kMoeTcWgmmaTallRows)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaTallRows>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaTallRows>(a, stream);
-  if (a.tile_rows == kMoeTcWgmmaTall144Rows)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaTall144Rows>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaTall144Rows>(a, stream);
-  // kWgmmaWsEf5 / kWgmmaWsEf55 / kWgmmaWsEfOdd / kWgmmaWsEfL1 (NOTES 40): kWgmmaWsEf with 5 token
-  // stages (and 5 weight stages), the policy on the odd chunks' copies only, or the largest
-  // carve-out; each its own instance.
-  if (a.weight_evict_first && a.ws_ring == 1)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 5, 4>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 5, 4>(a, stream);
-  if (a.weight_evict_first && a.ws_ring == 2)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 5, 5>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 5, 5>(a, stream);
-  if (a.weight_evict_first && a.ws_ring == 3)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 4, 4, true>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 4, 4, true>(a, stream);
-  if (a.weight_evict_first && a.ws_ring == 4)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 4, 4, false, true>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 4, 4, false, true>(a, stream);
-  // kWgmmaWsEfS / kWgmmaWsEfS5 / kWgmmaWsEfSL1 / kWgmmaWsS (NOTES 42): the scale words through a
-  // ring of their own (kSRing) in kWgmmaWsEf, with 5 token stages, with the largest carve-out, and
-  // in kWgmmaWs (no evict-first).
-  if (a.ws_ring == 5)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 4, 4, false, false, true>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 4, 4, false, false, true>(a, stream);
-  if (a.ws_ring == 6)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 5, 4, false, false, true>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 5, 4, false, false, true>(a, stream);
-  if (a.ws_ring == 7)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true, 4, 4, false, true, true>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true, 4, 4, false, true, true>(a, stream);
-  if (a.ws_ring == 8)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, false, 4, 4, false, false, true>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, false, 4, 4, false, false, true>(a, stream);
-  // kWgmmaWsEf (NOTES 39, next step 1): the 128-row kernel with evict-first weight copies.
-  if (a.weight_evict_first)
-    return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows, true>(a, stream)
-                        : launch_wgmma_ws<2, kMoeTcWgmmaRows, true>(a, stream);
-  return a.stage == 1 ? launch_wgmma_ws<1, kMoeTcWgmmaRows>(a, stream)
-                      : launch_wgmma_ws<2, kMoeTcWgmmaRows>(a, stream);
+  // The warp-specialized kernel with the scale ring (kWgmmaWsS, kAuto's from kMoeTcWgmmaMinTokens;
+  // run 32: 5.59 / 6.62 / 10.99 ms at T = 2048 / 4096 / 8192, NOTES 42).
+  return a.stage == 1 ? launch_wgmma_ws<1>(a, stream) : launch_wgmma_ws<2>(a, stream);
 }
 
 cudaError_t moe_split_perm(const float* x, uint16_t* out, int64_t count, int64_t dim, cudaStream_t stream) {

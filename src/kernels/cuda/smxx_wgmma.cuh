@@ -115,9 +115,6 @@ DI_WGMMA_RS(80, 40, 40, 41, 42, 43, 44, 45)
 DI_WGMMA_RS(96, 48, 48, 49, 50, 51, 52, 53)
 DI_WGMMA_RS(112, 56, 56, 57, 58, 59, 60, 61)
 DI_WGMMA_RS(128, 64, 64, 65, 66, 67, 68, 69)
-// The tall tiles (MoeTcBig::kWgmmaWsTall, up to 160 tokens).
-DI_WGMMA_RS(144, 72, 72, 73, 74, 75, 76, 77)
-DI_WGMMA_RS(160, 80, 80, 81, 82, 83, 84, 85)
 #undef DI_WGMMA_RS
 
 }  // namespace deepinfer::kernels::wgmma

@@ -274,30 +274,9 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
       : p.n >= kernels::kMoeTcWgmmaMinTokens           ? kernels::MoeTcBig::kWgmmaWsS
                                                         : kernels::MoeTcBig::kWide;
   const bool wide = big && use_tc(t) && p.act == Activations::kBF16;
-  // kWgmmaWs (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes;
-  // kWgmmaWsTall / kWgmmaWsTallEf: the same kernel on tiles of kMoeTcWgmmaTallRows (NOTES 39).
-  // kWgmmaWsTall144: tiles of kMoeTcWgmmaTall144Rows.
-  const bool tall =
-      big_kind == kernels::MoeTcBig::kWgmmaWsTall || big_kind == kernels::MoeTcBig::kWgmmaWsTallEf;
-  const bool tall144 = big_kind == kernels::MoeTcBig::kWgmmaWsTall144;
-  // kWgmmaWsEf5 / kWgmmaWsEf55 / kWgmmaWsEfOdd / kWgmmaWsEfL1 (NOTES 40): kWgmmaWsEf's tiles, another ring / policy.
-  const int ws_ring = big_kind == kernels::MoeTcBig::kWgmmaWsEf5    ? 1
-                      : big_kind == kernels::MoeTcBig::kWgmmaWsEf55  ? 2
-                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfOdd ? 3
-                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfL1  ? 4
-                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfS   ? 5  // NOTES 42: the scale ring
-                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfS5  ? 6
-                      : big_kind == kernels::MoeTcBig::kWgmmaWsEfSL1 ? 7
-                      : big_kind == kernels::MoeTcBig::kWgmmaWsS     ? 8
-                                                                     : 0;
-  const bool ef128 = big_kind == kernels::MoeTcBig::kWgmmaWsEf || (ws_ring != 0 && ws_ring != 8);
-  const bool wg = wide && (big_kind == kernels::MoeTcBig::kWgmmaWs || ws_ring == 8 || ef128 || tall || tall144) &&
-                  kernels::moe_tc_wgmma_supported();
-  pa.big_rows = wg ? (tall      ? kernels::kMoeTcWgmmaTallRows
-                      : tall144 ? kernels::kMoeTcWgmmaTall144Rows
-                                : kernels::kMoeTcWgmmaRows)
-                : wide ? kernels::kMoeTcWideRows
-                       : kernels::kMoeBigRows;
+  // kWgmmaWsS (sm_90a only; kWide elsewhere): tiles of kMoeTcWgmmaRows, x from permuted planes.
+  const bool wg = wide && big_kind == kernels::MoeTcBig::kWgmmaWsS && kernels::moe_tc_wgmma_supported();
+  pa.big_rows = wg ? kernels::kMoeTcWgmmaRows : wide ? kernels::kMoeTcWideRows : kernels::kMoeBigRows;
   pa.counts = reinterpret_cast<int32_t*>(at(lay.counts));
   pa.offsets = reinterpret_cast<int32_t*>(at(lay.offsets));
   pa.chunk_base = reinterpret_cast<int32_t*>(at(lay.chunk_base));
@@ -354,8 +333,6 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   large.num_tiles = pa.num_tiles + 1;
   large.max_tiles = big ? kernels::moe_big_tile_bound(nk, E) : 0;
   large.up = big ? reinterpret_cast<float*>(at(lay.up)) : nullptr;
-  large.weight_evict_first = wg && (big_kind == kernels::MoeTcBig::kWgmmaWsTallEf || ef128);
-  large.ws_ring = wg ? ws_ring : 0;
 
   if (use_tc(t)) {
     // x -> bf16 planes once; every tile of both stages on the tensor cores, except the
