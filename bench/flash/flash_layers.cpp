@@ -1132,6 +1132,11 @@ void run_gemv_ops(HostPool& hp) {
                                   {"tmapslim_t64c1_o1", kernels::GemvKind::kTmap, 4, 14, 64, 1, 1},
                                   {"tmapslim_t64c1_o2", kernels::GemvKind::kTmap, 4, 14, 64, 1, 2},
                                   {"tmapslim6_o2", kernels::GemvKind::kTmap, 6, 14, 0, 0, 2},
+                                  // one / two stages before the gate (o3 / o4)
+                                  {"tmapslim_o3", kernels::GemvKind::kTmap, 4, 14, 0, 0, 3},
+                                  {"tmapslim_o4", kernels::GemvKind::kTmap, 4, 14, 0, 0, 4},
+                                  {"tmapslim_t64c1_o3", kernels::GemvKind::kTmap, 4, 14, 64, 1, 3},
+                                  {"tmapslim_t64c1_o4", kernels::GemvKind::kTmap, 4, 14, 64, 1, 4},
                                   {"tmapslimprobe", kernels::GemvKind::kTmap, 4, 15},
                                   {"tmapslimprobe_nc", kernels::GemvKind::kTmap, 4, 15, 0, 0, 0, 1},
                                   {"tmapslim_nc", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 1},

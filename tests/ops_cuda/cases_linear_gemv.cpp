@@ -642,13 +642,16 @@ std::vector<OpCase> linear_gemv_cases() {
       c.push_back(tmap_slim_bitwise_case(s));
     c.push_back(tmap_slim_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, 3));
   }
-  // Its start orders (NOTES 44), bitwise order 0: wq_b (one tile per CTA), wq_b at whole-K 64-row
-  // tiles (~4 tiles per CTA: the later tiles' code loads), wo_b on the plan's clusters (3 rounds), the
-  // grouped wo_a (x per group), shared w1, a tail, a single tile, no scales.
-  for (const int order : {1, 2}) {
+  // Its start orders (NOTES 44), bitwise order 0: wq_b (one tile per CTA) and shared w1 (clusters of 3)
+  // at each order; then wo_b at whole-K 64-row tiles (order 3), a single tile (order 4), and at order 2
+  // wq_b at whole-K 64-row tiles (~4 tiles per CTA: the later tiles' code loads), wo_b on the plan's
+  // clusters (3 rounds), the grouped wo_a (x per group), a tail, a single tile, no scales.
+  for (const int order : {1, 2, 3, 4}) {
     c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true}, order));
     c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, order));
   }
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, 3, 64, 1));
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 6, 1024, 0, -1, true}, 4));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true}, 2, 64, 1));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, 2));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}, 2));

@@ -74,10 +74,11 @@ struct Params {
   int stages = 1;
   int x_bytes = 0;  // shared memory for x: per_steps * 128 bf16
   int probe = 0;    // ring only: consumers wait and release, no arithmetic, no output
-  // The slim kernel only. order: when its producer issues the first weight copy (0: at once;
+  // The slim kernel only. order: when its producer issues the first weight copies (0: at once;
   // 1: after the consumers have issued the first tile's scale-code loads; 2: after they have also
-  // issued x's). dbg (timing diagnostics, wrong results): bit 0 no scale codes (factors 1), bit 1
-  // x not staged (the MMAs read whatever shared memory holds).
+  // issued x's; 3 / 4: one / two stages at once, the rest as 2). dbg (timing diagnostics, wrong
+  // results): bit 0 no scale codes (factors 1), bit 1 x not staged (the MMAs read whatever shared
+  // memory holds); bits 2-4 in the kDiag instantiations.
   int order = 0, dbg = 0;
 };
 
@@ -119,15 +120,6 @@ __device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_addr) {
 }
 __device__ __forceinline__ void st_cluster_f32(uint32_t cluster_addr, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
-}
-// Barrier 2: the slim kernel's consumers release its producer once (Params::order).
-template <int kCount>
-__device__ __forceinline__ void producer_gate_arrive() {
-  asm volatile("bar.arrive 2, %0;" ::"n"(kCount) : "memory");
-}
-template <int kCount>
-__device__ __forceinline__ void producer_gate_wait() {
-  asm volatile("bar.sync 2, %0;" ::"n"(kCount) : "memory");
 }
 template <int kCount>
 __device__ __forceinline__ void named_bar_consumers() {  // the consumer warps only (not the producer)
@@ -594,6 +586,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
   float* red = reinterpret_cast<float*>(base + p.stages * kStageBytes + p.x_bytes);  // [2][cs][TR]
   float* ftab = red + (p.cs > 1 ? 2 * p.cs * TR : 0);                                  // [CW][kSlimTable]
   __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages], red_full[2], red_free[2];
+  __shared__ __align__(8) uint64_t gate;  // the consumers release the producer (Params::order)
   __shared__ float part[NB][TR];
   __shared__ uint32_t xmax;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -604,19 +597,22 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
   const int step0 = rank * p.per_steps;
   const int nst = max(0, min(p.nsteps - step0, p.per_steps));
   const int spt = (nst + NB - 1) / NB;
+  if (threadIdx.x == 0) gemv::mbar_init(&gate, uint32_t(CW));  // (init_ring_barriers fences and syncs)
   init_ring_barriers(full, empty, red_full, red_free, p.stages, CW, cs, TR);
 
   if (warp == CW) {
     // Producer: as gemv_tmap_kernel's, the slot, parity, tile and step advanced by increment.
-    // With p.order > 0 it first waits until the consumers have issued their first loads, so those
-    // are not queued behind the whole grid's first ring fill (~17 MB in flight: ~4 us at 4.27 TB/s).
-    if (p.order != 0) producer_gate_wait<kCT + 32>();
+    // With p.order > 0 it waits, before its first copy (orders 1, 2) or after one or two stages
+    // (3, 4), until the consumers have issued their first loads, so those are not queued behind
+    // the whole grid's first ring fill (~17 MB in flight at 4 stages: ~4 us at 4.27 TB/s).
     if (lane == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
       int s = 0, si = 0, tile = cid;
       uint32_t ph = 0;
       const int total = my_tiles * spt;
+      const int gate_at = p.order == 0 ? -1 : p.order <= 2 ? 0 : p.order - 2;
       for (int it = 0; it < total; ++it) {
+        if (it == gate_at) mbar_wait(&gate, 0);
         mbar_wait(empty + s, ph ^ 1);
         const int k0 = step0 + si * NB;
         const int nb = min(NB, step0 + nst - k0);
@@ -664,11 +660,16 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
       }
     };
     // The producer gate opens once, at a place known from the parameters (no flag kept live:
-    // the kernel sits at its 96-register ceiling): order 1 here, order 2 after tile 0's x loads
-    // (or before its stages where x is not staged), and here where the CTA has no tile.
+    // the kernel sits at its 96-register ceiling): order 1 here, orders 2-4 after tile 0's x loads
+    // (or before its stages where x is not staged). A CTA without a tile issues no copy.
+    // Each warp's lane 0 arrives after a __syncwarp, so all its lanes' loads are issued.
     const bool x_staged = !p.probe && (p.dbg & 2) == 0;
+    auto open_gate = [&] {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&gate);
+    };
     if (codes_on && my_tiles > 0) load_codes(cid);
-    if (p.order == 1 || (p.order == 2 && my_tiles == 0)) producer_gate_arrive<kCT + 32>();
+    if (p.order == 1) open_gate();
     pdl_wait();
     for (int ti = 0; ti < my_tiles; ++ti) {
       const int tile = cid + ti * p.nclusters;
@@ -697,7 +698,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
           const int i = threadIdx.x + u * kCT;
           v[u] = i < nch && 4 * i < cleft ? ldg_f4(xrow + 4 * i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
-        if (p.order == 2 && ti == 0) producer_gate_arrive<kCT + 32>();
+        if (p.order >= 2 && ti == 0) open_gate();
         if (threadIdx.x == 0) xmax = 0u;
         uint32_t m = 0;
 #pragma unroll
@@ -725,7 +726,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
         named_bar_consumers<kCT>();
         xgroup = grp;
       }
-      if (p.order == 2 && ti == 0 && !x_staged) producer_gate_arrive<kCT + 32>();
+      if (p.order >= 2 && ti == 0 && !x_staged) open_gate();
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       // Running shared-memory addresses (kept in registers, not rebuilt from the parameters per
       // stage): the unit's factors and x advance one stage's boxes per stage, the ring slot wraps.
@@ -1139,10 +1140,10 @@ std::atomic<bool> g_tmap_auto{true};
 }  // namespace
 void gemv_set_tmap_auto(bool on) { g_tmap_auto = on; }
 void gemv_set_tmap_order(int order, int dbg) {
-  gemv_tmap::g_order = std::clamp(order, 0, 2);
+  gemv_tmap::g_order = std::clamp(order, 0, 4);
   gemv_tmap::g_dbg = dbg & 31;
 }
-void gemv_set_tmap_auto_order(int order) { gemv_tmap::g_auto_order = std::clamp(order, 0, 2); }
+void gemv_set_tmap_auto_order(int order) { gemv_tmap::g_auto_order = std::clamp(order, 0, 4); }
 void gemv_set_tmap_auto_min_bytes(int64_t bytes) {
   gemv_tmap::g_auto_min_bytes = bytes > 0 ? bytes : kGemvTmapAutoMinBytes;
 }

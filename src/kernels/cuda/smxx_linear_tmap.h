@@ -31,7 +31,8 @@ void gemv_set_tmap_min_bytes(int64_t bytes);
 void gemv_set_tmap_auto(bool on);
 // The slim kernel's start (kTmap): order 0 its producer issues the first weight copies at once; 1
 // after the consumers have issued the first tile's scale-code loads; 2 after they have also issued
-// x's loads (so neither waits behind the grid's first ring fill). dbg: timing diagnostics that give
+// x's loads (so neither waits behind the grid's first ring fill); 3 / 4 one / two stages at once, the
+// rest as 2. dbg: timing diagnostics that give
 // wrong results (bit 0 no scale codes, bit 1 x not staged; on 64- and 256-row tiles: bit 2 no decode,
 // bit 3 no MMAs, bit 4 an integer decode); 0 outside benches.
 void gemv_set_tmap_order(int order, int dbg = 0);
