@@ -915,9 +915,11 @@ struct Config {
   int force_tr = 0, force_cs = 0;
   int order = 0, dbg = 0;  // the slim kernel's Params::order and ::dbg
 };
-// kAuto's order 2 (NOTES 44, run 36): wq_b 16.21 -> 15.16 us, wo_b 15.88 -> 15.39, wo_a 12.90 -> 12.98;
-// the 7 layers at batch 1 1.714 / 1.714 ms against 1.722 / 1.718 with order 0.
-std::atomic<int> g_order{0}, g_dbg{0}, g_auto_order{2};
+// kAuto's order 3 (NOTES 44, runs 36 and 38): one stage streams before the gate, the rest after the
+// consumers have issued their scale-code and x loads. us at n = 1 (order 0 / 2 / 3): wq_b 16.21 /
+// 15.20 / 14.31, wo_a 12.90 / 13.00 / 11.98, wo_b 15.88 / 15.14 / 14.68; the 7 layers at batch 1
+// 1.722 (order 0) / 1.721 (2) / 1.703 ms (3).
+std::atomic<int> g_order{0}, g_dbg{0}, g_auto_order{3};
 std::atomic<int64_t> g_auto_min_bytes{kGemvTmapAutoMinBytes};
 Config global_config() {
   return Config{std::clamp(g_stages.load(), 2, kMaxStages), g_warps.load(), g_f16.load(), g_slim.load(),
@@ -928,7 +930,8 @@ Config global_config() {
 // kXs 17.8, wo_a 12.6 against 17.0; the 7 layers at batch 1 -1.9% with it on the >= 30 MB
 // weights), and whole-K 64-row tiles without a cluster split where they fill between half of the
 // SMs and all of them in one round: the plan's cost model prefers wo_b's 15 clusters of 8 (3
-// rounds of 128-row tiles, 20.8 us), whole-K 64-row tiles on 80 CTAs measured 15.9.
+// rounds of 128-row tiles, 20.8 us), whole-K 64-row tiles on 80 CTAs measured 15.9. Its start
+// order: g_auto_order (3 since NOTES 44).
 Config auto_config(const LinearArgs& a) {
   Config c;
   c.stages = 4;
