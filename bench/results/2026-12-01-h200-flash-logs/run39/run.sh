@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 12, lead call 4: kAuto's slim gemv at start order 3 (NOTES 44): its cases and every model
-# test; the op bench of the 6-12 MB weights at orders 0 / 3 / 4; the layers at batch 1 with kAuto's
+# test; the op bench of the 2.6-12 MB weights and the Engram wkv (157 MB) at orders 0 / 3 / 4; the layers at batch 1 with kAuto's
 # size floor at 30 MiB (the default) and 10 MiB (the shared expert's weights on the slim kernel too),
 # alternating.
 #   bash bench/results/2026-12-01-h200-flash-logs/run39/run.sh LOG_DIR   (after bench/flash/pack_all.sh; carry .gpubin-int)
@@ -11,7 +11,7 @@ gtest test_ops_cuda 100 '*gemv_auto_tmap*:LinearGemv.*'
 grep -E "^\[  FAILED  \]" "$LOG/test_ops_cuda.log" | head -10
 st "test_model_cuda"; gtest test_model_cuda 100
 st "gemv n = 1 op bench, graph timing: the 6-12 MB weights"
-flash ops_gemv 90 --ops-gemv --gemv-graph --gemv-shapes wq_a,wkv,shared_w1,shared_w2 --gemv-ns 1 \
+flash ops_gemv 90 --ops-gemv --gemv-graph --gemv-shapes wq_a,wkv,shared_w1,shared_w2,idx_wq_b,engram_wkv --gemv-ns 1 \
   --gemv-variants auto,xs,tmapslim,tmapslim_o3,tmapslim_o4,tmapslim_t64c1,tmapslim_t64c1_o3,tmapslim_t64c1_o4
 grep -E "^op gemv " "$LOG/ops_gemv.log" | grep "act=bf16" | sed -E 's/ fmt=[^ ]+//; s/ rows=[^ ]+ cols=[^ ]+//; s/ timing=graph//; s/ GBps=[^ ]+//' | cut -c1-130
 i=0
