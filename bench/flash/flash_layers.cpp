@@ -58,6 +58,7 @@
 // token (NOTES 41; 0: kAuto as before run 34).
 // --gemv-tmap-auto-order 0|1|2: kAuto's slim start order (NOTES 44; gemv_set_tmap_auto_order);
 // --gemv-tmap-auto-min-mb X: kAuto's size floor for it in MiB (0: kGemvTmapAutoMinBytes).
+// --gemv-tmap-auto-rounds 1|0: kAuto's whole-K 64-row tiles over several rounds (the Engram wkv) or not.
 // --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
 // smallest weight (MB) it takes (NOTES 38) and the slim consumer (NOTES 41).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
@@ -2274,6 +2275,8 @@ int main(int argc, char** argv) {
       kernels::gemv_set_tmap_auto(pick<bool>("--gemv-tmap-auto", next(), {{"1", true}, {"0", false}}));
     else if (a == "--gemv-tmap-auto-order")  // kAuto's slim start order 0|1|2 (gemv_set_tmap_auto_order)
       kernels::gemv_set_tmap_auto_order(std::stoi(next()));
+    else if (a == "--gemv-tmap-auto-rounds")  // kAuto's whole-K tiles over several rounds 1|0
+      kernels::gemv_set_tmap_auto_rounds(pick<bool>("--gemv-tmap-auto-rounds", next(), {{"1", true}, {"0", false}}));
     else if (a == "--gemv-tmap-auto-min-mb")  // kAuto's tensor-map size floor in MiB (0: the default)
       kernels::gemv_set_tmap_auto_min_bytes(int64_t(std::stod(next()) * (1 << 20)));
     else if (a == "--gemv-tmap") {  // the tensor-map gemv (--gemv tmap): stages[,consumer warps 8|16[,f16 0|1]]

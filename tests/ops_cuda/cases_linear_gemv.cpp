@@ -418,8 +418,21 @@ OpCase tmap_auto_case(const Shape& s, bool bitwise) {
             int dev = 0, sms = 0;
             check_cuda(cudaGetDevice(&dev), "device");
             check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
+            // kAuto's split (auto_config): whole-K 64-row tiles where they fill half of the SMs or
+            // more, and either fit one round or the plan would split K over clusters.
+            int plan_cs = 0;
+            {
+              const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+              Dev<float> dy(size_t(s.n * out_rows));
+              GemvScope scope(kernels::GemvKind::kTmap, 0);
+              kernels::gemv_set_tmap(4, false);
+              kernels::gemv_set_tmap_slim(true);
+              kernels::gemv_tmap_plan(args(s, *w, dx.get(), dy.get()), nullptr, &plan_cs, nullptr, nullptr);
+              kernels::gemv_set_tmap(0, false);
+              kernels::gemv_set_tmap_slim(false);
+            }
             const int64_t tiles64 = (s.rows + 63) / 64;
-            const bool whole_k = 2 * tiles64 >= sms && tiles64 <= sms;
+            const bool whole_k = 2 * tiles64 >= sms && (tiles64 <= sms || plan_cs > 1);
             const TmapConsumer cons{16, true, true, whole_k ? 64 : 0, whole_k ? 1 : 0};
             return Outputs{{{"y", run_tmap(s, *w, dx, 4, cons), autok}}, {}};
           }};
@@ -658,10 +671,12 @@ std::vector<OpCase> linear_gemv_cases() {
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 200, 2080, 0, -1, true}, 2));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 6, 1024, 0, -1, true}, 2));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 640, 1280, 0, -1, true}, 2, 0, 0, 1));
-  // kAuto's own use of it: wq_b, wo_b, the grouped wo_a.
+  // kAuto's own use of it: wq_b, wo_b, the grouped wo_a, and 9216 x 6144 (whole-K 64-row tiles over
+  // two rounds where the plan would take clusters: the Engram wkv's rule).
   for (const bool bitwise : {false, true})
     for (const Shape& s : std::vector<Shape>{{K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true},
                                              {K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true},
+                                             {K2::kFp8E8m0, 1, 9216, 6144, 0, -1, true},
                                              {K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}})
       c.push_back(tmap_auto_case(s, bitwise));
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 1, 1024, 1280}));                 // f32 x

@@ -920,6 +920,7 @@ struct Config {
 // 15.20 / 14.31, wo_a 12.90 / 13.00 / 11.98, wo_b 15.88 / 15.14 / 14.68; the 7 layers at batch 1
 // 1.722 (order 0) / 1.721 (2) / 1.703 ms (3).
 std::atomic<int> g_order{0}, g_dbg{0}, g_auto_order{3};
+std::atomic<bool> g_auto_rounds{true};  // auto_config's whole-K tiles over several rounds (A/B)
 std::atomic<int64_t> g_auto_min_bytes{kGemvTmapAutoMinBytes};
 Config global_config() {
   return Config{std::clamp(g_stages.load(), 2, kMaxStages), g_warps.load(), g_f16.load(), g_slim.load(),
@@ -930,8 +931,12 @@ Config global_config() {
 // kXs 17.8, wo_a 12.6 against 17.0; the 7 layers at batch 1 -1.9% with it on the >= 30 MB
 // weights), and whole-K 64-row tiles without a cluster split where they fill between half of the
 // SMs and all of them in one round: the plan's cost model prefers wo_b's 15 clusters of 8 (3
-// rounds of 128-row tiles, 20.8 us), whole-K 64-row tiles on 80 CTAs measured 15.9. Its start
-// order: g_auto_order (3 since NOTES 44).
+// rounds of 128-row tiles, 20.8 us), whole-K 64-row tiles on 80 CTAs measured 15.9. Also over
+// several rounds where the plan would split K over clusters (NOTES 44, run 39: the Engram wkv,
+// 25600 x 6144, 62.6 us on the plan's clusters of 8, 46.2 on whole-K 64-row tiles; where the plan
+// keeps whole K, as wq_b's 256-row tiles, its choice stands: 14.3 against 16.7). Its start order:
+// g_auto_order (3 since NOTES 44).
+Plan cached_plan(const LinearArgs& a, const Config& cfg);
 Config auto_config(const LinearArgs& a) {
   Config c;
   c.stages = 4;
@@ -939,7 +944,8 @@ Config auto_config(const LinearArgs& a) {
   c.f16 = c.slim = true;
   c.order = g_auto_order.load();
   const int64_t tiles64 = ceil_div(a.num_rows, 64), sms = device_sm_count();
-  if (2 * tiles64 >= sms && tiles64 <= sms && (a.x_group_rows == 0 || a.x_group_rows % 64 == 0)) {
+  if (2 * tiles64 >= sms && (a.x_group_rows == 0 || a.x_group_rows % 64 == 0) &&
+      (tiles64 <= sms || (g_auto_rounds.load() && cached_plan(a, c).cs > 1))) {
     c.force_tr = 64;
     c.force_cs = 1;
   }
@@ -1146,6 +1152,7 @@ void gemv_set_tmap_order(int order, int dbg) {
   gemv_tmap::g_order = std::clamp(order, 0, 4);
   gemv_tmap::g_dbg = dbg & 31;
 }
+void gemv_set_tmap_auto_rounds(bool on) { gemv_tmap::g_auto_rounds = on; }
 void gemv_set_tmap_auto_order(int order) { gemv_tmap::g_auto_order = std::clamp(order, 0, 4); }
 void gemv_set_tmap_auto_min_bytes(int64_t bytes) {
   gemv_tmap::g_auto_min_bytes = bytes > 0 ? bytes : kGemvTmapAutoMinBytes;

@@ -40,6 +40,9 @@ void gemv_set_tmap_order(int order, int dbg = 0);
 // (0: kGemvTmapAutoMinBytes), for the layers' A/B.
 void gemv_set_tmap_auto_order(int order);
 void gemv_set_tmap_auto_min_bytes(int64_t bytes);
+// kAuto's whole-K 64-row tiles over several rounds where the plan would split K over clusters (the
+// Engram wkv; on, the default) or only where they fit one round (off: the rule before NOTES 44).
+void gemv_set_tmap_auto_rounds(bool on);
 // Whether kTmap runs its kernel for a call: linear_gemv_tmap_eligible and the size floor above.
 bool gemv_tmap_wants(const LinearArgs& a);
 
