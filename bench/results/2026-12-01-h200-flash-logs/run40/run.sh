@@ -20,7 +20,7 @@ for r in 1 0 1 0 1 0; do
   i=$((i + 1))
   st "layers bf16 + copies, 8K, batch 1, kAuto rounds $r"
   flash flash_b1_$i 40 --contexts 8192 --batches 1 --steps 3 --activations bf16 --bf16-weights on \
-    --gemv-tmap-auto-rounds $r --engram-compare 0 --budget-s 15
+    --gemv-tmap-auto-rounds $r --engram-compare 0 --budget-s 20
 done
 st "done"
 cd "$LOG" && tar -czf flash_b1.tgz flash_b1_*.log && rm -f flash_b1_*.log
