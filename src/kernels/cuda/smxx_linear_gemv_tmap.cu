@@ -45,6 +45,7 @@
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_device.h"
+#include "kernels/cuda/smxx_launch.h"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_gemv.cuh"
 #include "kernels/cuda/smxx_linear_gemv_bf16x.cuh"
@@ -878,13 +879,8 @@ int max_clusters(int cs, int dyn_smem) {
     cfg.gridDim = dim3(unsigned(cs * 16));
     cfg.blockDim = dim3(9 * 32);
     cfg.dynamicSmemBytes = size_t(dyn_smem);
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = unsigned(cs);
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
+    LaunchAttrs attrs;
+    attrs.cluster(unsigned(cs)).apply(cfg);
     if (cudaOccupancyMaxActiveClusters(&v, k, &cfg) != cudaSuccess) v = 0;
   }
   cudaGetLastError();
@@ -1212,22 +1208,9 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf)
   cfg.blockDim = dim3(unsigned((cw + 1) * 32));
   cfg.dynamicSmemBytes = size_t(pl.dyn_smem);
   cfg.stream = stream;
-  cudaLaunchAttribute at[2];
-  int na = 0;
-  if (pl.cs > 1) {
-    at[na].id = cudaLaunchAttributeClusterDimension;
-    at[na].val.clusterDim.x = unsigned(pl.cs);
-    at[na].val.clusterDim.y = 1;
-    at[na].val.clusterDim.z = 1;
-    ++na;
-  }
-  if (gemv_pdl()) {
-    at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[na].val.programmaticStreamSerializationAllowed = 1;
-    ++na;
-  }
-  cfg.attrs = at;
-  cfg.numAttrs = unsigned(na);
+  LaunchAttrs attrs;
+  if (pl.cs > 1) attrs.cluster(unsigned(pl.cs));
+  attrs.pdl(gemv_pdl()).apply(cfg);
   return cudaLaunchKernelEx(&cfg, k, map, p);
 }
 
