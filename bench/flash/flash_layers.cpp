@@ -58,6 +58,7 @@
 // token (NOTES 41; 0: kAuto as before run 34).
 // --gemv-tmap-auto-order 0|1|2: kAuto's slim start order (NOTES 44; gemv_set_tmap_auto_order);
 // --gemv-tmap-auto-min-mb X: kAuto's size floor for it in MiB (0: kGemvTmapAutoMinBytes).
+// --gemv-tmap-auto-rounds 1|0: kAuto's whole-K 64-row tiles over several rounds (the Engram wkv) or not.
 // --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
 // smallest weight (MB) it takes (NOTES 38) and the slim consumer (NOTES 41).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
@@ -1131,6 +1132,11 @@ void run_gemv_ops(HostPool& hp) {
                                   {"tmapslim_t64c1_o1", kernels::GemvKind::kTmap, 4, 14, 64, 1, 1},
                                   {"tmapslim_t64c1_o2", kernels::GemvKind::kTmap, 4, 14, 64, 1, 2},
                                   {"tmapslim6_o2", kernels::GemvKind::kTmap, 6, 14, 0, 0, 2},
+                                  // one / two stages before the gate (o3 / o4)
+                                  {"tmapslim_o3", kernels::GemvKind::kTmap, 4, 14, 0, 0, 3},
+                                  {"tmapslim_o4", kernels::GemvKind::kTmap, 4, 14, 0, 0, 4},
+                                  {"tmapslim_t64c1_o3", kernels::GemvKind::kTmap, 4, 14, 64, 1, 3},
+                                  {"tmapslim_t64c1_o4", kernels::GemvKind::kTmap, 4, 14, 64, 1, 4},
                                   {"tmapslimprobe", kernels::GemvKind::kTmap, 4, 15},
                                   {"tmapslimprobe_nc", kernels::GemvKind::kTmap, 4, 15, 0, 0, 0, 1},
                                   {"tmapslim_nc", kernels::GemvKind::kTmap, 4, 14, 0, 0, 0, 1},
@@ -2254,6 +2260,8 @@ int main(int argc, char** argv) {
       kernels::gemv_set_tmap_auto(pick<bool>("--gemv-tmap-auto", next(), {{"1", true}, {"0", false}}));
     else if (a == "--gemv-tmap-auto-order")  // kAuto's slim start order 0|1|2 (gemv_set_tmap_auto_order)
       kernels::gemv_set_tmap_auto_order(std::stoi(next()));
+    else if (a == "--gemv-tmap-auto-rounds")  // kAuto's whole-K tiles over several rounds 1|0
+      kernels::gemv_set_tmap_auto_rounds(pick<bool>("--gemv-tmap-auto-rounds", next(), {{"1", true}, {"0", false}}));
     else if (a == "--gemv-tmap-auto-min-mb")  // kAuto's tensor-map size floor in MiB (0: the default)
       kernels::gemv_set_tmap_auto_min_bytes(int64_t(std::stod(next()) * (1 << 20)));
     else if (a == "--gemv-tmap") {  // the tensor-map gemv (--gemv tmap): stages[,consumer warps 8|16[,f16 0|1]]

@@ -9,8 +9,10 @@
 // times (a capped grid), and several weights in one launch (linear_gemv_multi).
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <stdexcept>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -203,8 +205,20 @@ std::vector<float> run_tc(const Shape& s, const TestWeight& w, const Dev<float>&
   return dy.host();
 }
 
-std::unique_ptr<TestWeight> tc_weight(Rng& rng, const Shape& s, int scales) {
-  auto w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
+// Weights of >= 16 M elements with drawn scales are drawn once per (kind, shape) from their own seed
+// and shared by every case that asks (read only): drawing 42 MB of FP8 costs ~6 s on the host, which
+// made the tensor-map cases on the full V4.1-Flash shapes most of the GPU op suite's time.
+std::shared_ptr<TestWeight> tc_weight(Rng& rng, const Shape& s, int scales) {
+  if (scales == 0 && s.rows * s.cols >= (int64_t(16) << 20)) {
+    static std::map<std::tuple<int, int64_t, int64_t>, std::shared_ptr<TestWeight>> cache;
+    auto& w = cache[{int(s.kind), s.rows, s.cols}];
+    if (!w) {
+      Rng own(uint64_t(s.rows) * 1000003u + uint64_t(s.cols) * 31u + uint64_t(s.kind));
+      w = random_weight(own, s.kind, s.rows, s.cols, 0.05f);
+    }
+    return w;
+  }
+  std::shared_ptr<TestWeight> w = random_weight(rng, s.kind, s.rows, s.cols, 0.05f);
   if (scales == 1) {
     w->scale.clear();
     w->d_scale.reset();
@@ -418,8 +432,21 @@ OpCase tmap_auto_case(const Shape& s, bool bitwise) {
             int dev = 0, sms = 0;
             check_cuda(cudaGetDevice(&dev), "device");
             check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
+            // kAuto's split (auto_config): whole-K 64-row tiles where they fill half of the SMs or
+            // more, and either fit one round or the plan would split K over clusters.
+            int plan_cs = 0;
+            {
+              const int64_t out_rows = s.num_rows < 0 ? s.rows - s.row0 : s.num_rows;
+              Dev<float> dy(size_t(s.n * out_rows));
+              GemvScope scope(kernels::GemvKind::kTmap, 0);
+              kernels::gemv_set_tmap(4, false);
+              kernels::gemv_set_tmap_slim(true);
+              kernels::gemv_tmap_plan(args(s, *w, dx.get(), dy.get()), nullptr, &plan_cs, nullptr, nullptr);
+              kernels::gemv_set_tmap(0, false);
+              kernels::gemv_set_tmap_slim(false);
+            }
             const int64_t tiles64 = (s.rows + 63) / 64;
-            const bool whole_k = 2 * tiles64 >= sms && tiles64 <= sms;
+            const bool whole_k = 2 * tiles64 >= sms && (tiles64 <= sms || plan_cs > 1);
             const TmapConsumer cons{16, true, true, whole_k ? 64 : 0, whole_k ? 1 : 0};
             return Outputs{{{"y", run_tmap(s, *w, dx, 4, cons), autok}}, {}};
           }};
@@ -642,23 +669,28 @@ std::vector<OpCase> linear_gemv_cases() {
       c.push_back(tmap_slim_bitwise_case(s));
     c.push_back(tmap_slim_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, 3));
   }
-  // Its start orders (NOTES 44), bitwise order 0: wq_b (one tile per CTA), wq_b at whole-K 64-row
-  // tiles (~4 tiles per CTA: the later tiles' code loads), wo_b on the plan's clusters (3 rounds), the
-  // grouped wo_a (x per group), shared w1, a tail, a single tile, no scales.
-  for (const int order : {1, 2}) {
+  // Its start orders (NOTES 44), bitwise order 0: wq_b (one tile per CTA) and shared w1 (clusters of 3)
+  // at each order; then wo_b at whole-K 64-row tiles (order 3), a single tile (order 4), and at order 2
+  // wq_b at whole-K 64-row tiles (~4 tiles per CTA: the later tiles' code loads), wo_b on the plan's
+  // clusters (3 rounds), the grouped wo_a (x per group), a tail, a single tile, no scales.
+  for (const int order : {1, 2, 3, 4}) {
     c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true}, order));
     c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true}, order));
   }
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, 3, 64, 1));
+  c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 6, 1024, 0, -1, true}, 4));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true}, 2, 64, 1));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true}, 2));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}, 2));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 200, 2080, 0, -1, true}, 2));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 6, 1024, 0, -1, true}, 2));
   c.push_back(tmap_order_bitwise_case({K2::kFp8E8m0, 1, 640, 1280, 0, -1, true}, 2, 0, 0, 1));
-  // kAuto's own use of it: wq_b, wo_b, the grouped wo_a.
+  // kAuto's own use of it: wq_b, wo_b, the grouped wo_a, and 9216 x 6144 (whole-K 64-row tiles over
+  // two rounds where the plan would take clusters: the Engram wkv's rule).
   for (const bool bitwise : {false, true})
     for (const Shape& s : std::vector<Shape>{{K2::kFp8E8m0, 1, 32768, 1280, 0, -1, true},
                                              {K2::kFp8E8m0, 1, 5120, 8192, 0, -1, true},
+                                             {K2::kFp8E8m0, 1, 9216, 6144, 0, -1, true},
                                              {K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}})
       c.push_back(tmap_auto_case(s, bitwise));
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 1, 1024, 1280}));                 // f32 x

@@ -25,6 +25,7 @@
 #include <climits>
 
 #include "kernels/cuda/smxx_attention_common.cuh"
+#include "kernels/cuda/smxx_launch.h"
 #include "kernels/cuda/smxx_rope.cuh"
 
 namespace deepinfer::kernels::attn::small {
@@ -466,11 +467,9 @@ template <class K>
 int max_clusters(K* kernel, size_t smem) {
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) return -1;
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kAttnSplits, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
   cfg.gridDim = dim3(kAttnSplits * 64), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem;
-  cfg.attrs = attr, cfg.numAttrs = 1;
+  LaunchAttrs attrs;
+  attrs.cluster(kAttnSplits).apply(cfg);
   int n = -1;
   return cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) == cudaSuccess ? n : -1;
 }

@@ -46,6 +46,7 @@
 #include "common/env.h"
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_device.h"
+#include "kernels/cuda/smxx_launch.h"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_fp8.cuh"
 #include "kernels/cuda/smxx_linear_fp8_common.cuh"
@@ -514,22 +515,9 @@ cudaError_t linear_fp8_gemv(const Fp8GemvCall* calls, int count, int64_t n, cuda
   cfg.blockDim = dim3(gemv8::kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute at[2];
-  int na = 0;
-  if (s.c > 1) {
-    at[na].id = cudaLaunchAttributeClusterDimension;
-    at[na].val.clusterDim.x = 1;
-    at[na].val.clusterDim.y = unsigned(s.c);
-    at[na].val.clusterDim.z = 1;
-    ++na;
-  }
-  if (gemv_pdl()) {
-    at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[na].val.programmaticStreamSerializationAllowed = 1;
-    ++na;
-  }
-  cfg.attrs = at;
-  cfg.numAttrs = unsigned(na);
+  LaunchAttrs attrs;
+  if (s.c > 1) attrs.cluster(1, unsigned(s.c));
+  attrs.pdl(gemv_pdl()).apply(cfg);
   ++gemv8::g_launches;
   return cudaLaunchKernelEx(&cfg, kernel, a);
 }

@@ -45,6 +45,7 @@
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_device.h"
+#include "kernels/cuda/smxx_launch.h"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_gemv.cuh"
 #include "kernels/cuda/smxx_linear_gemv_bf16x.cuh"
@@ -74,10 +75,11 @@ struct Params {
   int stages = 1;
   int x_bytes = 0;  // shared memory for x: per_steps * 128 bf16
   int probe = 0;    // ring only: consumers wait and release, no arithmetic, no output
-  // The slim kernel only. order: when its producer issues the first weight copy (0: at once;
+  // The slim kernel only. order: when its producer issues the first weight copies (0: at once;
   // 1: after the consumers have issued the first tile's scale-code loads; 2: after they have also
-  // issued x's). dbg (timing diagnostics, wrong results): bit 0 no scale codes (factors 1), bit 1
-  // x not staged (the MMAs read whatever shared memory holds).
+  // issued x's; 3 / 4: one / two stages at once, the rest as 2). dbg (timing diagnostics, wrong
+  // results): bit 0 no scale codes (factors 1), bit 1 x not staged (the MMAs read whatever shared
+  // memory holds); bits 2-4 in the kDiag instantiations.
   int order = 0, dbg = 0;
 };
 
@@ -119,15 +121,6 @@ __device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_addr) {
 }
 __device__ __forceinline__ void st_cluster_f32(uint32_t cluster_addr, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
-}
-// Barrier 2: the slim kernel's consumers release its producer once (Params::order).
-template <int kCount>
-__device__ __forceinline__ void producer_gate_arrive() {
-  asm volatile("bar.arrive 2, %0;" ::"n"(kCount) : "memory");
-}
-template <int kCount>
-__device__ __forceinline__ void producer_gate_wait() {
-  asm volatile("bar.sync 2, %0;" ::"n"(kCount) : "memory");
 }
 template <int kCount>
 __device__ __forceinline__ void named_bar_consumers() {  // the consumer warps only (not the producer)
@@ -594,6 +587,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
   float* red = reinterpret_cast<float*>(base + p.stages * kStageBytes + p.x_bytes);  // [2][cs][TR]
   float* ftab = red + (p.cs > 1 ? 2 * p.cs * TR : 0);                                  // [CW][kSlimTable]
   __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages], red_full[2], red_free[2];
+  __shared__ __align__(8) uint64_t gate;  // the consumers release the producer (Params::order)
   __shared__ float part[NB][TR];
   __shared__ uint32_t xmax;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -604,19 +598,22 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
   const int step0 = rank * p.per_steps;
   const int nst = max(0, min(p.nsteps - step0, p.per_steps));
   const int spt = (nst + NB - 1) / NB;
+  if (threadIdx.x == 0) gemv::mbar_init(&gate, uint32_t(CW));  // (init_ring_barriers fences and syncs)
   init_ring_barriers(full, empty, red_full, red_free, p.stages, CW, cs, TR);
 
   if (warp == CW) {
     // Producer: as gemv_tmap_kernel's, the slot, parity, tile and step advanced by increment.
-    // With p.order > 0 it first waits until the consumers have issued their first loads, so those
-    // are not queued behind the whole grid's first ring fill (~17 MB in flight: ~4 us at 4.27 TB/s).
-    if (p.order != 0) producer_gate_wait<kCT + 32>();
+    // With p.order > 0 it waits, before its first copy (orders 1, 2) or after one or two stages
+    // (3, 4), until the consumers have issued their first loads, so those are not queued behind
+    // the whole grid's first ring fill (~17 MB in flight at 4 stages: ~4 us at 4.27 TB/s).
     if (lane == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
       int s = 0, si = 0, tile = cid;
       uint32_t ph = 0;
       const int total = my_tiles * spt;
+      const int gate_at = p.order == 0 ? -1 : p.order <= 2 ? 0 : p.order - 2;
       for (int it = 0; it < total; ++it) {
+        if (it == gate_at) mbar_wait(&gate, 0);
         mbar_wait(empty + s, ph ^ 1);
         const int k0 = step0 + si * NB;
         const int nb = min(NB, step0 + nst - k0);
@@ -664,11 +661,16 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
       }
     };
     // The producer gate opens once, at a place known from the parameters (no flag kept live:
-    // the kernel sits at its 96-register ceiling): order 1 here, order 2 after tile 0's x loads
-    // (or before its stages where x is not staged), and here where the CTA has no tile.
+    // the kernel sits at its 96-register ceiling): order 1 here, orders 2-4 after tile 0's x loads
+    // (or before its stages where x is not staged). A CTA without a tile issues no copy.
+    // Each warp's lane 0 arrives after a __syncwarp, so all its lanes' loads are issued.
     const bool x_staged = !p.probe && (p.dbg & 2) == 0;
+    auto open_gate = [&] {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&gate);
+    };
     if (codes_on && my_tiles > 0) load_codes(cid);
-    if (p.order == 1 || (p.order == 2 && my_tiles == 0)) producer_gate_arrive<kCT + 32>();
+    if (p.order == 1) open_gate();
     pdl_wait();
     for (int ti = 0; ti < my_tiles; ++ti) {
       const int tile = cid + ti * p.nclusters;
@@ -697,7 +699,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
           const int i = threadIdx.x + u * kCT;
           v[u] = i < nch && 4 * i < cleft ? ldg_f4(xrow + 4 * i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
-        if (p.order == 2 && ti == 0) producer_gate_arrive<kCT + 32>();
+        if (p.order >= 2 && ti == 0) open_gate();
         if (threadIdx.x == 0) xmax = 0u;
         uint32_t m = 0;
 #pragma unroll
@@ -725,7 +727,7 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
         named_bar_consumers<kCT>();
         xgroup = grp;
       }
-      if (p.order == 2 && ti == 0 && !x_staged) producer_gate_arrive<kCT + 32>();
+      if (p.order >= 2 && ti == 0 && !x_staged) open_gate();
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       // Running shared-memory addresses (kept in registers, not rebuilt from the parameters per
       // stage): the unit's factors and x advance one stage's boxes per stage, the ring slot wraps.
@@ -877,13 +879,8 @@ int max_clusters(int cs, int dyn_smem) {
     cfg.gridDim = dim3(unsigned(cs * 16));
     cfg.blockDim = dim3(9 * 32);
     cfg.dynamicSmemBytes = size_t(dyn_smem);
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = unsigned(cs);
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
+    LaunchAttrs attrs;
+    attrs.cluster(unsigned(cs)).apply(cfg);
     if (cudaOccupancyMaxActiveClusters(&v, k, &cfg) != cudaSuccess) v = 0;
   }
   cudaGetLastError();
@@ -914,9 +911,12 @@ struct Config {
   int force_tr = 0, force_cs = 0;
   int order = 0, dbg = 0;  // the slim kernel's Params::order and ::dbg
 };
-// kAuto's order 2 (NOTES 44, run 36): wq_b 16.21 -> 15.16 us, wo_b 15.88 -> 15.39, wo_a 12.90 -> 12.98;
-// the 7 layers at batch 1 1.714 / 1.714 ms against 1.722 / 1.718 with order 0.
-std::atomic<int> g_order{0}, g_dbg{0}, g_auto_order{2};
+// kAuto's order 3 (NOTES 44, runs 36 and 38): one stage streams before the gate, the rest after the
+// consumers have issued their scale-code and x loads. us at n = 1 (order 0 / 2 / 3): wq_b 16.21 /
+// 15.20 / 14.31, wo_a 12.90 / 13.00 / 11.98, wo_b 15.88 / 15.14 / 14.68; the 7 layers at batch 1
+// 1.722 (order 0) / 1.721 (2) / 1.703 ms (3).
+std::atomic<int> g_order{0}, g_dbg{0}, g_auto_order{3};
+std::atomic<bool> g_auto_rounds{true};  // auto_config's whole-K tiles over several rounds (A/B)
 std::atomic<int64_t> g_auto_min_bytes{kGemvTmapAutoMinBytes};
 Config global_config() {
   return Config{std::clamp(g_stages.load(), 2, kMaxStages), g_warps.load(), g_f16.load(), g_slim.load(),
@@ -927,7 +927,12 @@ Config global_config() {
 // kXs 17.8, wo_a 12.6 against 17.0; the 7 layers at batch 1 -1.9% with it on the >= 30 MB
 // weights), and whole-K 64-row tiles without a cluster split where they fill between half of the
 // SMs and all of them in one round: the plan's cost model prefers wo_b's 15 clusters of 8 (3
-// rounds of 128-row tiles, 20.8 us), whole-K 64-row tiles on 80 CTAs measured 15.9.
+// rounds of 128-row tiles, 20.8 us), whole-K 64-row tiles on 80 CTAs measured 15.9. Also over
+// several rounds where the plan would split K over clusters (NOTES 44, run 39: the Engram wkv,
+// 25600 x 6144, 62.6 us on the plan's clusters of 8, 46.2 on whole-K 64-row tiles; where the plan
+// keeps whole K, as wq_b's 256-row tiles, its choice stands: 14.3 against 16.7). Its start order:
+// g_auto_order (3 since NOTES 44).
+Plan cached_plan(const LinearArgs& a, const Config& cfg);
 Config auto_config(const LinearArgs& a) {
   Config c;
   c.stages = 4;
@@ -935,7 +940,8 @@ Config auto_config(const LinearArgs& a) {
   c.f16 = c.slim = true;
   c.order = g_auto_order.load();
   const int64_t tiles64 = ceil_div(a.num_rows, 64), sms = device_sm_count();
-  if (2 * tiles64 >= sms && tiles64 <= sms && (a.x_group_rows == 0 || a.x_group_rows % 64 == 0)) {
+  if (2 * tiles64 >= sms && (a.x_group_rows == 0 || a.x_group_rows % 64 == 0) &&
+      (tiles64 <= sms || (g_auto_rounds.load() && cached_plan(a, c).cs > 1))) {
     c.force_tr = 64;
     c.force_cs = 1;
   }
@@ -1139,10 +1145,11 @@ std::atomic<bool> g_tmap_auto{true};
 }  // namespace
 void gemv_set_tmap_auto(bool on) { g_tmap_auto = on; }
 void gemv_set_tmap_order(int order, int dbg) {
-  gemv_tmap::g_order = std::clamp(order, 0, 2);
+  gemv_tmap::g_order = std::clamp(order, 0, 4);
   gemv_tmap::g_dbg = dbg & 31;
 }
-void gemv_set_tmap_auto_order(int order) { gemv_tmap::g_auto_order = std::clamp(order, 0, 2); }
+void gemv_set_tmap_auto_rounds(bool on) { gemv_tmap::g_auto_rounds = on; }
+void gemv_set_tmap_auto_order(int order) { gemv_tmap::g_auto_order = std::clamp(order, 0, 4); }
 void gemv_set_tmap_auto_min_bytes(int64_t bytes) {
   gemv_tmap::g_auto_min_bytes = bytes > 0 ? bytes : kGemvTmapAutoMinBytes;
 }
@@ -1201,22 +1208,9 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf)
   cfg.blockDim = dim3(unsigned((cw + 1) * 32));
   cfg.dynamicSmemBytes = size_t(pl.dyn_smem);
   cfg.stream = stream;
-  cudaLaunchAttribute at[2];
-  int na = 0;
-  if (pl.cs > 1) {
-    at[na].id = cudaLaunchAttributeClusterDimension;
-    at[na].val.clusterDim.x = unsigned(pl.cs);
-    at[na].val.clusterDim.y = 1;
-    at[na].val.clusterDim.z = 1;
-    ++na;
-  }
-  if (gemv_pdl()) {
-    at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[na].val.programmaticStreamSerializationAllowed = 1;
-    ++na;
-  }
-  cfg.attrs = at;
-  cfg.numAttrs = unsigned(na);
+  LaunchAttrs attrs;
+  if (pl.cs > 1) attrs.cluster(unsigned(pl.cs));
+  attrs.pdl(gemv_pdl()).apply(cfg);
   return cudaLaunchKernelEx(&cfg, k, map, p);
 }
 

@@ -31,7 +31,8 @@ void gemv_set_tmap_min_bytes(int64_t bytes);
 void gemv_set_tmap_auto(bool on);
 // The slim kernel's start (kTmap): order 0 its producer issues the first weight copies at once; 1
 // after the consumers have issued the first tile's scale-code loads; 2 after they have also issued
-// x's loads (so neither waits behind the grid's first ring fill). dbg: timing diagnostics that give
+// x's loads (so neither waits behind the grid's first ring fill); 3 / 4 one / two stages at once, the
+// rest as 2. dbg: timing diagnostics that give
 // wrong results (bit 0 no scale codes, bit 1 x not staged; on 64- and 256-row tiles: bit 2 no decode,
 // bit 3 no MMAs, bit 4 an integer decode); 0 outside benches.
 void gemv_set_tmap_order(int order, int dbg = 0);
@@ -39,6 +40,9 @@ void gemv_set_tmap_order(int order, int dbg = 0);
 // (0: kGemvTmapAutoMinBytes), for the layers' A/B.
 void gemv_set_tmap_auto_order(int order);
 void gemv_set_tmap_auto_min_bytes(int64_t bytes);
+// kAuto's whole-K 64-row tiles over several rounds where the plan would split K over clusters (the
+// Engram wkv; on, the default) or only where they fit one round (off: the rule before NOTES 44).
+void gemv_set_tmap_auto_rounds(bool on);
 // Whether kTmap runs its kernel for a call: linear_gemv_tmap_eligible and the size floor above.
 bool gemv_tmap_wants(const LinearArgs& a);
 

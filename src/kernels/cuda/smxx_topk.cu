@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_device.h"
+#include "kernels/cuda/smxx_launch.h"
 #include "kernels/cuda/smxx_topk.cuh"
 
 namespace deepinfer::kernels {
@@ -453,13 +454,8 @@ cudaError_t topk_rows(const TopkArgs& a, cudaStream_t stream) {
   cfg.blockDim = dim3(kRThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(c);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  LaunchAttrs attrs;
+  attrs.cluster(unsigned(c)).apply(cfg);
   TopkArgs args = a;
   return cudaLaunchKernelEx(&cfg, topk_radix_kernel, args, capv);
 }
