@@ -56,7 +56,7 @@
 // --gemv-persist 4[,2]: its ring depth and blocks per SM.
 // --gemv-tmap-auto 1|0: kAuto's own tensor-map gemv (slim, 4 stages) on the >= 30 MB weights at one
 // token (NOTES 41; 0: kAuto as before run 34).
-// --gemv-tmap-auto-order 0|1|2: kAuto's slim start order (NOTES 44; gemv_set_tmap_auto_order);
+// --gemv-tmap-auto-order 0..4: kAuto's slim start order (NOTES 44; gemv_set_tmap_auto_order; default 3);
 // --gemv-tmap-auto-min-mb X: kAuto's size floor for it in MiB (0: kGemvTmapAutoMinBytes).
 // --gemv-tmap-auto-rounds 1|0: kAuto's whole-K 64-row tiles over several rounds (the Engram wkv) or not.
 // --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
@@ -2258,7 +2258,7 @@ int main(int argc, char** argv) {
            {"tensor", kernels::GemvKind::kTensor}, {"xs", kernels::GemvKind::kXs}, {"tmap", kernels::GemvKind::kTmap}}));
     else if (a == "--gemv-tmap-auto")  // kAuto's tensor-map gemv on the >= 30 MB weights at one token (1, default) or not
       kernels::gemv_set_tmap_auto(pick<bool>("--gemv-tmap-auto", next(), {{"1", true}, {"0", false}}));
-    else if (a == "--gemv-tmap-auto-order")  // kAuto's slim start order 0|1|2 (gemv_set_tmap_auto_order)
+    else if (a == "--gemv-tmap-auto-order")  // kAuto's slim start order 0..4 (gemv_set_tmap_auto_order)
       kernels::gemv_set_tmap_auto_order(std::stoi(next()));
     else if (a == "--gemv-tmap-auto-rounds")  // kAuto's whole-K tiles over several rounds 1|0
       kernels::gemv_set_tmap_auto_rounds(pick<bool>("--gemv-tmap-auto-rounds", next(), {{"1", true}, {"0", false}}));
