@@ -522,7 +522,10 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
 //  - the ring slot and parity advance by increment (no division), in the consumers and the producer;
 //  - the high code pair converts straight from the register's upper half (F2FP ... R.H1: one
 //    instruction per two weights, no shift), and x is read with ld.shared;
-//  - x is read from global memory once (one pass: slices of up to 16384 columns; the host checks).
+//  - x is read from global memory once (one pass: slices of up to 16384 columns; the host checks);
+//  - its start (Params::order, NOTES 44): the first tile's scale codes load before pdl_wait, and the
+//    producer can hold its copies after the first stage(s) until every consumer warp has issued its
+//    code and x loads, which otherwise queue behind the whole grid's first ring fill.
 // Scale blocks of >= 32 columns (kScaled) or none; slices of up to 64 128-column steps (the table:
 // 16 warps x 256 floats at most).
 __device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t d, uint32_t& lo, uint32_t& hi) {
@@ -558,7 +561,7 @@ __device__ __forceinline__ float e8m0_f32(uint32_t code) {
 
 constexpr int kSlimWarps = 16;
 constexpr int kSlimTable = 256;  // floats per warp: 64 steps x 4 groups of 32 columns
-constexpr int kSlimCodeRegs = kSlimTable / 32;  // a lane's share of a tile's codes, loaded a tile ahead
+constexpr int kSlimCodeRegs = kSlimTable / 32;  // a lane's share of a tile's scale codes (registers)
 
 // Timing diagnostics of the stage's arithmetic (kDiag instantiations only; wrong results): Params::dbg
 // bit 2 no decode (the MMAs read the raw codes), bit 3 no MMAs (the decoded registers kept live by an
