@@ -372,6 +372,36 @@ __device__ __forceinline__ void fragment_split(const float2 (&x)[4], uint32_t (&
   }
 }
 
+// acc / fix = the warp's 16 keys (ra / rb) . heads 8j .. 8j + 7 for operands that are not all
+// bf16-exact: the hi.hi product in acc, the five correction terms in fix, channel steps in order.
+// qb(j, kk, piece, half) gives the B fragment word of the query's pieces (hi / mid / lo: 0 / 1 / 2)
+// at heads 8j + g, channels 16kk + 2tq (+ 8 for half 1). Every kernel's split path goes through it
+// (pieces from shared memory in the per-row kernel, split from global memory in the others), so
+// their MMAs and order cannot drift apart in bits.
+template <class QB>
+__device__ __forceinline__ void dots_split_with(const float2 (&ra)[16], const float2 (&rb)[16], float (&acc)[4][4],
+                                                float (&fix)[4][4], QB qb) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    // A fragment (row-major 16 x 16): a0 (key g, ch 2tq..), a1 (key g + 8, ch 2tq..),
+    // a2 (key g, ch 8 + 2tq..), a3 (key g + 8, ch 8 + 2tq..).
+    const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
+    uint32_t ah[4], am[4], al[4];
+    fragment_split(x, ah, am, al);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t bh0 = qb(j, kk, 0, 0), bh1 = qb(j, kk, 0, 1);
+      mma_bf16(acc[j], ah, bh0, bh1);
+      const uint32_t bm0 = qb(j, kk, 1, 0), bm1 = qb(j, kk, 1, 1), bl0 = qb(j, kk, 2, 0), bl1 = qb(j, kk, 2, 1);
+      mma_bf16(fix[j], ah, bm0, bm1);
+      mma_bf16(fix[j], am, bh0, bh1);
+      mma_bf16(fix[j], ah, bl0, bl1);
+      mma_bf16(fix[j], am, bm0, bm1);
+      mma_bf16(fix[j], al, bh0, bh1);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(PagedIndexerScoreArgs a, int64_t row0,
                                                                             int64_t tile) {
   const int64_t t = row0 + blockIdx.y;
@@ -417,27 +447,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) indexer_score_mma_kernel(Paged
       // path below, whose correction terms would all be exact zeros here.
       dots_exact(ra, rb, qs[0], g, tq, acc);
     } else {
-#pragma unroll
-      for (int kk = 0; kk < 8; ++kk) {
-        // A fragment (row-major 16 x 16): a0 (key g, ch 2tq..), a1 (key g + 8, ch 2tq..),
-        // a2 (key g, ch 8 + 2tq..), a3 (key g + 8, ch 8 + 2tq..).
-        const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
-        uint32_t ah[4], am[4], al[4];
-        fragment_split(x, ah, am, al);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          // B fragment (channels x heads 8j..8j+7): b0 = q[8j + g][16kk + 2tq ..], b1 = + 8.
-          const int at = (8 * j + g) * kQWords + 8 * kk + tq;
-          const uint32_t bh0 = qs[0][at], bh1 = qs[0][at + 4];
-          mma_bf16(acc[j], ah, bh0, bh1);
-          const uint32_t bm0 = qs[1][at], bm1 = qs[1][at + 4], bl0 = qs[2][at], bl1 = qs[2][at + 4];
-          mma_bf16(fix[j], ah, bm0, bm1);
-          mma_bf16(fix[j], am, bh0, bh1);
-          mma_bf16(fix[j], ah, bl0, bl1);
-          mma_bf16(fix[j], am, bm0, bm1);
-          mma_bf16(fix[j], al, bh0, bh1);
-        }
-      }
+      // B fragment (channels x heads 8j..8j+7): b0 = q[8j + g][16kk + 2tq ..], b1 = + 8.
+      dots_split_with(ra, rb, acc, fix, [&](int j, int kk, int piece, int half) {
+        return qs[piece][(8 * j + g) * kQWords + 8 * kk + tq + 4 * half];
+      });
     }
     // C fragment of tile j: c0 / c1 = key g, heads 8j + 2tq / + 1; c2 / c3 = key g + 8.
     // Each lane forms its 16 head terms relu(dot) * scale * w as the CPU op does (no
@@ -488,31 +501,13 @@ __device__ __forceinline__ uint32_t split_pair(const float* q, int piece) {
   return piece == 0 ? pack2(h0, h1) : piece == 1 ? pack2(m0, m1) : pack2(l0, l1);
 }
 
-// acc / fix = the warp's 16 keys (ra / rb) . heads 8j .. 8j + 7 of the query row qrow (fp32,
-// global memory) for operands that are not all bf16-exact: the hi.hi product in acc, the five
-// correction terms in fix, channel steps in order (the grouped-rows kernel's path and the wgmma
-// kernel's fallback: one function, so the two cannot drift apart in bits).
+// dots_split_with on the query row qrow (fp32, global memory), its pieces split per fetch (the
+// grouped-rows kernel's path and the wgmma kernel's fallback).
 __device__ __forceinline__ void dots_split(const float2 (&ra)[16], const float2 (&rb)[16], const float* qrow, int g,
                                            int tq, float (&acc)[4][4], float (&fix)[4][4]) {
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
-    const float2 x[4] = {ra[2 * kk], rb[2 * kk], ra[2 * kk + 1], rb[2 * kk + 1]};
-    uint32_t ah[4], am[4], al[4];
-    fragment_split(x, ah, am, al);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float* qa = qrow + (8 * j + g) * kMmaDim + 16 * kk + 2 * tq;
-      const uint32_t bh0 = split_pair(qa, 0), bh1 = split_pair(qa + 8, 0);
-      mma_bf16(acc[j], ah, bh0, bh1);
-      const uint32_t bm0 = split_pair(qa, 1), bm1 = split_pair(qa + 8, 1);
-      const uint32_t bl0 = split_pair(qa, 2), bl1 = split_pair(qa + 8, 2);
-      mma_bf16(fix[j], ah, bm0, bm1);
-      mma_bf16(fix[j], am, bh0, bh1);
-      mma_bf16(fix[j], ah, bl0, bl1);
-      mma_bf16(fix[j], am, bm0, bm1);
-      mma_bf16(fix[j], al, bh0, bh1);
-    }
-  }
+  dots_split_with(ra, rb, acc, fix, [&](int j, int kk, int piece, int half) {
+    return split_pair(qrow + (8 * j + g) * kMmaDim + 16 * kk + 2 * tq + 8 * half, piece);
+  });
 }
 
 // The per-row epilogue: relu(dot) * scale * w per head, then key g's (and g + 8's) 32 terms summed
