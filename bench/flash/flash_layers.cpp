@@ -59,6 +59,11 @@
 // --gemv-tmap-auto-order 0..4: kAuto's slim start order (NOTES 44; gemv_set_tmap_auto_order; default 3);
 // --gemv-tmap-auto-min-mb X: kAuto's size floor for it in MiB (0: kGemvTmapAutoMinBytes).
 // --gemv-tmap-auto-rounds 1|0: kAuto's whole-K 64-row tiles over several rounds (the Engram wkv) or not.
+// --gemv-pair 0|1|2: kAuto's one-token pairs of one x (linear_multi: wq_a + wkv, shared w1 + w3) as one
+// launch of the slim tensor-map kernel: off (the bulk kernel), every pair, only outside the concurrent
+// branches (NOTES 47; default DEEPINFER_GEMV_PAIR or the library's); --gemv-pair-config S[,TR,CS]: its
+// ring stages and a forced split. --ops-gemv --gemv-graph times the pairs ("op gemv_pair"; variants
+// "pairs" or the names of the pair configurations).
 // --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
 // smallest weight (MB) it takes (NOTES 38) and the slim consumer (NOTES 41).
 // --ops-moe-profile: the grouped MoE op once per T of --batches, activation mode and
@@ -1284,6 +1289,84 @@ void run_gemv_ops(HostPool& hp) {
     }
   }
   std::fflush(stdout);
+  // The pairs at one token under bf16 x (NOTES 47), graph timing: kAuto's multi launch with the pair
+  // rule off (bulk: the former default) and on (pair: one launch of the slim tensor-map kernel, its
+  // plan over both weights' tiles; pair_tTcC a forced split, pair_sN an N-stage ring), two kAuto
+  // launches (auto2) and two single slim launches at the pair's split (slim2). Lines "op gemv_pair".
+  struct PairCfg {
+    const char* name;
+    int mode;  // 0 bulk, 1 pair, 2 two kAuto launches, 3 two single slim launches at the pair's split
+    int stages, tr, cs;
+  };
+  const PairCfg pair_cfgs[] = {{"bulk", 0, 0, 0, 0},          {"auto2", 2, 0, 0, 0},       {"pair", 1, 0, 0, 0},
+                               {"slim2", 3, 0, 0, 0},         {"pair_s3", 1, 3, 0, 0},     {"pair_s2", 1, 2, 0, 0},
+                               {"pair_t64c1", 1, 0, 64, 1},   {"pair_t64c4", 1, 0, 64, 4}, {"pair_t128c4", 1, 0, 128, 4},
+                               {"pair_t128c8", 1, 0, 128, 8}, {"pair_t256c7", 1, 0, 256, 7}, {"pair_t64c2", 1, 0, 64, 2}};
+  for (const Pair& pr : {Pair{"wq_a+wkv", "wq_a", "wkv"}, Pair{"shared_w1+w3", "shared_w1", "shared_w1"}}) {
+    if (kept.count(pr.a) == 0 || kept.count(pr.b) == 0 || !g_gemv_graph || g_gemv_profile ||
+        std::find(g_gemv_ns.begin(), g_gemv_ns.end(), 1) == g_gemv_ns.end())
+      continue;
+    const auto& wa = kept[pr.a];
+    const auto& wb = kept[pr.b];
+    const Shape sa{pr.a, '8', 0, 0, 0};
+    const double bytes = weight_bytes(wa[0]) + weight_bytes(wb[0]);
+    auto pair_args = [&](int i, kernels::LinearArgs* c) {
+      c[0] = args(sa, wa[size_t(i % wa.size())], 1, true, y);
+      c[1] = args(sa, wb[size_t((i + 1) % wb.size())], 1, true, y2);
+    };
+    for (const PairCfg& pc : pair_cfgs) {
+      if (!wanted(g_gemv_variants, pc.name) && !wanted(g_gemv_variants, "pairs")) continue;
+      kernels::gemv_set_kind(kernels::GemvKind::kAuto);
+      kernels::gemv_set_tmap_pair(pc.mode == 1 || pc.mode == 3 ? 1 : 0);
+      kernels::gemv_set_tmap_pair_config(pc.stages, pc.tr, pc.cs);
+      kernels::LinearArgs c0[2];
+      pair_args(0, c0);
+      int tr = 0, cs = 0, nc = 0, stg = 0;
+      kernels::gemv_tmap_pair_plan(c0, &tr, &cs, &nc, &stg);
+      if ((pc.mode == 1 || pc.mode == 3) && tr == 0) {
+        std::printf("op gemv_pair kernel=%s name=%s not taken\n", pc.name, pr.name);
+        continue;
+      }
+      if (pc.tr > 0 && (tr != pc.tr || cs != pc.cs)) {
+        std::printf("op gemv_pair kernel=%s name=%s split not taken (plan tr=%d cs=%d)\n", pc.name, pr.name, tr, cs);
+        continue;
+      }
+      if (pc.mode == 3) {  // the single slim kernel (kTmap) at the pair's split and kAuto's start
+        kernels::gemv_set_tmap_pair(0);
+        kernels::gemv_set_kind(kernels::GemvKind::kTmap);
+        kernels::gemv_set_tmap(4, false);
+        kernels::gemv_set_tmap_consumer(16, true);
+        kernels::gemv_set_tmap_slim(true);
+        kernels::gemv_set_tmap_force(tr, cs);
+        kernels::gemv_set_tmap_order(3);
+      }
+      auto call = [&](int i) {
+        kernels::LinearArgs c[2];
+        pair_args(i, c);
+        if (pc.mode >= 2) {
+          CK(kernels::linear(c[0], st));
+          CK(kernels::linear(c[1], st));
+        } else {
+          CK(kernels::linear_gemv_multi(c, 2, st));
+        }
+      };
+      const float ms = time_graph(tm, st, call);
+      const double gbps = bytes / (double(ms) * 1e-3) / 1e9;
+      std::printf("op gemv_pair kernel=%s name=%s act=bf16 n=1 MB=%.2f ms=%.5f GBps=%.0f frac=%.3f tr=%d cs=%d "
+                  "clusters=%d stages=%d timing=graph\n",
+                  pc.name, pr.name, bytes / 1e6, ms, gbps, gbps / 4270.0, pc.mode == 1 || pc.mode == 3 ? tr : 0, cs, nc,
+                  stg);
+      std::fflush(stdout);
+      kernels::gemv_set_kind(kernels::GemvKind::kAuto);
+      kernels::gemv_set_tmap(0, false);
+      kernels::gemv_set_tmap_consumer(8, false);
+      kernels::gemv_set_tmap_slim(false);
+      kernels::gemv_set_tmap_force(0, 0);
+      kernels::gemv_set_tmap_order(0);
+    }
+    kernels::gemv_set_tmap_pair(-1);
+    kernels::gemv_set_tmap_pair_config(0, 0, 0);
+  }
   kernels::gemv_set_kind(kernels::GemvKind::kAuto);
   kernels::gemv_set_persist(0, 0);
   kernels::gemv_set_tmap(0, false);
@@ -2262,6 +2345,13 @@ int main(int argc, char** argv) {
       kernels::gemv_set_tmap_auto_order(std::stoi(next()));
     else if (a == "--gemv-tmap-auto-rounds")  // kAuto's whole-K tiles over several rounds 1|0
       kernels::gemv_set_tmap_auto_rounds(pick<bool>("--gemv-tmap-auto-rounds", next(), {{"1", true}, {"0", false}}));
+    else if (a == "--gemv-pair")  // kAuto's one-token pairs on the tensor-map kernel: 0 off, 1 on, 2 outside branches
+      kernels::gemv_set_tmap_pair(pick<int>("--gemv-pair", next(), {{"0", 0}, {"1", 1}, {"2", 2}}));
+    else if (a == "--gemv-pair-config") {  // the pair kernel's stages[,tr,cs] (0: 4 stages, the plan's split)
+      const std::vector<int64_t> v = parse_list(next());
+      kernels::gemv_set_tmap_pair_config(v.empty() ? 0 : int(v[0]), v.size() > 2 ? int(v[1]) : 0,
+                                         v.size() > 2 ? int(v[2]) : 0);
+    }
     else if (a == "--gemv-tmap-auto-min-mb")  // kAuto's tensor-map size floor in MiB (0: the default)
       kernels::gemv_set_tmap_auto_min_bytes(int64_t(std::stod(next()) * (1 << 20)));
     else if (a == "--gemv-tmap") {  // the tensor-map gemv (--gemv tmap): stages[,consumer warps 8|16[,f16 0|1]]

@@ -20,6 +20,7 @@
 #include "kernels/cuda/smxx_elementwise.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "kernels/cuda/smxx_linear_tmap.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/weight_args.h"
 #include "ops/linear.h"
 
@@ -452,6 +453,65 @@ OpCase tmap_auto_case(const Shape& s, bool bitwise) {
           }};
 }
 
+// kAuto's pairs (NOTES 47): two weights of one x (n = 1, bf16 x) in one launch of the slim tensor-map
+// kernel (gemv_tmap_pair_kernel), under the pair rule's mode 1 and a pair configuration (stages, a
+// forced split tr / cs, 0: the plan's). Each case first checks that the rule takes the pair
+// (gemv_tmap_pair_takes), so a silent fallback to the bulk kernel cannot pass. bitwise: each weight's y
+// against a single slim launch of that weight (kTmap forced to the pair's split, kAuto's start order
+// 3), family "former"; else against the CPU oracle ("linear"), the pair run through ops::cuda::
+// linear_multi (the model's route). scales as tc_weight (0 drawn, 1 none).
+struct PairScope {
+  PairScope(int mode, int stages, int tr, int cs) {
+    kernels::gemv_set_tmap_pair(mode);
+    kernels::gemv_set_tmap_pair_config(stages, tr, cs);
+  }
+  ~PairScope() {
+    kernels::gemv_set_tmap_pair(-1);
+    kernels::gemv_set_tmap_pair_config(0, 0, 0);
+  }
+};
+OpCase tmap_pair_case(const char* tag, const Shape& sa, const Shape& sb, bool bitwise, int stages = 0, int tr = 0,
+                      int cs = 0, int scales = 0) {
+  std::string name = std::string(bitwise ? "gemv_pair_eq_" : "gemv_pair_") + tag;
+  if (stages > 0) name += "_s" + std::to_string(stages);
+  if (tr > 0) name += "_t" + std::to_string(tr) + "c" + std::to_string(cs);
+  if (scales == 1) name += "_noscale";
+  return {name, bitwise ? "former" : "linear", [=](Rng& rng) {
+            const auto wa = tc_weight(rng, sa, scales);
+            const auto wb = tc_weight(rng, sb, scales);
+            const auto x = randn(rng, size_t(sa.cols));
+            const Dev<float> dx(x);
+            const int64_t ra = sa.num_rows < 0 ? sa.rows - sa.row0 : sa.num_rows;
+            const int64_t rb = sb.num_rows < 0 ? sb.rows - sb.row0 : sb.num_rows;
+            Dev<float> ya(static_cast<size_t>(ra)), yb(static_cast<size_t>(rb));
+            const kernels::LinearArgs calls[2] = {args(sa, *wa, dx.get(), ya.get()), args(sb, *wb, dx.get(), yb.get())};
+            int ptr = 0, pcs = 0, pnc = 0, pst = 0;
+            {
+              GemvScope scope(kernels::GemvKind::kAuto, 0);
+              PairScope pair(1, stages, tr, cs);
+              if (!kernels::gemv_tmap_pair_takes(calls, 2)) throw std::runtime_error("the pair rule does not take " + name);
+              kernels::gemv_tmap_pair_plan(calls, &ptr, &pcs, &pnc, &pst);
+              std::printf("  pair plan %s: tr=%d cs=%d clusters=%d stages=%d\n", name.c_str(), ptr, pcs, pnc, pst);
+              if (tr > 0 && (ptr != tr || pcs != cs)) throw std::runtime_error("the forced split did not take " + name);
+              if (bitwise) {
+                check_cuda(kernels::linear_gemv_multi(calls, 2, nullptr), "gemv pair");
+              } else {
+                const ops::LinearParams ps[2] = {
+                    {dx.get(), ya.get(), 1, wa->ref(true), sa.row0, sa.num_rows, ops::Activations::kBF16},
+                    {dx.get(), yb.get(), 1, wb->ref(true), sb.row0, sb.num_rows, ops::Activations::kBF16}};
+                ops::cuda::linear_multi(ps, 2, ops::cuda::LinearMode::kAuto, nullptr, ops::cuda::LinearWorkspace{});
+              }
+              check_cuda(cudaDeviceSynchronize(), "gemv pair sync");
+            }
+            if (!bitwise)
+              return Outputs{{{"y0", oracle(sa, *wa, x), ya.host()}, {"y1", oracle(sb, *wb, x), yb.host()}}, {}};
+            const TmapConsumer single{16, true, true, ptr, pcs, 3};
+            return Outputs{{{"y0", run_tmap(sa, *wa, dx, 4, single), ya.host()},
+                            {"y1", run_tmap(sb, *wb, dx, 4, single), yb.host()}},
+                           {}};
+          }};
+}
+
 // kTmap on calls its kernel does not take (f32 x, n = 2, fp32 scales, a slice off 16 rows):
 // what kAuto runs, bitwise ("cpu" holds kAuto's output).
 OpCase tmap_fallback_case(const Shape& s) {
@@ -693,6 +753,26 @@ std::vector<OpCase> linear_gemv_cases() {
                                              {K2::kFp8E8m0, 1, 9216, 6144, 0, -1, true},
                                              {K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}})
       c.push_back(tmap_auto_case(s, bitwise));
+  // The pairs (NOTES 47): V4.1-Flash's wq_a + wkv and shared w1 + w3 under the plan's split and forced
+  // ones (whole-K 64-row tiles; 64-row tiles over clusters of 4: several tiles per cluster, the
+  // reduction buffers cycling across the two weights), 2 / 3 stages; tails with ragged K (200 + 72 rows
+  // x 2080), a slice as the second weight, no scales.
+  for (const bool bitwise : {true, false}) {
+    const Shape wq_a{K2::kFp8E8m0, 1, 1280, 5120, 0, -1, true}, wkv{K2::kFp8E8m0, 1, 512, 5120, 0, -1, true};
+    const Shape w1{K2::kFp8E8m0, 1, 2304, 5120, 0, -1, true};
+    c.push_back(tmap_pair_case("wq_a_wkv", wq_a, wkv, bitwise));
+    c.push_back(tmap_pair_case("shared_w13", w1, w1, bitwise));
+    c.push_back(tmap_pair_case("shared_w13", w1, w1, bitwise, 0, 64, 1));
+    c.push_back(tmap_pair_case("wq_a_wkv", wq_a, wkv, bitwise, 0, 64, 4));
+    c.push_back(tmap_pair_case("shared_w13", w1, w1, bitwise, 2));
+    c.push_back(tmap_pair_case("wq_a_wkv", wq_a, wkv, bitwise, 3, 128, 8));
+    c.push_back(tmap_pair_case("tails", {K2::kFp8E8m0, 1, 200, 2080, 0, -1, true}, {K2::kFp8E8m0, 1, 72, 2080, 0, -1, true},
+                               bitwise));
+    c.push_back(tmap_pair_case("slice", {K2::kFp8E8m0, 1, 640, 1280, 0, -1, true},
+                               {K2::kFp8E8m0, 1, 256, 1280, 32, 150, true}, bitwise));
+    c.push_back(tmap_pair_case("small", {K2::kFp8E8m0, 1, 640, 1280, 0, -1, true}, {K2::kFp8E8m0, 1, 256, 1280, 0, -1, true},
+                               bitwise, 0, 0, 0, 1));
+  }
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 1, 1024, 1280}));                 // f32 x
   c.push_back(tmap_fallback_case({K2::kFp8E8m0, 2, 1024, 1280, 0, -1, true}));    // n = 2
   c.push_back(tmap_fallback_case({K2::kFp8F32Scale, 1, 200, 1280, 0, -1, true})); // fp32 scales
@@ -720,6 +800,53 @@ TEST(LinearGemv, AutoTmapTakesOnlyTheBigWeights) {
   a.bf16_x = false;
   EXPECT_FALSE(kernels::gemv_tmap_auto_takes(a));
   EXPECT_FALSE(kernels::gemv_tmap_auto_takes(args(small, *ws, dx.get(), dy.get())));
+}
+
+// kAuto's pair rule (NOTES 47): two calls of one x at one token under bf16 x, with its mode on; mode 2
+// only outside a branch (no bulk cap on this thread). Not: mode 0, different x, n = 2, f32 x, the
+// batch-invariant chunks, different columns, one call.
+TEST(LinearGemv, PairRuleTakesOnlyOneTokenPairsOfOneX) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  Rng rng(11);
+  const Shape sa{WKind::kFp8E8m0, 1, 1280, 5120, 0, -1, true}, sb{WKind::kFp8E8m0, 1, 512, 5120, 0, -1, true};
+  const Shape sc{WKind::kFp8E8m0, 1, 512, 2048, 0, -1, true};
+  const auto wa = random_weight(rng, sa.kind, sa.rows, sa.cols, 0.05f);
+  const auto wb = random_weight(rng, sb.kind, sb.rows, sb.cols, 0.05f);
+  const auto wc = random_weight(rng, sc.kind, sc.rows, sc.cols, 0.05f);
+  Dev<float> dx(2 * 5120), dx2(2 * 5120), dy(2 * 1280), dy2(2 * 512);
+  kernels::LinearArgs c[2] = {args(sa, *wa, dx.get(), dy.get()), args(sb, *wb, dx.get(), dy2.get())};
+  {
+    PairScope on(1, 0, 0, 0);
+    EXPECT_TRUE(kernels::gemv_tmap_pair_takes(c, 2));
+    EXPECT_FALSE(kernels::gemv_tmap_pair_takes(c, 1));
+    kernels::LinearArgs d[2] = {c[0], c[1]};
+    d[1].x = dx2.get();
+    EXPECT_FALSE(kernels::gemv_tmap_pair_takes(d, 2));
+    d[1] = c[1];
+    d[0].n = d[1].n = 2;
+    EXPECT_FALSE(kernels::gemv_tmap_pair_takes(d, 2));
+    d[0] = c[0], d[1] = c[1];
+    d[0].bf16_x = d[1].bf16_x = false;
+    EXPECT_FALSE(kernels::gemv_tmap_pair_takes(d, 2));
+    d[0] = c[0], d[1] = c[1];
+    d[0].one_kernel = d[1].one_kernel = true;
+    EXPECT_FALSE(kernels::gemv_tmap_pair_takes(d, 2));
+    d[0] = c[0];
+    d[1] = args(sc, *wc, dx.get(), dy2.get());
+    EXPECT_FALSE(kernels::gemv_tmap_pair_takes(d, 2));
+  }
+  {
+    PairScope off(0, 0, 0, 0);
+    EXPECT_FALSE(kernels::gemv_tmap_pair_takes(c, 2));
+  }
+  {
+    PairScope outside(2, 0, 0, 0);
+    EXPECT_TRUE(kernels::gemv_tmap_pair_takes(c, 2));
+    kernels::gemv_set_bulk_blocks_per_sm(1);  // inside a branch
+    EXPECT_FALSE(kernels::gemv_tmap_pair_takes(c, 2));
+    kernels::gemv_set_bulk_blocks_per_sm(0);
+  }
 }
 
 TEST(LinearGemv, BulkFallbackAndRejects) {

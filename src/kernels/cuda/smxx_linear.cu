@@ -111,6 +111,7 @@ namespace gemv_tmap {
 // settings; launch_auto: kAuto's fixed configuration, where gemv_tmap_auto_takes).
 cudaError_t launch(const LinearArgs& a, cudaStream_t stream);
 cudaError_t launch_auto(const LinearArgs& a, cudaStream_t stream);
+cudaError_t launch_pair_auto(const LinearArgs* calls, cudaStream_t stream);  // where gemv_tmap_pair_takes
 }  // namespace gemv_tmap
 
 namespace {
@@ -136,7 +137,10 @@ cudaError_t gemv_dispatch(const LinearArgs* calls, int count, cudaStream_t strea
     if (each_if_all(calls, count, gemv_tmap_wants, tmap, &e)) return e;
     kind = GemvKind::kAuto;
   }
-  // One token: the big FP8 weights on the tensor-map kernel.
+  // One token: two weights of one x in one launch of the tensor-map kernel (NOTES 47, where its mode
+  // is on), the big FP8 weights on it alone.
+  if (kind == GemvKind::kAuto && calls[0].n == 1 && count == 2 && gemv_tmap_pair_takes(calls, count))
+    return gemv_tmap::launch_pair_auto(calls, stream);
   if (kind == GemvKind::kAuto && calls[0].n == 1 && each_if_all(calls, count, gemv_tmap_auto_takes, tmap_auto, &e))
     return e;
   if (kind == GemvKind::kTensor || (kind == GemvKind::kAuto && calls[0].n >= 2 && !calls[0].one_kernel)) {

@@ -134,6 +134,11 @@ bool linear_gemv_tmap_eligible(const LinearArgs& a);
 // 4-stage ring (a fixed configuration, whatever the kTmap A/B settings say).
 constexpr int64_t kGemvTmapAutoMinBytes = int64_t(30) << 20;
 bool gemv_tmap_auto_takes(const LinearArgs& a);
+// kAuto's pairs (NOTES 47): whether linear_gemv_multi runs calls[0..count) as one launch of the
+// slim tensor-map kernel (two calls of one x at one token under bf16 x, outside the batch-invariant
+// mode, each weight's tiles as its own single launch under the pair's split; the mode in
+// smxx_linear_tmap.h, gemv_set_tmap_pair).
+bool gemv_tmap_pair_takes(const LinearArgs* calls, int count);
 // The tensor-map kernel's ring depth (stages of 32 KB, 2 .. 8; <= 0: the default, 6) and its
 // ring-only probe (consumers wait and release each stage, no arithmetic, y not written: the
 // copy engine's fill rate; flash_layers --gemv-variants tmapprobe). Process-wide, for A/B.

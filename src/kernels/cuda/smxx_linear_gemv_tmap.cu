@@ -43,6 +43,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "common/env.h"
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_device.h"
 #include "kernels/cuda/smxx_launch.h"
@@ -198,11 +199,12 @@ __device__ __forceinline__ float round_bf16_f(float v) { return __uint_as_float(
 // 32-column block (per 16 at kCodes = 8): acc += c * factor.
 // Row r of tile ti (its first row lr0): y directly at cs == 1; otherwise rank r's partial into rank
 // 0's red[b][rank][r] (two buffers b, alternating by tile) and rank 0 adds them in rank order.
+// y / num_rows: the tile's weight's output and rows (a pair launch's second weight has its own).
 template <int TR>
-__device__ __forceinline__ void store_row(const Params& p, float v, int r, int lr0, int ti, int my_tiles, int cs,
-                                          int rank, float* red, uint64_t* red_full, uint64_t* red_free) {
+__device__ __forceinline__ void store_row(float* y, int num_rows, float v, int r, int lr0, int ti, int my_tiles,
+                                          int cs, int rank, float* red, uint64_t* red_full, uint64_t* red_free) {
   if (cs == 1) {
-    if (lr0 + r < p.num_rows) p.y[lr0 + r] = v;
+    if (lr0 + r < num_rows) y[lr0 + r] = v;
     return;
   }
   const int b = ti & 1;
@@ -213,7 +215,7 @@ __device__ __forceinline__ void store_row(const Params& p, float v, int r, int l
     mbar_wait_cluster(red_full + b, uint32_t((ti >> 1) & 1));
     float sum = red[(b * cs) * TR + r];
     for (int k = 1; k < cs; ++k) sum += red[(b * cs + k) * TR + r];
-    if (lr0 + r < p.num_rows) p.y[lr0 + r] = sum;
+    if (lr0 + r < num_rows) y[lr0 + r] = sum;
     if (ti + 2 < my_tiles)
       for (int k = 0; k < cs; ++k) mbar_arrive_remote(map_rank(gemv::smem_u32(red_free + b), uint32_t(k)));
   }
@@ -494,7 +496,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
         float v = part[0][r];
 #pragma unroll
         for (int b = 1; b < NB; ++b) v += part[b][r];
-        store_row<TR>(p, v, r, lr0, ti, my_tiles, cs, rank, red, red_full, red_free);
+        store_row<TR>(p.y, p.num_rows, v, r, lr0, ti, my_tiles, cs, rank, red, red_full, red_free);
       }
       named_bar_consumers<kCT>();  // part is rewritten by the next tile
     }
@@ -573,9 +575,35 @@ __device__ __forceinline__ void e4m3x4_int_decode(uint32_t d, uint32_t& lo, uint
   hi = (d & 0x80008000u) | ((d & 0x7f007f00u) >> 1);
 }
 
-template <int TR, bool kScaled, bool kDiag = false>
-__global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
-    gemv_tmap_slim_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
+// The second weight of a pair launch (gemv_tmap_pair_kernel; NOTES 47): two projections of one x
+// (wq_a + wkv, the shared expert's w1 + w3) in one grid. Its tiles follow the first weight's
+// (combined tile t >= p.tiles is its tile t - p.tiles), so no tile spans the two; same columns,
+// the same split (TR, cs, per_steps) and the same scale-block shape as the first weight.
+struct Params1 {
+  float* y = nullptr;
+  const uint8_t* scale = nullptr;
+  int64_t scale_cols = 0, row0 = 0;
+  int num_rows = 0, tiles = 0;
+};
+// A tile's weight: its output, scale rows, rows and its own tile index lt.
+struct TileW {
+  float* y;
+  const uint8_t* scale;
+  int64_t scale_cols, row0;
+  int num_rows, lt;
+};
+template <int kW>
+__device__ __forceinline__ TileW tile_weight(int tile, const Params& p, const Params1& p1) {
+  if (kW == 2 && tile >= p.tiles) return TileW{p1.y, p1.scale, p1.scale_cols, p1.row0, p1.num_rows, tile - p.tiles};
+  return TileW{p.y, p.scale, p.scale_cols, p.row0, p.num_rows, tile};
+}
+
+// kW: weights in the launch (1: gemv_tmap_slim_kernel; 2: gemv_tmap_pair_kernel). Every tile's
+// arithmetic is the single-weight kernel's, so each weight's y is bitwise what a single launch under
+// the same split gives; x is staged once per CTA (pairs have no input groups).
+template <int TR, bool kScaled, bool kDiag, int kW>
+__device__ __forceinline__ void slim_body(const CUtensorMap* tmap0, const CUtensorMap* tmap1, const Params& p,
+                                          const Params1& p1) {
   pdl_trigger();
   constexpr int CW = kSlimWarps;
   constexpr int M = TR / 16;
@@ -597,7 +625,8 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
   const int cs = p.cs;
   const int rank = cs > 1 ? int(cluster_rank()) : 0;
   const int cid = int(blockIdx.x) / cs;
-  const int my_tiles = (p.tiles - cid + p.nclusters - 1) / p.nclusters;
+  const int all_tiles = p.tiles + (kW == 2 ? p1.tiles : 0);
+  const int my_tiles = (all_tiles - cid + p.nclusters - 1) / p.nclusters;
   const int step0 = rank * p.per_steps;
   const int nst = max(0, min(p.nsteps - step0, p.per_steps));
   const int spt = (nst + NB - 1) / NB;
@@ -610,7 +639,8 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
     // (3, 4), until the consumers have issued their first loads, so those are not queued behind
     // the whole grid's first ring fill (~17 MB in flight at 4 stages: ~4 us at 4.27 TB/s).
     if (lane == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmap)) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmap0)) : "memory");
+      if (kW == 2) asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmap1)) : "memory");
       int s = 0, si = 0, tile = cid;
       uint32_t ph = 0;
       const int total = my_tiles * spt;
@@ -624,7 +654,13 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
                      "r"(uint32_t(nb * kBoxBytes))
                      : "memory");
         const uint32_t dst = gemv::smem_u32(ring + s * kStageBytes);
-        for (int j = 0; j < nb; ++j) tma_box(dst + j * kBoxBytes, &tmap, (k0 + j) * kBoxCols, tile * TR, full + s);
+        const CUtensorMap* map = tmap0;
+        int lt = tile;
+        if (kW == 2 && tile >= p.tiles) {
+          map = tmap1;
+          lt = tile - p.tiles;
+        }
+        for (int j = 0; j < nb; ++j) tma_box(dst + j * kBoxBytes, map, (k0 + j) * kBoxCols, lt * TR, full + s);
         if (++si == spt) {
           si = 0;
           tile += p.nclusters;
@@ -655,8 +691,9 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
     const bool codes_on = kScaled && (p.dbg & 1) == 0;
     uint32_t codes[kSlimCodeRegs];
     auto load_codes = [&](int tile) {
-      const int64_t r = p.row0 + min(tile * TR + tile_u * 16, p.num_rows - 1);
-      const uint8_t* srow = p.scale + (r >> p.block_rows_shift) * p.scale_cols;
+      const TileW tw = tile_weight<kW>(tile, p, p1);
+      const int64_t r = tw.row0 + min(tw.lt * TR + tile_u * 16, tw.num_rows - 1);
+      const uint8_t* srow = tw.scale + (r >> p.block_rows_shift) * tw.scale_cols;
 #pragma unroll
       for (int u = 0; u < kSlimCodeRegs; ++u) {
         const int j = lane + 32 * u;
@@ -677,7 +714,8 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
     pdl_wait();
     for (int ti = 0; ti < my_tiles; ++ti) {
       const int tile = cid + ti * p.nclusters;
-      const int lr0 = tile * TR;
+      const TileW tw = tile_weight<kW>(tile, p, p1);
+      const int lr0 = tw.lt * TR;  // the tile's first row (of its weight's slice)
       const int64_t grp = p.x_group_rows > 0 ? int64_t(lr0) / p.x_group_rows : 0;
       if (codes_on) {
         // The warp's own factor table: only its lanes read it (after the __syncwarp), after the
@@ -805,12 +843,24 @@ __global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
         for (int b = 1; b < NB; ++b) v += part[b][r];
         // x's shift out: two power-of-two factors, each normal for sh in [-126, 252].
         v = v * __uint_as_float(uint32_t(127 - sh / 2) << 23) * __uint_as_float(uint32_t(127 - (sh - sh / 2)) << 23);
-        store_row<TR>(p, v, r, lr0, ti, my_tiles, cs, rank, red, red_full, red_free);
+        store_row<TR>(tw.y, tw.num_rows, v, r, lr0, ti, my_tiles, cs, rank, red, red_full, red_free);
       }
       named_bar_consumers<kCT>();
     }
   }
   if (cs > 1) cluster_sync_all();
+}
+
+template <int TR, bool kScaled, bool kDiag = false>
+__global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
+    gemv_tmap_slim_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
+  slim_body<TR, kScaled, kDiag, 1>(&tmap, &tmap, p, Params1{});
+}
+template <int TR, bool kScaled>
+__global__ void __launch_bounds__((kSlimWarps + 1) * 32, 1)
+    gemv_tmap_pair_kernel(const __grid_constant__ CUtensorMap tmap, const __grid_constant__ CUtensorMap tmap1,
+                          const Params p, const Params1 p1) {
+  slim_body<TR, kScaled, false, 2>(&tmap, &tmap1, p, p1);
 }
 
 // ---- host ----------------------------------------------------------------------------------
@@ -857,6 +907,13 @@ KernelFn slim_kernel_for(int tr, bool scaled, int dbg = 0) {
   if (tr == 64) return scaled ? gemv_tmap_slim_kernel<64, true> : gemv_tmap_slim_kernel<64, false>;
   if (tr == 128) return scaled ? gemv_tmap_slim_kernel<128, true> : gemv_tmap_slim_kernel<128, false>;
   return scaled ? gemv_tmap_slim_kernel<256, true> : gemv_tmap_slim_kernel<256, false>;
+}
+
+using PairFn = void (*)(CUtensorMap, CUtensorMap, Params, Params1);
+PairFn pair_kernel_for(int tr, bool scaled) {
+  if (tr == 64) return scaled ? gemv_tmap_pair_kernel<64, true> : gemv_tmap_pair_kernel<64, false>;
+  if (tr == 128) return scaled ? gemv_tmap_pair_kernel<128, true> : gemv_tmap_pair_kernel<128, false>;
+  return scaled ? gemv_tmap_pair_kernel<256, true> : gemv_tmap_pair_kernel<256, false>;
 }
 
 // Static shared memory of the kernels (barriers, part) is < 4 KB; the dynamic part is the ring,
@@ -935,7 +992,7 @@ Config global_config() {
 // 25600 x 6144, 62.6 us on the plan's clusters of 8, 46.2 on whole-K 64-row tiles; where the plan
 // keeps whole K, as wq_b's 256-row tiles, its choice stands: 14.3 against 16.7). Its start order:
 // g_auto_order (3 since NOTES 44).
-Plan cached_plan(const LinearArgs& a, const Config& cfg);
+Plan cached_plan(const LinearArgs& a, const Config& cfg, int64_t rows1 = 0);
 Config auto_config(const LinearArgs& a) {
   Config c;
   c.stages = 4;
@@ -951,7 +1008,8 @@ Config auto_config(const LinearArgs& a) {
   return c;
 }
 
-Plan make_plan(const LinearArgs& a, const Config& cfg) {
+// rows1 > 0: a pair launch's second weight (same columns), its tiles after the first's.
+Plan make_plan(const LinearArgs& a, const Config& cfg, int64_t rows1 = 0) {
   Plan best;
   const int64_t cols = a.w.cols, rows = a.num_rows;
   const int64_t nsteps = ceil_div(cols, kBoxCols);
@@ -964,7 +1022,7 @@ Plan make_plan(const LinearArgs& a, const Config& cfg) {
     for (const int tr : {256, 128, 64}) {
       if (pass == 0 && tr != ftr) continue;
       if (a.x_group_rows > 0 && a.x_group_rows % tr != 0) continue;
-      const int64_t tiles = ceil_div(rows, tr);
+      const int64_t tiles = ceil_div(rows, tr) + (rows1 > 0 ? ceil_div(rows1, tr) : 0);
       for (int cs = 1; cs <= kMaxCluster && cs <= nsteps; ++cs) {
         if (pass == 0 && fcs > 0 && cs != fcs) continue;
         const int64_t per = ceil_div(nsteps, cs);
@@ -1020,9 +1078,10 @@ struct PlanKey {
   int device;
   int64_t rows, cols, groups;
   int stages, force;
+  int64_t rows1;  // a pair's second weight (0: a single call)
   bool operator<(const PlanKey& o) const {
-    return std::tie(device, rows, cols, groups, stages, force) <
-           std::tie(o.device, o.rows, o.cols, o.groups, o.stages, o.force);
+    return std::tie(device, rows, cols, groups, stages, force, rows1) <
+           std::tie(o.device, o.rows, o.cols, o.groups, o.stages, o.force, o.rows1);
   }
 };
 struct MapKey {
@@ -1048,15 +1107,20 @@ int current_device() {
   return d;
 }
 
-Plan cached_plan(const LinearArgs& a, const Config& cfg) {
-  const PlanKey k{current_device(), a.num_rows, a.w.cols, a.x_group_rows, std::clamp(cfg.stages, 2, kMaxStages),
-                  (cfg.force_tr * 16 + cfg.force_cs) * 2 + (cfg.slim ? 1 : 0)};
+Plan cached_plan(const LinearArgs& a, const Config& cfg, int64_t rows1) {
+  const PlanKey k{current_device(),
+                  a.num_rows,
+                  a.w.cols,
+                  a.x_group_rows,
+                  std::clamp(cfg.stages, 2, kMaxStages),
+                  (cfg.force_tr * 16 + cfg.force_cs) * 2 + (cfg.slim ? 1 : 0),
+                  rows1};
   {
     std::lock_guard<std::mutex> lock(g_cache_mu);
     auto it = g_plans.find(k);
     if (it != g_plans.end()) return it->second;
   }
-  const Plan pl = make_plan(a, cfg);  // outside the lock: max_clusters takes its own
+  const Plan pl = make_plan(a, cfg, rows1);  // outside the lock: max_clusters takes its own
   std::lock_guard<std::mutex> lock(g_cache_mu);
   g_plans[k] = pl;
   return pl;
@@ -1093,8 +1157,8 @@ int log2i(int64_t v) {
   return s;
 }
 
-// Whether a call can run under cfg: the kernel's shape rules, a plan and a tensor map.
-bool eligible(const LinearArgs& a, const Config& cfg) {
+// The kernel's shape rules for a call (no plan).
+bool shape_ok(const LinearArgs& a) {
   const WeightArgs& w = a.w;
   const bool scales_ok = w.scale_format == SFormat::kNone ||
                          (w.scale_format == SFormat::kE8M0 && pow2(w.block_cols) && w.block_cols >= 16 &&
@@ -1103,9 +1167,48 @@ bool eligible(const LinearArgs& a, const Config& cfg) {
         w.cols < (int64_t(1) << 30) && a.num_rows < (int64_t(1) << 30) &&
         (a.x_group_rows == 0 || a.x_group_rows % 64 == 0) && linear_gemv_eligible(a)))
     return false;
+  return true;
+}
+
+// Whether a call can run under cfg: the kernel's shape rules, a plan and a tensor map.
+bool eligible(const LinearArgs& a, const Config& cfg) {
+  if (!shape_ok(a)) return false;
   const Plan pl = cached_plan(a, cfg);
   CUtensorMap map;
   return pl.ok && cached_map(a, pl.tr, &map);
+}
+
+// ---- pairs (NOTES 47): two weights of one x in one launch of the slim kernel --------------------
+// kAuto's pair configuration: the slim consumer at kAuto's start order on a 4-stage ring, the plan's
+// own split over both weights' tiles (a forced split, ring depth for A/B: gemv_set_tmap_pair_config).
+std::atomic<int> g_pair_stages{4}, g_pair_tr{0}, g_pair_cs{0};
+Config pair_config() {
+  Config c;
+  c.stages = g_pair_stages.load();
+  c.warps = 16;
+  c.f16 = c.slim = true;
+  c.order = g_auto_order.load();
+  c.force_tr = g_pair_tr.load();
+  c.force_cs = g_pair_tr.load() > 0 ? g_pair_cs.load() : 0;
+  return c;
+}
+// Whether the pair kernel takes calls[0..1] under cfg (the plan, when it does): both one-token bf16-x
+// e4m3 calls the kernel takes alone, on the same x (staged once), the same columns and scale-block
+// shape (blocks of >= 32 columns: the slim consumer's table), no input groups; a plan over both
+// weights' tiles and a tensor map per weight at its tile rows.
+bool pair_eligible(const LinearArgs* c, const Config& cfg, Plan* plan) {
+  const LinearArgs &a = c[0], &b = c[1];
+  if (!shape_ok(a) || !shape_ok(b) || a.x != b.x || a.w.cols != b.w.cols || a.x_group_rows != 0 ||
+      b.x_group_rows != 0 || a.w.scale_format != b.w.scale_format)
+    return false;
+  if (a.w.scale_format == SFormat::kE8M0 &&
+      (a.w.block_rows != b.w.block_rows || a.w.block_cols != b.w.block_cols || a.w.block_cols < 32))
+    return false;
+  const Plan pl = cached_plan(a, cfg, b.num_rows);
+  CUtensorMap m;
+  if (!pl.ok || !cached_map(a, pl.tr, &m) || !cached_map(b, pl.tr, &m)) return false;
+  if (plan != nullptr) *plan = pl;
+  return true;
 }
 
 }  // namespace
@@ -1157,6 +1260,43 @@ void gemv_set_tmap_auto_min_bytes(int64_t bytes) {
   gemv_tmap::g_auto_min_bytes = bytes > 0 ? bytes : kGemvTmapAutoMinBytes;
 }
 
+namespace {
+// kPairDefault: the pair rule's mode when neither the setter nor DEEPINFER_GEMV_PAIR says (NOTES 47).
+constexpr int kPairDefault = 0;
+std::atomic<int> g_pair_mode{-1};  // -1: not read yet
+}  // namespace
+void gemv_set_tmap_pair(int mode) { g_pair_mode = mode < 0 ? -1 : std::min(mode, 2); }
+int gemv_tmap_pair_mode() {
+  int v = g_pair_mode.load();
+  if (v < 0) {
+    const EnvDigit e = env_digit("DEEPINFER_GEMV_PAIR", 0, 2);  // invalid: the model refuses it at load
+    v = e.valid ? e.value : kPairDefault;
+    g_pair_mode.store(v);
+  }
+  return v;
+}
+void gemv_set_tmap_pair_config(int stages, int tr, int cs) {
+  gemv_tmap::g_pair_stages = stages > 0 ? std::clamp(stages, 2, gemv_tmap::kMaxStages) : 4;
+  const bool ok = tr == 64 || tr == 128 || tr == 256;
+  gemv_tmap::g_pair_tr = ok ? tr : 0;
+  gemv_tmap::g_pair_cs = ok ? std::clamp(cs, 0, gemv_tmap::kMaxCluster) : 0;
+}
+bool gemv_tmap_pair_takes(const LinearArgs* calls, int count) {
+  const int mode = gemv_tmap_pair_mode();
+  if (calls == nullptr || count != 2 || mode == 0 || calls[0].one_kernel || calls[1].one_kernel) return false;
+  // Mode 2: only outside a concurrent branch (the model's branches cap bulk launches per SM).
+  if (mode == 2 && gemv_bulk_blocks_per_sm() > 0) return false;
+  return gemv_tmap::pair_eligible(calls, gemv_tmap::pair_config(), nullptr);
+}
+void gemv_tmap_pair_plan(const LinearArgs* calls, int* tr, int* cs, int* nclusters, int* stages) {
+  gemv_tmap::Plan pl;
+  if (!gemv_tmap::pair_eligible(calls, gemv_tmap::pair_config(), &pl)) pl = gemv_tmap::Plan{};
+  if (tr) *tr = pl.ok ? pl.tr : 0;
+  if (cs) *cs = pl.cs;
+  if (nclusters) *nclusters = pl.nclusters;
+  if (stages) *stages = pl.stages;
+}
+
 bool gemv_tmap_auto_takes(const LinearArgs& a) {
   return g_tmap_auto.load() && !a.one_kernel && a.num_rows * a.w.cols >= gemv_tmap::g_auto_min_bytes.load() &&
          gemv_tmap::eligible(a, gemv_tmap::auto_config(a));
@@ -1169,12 +1309,10 @@ namespace deepinfer::kernels::gemv_tmap {
 cudaError_t launch(const LinearArgs& a, cudaStream_t stream) { return launch(a, stream, global_config()); }
 cudaError_t launch_auto(const LinearArgs& a, cudaStream_t stream) { return launch(a, stream, auto_config(a)); }
 
-cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf) {
-  if (!eligible(a, conf)) return cudaErrorInvalidValue;
-  const Plan pl = cached_plan(a, conf);
+namespace {
+// A call's kernel parameters under a plan (its weight's fields, the split, the ring).
+Params make_params(const LinearArgs& a, const Plan& pl, const Config& conf) {
   const WeightArgs& w = a.w;
-  CUtensorMap map;
-  if (!cached_map(a, pl.tr, &map)) return cudaErrorInvalidValue;
   Params p;
   p.x = a.x;
   p.y = a.y;
@@ -1198,6 +1336,18 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf)
   p.probe = g_probe.load() ? 1 : 0;
   p.order = conf.order;
   p.dbg = conf.dbg;
+  return p;
+}
+}  // namespace
+
+cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf) {
+  if (!eligible(a, conf)) return cudaErrorInvalidValue;
+  const Plan pl = cached_plan(a, conf);
+  const WeightArgs& w = a.w;
+  CUtensorMap map;
+  if (!cached_map(a, pl.tr, &map)) return cudaErrorInvalidValue;
+  const Params p = make_params(a, pl, conf);
+  const bool scaled = w.scale_format == SFormat::kE8M0;
   const int codes = !scaled ? 0 : w.block_cols >= 32 ? 4 : 8;
   // slim: its own kernel (16 consumer warps, f16) where it takes the scales (none, or blocks of >= 32
   // columns); 16-column blocks run the 16-warp f16 consumer (the plan left room for the table).
@@ -1215,6 +1365,47 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf)
   if (pl.cs > 1) attrs.cluster(unsigned(pl.cs));
   attrs.pdl(gemv_pdl()).apply(cfg);
   return cudaLaunchKernelEx(&cfg, k, map, p);
+}
+
+// Two calls of one x in one launch (gemv_tmap_pair_kernel): the first weight's tiles, then the
+// second's, over the plan's clusters; each tile as a single launch of its weight under that split.
+cudaError_t launch_pair(const LinearArgs* calls, cudaStream_t stream, const Config& conf) {
+  Plan pl;
+  if (!pair_eligible(calls, conf, &pl)) return cudaErrorInvalidValue;
+  CUtensorMap m0, m1;
+  if (!cached_map(calls[0], pl.tr, &m0) || !cached_map(calls[1], pl.tr, &m1)) return cudaErrorInvalidValue;
+  const Params p = make_params(calls[0], pl, conf);
+  const LinearArgs& b = calls[1];
+  Params1 p1;
+  p1.y = b.y;
+  p1.scale = p.scale != nullptr ? b.w.scale : nullptr;
+  p1.scale_cols = b.w.scale_cols;
+  p1.row0 = b.row0;
+  p1.num_rows = int(b.num_rows);
+  p1.tiles = int(ceil_div(b.num_rows, pl.tr));
+  PairFn k = pair_kernel_for(pl.tr, p.scale != nullptr);
+  const auto key = std::make_tuple(current_device(), reinterpret_cast<const void*>(k));
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mu);
+    auto it = g_attr.find(key);
+    if (it == g_attr.end() || it->second < pl.dyn_smem) {
+      const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pl.dyn_smem);
+      if (e != cudaSuccess) return e;
+      g_attr[key] = pl.dyn_smem;
+    }
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(pl.nclusters * pl.cs));
+  cfg.blockDim = dim3(unsigned((kSlimWarps + 1) * 32));
+  cfg.dynamicSmemBytes = size_t(pl.dyn_smem);
+  cfg.stream = stream;
+  LaunchAttrs attrs;
+  if (pl.cs > 1) attrs.cluster(unsigned(pl.cs));
+  attrs.pdl(gemv_pdl()).apply(cfg);
+  return cudaLaunchKernelEx(&cfg, k, m0, m1, p, p1);
+}
+cudaError_t launch_pair_auto(const LinearArgs* calls, cudaStream_t stream) {
+  return launch_pair(calls, stream, pair_config());
 }
 
 // The plan of a call, for flash_layers' lines and the tests (tr 0: not eligible).

@@ -43,6 +43,18 @@ void gemv_set_tmap_auto_min_bytes(int64_t bytes);
 // kAuto's whole-K 64-row tiles over several rounds where the plan would split K over clusters (the
 // Engram wkv; on, the default) or only where they fit one round (off: the rule before NOTES 44).
 void gemv_set_tmap_auto_rounds(bool on);
+// kAuto's pairs (NOTES 47): two one-token bf16-x FP8 calls of one x through linear_gemv_multi
+// (linear_multi: wq_a + wkv, the shared expert's w1 + w3) as one launch of the slim kernel
+// (gemv_tmap_pair_takes, smxx_linear.cuh). mode 0 off (the bulk kernel, as before), 1 every pair it
+// takes, 2 only outside a concurrent branch (while this thread's bulk launches are not capped per
+// SM: the model's branches cap them); < 0: DEEPINFER_GEMV_PAIR or the default. For the layers' A/B.
+void gemv_set_tmap_pair(int mode);
+int gemv_tmap_pair_mode();
+// The pair kernel's ring depth (stages; <= 0: 4) and a forced split (tr 64 / 128 / 256 and cs, 0:
+// the plan's own over both weights' tiles), for A/B measurements and the bitwise tests.
+void gemv_set_tmap_pair_config(int stages, int tr, int cs);
+// The plan a pair runs under (tr 0: the pair kernel does not take it).
+void gemv_tmap_pair_plan(const LinearArgs* calls, int* tr, int* cs, int* nclusters, int* stages);
 // Whether kTmap runs its kernel for a call: linear_gemv_tmap_eligible and the size floor above.
 bool gemv_tmap_wants(const LinearArgs& a);
 
