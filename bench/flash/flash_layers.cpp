@@ -59,9 +59,9 @@
 // --gemv-tmap-auto-order 0..4: kAuto's slim start order (NOTES 44; gemv_set_tmap_auto_order; default 3);
 // --gemv-tmap-auto-min-mb X: kAuto's size floor for it in MiB (0: kGemvTmapAutoMinBytes).
 // --gemv-tmap-auto-rounds 1|0: kAuto's whole-K 64-row tiles over several rounds (the Engram wkv) or not.
-// --gemv-pair 0|1|2: kAuto's one-token pairs of one x (linear_multi: wq_a + wkv, shared w1 + w3) as one
+// --gemv-pair 0|1|2|3: kAuto's one-token pairs of one x (linear_multi: wq_a + wkv, shared w1 + w3) as one
 // launch of the slim tensor-map kernel: off (the bulk kernel), every pair, only outside the concurrent
-// branches (NOTES 47; default DEEPINFER_GEMV_PAIR or the library's); --gemv-pair-config S[,TR,CS]: its
+// branches, pairs of <= 16 MiB (NOTES 47; default DEEPINFER_GEMV_PAIR or the library's: 3); --gemv-pair-config S[,TR,CS]: its
 // ring stages and a forced split. --ops-gemv --gemv-graph times the pairs ("op gemv_pair"; variants
 // "pairs" or the names of the pair configurations).
 // --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
@@ -2345,8 +2345,9 @@ int main(int argc, char** argv) {
       kernels::gemv_set_tmap_auto_order(std::stoi(next()));
     else if (a == "--gemv-tmap-auto-rounds")  // kAuto's whole-K tiles over several rounds 1|0
       kernels::gemv_set_tmap_auto_rounds(pick<bool>("--gemv-tmap-auto-rounds", next(), {{"1", true}, {"0", false}}));
-    else if (a == "--gemv-pair")  // kAuto's one-token pairs on the tensor-map kernel: 0 off, 1 on, 2 outside branches
-      kernels::gemv_set_tmap_pair(pick<int>("--gemv-pair", next(), {{"0", 0}, {"1", 1}, {"2", 2}}));
+    else if (a == "--gemv-pair")  // kAuto's one-token pairs on the tensor-map kernel: 0 off, 1 on, 2 outside
+      // branches, 3 pairs of <= 16 MiB (the default)
+      kernels::gemv_set_tmap_pair(pick<int>("--gemv-pair", next(), {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}));
     else if (a == "--gemv-pair-config") {  // the pair kernel's stages[,tr,cs] (0: 4 stages, the plan's split)
       const std::vector<int64_t> v = parse_list(next());
       kernels::gemv_set_tmap_pair_config(v.empty() ? 0 : int(v[0]), v.size() > 2 ? int(v[1]) : 0,

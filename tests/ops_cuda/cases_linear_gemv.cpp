@@ -455,7 +455,8 @@ OpCase tmap_auto_case(const Shape& s, bool bitwise) {
 
 // kAuto's pairs (NOTES 47): two weights of one x (n = 1, bf16 x) in one launch of the slim tensor-map
 // kernel (gemv_tmap_pair_kernel), under the pair rule's mode 1 and a pair configuration (stages, a
-// forced split tr / cs, 0: the plan's). Each case first checks that the rule takes the pair
+// forced split tr / cs, 0: kAuto's pair split -- whole-K 64-row tiles where both weights' tiles fill
+// one round of half the SMs or more, else the plan's). Each case first checks that the rule takes the pair
 // (gemv_tmap_pair_takes), so a silent fallback to the bulk kernel cannot pass. bitwise: each weight's y
 // against a single slim launch of that weight (kTmap forced to the pair's split, kAuto's start order
 // 3), family "former"; else against the CPU oracle ("linear"), the pair run through ops::cuda::
@@ -753,7 +754,9 @@ std::vector<OpCase> linear_gemv_cases() {
                                              {K2::kFp8E8m0, 1, 9216, 6144, 0, -1, true},
                                              {K2::kFp8E8m0, 1, 8192, 4096, 0, -1, true, 0, 8}})
       c.push_back(tmap_auto_case(s, bitwise));
-  // The pairs (NOTES 47): V4.1-Flash's wq_a + wkv and shared w1 + w3 under the plan's split and forced
+  // The pairs (NOTES 47): V4.1-Flash's wq_a + wkv and shared w1 + w3 under kAuto's pair split (since run
+  // pair: shared w1 + w3 at whole-K 64-row tiles, as the forced t64c1 case; then the plan's 64-row tiles
+  // over clusters of 8) and forced
   // ones (whole-K 64-row tiles; 64-row tiles over clusters of 4: several tiles per cluster, the
   // reduction buffers cycling across the two weights), 2 / 3 stages; tails with ragged K (200 + 72 rows
   // x 2080), a slice as the second weight, no scales.
@@ -803,8 +806,9 @@ TEST(LinearGemv, AutoTmapTakesOnlyTheBigWeights) {
 }
 
 // kAuto's pair rule (NOTES 47): two calls of one x at one token under bf16 x, with its mode on; mode 2
-// only outside a branch (no bulk cap on this thread). Not: mode 0, different x, n = 2, f32 x, the
-// batch-invariant chunks, different columns, one call.
+// only outside a branch (no bulk cap on this thread); mode 3 (the default) pairs of <= 16 MiB: wq_a +
+// wkv, not shared w1 + w3. Not: mode 0, different x, n = 2, f32 x, the batch-invariant chunks,
+// different columns, one call.
 TEST(LinearGemv, PairRuleTakesOnlyOneTokenPairsOfOneX) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
@@ -847,6 +851,28 @@ TEST(LinearGemv, PairRuleTakesOnlyOneTokenPairsOfOneX) {
     EXPECT_FALSE(kernels::gemv_tmap_pair_takes(c, 2));
     kernels::gemv_set_bulk_blocks_per_sm(0);
   }
+  const Shape s1{WKind::kFp8E8m0, 1, 2304, 5120, 0, -1, true};
+  const auto w1 = random_weight(rng, s1.kind, s1.rows, s1.cols, 0.05f);
+  const auto w3 = random_weight(rng, s1.kind, s1.rows, s1.cols, 0.05f);
+  Dev<float> dy1(2304), dy3(2304);
+  const kernels::LinearArgs shared[2] = {args(s1, *w1, dx.get(), dy1.get()), args(s1, *w3, dx.get(), dy3.get())};
+  {
+    PairScope byte_cap(3, 0, 0, 0);
+    EXPECT_TRUE(kernels::gemv_tmap_pair_takes(c, 2));
+    EXPECT_FALSE(kernels::gemv_tmap_pair_takes(shared, 2));
+    kernels::gemv_set_bulk_blocks_per_sm(1);  // the same inside a branch: a rule of the shape only
+    EXPECT_TRUE(kernels::gemv_tmap_pair_takes(c, 2));
+    kernels::gemv_set_bulk_blocks_per_sm(0);
+  }
+  {
+    PairScope every(1, 0, 0, 0);
+    EXPECT_TRUE(kernels::gemv_tmap_pair_takes(shared, 2));
+    int tr = 0, cs = 0;
+    kernels::gemv_tmap_pair_plan(shared, &tr, &cs, nullptr, nullptr);
+    EXPECT_EQ(tr, 64);  // whole-K 64-row tiles: 72 CTAs in one round
+    EXPECT_EQ(cs, 1);
+  }
+  EXPECT_EQ(kernels::gemv_tmap_pair_mode(), 3);  // the default (DEEPINFER_GEMV_PAIR unset)
 }
 
 TEST(LinearGemv, BulkFallbackAndRejects) {

@@ -137,7 +137,10 @@ bool gemv_tmap_auto_takes(const LinearArgs& a);
 // kAuto's pairs (NOTES 47): whether linear_gemv_multi runs calls[0..count) as one launch of the
 // slim tensor-map kernel (two calls of one x at one token under bf16 x, outside the batch-invariant
 // mode, each weight's tiles as its own single launch under the pair's split; the mode in
-// smxx_linear_tmap.h, gemv_set_tmap_pair).
+// smxx_linear_tmap.h, gemv_set_tmap_pair). By default pairs of at most this many weight bytes
+// (wq_a + wkv, 9.2 MB: the layers at batch 1 -0.7%; the shared expert's w1 + w3, 23.6 MB, runs on the
+// concurrent branch beside the routed experts and keeps the bulk kernel there).
+constexpr int64_t kGemvTmapPairMaxBytes = int64_t(16) << 20;
 bool gemv_tmap_pair_takes(const LinearArgs* calls, int count);
 // The tensor-map kernel's ring depth (stages of 32 KB, 2 .. 8; <= 0: the default, 6) and its
 // ring-only probe (consumers wait and release each stage, no arithmetic, y not written: the

@@ -1179,10 +1179,14 @@ bool eligible(const LinearArgs& a, const Config& cfg) {
 }
 
 // ---- pairs (NOTES 47): two weights of one x in one launch of the slim kernel --------------------
-// kAuto's pair configuration: the slim consumer at kAuto's start order on a 4-stage ring, the plan's
-// own split over both weights' tiles (a forced split, ring depth for A/B: gemv_set_tmap_pair_config).
+// kAuto's pair configuration: the slim consumer at kAuto's start order on a 4-stage ring; whole-K
+// 64-row tiles without clusters where both weights' tiles fill between half of the SMs and all of them
+// in one round (shared w1 + w3: 72 CTAs, 9.2 us in run pair, where the plan's cost model took 64-row
+// tiles over 15 clusters of 8 in 5 rounds, 25.2 us), the plan's own split over both weights' tiles
+// elsewhere (wq_a + wkv: 128-row tiles over 14 clusters of 8, 7.4 us). A forced split and the ring
+// depth for A/B: gemv_set_tmap_pair_config.
 std::atomic<int> g_pair_stages{4}, g_pair_tr{0}, g_pair_cs{0};
-Config pair_config() {
+Config pair_config(const LinearArgs* calls) {
   Config c;
   c.stages = g_pair_stages.load();
   c.warps = 16;
@@ -1190,6 +1194,14 @@ Config pair_config() {
   c.order = g_auto_order.load();
   c.force_tr = g_pair_tr.load();
   c.force_cs = g_pair_tr.load() > 0 ? g_pair_cs.load() : 0;
+  if (c.force_tr == 0) {
+    const int64_t tiles64 = ceil_div(calls[0].num_rows, 64) + ceil_div(calls[1].num_rows, 64),
+                  sms = device_sm_count();
+    if (2 * tiles64 >= sms && tiles64 <= sms) {
+      c.force_tr = 64;
+      c.force_cs = 1;
+    }
+  }
   return c;
 }
 // Whether the pair kernel takes calls[0..1] under cfg (the plan, when it does): both one-token bf16-x
@@ -1261,15 +1273,17 @@ void gemv_set_tmap_auto_min_bytes(int64_t bytes) {
 }
 
 namespace {
-// kPairDefault: the pair rule's mode when neither the setter nor DEEPINFER_GEMV_PAIR says (NOTES 47).
-constexpr int kPairDefault = 0;
+// kPairDefault: the pair rule's mode when neither the setter nor DEEPINFER_GEMV_PAIR says (NOTES 47,
+// run pair: the 7 layers at batch 1 1.686 -> 1.674 ms with the pair kernel on wq_a + wkv only; 1.706
+// with it on the shared expert's pair too, then on a split later replaced, see pair_config).
+constexpr int kPairDefault = 3;
 std::atomic<int> g_pair_mode{-1};  // -1: not read yet
 }  // namespace
-void gemv_set_tmap_pair(int mode) { g_pair_mode = mode < 0 ? -1 : std::min(mode, 2); }
+void gemv_set_tmap_pair(int mode) { g_pair_mode = mode < 0 ? -1 : std::min(mode, 3); }
 int gemv_tmap_pair_mode() {
   int v = g_pair_mode.load();
   if (v < 0) {
-    const EnvDigit e = env_digit("DEEPINFER_GEMV_PAIR", 0, 2);  // invalid: the model refuses it at load
+    const EnvDigit e = env_digit("DEEPINFER_GEMV_PAIR", 0, 3);  // invalid: the model refuses it at load
     v = e.valid ? e.value : kPairDefault;
     g_pair_mode.store(v);
   }
@@ -1284,13 +1298,18 @@ void gemv_set_tmap_pair_config(int stages, int tr, int cs) {
 bool gemv_tmap_pair_takes(const LinearArgs* calls, int count) {
   const int mode = gemv_tmap_pair_mode();
   if (calls == nullptr || count != 2 || mode == 0 || calls[0].one_kernel || calls[1].one_kernel) return false;
-  // Mode 2: only outside a concurrent branch (the model's branches cap bulk launches per SM).
+  // Mode 2: only outside a concurrent branch (the model's branches cap bulk launches per SM). Mode 3:
+  // pairs of at most kGemvTmapPairMaxBytes (wq_a + wkv, not the shared expert's w1 + w3) -- the same
+  // launches as mode 2 in the layers, but a rule of the shape, not of the stream, so a model with its
+  // branches on runs the same kernels as one without (bitwise the one-stream logits, NOTES 33).
   if (mode == 2 && gemv_bulk_blocks_per_sm() > 0) return false;
-  return gemv_tmap::pair_eligible(calls, gemv_tmap::pair_config(), nullptr);
+  if (mode == 3 && calls[0].num_rows * calls[0].w.cols + calls[1].num_rows * calls[1].w.cols > kGemvTmapPairMaxBytes)
+    return false;
+  return gemv_tmap::pair_eligible(calls, gemv_tmap::pair_config(calls), nullptr);
 }
 void gemv_tmap_pair_plan(const LinearArgs* calls, int* tr, int* cs, int* nclusters, int* stages) {
   gemv_tmap::Plan pl;
-  if (!gemv_tmap::pair_eligible(calls, gemv_tmap::pair_config(), &pl)) pl = gemv_tmap::Plan{};
+  if (!gemv_tmap::pair_eligible(calls, gemv_tmap::pair_config(calls), &pl)) pl = gemv_tmap::Plan{};
   if (tr) *tr = pl.ok ? pl.tr : 0;
   if (cs) *cs = pl.cs;
   if (nclusters) *nclusters = pl.nclusters;
@@ -1405,7 +1424,7 @@ cudaError_t launch_pair(const LinearArgs* calls, cudaStream_t stream, const Conf
   return cudaLaunchKernelEx(&cfg, k, m0, m1, p, p1);
 }
 cudaError_t launch_pair_auto(const LinearArgs* calls, cudaStream_t stream) {
-  return launch_pair(calls, stream, pair_config());
+  return launch_pair(calls, stream, pair_config(calls));
 }
 
 // The plan of a call, for flash_layers' lines and the tests (tr 0: not eligible).

@@ -47,7 +47,9 @@ void gemv_set_tmap_auto_rounds(bool on);
 // (linear_multi: wq_a + wkv, the shared expert's w1 + w3) as one launch of the slim kernel
 // (gemv_tmap_pair_takes, smxx_linear.cuh). mode 0 off (the bulk kernel, as before), 1 every pair it
 // takes, 2 only outside a concurrent branch (while this thread's bulk launches are not capped per
-// SM: the model's branches cap them); < 0: DEEPINFER_GEMV_PAIR or the default. For the layers' A/B.
+// SM: the model's branches cap them; A/B only: a model with branches then runs other kernels than one
+// without), 3 (the default) pairs of at most kGemvTmapPairMaxBytes; < 0: DEEPINFER_GEMV_PAIR or the
+// default. For the layers' A/B.
 void gemv_set_tmap_pair(int mode);
 int gemv_tmap_pair_mode();
 // The pair kernel's ring depth (stages; <= 0: 4) and a forced split (tr 64 / 128 / 256 and cs, 0:

@@ -267,8 +267,9 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   digit_switch("DEEPINFER_FP8_GEMV", 0, 1, "0 or 1 (fp8 mode's decode gemv never / from one token)");
   digit_switch("DEEPINFER_FP8_GEMV_LEAN", 0, 1, "0 or 1 (the fp8 decode gemv's lean variant)");
   digit_switch("DEEPINFER_B1_FUSE", 0, 8, "a digit 0..8 (the largest batch of the small-kernel fusions)");
-  digit_switch("DEEPINFER_GEMV_PAIR", 0, 2,
-               "0, 1 or 2 (kAuto's one-token gemv pairs on the tensor-map kernel: off, every pair, outside branches)");
+  digit_switch("DEEPINFER_GEMV_PAIR", 0, 3,
+               "a digit 0..3 (kAuto's one-token gemv pairs on the tensor-map kernel: off, every pair, outside "
+               "branches, pairs of <= 16 MiB)");
   digit_switch("DEEPINFER_INDEXER_WGMMA", 0, 1, "0 or 1 (0: the prefill indexer score off wgmma, on the grouped mma.sync kernel)");
   // Priorities (NOTES 34): the main stream carries the critical path, so with
   // branch_priority it takes the device's highest priority and the branches its lowest;

@@ -385,7 +385,8 @@ struct CudaModel::Impl {
     if (launching()) gpu::linear({x, y, n, w, row0, rows, ops::activations_for(act, w)}, mode, stream, gemm_ws);
   }
   // Two projections of the same x: one gemv launch at decode sizes (gpu::linear_multi;
-  // each output bitwise its own linear()), else the two linears.
+  // each output bitwise its own linear(), but for the one-token pairs on the tensor-map
+  // kernel, NOTES 47), else the two linears.
   void linear2(const float* x, int64_t n, float* y1, const WeightRef& w1, float* y2, const WeightRef& w2) {
     if (!launching()) return;
     const ops::LinearParams ps[2] = {{x, y1, n, w1, 0, -1, ops::activations_for(act, w1)},

@@ -160,8 +160,10 @@ void linear(const LinearParams& p, LinearMode mode, cudaStream_t stream, const L
 // count (<= 4) linears as linear(ps[k], mode, stream, ws) would run them, in one gemv
 // launch where each of them would take the gemv path alone (n <= 8 tokens, not kFP8,
 // below the cuBLASLt threshold; all with the same weight format, n and act): each
-// output bitwise what its own call gives (kernels::linear_gemv_multi). Otherwise one
-// linear() per entry, in order. For projections of the same x (wq_a and wkv, the
+// output bitwise what its own call gives (kernels::linear_gemv_multi), except kAuto's
+// one-token bf16-x FP8 pairs of one x on the tensor-map kernel (kernels::gemv_tmap_pair_takes,
+// NOTES 47: bitwise that kernel on each weight alone at the pair's split, which kAuto's own
+// single call may not run). Otherwise one linear() per entry, in order. For projections of the same x (wq_a and wkv, the
 // shared expert's w1 and w3, the compressor's wkv and wgate): fewer launches at decode.
 void linear_multi(const LinearParams* ps, int count, LinearMode mode, cudaStream_t stream, const LinearWorkspace& ws);
 // Whether linear(p, mode, stream, ws) may touch ws (the cuBLASLt path's dequant / bf16 x
