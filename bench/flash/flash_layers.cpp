@@ -83,8 +83,8 @@
 //                [--fp8-kinds auto,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--index-score-prefill] [--indexer-wgmma-ab] [--ops-attention] [--graphs 1|0]
-//                [--router vec|wide|dmma|dmmadeep] [--moe-small auto|former|lean4] [--moe-select 1|0]
-//                [--moe-plan one|fast] [--ops-moe-route] [--ops-moe-route-profile]
+//                [--router vec|wide|dmma|dmmadeep|dmmasplit] [--moe-small auto|former|lean4] [--moe-select 1|0]
+//                [--moe-plan one|fast|lean] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmawss]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
@@ -1613,7 +1613,7 @@ void run_attention_ops(const ModelConfig& c) {
 // --ops-moe-route (NOTES 28): the routed MoE of one decode layer as the model calls it
 // (moe_route_experts: router logits, the plan with the folded selection, the lean tiles,
 // the combine; bf16 activations, a residual), per T of --batches, in each configuration
-// of the batch-1 kernels: router = the logits kernel (dmma / dmmadeep), plan = the one-launch
+// of the batch-1 kernels: router = the logits kernel (dmma / dmmadeep / dmmasplit), plan = the one-launch
 // plan kernel (one / fast), small = the small-tile kernel. 16 gate copies and 16 x's in
 // rotation (62 MB of gates: the gate is not L2-resident between calls, as in the layers;
 // each x picks other experts). Then, with --ops-moe-route-profile, each configuration once
@@ -1647,24 +1647,31 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
     bool fast_plan;
     MoeTcSmall small;
     bool profile;  // in the --ops-moe-route-profile pass
+    bool lean_plan = false;  // kernels::moe_plan_set_lean (NOTES 48)
   };
-  const auto D4 = RouterLogitsPath::kDmma, DD = RouterLogitsPath::kDmmaDeep;
+  const auto D4 = RouterLogitsPath::kDmma, DD = RouterLogitsPath::kDmmaDeep, DS = RouterLogitsPath::kDmmaSplit;
   // (NOTES 28's new_fold, new_lean4l, new_leanw2 / 4 configurations went with those kernels in session 8.)
   const Cfg cfgs[] = {{"former", D4, false, MoeTcSmall::kAuto, true},
                       {"rdeep", DD, false, MoeTcSmall::kAuto, false},
                       {"pfast", D4, true, MoeTcSmall::kAuto, false},
-                      {"new", DD, true, MoeTcSmall::kAuto, true}};
+                      {"new", DD, true, MoeTcSmall::kAuto, true},
+                      // NOTES 48: the split-order logits; + the lean plan; the lean plan alone
+                      {"split", DS, true, MoeTcSmall::kAuto, true},
+                      {"splitlean", DS, true, MoeTcSmall::kAuto, true, true},
+                      {"lean", DD, true, MoeTcSmall::kAuto, false, true}};
   const RouterLogitsPath path_def = kernels::router_logits_path();
-  const bool fast_def = kernels::moe_plan_fast();
+  const bool fast_def = kernels::moe_plan_fast(), lean_def = kernels::moe_plan_lean();
   const MoeTcSmall small_def = kernels::moe_tc_small();
   auto apply = [](const Cfg& g) {
     kernels::router_logits_set_path(g.router);
     kernels::moe_plan_set_fast(g.fast_plan);
+    kernels::moe_plan_set_lean(g.lean_plan);
     kernels::moe_tc_set_small(g.small);
   };
   auto restore = [&] {
     kernels::router_logits_set_path(path_def);
     kernels::moe_plan_set_fast(fast_def);
+    kernels::moe_plan_set_lean(lean_def);
     kernels::moe_tc_set_small(small_def);
   };
   EvTimer tm;
@@ -1683,6 +1690,21 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
       const float ms = tm.time_ms(call, 15, 16);
       restore();
       std::printf("op moe_route T=%lld cfg=%s ms=%.5f\n", (long long)T, g.name, ms);
+    }
+    // The router op alone (logits + select, its own launches) per logits path, the gates in
+    // rotation as above (NOTES 48: kDmmaSplit vs kDmmaDeep / kDmma at n <= 8 and the big tile).
+    for (auto [path, name] : {std::pair{D4, "dmma"}, std::pair{DD, "dmmadeep"}, std::pair{DS, "dmmasplit"}}) {
+      kernels::router_logits_set_path(path);
+      const float ms = tm.time_ms(
+          [&](int i) {
+            const int r = i % kCopies;
+            ops::cuda::moe_router({x + size_t(r) * maxn * D, T, gates[size_t(r)], nullptr, k, float(c.gate_temp),
+                                   c.norm_topk_prob, float(c.routed_scaling_factor), d_ids, rw},
+                                  nullptr);
+          },
+          15, 16);
+      restore();
+      std::printf("op moe_router T=%lld logits=%s ms=%.5f\n", (long long)T, name, ms);
     }
     std::fflush(stdout);
     if (!profile) continue;
@@ -1936,13 +1958,15 @@ void run_ops(const ModelConfig& c, HostPool& hp, const std::vector<int64_t>& bat
       float* rwt;
       CK(cudaMalloc(&rid, size_t(maxn * k) * 8));
       CK(cudaMalloc(&rwt, size_t(maxn * k) * 4));
-      // logits=vec|wide|dmma|dmmadeep (kernels::RouterLogitsPath; wide: vec's bits; dmma: FP64 tensor cores; dmmadeep: dmma's bits).
+      // logits=vec|wide|dmma|dmmadeep|dmmasplit (kernels::RouterLogitsPath; wide: vec's bits; dmma: FP64 tensor
+      // cores; dmmadeep: dmma's bits; dmmasplit: K in 16 pieces, its own bits, NOTES 48).
       using kernels::RouterLogitsPath;
       const RouterLogitsPath path_def = kernels::router_logits_path();
       for (int64_t T : ns)
         for (auto [path, name] : {std::pair{RouterLogitsPath::kVec, "vec"}, std::pair{RouterLogitsPath::kWide, "wide"},
                                   std::pair{RouterLogitsPath::kDmma, "dmma"},
-                                  std::pair{RouterLogitsPath::kDmmaDeep, "dmmadeep"}}) {
+                                  std::pair{RouterLogitsPath::kDmmaDeep, "dmmadeep"},
+                                  std::pair{RouterLogitsPath::kDmmaSplit, "dmmasplit"}}) {
           kernels::router_logits_set_path(path);
           const float ms = tm.time_ms(
               [&](int) {
@@ -2446,7 +2470,8 @@ int main(int argc, char** argv) {
       kernels::router_logits_set_path(pick<kernels::RouterLogitsPath>(
           "--router", next(),
           {{"vec", kernels::RouterLogitsPath::kVec}, {"wide", kernels::RouterLogitsPath::kWide},
-           {"dmma", kernels::RouterLogitsPath::kDmma}, {"dmmadeep", kernels::RouterLogitsPath::kDmmaDeep}}));
+           {"dmma", kernels::RouterLogitsPath::kDmma}, {"dmmadeep", kernels::RouterLogitsPath::kDmmaDeep},
+           {"dmmasplit", kernels::RouterLogitsPath::kDmmaSplit}}));
     else if (a == "--moe-small")  // the MoE small-tile kernel for the whole run (kernels::MoeTcSmall; NOTES 20)
       kernels::moe_tc_set_small(pick<kernels::MoeTcSmall>(
           "--moe-small", next(),
@@ -2454,8 +2479,12 @@ int main(int argc, char** argv) {
            {"lean4", kernels::MoeTcSmall::kLean4}}));
     else if (a == "--moe-select")  // 0: router_select as its own launch, not folded into the MoE plan (NOTES 20)
       kernels::moe_plan_set_select(pick<bool>("--moe-select", next(), {{"1", true}, {"0", false}}));
-    else if (a == "--moe-plan")  // the one-launch MoE plan kernel: one (moe_plan_one_kernel) | fast (NOTES 28)
-      kernels::moe_plan_set_fast(pick<bool>("--moe-plan", next(), {{"fast", true}, {"one", false}}));
+    else if (a == "--moe-plan")  // the one-launch MoE plan kernel: one (moe_plan_one_kernel) | fast (NOTES 28) | lean (NOTES 48)
+    {
+      const int plan = pick<int>("--moe-plan", next(), {{"one", 0}, {"fast", 1}, {"lean", 2}});
+      kernels::moe_plan_set_fast(plan >= 1);
+      kernels::moe_plan_set_lean(plan == 2);  // NOTES 48
+    }
     else if (a == "--ops-moe-route") moe_route = true;  // run_moe_route (NOTES 28)
     else if (a == "--ops-moe-route-profile") moe_route = moe_route_profile = true;
     else {

@@ -108,7 +108,8 @@ OpCase router_wide_case(std::string name, WKind kind, int64_t n, int64_t experts
 // one f32 ulp apart (both round an almost exact double sum; only the sum order differs),
 // and batch-invariant: the first `few` tokens alone (the 8-token tile) give the same bits
 // as inside the n-token call (the 32-token tile when n > 64).
-OpCase router_dmma_case(std::string name, WKind kind, int64_t n, int64_t few, int64_t experts, int64_t dim) {
+OpCase router_dmma_case(std::string name, WKind kind, int64_t n, int64_t few, int64_t experts, int64_t dim,
+                        kernels::RouterLogitsPath dpath = kernels::RouterLogitsPath::kDmma) {
   return {name, "moe_router", [=](Rng& rng) {
             auto w = random_weight(rng, kind, experts, dim, 0.02f);
             const auto x = randn(rng, n * dim);
@@ -119,8 +120,7 @@ OpCase router_dmma_case(std::string name, WKind kind, int64_t n, int64_t few, in
             using kernels::RouterLogitsPath;
             const RouterLogitsPath def = kernels::router_logits_path();
             for (auto [path, out, rows] : {std::tuple{RouterLogitsPath::kVec, vec.get(), n},
-                                           std::tuple{RouterLogitsPath::kDmma, dmma.get(), n},
-                                           std::tuple{RouterLogitsPath::kDmma, alone.get(), few}}) {
+                                           std::tuple{dpath, dmma.get(), n}, std::tuple{dpath, alone.get(), few}}) {
               kernels::router_logits_set_path(path);
               a.n = rows;
               a.logits = out;
@@ -173,6 +173,47 @@ OpCase router_dmma_deep_case(std::string name, WKind kind, int64_t experts, int6
             }
             kernels::router_logits_set_path(def);
             return Outputs{{}, {{"dmmadeep_vs_dmma_bits", want, got}}};
+          }};
+}
+
+// kDmmaSplit (NOTES 48: K in 16 pieces, its own fixed order) across n: the logits of the
+// first n tokens at n = 1..9, 64 (the 16-warp 8 x 8 tile) and 65 (the 32 x 32 tile) bitwise
+// those of the same tokens inside the 130-token call (batch invariance across both tile
+// shapes), and every call twice with the same bits (run-to-run determinism).
+OpCase router_split_invariance_case(std::string name, WKind kind, int64_t experts, int64_t dim) {
+  return {name, "moe_router", [=](Rng& rng) {
+            auto w = random_weight(rng, kind, experts, dim, 0.02f);
+            const int64_t nmax = 130;
+            const auto x = randn(rng, nmax * dim);
+            Dev<float> dx(x), full(nmax * experts), part(nmax * experts);
+            kernels::RouterLogitsArgs a;
+            a.x = dx.get();
+            a.gate = ops::cuda::to_weight_args(w->ref(true));
+            using kernels::RouterLogitsPath;
+            const RouterLogitsPath def = kernels::router_logits_path();
+            kernels::router_logits_set_path(RouterLogitsPath::kDmmaSplit);
+            auto logits = [&](int64_t n, float* out) {
+              a.n = n;
+              a.logits = out;
+              check_cuda(kernels::router_logits(a, nullptr), "router_logits");
+            };
+            logits(nmax, full.get());
+            const auto ref = full.host();
+            std::vector<int64_t> want, got;
+            int64_t rerun_differs = 0;
+            for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 64, 65, 130}) {
+              logits(n, part.get());
+              const auto first = part.host();
+              logits(n, part.get());
+              const auto second = part.host();
+              rerun_differs += std::memcmp(first.data(), second.data(), size_t(n * experts) * 4) != 0;
+              for (int64_t i = 0; i < n * experts; ++i) {
+                want.push_back(int64_t(std::bit_cast<uint32_t>(ref[size_t(i)])));
+                got.push_back(int64_t(std::bit_cast<uint32_t>(first[size_t(i)])));
+              }
+            }
+            kernels::router_logits_set_path(def);
+            return Outputs{{}, {{"split_batch_invariant", want, got}, {"split_rerun_differs", {0}, {rerun_differs}}}};
           }};
 }
 
@@ -470,9 +511,12 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               const bool def = kernels::moe_plan_select(), def_fast = kernels::moe_plan_fast();
               const kernels::RouterLogitsPath def_path = kernels::router_logits_path();
               kernels::moe_plan_set_select(how != 2 && how != 4);
-              kernels::router_logits_set_path(how >= 3 ? kernels::RouterLogitsPath::kDmmaDeep
-                                                       : kernels::RouterLogitsPath::kDmma);
+              const bool def_lean = kernels::moe_plan_lean();
+              kernels::router_logits_set_path(how == 5 || how == 7 ? kernels::RouterLogitsPath::kDmmaSplit
+                                              : how >= 3           ? kernels::RouterLogitsPath::kDmmaDeep
+                                                                   : kernels::RouterLogitsPath::kDmma);
               kernels::moe_plan_set_fast(how >= 3);
+              kernels::moe_plan_set_lean(how >= 6);
               if (how == 1) {
                 ops::cuda::moe_router(r, nullptr);
                 ops::cuda::moe_experts(p, table, ops::cuda::LinearMode::kAuto, nullptr);
@@ -481,21 +525,37 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               }
               kernels::moe_plan_set_select(def);
               kernels::moe_plan_set_fast(def_fast);
+              kernels::moe_plan_set_lean(def_lean);
               kernels::router_logits_set_path(def_path);
               return Run{did.host(), dw.host(), dy.host()};
             };
             const Run fused = run(0), separate = run(1), unfolded = run(2), fresh = run(3), fresh_off = run(4);
+            // NOTES 48. 5: the kDmmaSplit logits (other low bits: against the oracle); 6: the lean
+            // plan (register pick, ids / weights from shared memory, PDL) after kDmmaDeep, bitwise
+            // the fused op; 7: the lean plan after kDmmaSplit (its trigger), bitwise 5.
+            const Run split = run(5), lean = run(6), split_lean = run(7);
+            auto differ_from = [](const Run& o, const Run& r) {
+              return int64_t(o.ids != r.ids || std::memcmp(o.wts.data(), r.wts.data(), o.wts.size() * 4) != 0 ||
+                             std::memcmp(o.y.data(), r.y.data(), o.y.size() * 4) != 0);
+            };
             auto differ = [&](const Run& o) {
               return int64_t(o.ids != fused.ids || std::memcmp(o.wts.data(), fused.wts.data(), o.wts.size() * 4) != 0 ||
                              std::memcmp(o.y.data(), fused.y.data(), o.y.size() * 4) != 0);
             };
-            return Outputs{{{"y", y, fused.y}, {"weights", wts, fused.wts}, {"y_new_kernels", y, fresh.y}},
+            return Outputs{{{"y", y, fused.y},
+                            {"weights", wts, fused.wts},
+                            {"y_new_kernels", y, fresh.y},
+                            {"y_split", y, split.y},
+                            {"weights_split", wts, split.wts}},
                            {{"ids", ids, fused.ids},
                             {"ids_new_kernels", ids, fresh.ids},
+                            {"ids_split", ids, split.ids},
                             {"separate_ops_differ", {0}, {differ(separate)}},
                             {"fold_off_differ", {0}, {differ(unfolded)}},
                             {"new_kernels_differ", {0}, {differ(fresh)}},
-                            {"new_kernels_fold_off_differ", {0}, {differ(fresh_off)}}}};
+                            {"new_kernels_fold_off_differ", {0}, {differ(fresh_off)}},
+                            {"lean_plan_differ", {0}, {differ(lean)}},
+                            {"split_lean_plan_differ", {0}, {differ_from(split_lean, split)}}}};
           }};
 }
 
@@ -558,6 +618,26 @@ std::vector<OpCase> moe_cases() {
       route_experts_case("moe_route_experts_bf16_n2_v41dim", 2, 384, 6, 128, 5120, ops::Activations::kBF16),
       router_dmma_deep_case("router_logits_dmmadeep_v41_bf16", WKind::kBF16, 384, 5120),
       router_dmma_deep_case("router_logits_dmmadeep_odd_f32", WKind::kF32, 13, 384),
+      // NOTES 48: kDmmaSplit (K in 16 pieces) against kVec (one f32 ulp), batch-invariant
+      // (few tokens alone vs inside n; across n = 1..130 and both tile shapes), deterministic;
+      // dim 256 is not a multiple of 512 (kDmma's order there); the router against the oracle.
+      router_dmma_case("router_logits_split_v41_bf16", WKind::kBF16, 200, 3, 384, 5120,
+                       kernels::RouterLogitsPath::kDmmaSplit),
+      router_dmma_case("router_logits_split_v41_bf16_n8", WKind::kBF16, 8, 1, 384, 5120,
+                       kernels::RouterLogitsPath::kDmmaSplit),
+      router_dmma_case("router_logits_split_odd_f32", WKind::kF32, 70, 9, 13, 512, kernels::RouterLogitsPath::kDmmaSplit),
+      router_dmma_case("router_logits_split_f16_small", WKind::kF16, 5, 2, 40, 1024,
+                       kernels::RouterLogitsPath::kDmmaSplit),
+      router_dmma_case("router_logits_split_fallback_f32", WKind::kF32, 70, 9, 13, 256,
+                       kernels::RouterLogitsPath::kDmmaSplit),
+      router_split_invariance_case("router_logits_split_invariance_v41_bf16", WKind::kBF16, 384, 5120),
+      router_split_invariance_case("router_logits_split_invariance_f32", WKind::kF32, 24, 1536),
+      router_path_case("moe_router_split_v41_bf16", kernels::RouterLogitsPath::kDmmaSplit,
+                       router_case("x", WKind::kBF16, 77, 384, 5120, 6, true, false, true)),
+      router_path_case("moe_router_split_v41_bf16_n1", kernels::RouterLogitsPath::kDmmaSplit,
+                       router_case("x", WKind::kBF16, 1, 384, 5120, 6, true, false, true)),
+      router_path_case("moe_router_split_ties_f32", kernels::RouterLogitsPath::kDmmaSplit,
+                       router_case("x", WKind::kF32, 4, 64, 512, 6, false, true, true)),
       route_experts_case("moe_route_experts_bf16_n12", 12, 384, 6, 128, 256, ops::Activations::kBF16),
       route_experts_case("moe_route_experts_f32_n5_e16", 5, 16, 4, 128, 256, ops::Activations::kF32),
       moe_experts_case("moe_experts_v41_fp4_n256", WKind::kFp4E8m0, 256, 384, 6, 2304, 5120, 4, 64, false, true,

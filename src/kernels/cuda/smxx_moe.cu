@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/smxx_common.cuh"
+#include "kernels/cuda/smxx_launch.h"
 #include "kernels/cuda/smxx_linear_gemv.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
 #include "kernels/cuda/smxx_moe_terms.cuh"
@@ -191,49 +192,39 @@ __device__ __forceinline__ void dmma_8x8x4(double (&c)[2], double a, double b) {
                : "d"(a), "d"(b));
 }
 
-// kAhead: 32-channel groups a small-tile warp keeps in flight (registers). 4 (kDmma); 10
-// (kDmmaDeep, n <= 8): run 25's ncu put the n = 1 kernel at 14.2 us for 3.9 MB (0.28 TB/s):
-// 192 warps x 4 groups x 512 B is ~0.4 MB in flight, so each warp's 40 groups still wait
-// ~10 load round trips; 10 ahead leaves ~4, and the 320-step DMMA chain per warp (~4 us)
-// becomes the floor. The order of the sums is the same for every kAhead (bitwise kDmma).
-template <WFormat F, int TM, int TE, int kAhead = 4>
-__global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(RouterLogitsArgs a) {
-  constexpr int kMt = TM / 8, kNt = TE / 8;
-  constexpr int kElem = F == WFormat::kF32 ? 4 : 2;
-  __shared__ double part[kDmmaQuarters - 1][TM * TE];
-  const int q = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t e0 = int64_t(blockIdx.x) * TE, t0 = int64_t(blockIdx.y) * TM;
-  const int64_t dim = a.gate.cols, quarter = dim / kDmmaQuarters, k0 = q * quarter + 8 * t;
-  const float* xr[kMt];
-  bool xok[kMt];
-#pragma unroll
-  for (int i = 0; i < kMt; ++i) {
-    const int64_t tok = t0 + 8 * i + g;
-    xok[i] = tok < a.n;
-    xr[i] = a.x + (xok[i] ? tok : 0) * dim + k0;
-  }
-  const uint8_t* wr[kNt];
-  bool wok[kNt];
-#pragma unroll
-  for (int j = 0; j < kNt; ++j) {
-    const int64_t e = e0 + 8 * j + g;
-    wok[j] = e < a.gate.rows;
-    wr[j] = a.gate.data + ((wok[j] ? e : 0) * dim + k0) * kElem;
-  }
-  double acc[kMt][kNt][2];
-#pragma unroll
-  for (int i = 0; i < kMt; ++i)
-#pragma unroll
-    for (int j = 0; j < kNt; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
-  // Raw 16-byte loads of one 32-channel group; the small tile loads groups ahead of the one
-  // it multiplies (at n = 1 a warp's 40 groups would otherwise wait on 40 serial L2 / HBM
-  // round trips), the big tile has 16 independent DMMAs per step instead.
-  constexpr int kWVec = F == WFormat::kF32 ? 2 : 1;
+// One warp's operands of a DMMA tile (TM tokens x TE experts) from one lane channel base
+// k0 (a piece's first channel + 8 t): raw 16-byte loads of one 32-channel group straight into
+// fragments, and the group's eight DMMA steps (step s: channel 8 t + s of the group).
+template <WFormat F, int TM, int TE>
+struct DmmaOperands {
+  static constexpr int kMt = TM / 8, kNt = TE / 8;
+  static constexpr int kElem = F == WFormat::kF32 ? 4 : 2;
+  static constexpr int kWVec = F == WFormat::kF32 ? 2 : 1;
   struct Raw {
     float4 x[kMt][2];
     uint4 w[kNt][kWVec];
   };
-  auto load = [&](int64_t k, Raw& r) {
+  using Acc = double[kMt][kNt][2];
+  const float* xr[kMt];
+  bool xok[kMt];
+  const uint8_t* wr[kNt];
+  bool wok[kNt];
+  __device__ __forceinline__ DmmaOperands(const RouterLogitsArgs& a, int64_t t0, int64_t e0, int64_t k0, int g) {
+    const int64_t dim = a.gate.cols;
+#pragma unroll
+    for (int i = 0; i < kMt; ++i) {
+      const int64_t tok = t0 + 8 * i + g;
+      xok[i] = tok < a.n;
+      xr[i] = a.x + (xok[i] ? tok : 0) * dim + k0;
+    }
+#pragma unroll
+    for (int j = 0; j < kNt; ++j) {
+      const int64_t e = e0 + 8 * j + g;
+      wok[j] = e < a.gate.rows;
+      wr[j] = a.gate.data + ((wok[j] ? e : 0) * dim + k0) * kElem;
+    }
+  }
+  __device__ __forceinline__ void load(int64_t k, Raw& r) const {
 #pragma unroll
     for (int i = 0; i < kMt; ++i)
 #pragma unroll
@@ -244,8 +235,8 @@ __global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(
 #pragma unroll
       for (int h = 0; h < kWVec; ++h)
         r.w[j][h] = wok[j] ? *reinterpret_cast<const uint4*>(wr[j] + k * kElem + 16 * h) : make_uint4(0u, 0u, 0u, 0u);
-  };
-  auto multiply = [&](const Raw& r) {
+  }
+  __device__ __forceinline__ static void multiply(const Raw& r, Acc& acc) {
     float xf[kMt][8], wf[kNt][8];
 #pragma unroll
     for (int i = 0; i < kMt; ++i) {
@@ -281,30 +272,58 @@ __global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(
 #pragma unroll
         for (int j = 0; j < kNt; ++j) dmma_8x8x4(acc[i][j], xd[i], wd[j]);
     }
-  };
-  if constexpr (TM == 8) {
-    // Groups in flight: run r1 measured 27 us per call at n = 1 with one (the loads,
-    // not the 320-step DMMA chain, set the time), run 25 14.2 us with four.
-    Raw buf[kAhead];
+  }
+  // The DMMA chain over channels [kb, kb + len) past k0 (len a multiple of 32), in group
+  // order. kAhead > 0: that many groups of loads in flight (the small tile: at n = 1 a warp's
+  // groups would otherwise wait on serial L2 / HBM round trips); 0: one group at a time (the
+  // big tile has 16 independent DMMAs per step instead).
+  template <int kAhead>
+  __device__ __forceinline__ void chain(int64_t kb, int64_t len, Acc& acc) const {
+    if constexpr (kAhead > 0) {
+      Raw buf[kAhead];
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u)
-      if (32 * u < quarter) load(32 * u, buf[u]);
-    for (int64_t k = 0; k < quarter; k += 32 * kAhead) {
+      for (int u = 0; u < kAhead; ++u)
+        if (32 * u < len) load(kb + 32 * u, buf[u]);
+      for (int64_t k = 0; k < len; k += 32 * kAhead) {
 #pragma unroll
-      for (int u = 0; u < kAhead; ++u) {
-        if (k + 32 * u >= quarter) break;
-        multiply(buf[u]);
-        const int64_t kn = k + 32 * (u + kAhead);
-        if (kn < quarter) load(kn, buf[u]);
+        for (int u = 0; u < kAhead; ++u) {
+          if (k + 32 * u >= len) break;
+          multiply(buf[u], acc);
+          const int64_t kn = k + 32 * (u + kAhead);
+          if (kn < len) load(kb + kn, buf[u]);
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < len; k += 32) {
+        Raw r;
+        load(kb + k, r);
+        multiply(r, acc);
       }
     }
-  } else {
-    for (int64_t k = 0; k < quarter; k += 32) {
-      Raw r;
-      load(k, r);
-      multiply(r);
-    }
   }
+};
+
+// kAhead: 32-channel groups a small-tile warp keeps in flight (registers). 4 (kDmma); 10
+// (kDmmaDeep, n <= 8): run 25's ncu put the n = 1 kernel at 14.2 us for 3.9 MB (0.28 TB/s):
+// 192 warps x 4 groups x 512 B is ~0.4 MB in flight, so each warp's 40 groups still wait
+// ~10 load round trips; 10 ahead leaves ~4, and the 320-step DMMA chain per warp (~4 us)
+// becomes the floor. The order of the sums is the same for every kAhead (bitwise kDmma).
+// Run r1 measured 27 us per call at n = 1 with one group in flight, run 25 14.2 us with four.
+template <WFormat F, int TM, int TE, int kAhead = 4>
+__global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(RouterLogitsArgs a) {
+  using Ops = DmmaOperands<F, TM, TE>;
+  constexpr int kMt = Ops::kMt, kNt = Ops::kNt;
+  __shared__ double part[kDmmaQuarters - 1][TM * TE];
+  const int q = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t e0 = int64_t(blockIdx.x) * TE, t0 = int64_t(blockIdx.y) * TM;
+  const int64_t quarter = a.gate.cols / kDmmaQuarters;
+  const Ops ops(a, t0, e0, q * quarter + 8 * t, g);
+  double acc[kMt][kNt][2];
+#pragma unroll
+  for (int i = 0; i < kMt; ++i)
+#pragma unroll
+    for (int j = 0; j < kNt; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
+  ops.template chain<TM == 8 ? kAhead : 0>(0, quarter, acc);
   // Accumulator (i, j, c) of a lane: token 8i + g, expert 8j + 2t + c of the tile.
   if (q > 0) {
 #pragma unroll
@@ -325,6 +344,80 @@ __global__ void __launch_bounds__(kDmmaQuarters * 32) router_logits_dmma_kernel(
         const int r = (8 * i + g) * TE + 8 * j + 2 * t + c;
         const int64_t tok = t0 + 8 * i + g, e = e0 + 8 * j + 2 * t + c;
         const double v = ((acc[i][j][c] + part[0][r]) + part[1][r]) + part[2][r];
+        if (tok < a.n && e < a.gate.rows) a.logits[tok * a.gate.rows + e] = float(v);
+      }
+}
+
+// RouterLogitsPath::kDmmaSplit: a second fixed order with a 4x shorter dependent chain, the
+// same for every n and both tile shapes (batch-invariant; other low bits than kDmma):
+//   - K is cut into 16 contiguous pieces (dim % 512 == 0); piece p is summed as a kDmma
+//     quarter is (32-channel groups in order; step s of group j: channel 32j + 8t + s);
+//   - quarter q = ((p[4q] + p[4q + 1]) + p[4q + 2]) + p[4q + 3];
+//   - logit = float(((q0 + q1) + q2) + q3).
+// Why: NOTES 28's ncu of kDmmaDeep at n = 1 (11.4 us; issue 4.9%, DRAM 6.9%) is each warp's
+// 320-DMMA chain (40 groups x 8 steps, ~3000 dependent instructions) on 48 SMs of one warp
+// per scheduler. Here the small tile (n <= 64) gives each piece its own warp: 16 warps per
+// block, an 80-step chain each, four warps per scheduler to hide each other's latency. The big
+// tile (n > 64) keeps 4 warps (16 DMMAs per step already) and walks its quarter's 4 pieces in
+// order, folding each into a running total kept in shared memory (its lane's own slots: no
+// barrier; registers stay those of kDmma's big tile).
+// kWarpsPerQuarter: 4 (small tile, one piece per warp) or 1 (big tile, four in a row).
+constexpr int kSplitPieces = 4;  // pieces per quarter
+template <WFormat F, int TM, int TE, int kWarpsPerQuarter, int kAhead>
+__global__ void __launch_bounds__(kDmmaQuarters * kWarpsPerQuarter * 32)
+    router_logits_split_kernel(RouterLogitsArgs a) {
+  pdl_trigger();  // the lean plan (moe_plan_set_lean) may start; it reads the logits after pdl_wait
+  using Ops = DmmaOperands<F, TM, TE>;
+  constexpr int kMt = Ops::kMt, kNt = Ops::kNt;
+  constexpr int kWarps = kDmmaQuarters * kWarpsPerQuarter, kSeq = kSplitPieces / kWarpsPerQuarter;
+  static_assert(kSplitPieces % kWarpsPerQuarter == 0, "pieces split evenly over a quarter's warps");
+  __shared__ double part[kWarps][TM * TE];  // warp w's piece sum (kSeq = 1) or quarter total (kSeq = 4)
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int q = w / kWarpsPerQuarter;
+  const int64_t e0 = int64_t(blockIdx.x) * TE, t0 = int64_t(blockIdx.y) * TM;
+  const int64_t piece = a.gate.cols / (kDmmaQuarters * kSplitPieces);
+  const int p0 = q * kSplitPieces + (w % kWarpsPerQuarter) * kSeq;  // this warp's first piece
+  const Ops ops(a, t0, e0, p0 * piece + 8 * t, g);
+  double acc[kMt][kNt][2];
+#pragma unroll 1  // the big tile's pieces one after another (unrolled: 252 registers, 2 blocks per SM)
+  for (int u = 0; u < kSeq; ++u) {
+#pragma unroll
+    for (int i = 0; i < kMt; ++i)
+#pragma unroll
+      for (int j = 0; j < kNt; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
+    ops.template chain<kAhead>(u * piece, piece, acc);
+    // Accumulator (i, j, c) of a lane: token 8i + g, expert 8j + 2t + c of the tile.
+#pragma unroll
+    for (int i = 0; i < kMt; ++i)
+#pragma unroll
+      for (int j = 0; j < kNt; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          double& s = part[w][(8 * i + g) * TE + 8 * j + 2 * t + c];
+          s = u == 0 ? acc[i][j][c] : s + acc[i][j][c];  // ((p0 + p1) + p2) + p3 in order
+        }
+  }
+  __syncthreads();
+  if (w != 0) return;
+#pragma unroll
+  for (int i = 0; i < kMt; ++i)
+#pragma unroll
+    for (int j = 0; j < kNt; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int r = (8 * i + g) * TE + 8 * j + 2 * t + c;
+        double qs[kDmmaQuarters];
+#pragma unroll
+        for (int qq = 0; qq < kDmmaQuarters; ++qq) {
+          if constexpr (kSeq == 1) {
+            const int b = qq * kSplitPieces;
+            qs[qq] = ((part[b][r] + part[b + 1][r]) + part[b + 2][r]) + part[b + 3][r];
+          } else {
+            qs[qq] = part[qq][r];
+          }
+        }
+        const int64_t tok = t0 + 8 * i + g, e = e0 + 8 * j + 2 * t + c;
+        const double v = ((qs[0] + qs[1]) + qs[2]) + qs[3];
         if (tok < a.n && e < a.gate.rows) a.logits[tok * a.gate.rows + e] = float(v);
       }
 }
@@ -400,6 +493,58 @@ __device__ __forceinline__ void select_pick(const RouterSelectArgs& a, int64_t t
   }
 }
 
+// The lean plan's pick (moe_plan_set_lean, NOTES 48): token t's top_k exactly as select_pick
+// picks them (larger biased score, then lower id; the weight sum in the same order, the same
+// float operations), with the lane's kPer = E / 32 biased scores held in registers as
+// order-preserving keys. A round is a lane-local max over registers, one warp max of the key
+// (redux.sync) and one warp min of the ids that hold it, where select_pick sweeps shared
+// memory and runs a 5-step shuffle tree per round (~850 clocks a round by count; six rounds
+// at batch 1). The weights are formed by lanes 0..top_k-1 at once. The picks' ids and weights
+// also go to shared memory (picked, wsm) for the plan's placement. Differs from select_pick
+// only when fewer than top_k experts have a biased score above -inf or a score is NaN
+// (select_pick may then pick a taken expert again). E <= 32 kPer, top_k <= 32.
+template <int kPer>
+__device__ __forceinline__ void select_pick_regs(const RouterSelectArgs& a, int64_t t, const float* score,
+                                                 const float* biased, int* picked, float* wsm, int lane) {
+  const int E = int(a.num_experts), K = int(a.top_k);
+  uint32_t key[kPer];  // 0: no expert / taken; -0 keyed as +0 (select_pick's '>' ties them)
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int e = lane + 32 * j;
+    key[j] = 0u;
+    if (e < E) {
+      const uint32_t b = __float_as_uint(biased[e] + 0.0f);
+      key[j] = max(1u, (b & 0x80000000u) ? ~b : (b | 0x80000000u));
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    uint32_t bk = 0u;
+    int bj = 0;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (key[j] > bk) bk = key[j], bj = j;  // ascending id per lane: '>' keeps the lower id on ties
+    const uint32_t wk = __reduce_max_sync(0xffffffffu, bk);
+    const uint32_t win = __reduce_min_sync(0xffffffffu, bk == wk ? uint32_t(lane + 32 * bj) : 0xffffffffu);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (uint32_t(lane + 32 * j) == win) key[j] = 0u;  // taken
+    if (lane == 0) picked[k] = int(win);
+  }
+  __syncwarp();
+  const float s = lane < K ? score[picked[lane]] : 0.0f;
+  float sum = 0.0f;
+  for (int k = 0; k < K; ++k) sum += __shfl_sync(0xffffffffu, s, k);  // select_pick's order
+  if (lane < K) {
+    float w = s;
+    if (a.norm_topk_prob && K > 1) w = w / (sum + 1e-20f);
+    w = w * a.routed_scaling_factor;
+    a.expert_ids[t * K + lane] = picked[lane];
+    a.expert_weights[t * K + lane] = w;
+    wsm[lane] = w;
+  }
+}
+constexpr int kLeanPickPer = 12;  // select_pick_regs at E <= 384 (V4.1: 384 experts)
+
 __global__ void __launch_bounds__(kSelectMaxThreads) router_select_kernel(RouterSelectArgs a) {
   extern __shared__ float sm[];
   const int64_t t = blockIdx.x;
@@ -437,6 +582,27 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
                    reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
   // DMMA: K quarters of whole 32-channel groups; 16-byte row starts for the vector loads.
   const bool dmma = vec && w.cols % (kDmmaQuarters * 32) == 0 && (w.cols * (w.format == WFormat::kF32 ? 4 : 2)) % 16 == 0;
+  if (dmma && g_router_path == RouterLogitsPath::kDmmaSplit && w.cols % (kDmmaQuarters * kSplitPieces * 32) == 0) {
+    // kDmmaSplit (dims it takes; others: kDmma's order at every n): 16 warps per 8 x 8 tile
+    // up to 64 tokens (five groups in flight per warp: 128 registers at 512 threads), the
+    // 32 x 32 tile of 4 warps above.
+    if (a.n <= 64) {
+      const dim3 grid(unsigned((w.rows + 7) / 8), unsigned((a.n + 7) / 8));
+      const int threads = kDmmaQuarters * kSplitPieces * 32;
+      if (w.format == WFormat::kF32) router_logits_split_kernel<WFormat::kF32, 8, 8, 4, 5><<<grid, threads, 0, stream>>>(a);
+      else if (w.format == WFormat::kBF16)
+        router_logits_split_kernel<WFormat::kBF16, 8, 8, 4, 5><<<grid, threads, 0, stream>>>(a);
+      else router_logits_split_kernel<WFormat::kF16, 8, 8, 4, 5><<<grid, threads, 0, stream>>>(a);
+    } else {
+      const dim3 grid(unsigned((w.rows + 31) / 32), unsigned((a.n + 31) / 32));
+      const int threads = kDmmaQuarters * 32;
+      if (w.format == WFormat::kF32) router_logits_split_kernel<WFormat::kF32, 32, 32, 1, 0><<<grid, threads, 0, stream>>>(a);
+      else if (w.format == WFormat::kBF16)
+        router_logits_split_kernel<WFormat::kBF16, 32, 32, 1, 0><<<grid, threads, 0, stream>>>(a);
+      else router_logits_split_kernel<WFormat::kF16, 32, 32, 1, 0><<<grid, threads, 0, stream>>>(a);
+    }
+    return cudaGetLastError();
+  }
   if (dmma && g_router_path == RouterLogitsPath::kDmmaDeep && a.n <= 8) {
     // One 8-token row of blocks; ten groups in flight per warp (same order as kDmma).
     const dim3 grid(unsigned((w.rows + 7) / 8), 1u);
@@ -447,7 +613,8 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
     else router_logits_dmma_kernel<WFormat::kF16, 8, 8, 10><<<grid, threads, 0, stream>>>(a);
     return cudaGetLastError();
   }
-  if (dmma && (g_router_path == RouterLogitsPath::kDmma || g_router_path == RouterLogitsPath::kDmmaDeep)) {
+  if (dmma && (g_router_path == RouterLogitsPath::kDmma || g_router_path == RouterLogitsPath::kDmmaDeep ||
+               g_router_path == RouterLogitsPath::kDmmaSplit)) {
     const bool small = a.n <= 64;
     const int64_t tile = small ? 8 : 32;  // tokens and experts per block
     const dim3 grid(unsigned((w.rows + tile - 1) / tile), unsigned((a.n + tile - 1) / tile));
@@ -748,6 +915,13 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_one_kernel(MoePlanArgs 
 // block of only max(E, 32 n) threads. Integer sums in any order are exact, so counts,
 // offsets, tile lists, totals and the placement are moe_plan_one_kernel's (the selection
 // is the same select_score / select_pick). Blocks 1.. split x as there.
+// kLean (moe_plan_set_lean, NOTES 48; the fused selection with E <= 384, top_k <= 32 only):
+// select_pick_regs instead of select_pick, the assignments' ids and weights read back from
+// shared memory rather than from global (two L2 round trips of block 0's serial chain), and the
+// launch with PDL after the router (kDmmaSplit's kernel lets it start at once; block 0 waits
+// for the logits in pdl_wait; blocks 1.. split x, which the kernels before the router wrote).
+// The same outputs.
+template <bool kLean>
 __global__ void __launch_bounds__(kScanThreads) moe_plan_fast_kernel(MoePlanArgs a) {
   if (blockIdx.x > 0) {
     const int64_t i = (int64_t(blockIdx.x - 1) * blockDim.x + threadIdx.x) * 4;
@@ -764,6 +938,9 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_fast_kernel(MoePlanArgs
   int32_t* cnt = fast_sm;                // [E]: rows, then row offsets
   int32_t* ids = cnt + E;                // [kPlanOneMax]
   int32_t* wsum = ids + kPlanOneMax;     // [3][32] warp totals (then their exclusive scans), [3] totals
+  const int* picks = nullptr;            // kLean: [n][top_k] picked ids, then [n][top_k] weights
+  const float* pick_w = nullptr;
+  if constexpr (kLean) pdl_wait();       // the router's logits
   if (a.select.logits) {  // as moe_plan_one_kernel
     float* sel = reinterpret_cast<float*>(wsum + 3 * 32 + 4);
     const int64_t n = a.select.n;
@@ -772,14 +949,24 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_fast_kernel(MoePlanArgs
       select_score(a.select, t, int(i % E), sel + t * 2 * E, sel + t * 2 * E + E);
     }
     __syncthreads();
-    if (warp < n)
-      select_pick(a.select, warp, sel + int64_t(warp) * 2 * E, sel + int64_t(warp) * 2 * E + E,
-                  reinterpret_cast<int*>(sel + n * 2 * E) + int64_t(warp) * a.select.top_k, lane);
+    int* pk = reinterpret_cast<int*>(sel + n * 2 * E);
+    if (warp < n) {
+      if constexpr (kLean) {
+        select_pick_regs<kLeanPickPer>(a.select, warp, sel + int64_t(warp) * 2 * E, sel + int64_t(warp) * 2 * E + E,
+                                       pk + int64_t(warp) * a.select.top_k,
+                                       reinterpret_cast<float*>(pk + n * a.select.top_k) + int64_t(warp) * a.select.top_k,
+                                       lane);
+      } else {
+        select_pick(a.select, warp, sel + int64_t(warp) * 2 * E, sel + int64_t(warp) * 2 * E + E,
+                    pk + int64_t(warp) * a.select.top_k, lane);
+      }
+    }
+    if constexpr (kLean) picks = pk, pick_w = reinterpret_cast<const float*>(pk + n * a.select.top_k);
     __syncthreads();
   }
   for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
   for (int i = tid; i < total; i += blockDim.x) {
-    const int64_t v = a.expert_ids[i];
+    const int64_t v = kLean ? int64_t(picks[i]) : a.expert_ids[i];
     ids[i] = v >= 0 && v < E ? int32_t(v) : -1;
   }
   __syncthreads();
@@ -843,11 +1030,12 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_fast_kernel(MoePlanArgs
     for (int j = 0; j < i; ++j) rank += ids[j] == e;
     const int32_t p = cnt[e] + rank;
     a.row_token[p] = int32_t(i / a.k);
-    a.row_weight[p] = a.expert_weights[i];
+    a.row_weight[p] = kLean ? pick_w[i] : a.expert_weights[i];
     a.slot_row[i] = p;
   }
 }
 
+bool g_moe_plan_lean = false;  // moe_plan_set_lean (NOTES 48)
 bool g_moe_plan_fast = true;  // moe_plan_set_fast (NOTES 28: ncu 13.9 -> 10.2 us at batch 1, the same outputs)
 int g_moe_plan_one_max = 64;  // moe_plan_set_single_launch_max
 bool g_moe_plan_select = true;  // moe_plan_set_select
@@ -1112,6 +1300,8 @@ void moe_plan_set_single_launch_max(int assignments) {
 int moe_plan_single_launch_max() { return g_moe_plan_one_max; }
 void moe_plan_set_select(bool on) { g_moe_plan_select = on; }
 void moe_plan_set_fast(bool on) { g_moe_plan_fast = on; }
+void moe_plan_set_lean(bool on) { g_moe_plan_lean = on; }
+bool moe_plan_lean() { return g_moe_plan_lean; }
 bool moe_plan_fast() { return g_moe_plan_fast; }
 bool moe_plan_select() { return g_moe_plan_select; }
 
@@ -1166,16 +1356,29 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
     const int64_t want = std::max<int64_t>({a.num_experts, per_score, a.select.logits ? 32 * int64_t(a.n) : 0});
     const int threads = int(std::min<int64_t>(kScanThreads, (want + 31) / 32 * 32));
     const int64_t blocks = 1 + (a.split_x ? (a.split_count / 4 + threads - 1) / threads : 0);
+    // The lean kind (NOTES 48) where its pick applies: the fused selection, E <= 384, top_k <= 32.
+    const bool lean = g_moe_plan_lean && a.select.logits && a.num_experts <= 32 * kLeanPickPer && a.k <= 32;
     const size_t smem = (E + kPlanOneMax + 3 * 32 + 4) * sizeof(int32_t) +
-                        (a.select.logits ? size_t(a.n) * (2 * E * sizeof(float) + a.k * sizeof(int)) : 0);
+                        (a.select.logits ? size_t(a.n) * (2 * E * sizeof(float) + a.k * sizeof(int)) : 0) +
+                        (lean ? size_t(a.n) * a.k * sizeof(float) : 0);  // the picks' weights
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
     if (smem > 48 * 1024) {
-      const cudaError_t err =
-          cudaFuncSetAttribute(moe_plan_fast_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      const cudaError_t err = cudaFuncSetAttribute(lean ? moe_plan_fast_kernel<true> : moe_plan_fast_kernel<false>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       if (err != cudaSuccess) return err;
     }
-    moe_plan_fast_kernel<<<unsigned(blocks), threads, smem, stream>>>(a);
-    return cudaGetLastError();
+    if (!lean) {
+      moe_plan_fast_kernel<false><<<unsigned(blocks), threads, smem, stream>>>(a);
+      return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(blocks));
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    LaunchAttrs attrs;
+    attrs.pdl(true).apply(cfg);
+    return cudaLaunchKernelEx(&cfg, moe_plan_fast_kernel<true>, a);
   }
   if (total <= g_moe_plan_one_max) {
     const int64_t blocks = 1 + (a.split_x ? (a.split_count / 4 + kScanThreads - 1) / kScanThreads : 0);

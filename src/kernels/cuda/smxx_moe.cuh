@@ -40,7 +40,12 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream);
 //   kDmmaDeep  (default) kDmma's kernel and order (bitwise kDmma), with ten 32-channel
 //          groups in flight per warp instead of four at n <= 8 (NOTES 28: 14.2 -> 11.4 us per
 //          call at n = 1; what is left is the warp's 320-DMMA chain); kDmma above 8 tokens.
-enum class RouterLogitsPath : uint8_t { kVec, kWide, kDmma, kDmmaDeep };
+//   kDmmaSplit  (opt-in, NOTES 48) its own fixed order, K in 16 pieces instead of 4 (a
+//          4x shorter dependent DMMA chain per warp; 16 warps per 8 x 8 tile up to 64
+//          tokens): other low bits than kDmma, the same for every n (batch-invariant), at
+//          most one f32 ulp from kVec (ops cases router_logits_split_*); gates with
+//          cols % 512 != 0 take kDmma.
+enum class RouterLogitsPath : uint8_t { kVec, kWide, kDmma, kDmmaDeep, kDmmaSplit };
 void router_logits_set_path(RouterLogitsPath p);
 RouterLogitsPath router_logits_path();
 
@@ -185,6 +190,11 @@ bool moe_plan_select();
 // bit for bit (ops cases moe_route_experts_*: new_kernels_differ). Default on (NOTES 28:
 // 13.9 -> 10.2 us per call at batch 1 with the selection); off: moe_plan_one_kernel.
 void moe_plan_set_fast(bool on);
+// The lean one-launch plan (opt-in, NOTES 48; with moe_plan_fast and the fused selection,
+// E <= 384, top_k <= 32): the top-k picks as register keys with warp reductions, the plan's
+// ids / weights from shared memory, the launch with PDL after the router. The same outputs.
+void moe_plan_set_lean(bool on);
+bool moe_plan_lean();
 bool moe_plan_fast();
 
 struct MoeGroupedArgs {
