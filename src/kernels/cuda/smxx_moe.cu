@@ -1035,7 +1035,7 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_fast_kernel(MoePlanArgs
   }
 }
 
-bool g_moe_plan_lean = false;  // moe_plan_set_lean (NOTES 48)
+bool g_moe_plan_lean = true;  // moe_plan_set_lean (NOTES 48; default since session 13, same outputs)
 bool g_moe_plan_fast = true;  // moe_plan_set_fast (NOTES 28: ncu 13.9 -> 10.2 us at batch 1, the same outputs)
 int g_moe_plan_one_max = 64;  // moe_plan_set_single_launch_max
 bool g_moe_plan_select = true;  // moe_plan_set_select

@@ -190,9 +190,10 @@ bool moe_plan_select();
 // bit for bit (ops cases moe_route_experts_*: new_kernels_differ). Default on (NOTES 28:
 // 13.9 -> 10.2 us per call at batch 1 with the selection); off: moe_plan_one_kernel.
 void moe_plan_set_fast(bool on);
-// The lean one-launch plan (opt-in, NOTES 48; with moe_plan_fast and the fused selection,
-// E <= 384, top_k <= 32): the top-k picks as register keys with warp reductions, the plan's
-// ids / weights from shared memory, the launch with PDL after the router. The same outputs.
+// The lean one-launch plan (NOTES 48; default on since session 13: the same outputs, the route
+// op at T = 1 -5 us; with moe_plan_fast and the fused selection, E <= 384, top_k <= 32): the
+// top-k picks as register keys with warp reductions, the plan's ids / weights from shared
+// memory, the launch with PDL after the router. Off: moe_plan_fast_kernel as before (A/B).
 void moe_plan_set_lean(bool on);
 bool moe_plan_lean();
 bool moe_plan_fast();
