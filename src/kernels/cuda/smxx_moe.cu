@@ -1,8 +1,10 @@
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include <cuda_bf16.h>
 
+#include "common/env.h"
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_launch.h"
 #include "kernels/cuda/smxx_linear_gemv.cuh"
@@ -425,7 +427,18 @@ __global__ void __launch_bounds__(kDmmaQuarters * kWarpsPerQuarter * 32)
 // kDmma by default: run r1 of session 6 (NOTES 17), per call vs kVec: 6.6 -> 1.1 ms at 8192
 // tokens, 0.19 -> 0.08 ms at 256, 0.055 -> 0.028 ms at 8.
 // kDmmaDeep since NOTES 28 (the same bits; at n <= 8 ncu 14.2 -> 11.4 us per call, op -3 us).
-RouterLogitsPath g_router_path = RouterLogitsPath::kDmmaDeep;
+// DEEPINFER_ROUTER_SPLIT=1 (read once, where no setter has chosen a path) takes kDmmaSplit: the
+// model tests run it that way before it could become the default (NOTES 48, session 13).
+std::atomic<int> g_router_path{-1};  // -1: not resolved yet
+RouterLogitsPath current_router_path() {
+  int v = g_router_path.load();
+  if (v < 0) {
+    const EnvDigit e = env_digit("DEEPINFER_ROUTER_SPLIT", 0, 1);  // invalid: the model refuses it at load
+    v = int(e.valid && e.value == 1 ? RouterLogitsPath::kDmmaSplit : RouterLogitsPath::kDmmaDeep);
+    g_router_path.store(v);
+  }
+  return RouterLogitsPath(v);
+}
 
 // One block of kSelectWarps warps per token; scores and biased scores live in shared
 // memory, computed by all the block's threads (each element as before: a double
@@ -575,6 +588,7 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
   const int64_t gy = (a.n + kLogitTokens - 1) / kLogitTokens;
   if (gy > 65535) return cudaErrorInvalidValue;
   const WeightArgs& w = a.gate;
+  const RouterLogitsPath path = current_router_path();
   const int per_vec = w.format == WFormat::kF32 ? 4 : 8;
   const bool vec = w.scale_format == SFormat::kNone &&
                    (w.format == WFormat::kF32 || w.format == WFormat::kBF16 || w.format == WFormat::kF16) &&
@@ -582,7 +596,7 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
                    reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
   // DMMA: K quarters of whole 32-channel groups; 16-byte row starts for the vector loads.
   const bool dmma = vec && w.cols % (kDmmaQuarters * 32) == 0 && (w.cols * (w.format == WFormat::kF32 ? 4 : 2)) % 16 == 0;
-  if (dmma && g_router_path == RouterLogitsPath::kDmmaSplit && w.cols % (kDmmaQuarters * kSplitPieces * 32) == 0) {
+  if (dmma && path == RouterLogitsPath::kDmmaSplit && w.cols % (kDmmaQuarters * kSplitPieces * 32) == 0) {
     // kDmmaSplit (dims it takes; others: kDmma's order at every n): 16 warps per 8 x 8 tile
     // up to 64 tokens (five groups in flight per warp: 128 registers at 512 threads), the
     // 32 x 32 tile of 4 warps above.
@@ -603,7 +617,7 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
     }
     return cudaGetLastError();
   }
-  if (dmma && g_router_path == RouterLogitsPath::kDmmaDeep && a.n <= 8) {
+  if (dmma && path == RouterLogitsPath::kDmmaDeep && a.n <= 8) {
     // One 8-token row of blocks; ten groups in flight per warp (same order as kDmma).
     const dim3 grid(unsigned((w.rows + 7) / 8), 1u);
     const int threads = kDmmaQuarters * 32;
@@ -613,8 +627,8 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
     else router_logits_dmma_kernel<WFormat::kF16, 8, 8, 10><<<grid, threads, 0, stream>>>(a);
     return cudaGetLastError();
   }
-  if (dmma && (g_router_path == RouterLogitsPath::kDmma || g_router_path == RouterLogitsPath::kDmmaDeep ||
-               g_router_path == RouterLogitsPath::kDmmaSplit)) {
+  if (dmma && (path == RouterLogitsPath::kDmma || path == RouterLogitsPath::kDmmaDeep ||
+               path == RouterLogitsPath::kDmmaSplit)) {
     const bool small = a.n <= 64;
     const int64_t tile = small ? 8 : 32;  // tokens and experts per block
     const dim3 grid(unsigned((w.rows + tile - 1) / tile), unsigned((a.n + tile - 1) / tile));
@@ -631,7 +645,7 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
     }
     return cudaGetLastError();
   }
-  if (vec && g_router_path == RouterLogitsPath::kWide) {
+  if (vec && path == RouterLogitsPath::kWide) {
     const int64_t per_block = int64_t(kVecWarps) * kWideExperts;
     const dim3 grid(unsigned((w.rows + per_block - 1) / per_block), unsigned(gy));
     if (w.format == WFormat::kF32) router_logits_wide_kernel<WFormat::kF32><<<grid, kVecWarps * 32, 0, stream>>>(a);
@@ -651,8 +665,8 @@ cudaError_t router_logits(const RouterLogitsArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-void router_logits_set_path(RouterLogitsPath p) { g_router_path = p; }
-RouterLogitsPath router_logits_path() { return g_router_path; }
+void router_logits_set_path(RouterLogitsPath p) { g_router_path = int(p); }
+RouterLogitsPath router_logits_path() { return current_router_path(); }
 
 cudaError_t router_select(const RouterSelectArgs& a, cudaStream_t stream) {
   if (a.n < 0 || a.num_experts <= 0 || a.num_experts > 4096 || a.top_k < 1 || a.top_k > a.num_experts ||
