@@ -61,7 +61,7 @@
 // --gemv-tmap-auto-rounds 1|0: kAuto's whole-K 64-row tiles over several rounds (the Engram wkv) or not.
 // --gemv-pair 0|1|2|3: kAuto's one-token pairs of one x (linear_multi: wq_a + wkv, shared w1 + w3) as one
 // launch of the slim tensor-map kernel: off (the bulk kernel), every pair, only outside the concurrent
-// branches, pairs of <= 16 MiB (NOTES 47; default DEEPINFER_GEMV_PAIR or the library's: 3); --gemv-pair-config S[,TR,CS]: its
+// branches, pairs of <= 16 MiB (NOTES 47; default DEEPINFER_GEMV_PAIR or the library's: 1 since run 45); --gemv-pair-config S[,TR,CS]: its
 // ring stages and a forced split. --ops-gemv --gemv-graph times the pairs ("op gemv_pair"; variants
 // "pairs" or the names of the pair configurations).
 // --gemv-tmap 4[,16[,1[,30[,1]]]]: the tensor-map gemv's ring stages, consumer warps, f16 consumer, the
@@ -2370,7 +2370,7 @@ int main(int argc, char** argv) {
     else if (a == "--gemv-tmap-auto-rounds")  // kAuto's whole-K tiles over several rounds 1|0
       kernels::gemv_set_tmap_auto_rounds(pick<bool>("--gemv-tmap-auto-rounds", next(), {{"1", true}, {"0", false}}));
     else if (a == "--gemv-pair")  // kAuto's one-token pairs on the tensor-map kernel: 0 off, 1 on, 2 outside
-      // branches, 3 pairs of <= 16 MiB (the default)
+      // branches, 3 pairs of <= 16 MiB (1 the default since run 45)
       kernels::gemv_set_tmap_pair(pick<int>("--gemv-pair", next(), {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}));
     else if (a == "--gemv-pair-config") {  // the pair kernel's stages[,tr,cs] (0: 4 stages, the plan's split)
       const std::vector<int64_t> v = parse_list(next());

@@ -872,7 +872,7 @@ TEST(LinearGemv, PairRuleTakesOnlyOneTokenPairsOfOneX) {
     EXPECT_EQ(tr, 64);  // whole-K 64-row tiles: 72 CTAs in one round
     EXPECT_EQ(cs, 1);
   }
-  EXPECT_EQ(kernels::gemv_tmap_pair_mode(), 3);  // the default (DEEPINFER_GEMV_PAIR unset)
+  EXPECT_EQ(kernels::gemv_tmap_pair_mode(), 1);  // the default (DEEPINFER_GEMV_PAIR unset): every pair
 }
 
 TEST(LinearGemv, BulkFallbackAndRejects) {

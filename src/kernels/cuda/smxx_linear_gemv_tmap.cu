@@ -1275,8 +1275,9 @@ void gemv_set_tmap_auto_min_bytes(int64_t bytes) {
 namespace {
 // kPairDefault: the pair rule's mode when neither the setter nor DEEPINFER_GEMV_PAIR says (NOTES 47,
 // run pair: the 7 layers at batch 1 1.686 -> 1.674 ms with the pair kernel on wq_a + wkv only; 1.706
-// with it on the shared expert's pair too, then on a split later replaced, see pair_config).
-constexpr int kPairDefault = 3;
+// with it on the shared expert's pair too, at a split later replaced, see pair_config; run 45, with
+// whole-K 64-row tiles for the shared pair: mode 1 1.648 against mode 3's 1.668 ms, three A/B rounds).
+constexpr int kPairDefault = 1;
 std::atomic<int> g_pair_mode{-1};  // -1: not read yet
 }  // namespace
 void gemv_set_tmap_pair(int mode) { g_pair_mode = mode < 0 ? -1 : std::min(mode, 3); }

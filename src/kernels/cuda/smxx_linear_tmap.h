@@ -46,9 +46,9 @@ void gemv_set_tmap_auto_rounds(bool on);
 // kAuto's pairs (NOTES 47): two one-token bf16-x FP8 calls of one x through linear_gemv_multi
 // (linear_multi: wq_a + wkv, the shared expert's w1 + w3) as one launch of the slim kernel
 // (gemv_tmap_pair_takes, smxx_linear.cuh). mode 0 off (the bulk kernel, as before), 1 every pair it
-// takes, 2 only outside a concurrent branch (while this thread's bulk launches are not capped per
+// takes (the default since run 45), 2 only outside a concurrent branch (while this thread's bulk launches are not capped per
 // SM: the model's branches cap them; A/B only: a model with branches then runs other kernels than one
-// without), 3 (the default) pairs of at most kGemvTmapPairMaxBytes; < 0: DEEPINFER_GEMV_PAIR or the
+// without), 3 pairs of at most kGemvTmapPairMaxBytes (the default in session 13's run 44); < 0: DEEPINFER_GEMV_PAIR or the
 // default. For the layers' A/B.
 void gemv_set_tmap_pair(int mode);
 int gemv_tmap_pair_mode();

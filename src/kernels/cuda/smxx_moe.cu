@@ -427,14 +427,16 @@ __global__ void __launch_bounds__(kDmmaQuarters * kWarpsPerQuarter * 32)
 // kDmma by default: run r1 of session 6 (NOTES 17), per call vs kVec: 6.6 -> 1.1 ms at 8192
 // tokens, 0.19 -> 0.08 ms at 256, 0.055 -> 0.028 ms at 8.
 // kDmmaDeep since NOTES 28 (the same bits; at n <= 8 ncu 14.2 -> 11.4 us per call, op -3 us).
-// DEEPINFER_ROUTER_SPLIT=1 (read once, where no setter has chosen a path) takes kDmmaSplit: the
-// model tests run it that way before it could become the default (NOTES 48, session 13).
+// kDmmaSplit since session 13 (NOTES 48, run 45: its 4x shorter DMMA chain, with the pair kernel on
+// the shared expert, the 7 layers at batch 1 1.668 -> 1.631 ms; alone -7 us; other low bits, within
+// one f32 ulp of kVec like kDmma). DEEPINFER_ROUTER_SPLIT=0 (read once, where no setter has chosen
+// a path) keeps kDmmaDeep's order.
 std::atomic<int> g_router_path{-1};  // -1: not resolved yet
 RouterLogitsPath current_router_path() {
   int v = g_router_path.load();
   if (v < 0) {
     const EnvDigit e = env_digit("DEEPINFER_ROUTER_SPLIT", 0, 1);  // invalid: the model refuses it at load
-    v = int(e.valid && e.value == 1 ? RouterLogitsPath::kDmmaSplit : RouterLogitsPath::kDmmaDeep);
+    v = int(e.valid && e.value == 0 ? RouterLogitsPath::kDmmaDeep : RouterLogitsPath::kDmmaSplit);
     g_router_path.store(v);
   }
   return RouterLogitsPath(v);

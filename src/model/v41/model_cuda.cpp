@@ -271,7 +271,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
                "a digit 0..3 (kAuto's one-token gemv pairs on the tensor-map kernel: off, every pair, outside "
                "branches, pairs of <= 16 MiB)");
   digit_switch("DEEPINFER_ROUTER_SPLIT", 0, 1,
-               "0 or 1 (the router logits in 16 K pieces, kDmmaSplit: other low bits, NOTES 48)");
+               "0 or 1 (the router logits in 16 K pieces, kDmmaSplit, the default; 0: kDmmaDeep's order, NOTES 48)");
   digit_switch("DEEPINFER_INDEXER_WGMMA", 0, 1, "0 or 1 (0: the prefill indexer score off wgmma, on the grouped mma.sync kernel)");
   // Priorities (NOTES 34): the main stream carries the critical path, so with
   // branch_priority it takes the device's highest priority and the branches its lowest;
