@@ -1140,7 +1140,9 @@ bool cached_map(const LinearArgs& a, int tr, CUtensorMap* map) {
   return it->second.first;
 }
 
-cudaError_t set_smem_once(KernelFn k, int dyn_smem) {
+// Any kernel pointer type (the single and the pair kernels): one cache of the attribute per device.
+template <typename Fn>
+cudaError_t set_smem_once(Fn k, int dyn_smem) {
   const auto key = std::make_tuple(current_device(), reinterpret_cast<const void*>(k));
   std::lock_guard<std::mutex> lock(g_cache_mu);
   auto it = g_attr.find(key);
@@ -1404,16 +1406,7 @@ cudaError_t launch_pair(const LinearArgs* calls, cudaStream_t stream, const Conf
   p1.num_rows = int(b.num_rows);
   p1.tiles = int(ceil_div(b.num_rows, pl.tr));
   PairFn k = pair_kernel_for(pl.tr, p.scale != nullptr);
-  const auto key = std::make_tuple(current_device(), reinterpret_cast<const void*>(k));
-  {
-    std::lock_guard<std::mutex> lock(g_cache_mu);
-    auto it = g_attr.find(key);
-    if (it == g_attr.end() || it->second < pl.dyn_smem) {
-      const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pl.dyn_smem);
-      if (e != cudaSuccess) return e;
-      g_attr[key] = pl.dyn_smem;
-    }
-  }
+  if (const cudaError_t e = set_smem_once(k, pl.dyn_smem); e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(pl.nclusters * pl.cs));
   cfg.blockDim = dim3(unsigned((kSlimWarps + 1) * 32));
