@@ -647,13 +647,28 @@ __device__ void one_launch_tail(const HcMixesArgs& a, const OneLaunchTail& tl, c
   __shared__ float scratch[8];
   __shared__ float mix[kMaxMix + 1];
   __shared__ float prm[kMaxMix + 3];
-  __threadfence();
+  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
+  const int num_mix = int((2 + a.hc) * a.hc);
+  // base / scale (27 floats) for the finish: every block's warp 8 issues these loads before the
+  // counter, so the last block does not pay their round trip after the staging below (the
+  // finish warp is the site's longest tail, NOTES 29; session 13).
+  float p = 0.0f;
+  if (warp == 8) {
+    if (lane < num_mix) p = a.base[lane];
+    else if (lane >= kMaxMix && lane < kMaxMix + 3) p = a.scale[lane - kMaxMix];
+  }
+  // The counter as cooperative groups' grid barrier does it: the block's writes (ws, tl.x)
+  // ordered before thread 0's fence by the barrier, one fence and the atomic by thread 0, and
+  // in the last block the acquiring fence by thread 0 before the barrier the others wait on
+  // (was a fence by every thread on both sides).
   __syncthreads();
-  if (threadIdx.x == 0) am_last = atomicAdd(tl.counters + t, 1u) == unsigned(splits - 1) ? 1u : 0u;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    am_last = atomicAdd(tl.counters + t, 1u) == unsigned(splits - 1) ? 1u : 0u;
+    if (am_last) __threadfence();
+  }
   __syncthreads();
   if (am_last == 0u) return;
-  __threadfence();
-  const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
   if (warp >= 8) {
     const int total = splits * (kMaxMix + 1);  // <= 64 x 25 = 1600: up to 7 per thread
     const float* src = ws + t * total;
@@ -662,9 +677,7 @@ __device__ void one_launch_tail(const HcMixesArgs& a, const OneLaunchTail& tl, c
     asm volatile("bar.sync 2, %0;" ::"r"(int(blockDim.x) - 256) : "memory");
     if (warp > 8) return;
     if (lane == 0) tl.counters[t] = 0u;
-    const int num_mix = int((2 + a.hc) * a.hc);
-    if (lane < num_mix) prm[lane] = a.base[lane];
-    else if (lane >= kMaxMix && lane < kMaxMix + 3) prm[lane] = a.scale[lane - kMaxMix];
+    if (lane < num_mix || (lane >= kMaxMix && lane < kMaxMix + 3)) prm[lane] = p;
     if (lane <= kMaxMix) {
       float v = 0.0f;
       for (int s = 0; s < splits; ++s) v += stage[s * (kMaxMix + 1) + lane];
