@@ -82,7 +82,7 @@
 //                [--ops-moe] [--ops-moe-profile] [--profile-big wgmmawss,wide]
 //                [--fp8-kinds auto,mma8] [--linear-ns 256,8192]
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
-//                [--engram-compare 1|0] [--engram-only] [--indexer-only] [--index-score-prefill] [--indexer-wgmma-ab] [--ops-attention] [--graphs 1|0]
+//                [--trace-csv PATH] [--engram-compare 1|0] [--engram-only] [--indexer-only] [--index-score-prefill] [--indexer-wgmma-ab] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep|dmmasplit] [--moe-small auto|former|lean4] [--moe-select 1|0]
 //                [--moe-plan one|fast|lean] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmawss]
@@ -122,6 +122,7 @@
 #include "kernels/cuda/smxx_topk.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/weight_args.h"
+#include "kernel_trace.h"
 
 using namespace deepinfer;
 using deepinfer::ops::WeightRef;
@@ -2166,6 +2167,13 @@ void engram_compare(int64_t ev, const std::vector<int64_t>& batches, int steps, 
   std::fflush(stdout);
 }
 
+// --trace-csv PATH (kernel_trace.h): the first (context, batch) pair's graph modes (graph with
+// the layer events, graph_untimed) run under CUPTI, every step between two marks, and the
+// kernels / copies go to PATH for bench/flash/timeline.py. g_tracer is loaded at startup, so a
+// missing libcupti fails before any work.
+std::string g_trace_csv;
+ktrace::Tracer* g_tracer = nullptr;
+
 // Decode steps of one (context, batch) pair, timed as the engine runs them. Modes:
 //   eager: every op launched from the host, per-layer device events ("decode" line);
 //   graph: the step replayed from its bucket's CUDA graph with the layer events as
@@ -2187,7 +2195,18 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
                  int64_t B, int steps, bool profile, double fill_s, const std::function<int64_t()>& rand_tok,
                  bool graphs, const char* act_name) {
   static const char* const kModeNames[] = {"eager", "graph", "graph_untimed", "graph_vector"};
+  ktrace::Tracer* tracer = graphs ? g_tracer : nullptr;
+  if (tracer) g_tracer = nullptr;  // one pair only
   for (int mode = 0; mode < (graphs ? 4 : 1); ++mode) {
+    const bool traced = tracer && (mode == 1 || mode == 2);
+    if (traced && mode == 1) {
+      // before the first graph step, so the graphs are captured and instantiated traced
+      std::string err;
+      if (!tracer->start(err)) {
+        std::fprintf(stderr, "--trace-csv: %s\n", err.c_str());
+        std::exit(1);
+      }
+    }
     m.set_cuda_graphs(mode > 0);
     m.set_layer_timing(mode < 2);
     const auto stats0 = m.graph_stats();
@@ -2204,6 +2223,9 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
       }
       const bool prof = profile && mode == 0 && s == steps + 1;
       if (prof) CK(cudaProfilerStart());
+      char label[64];
+      std::snprintf(label, sizeof label, "begin mode=%s step=%d", kModeNames[mode], s);
+      if (traced) tracer->mark(label);
       const auto a = Clock::now();
       std::vector<float> vec;
       v41::LogitsView view;
@@ -2215,6 +2237,20 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
       }
       const float ms = float(secs(a) * 1e3);
       if (prof) CK(cudaProfilerStop());
+      if (traced) {  // the step's layer event times ride in the mark (mode 1)
+        std::string end = "end mode=" + std::string(kModeNames[mode]) + " step=" + std::to_string(s);
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " wall_ms=%.4f", ms);
+        end += buf;
+        if (mode == 1) {
+          end += " layers_ms=";
+          for (float v : m.last_layer_ms()) {
+            std::snprintf(buf, sizeof buf, "%.4f;", v);
+            end += buf;
+          }
+        }
+        tracer->mark(end);
+      }
       if (s == 0)
         nonfinite = std::count_if(view.data, view.data + view.rows * view.vocab,
                                   [](float v) { return !std::isfinite(v); });
@@ -2280,6 +2316,18 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
                   med([](const T& t) { return double(t.param_bytes) / 1e6; }));
     }
     std::fflush(stdout);
+    if (traced && mode == 2) {
+      CK(cudaDeviceSynchronize());
+      tracer->stop();
+      std::string err;
+      if (!tracer->write_csv(g_trace_csv, err)) {
+        std::fprintf(stderr, "--trace-csv: %s\n", err.c_str());
+        std::exit(1);
+      }
+      std::printf("trace_csv ctx=%lld batch=%lld path=%s kernels=%zu dropped=%zu\n", (long long)ctx, (long long)B,
+                  g_trace_csv.c_str(), tracer->kernels(), tracer->dropped());
+      std::fflush(stdout);
+    }
   }
   m.set_cuda_graphs(false);
   m.set_layer_timing(true);
@@ -2414,6 +2462,7 @@ int main(int argc, char** argv) {
         }
     }
     else if (a == "--budget-s") budget = std::atof(next());
+    else if (a == "--trace-csv") g_trace_csv = next();  // CUPTI kernel timeline of the first pair's graph steps
     else if (a == "--tokenizer") tokenizer = next();
     else if (a == "--dry") dry = true;
     else if (a == "--profile") profile = true;  // the timed prefill and the last eager decode step inside cudaProfilerStart/Stop
@@ -2544,6 +2593,15 @@ int main(int argc, char** argv) {
   if (ops_only) {  // the op section needs only the config and its own device weights
     run_ops(cfg, hp, batches, moe_only);
     return 0;
+  }
+  static ktrace::Tracer tracer;
+  if (!g_trace_csv.empty()) {
+    std::string err;
+    if (!tracer.open(err)) {
+      std::fprintf(stderr, "--trace-csv: %s\n", err.c_str());
+      return 1;
+    }
+    g_tracer = &tracer;
   }
   const v41::ModelWeights w = random_weights(cfg, hp);
   size_t host_bytes = 0;
