@@ -40,7 +40,7 @@ namespace ktrace {
 struct Row {
   const char* kind;  // kernel, memcpy, memset, mark
   uint64_t start = 0, end = 0;
-  uint32_t stream = 0, graph_id = 0, corr = 0;
+  uint32_t stream = 0, graph_id = 0, corr = 0, channel = 0, channel_type = 0;
   uint64_t node = 0;
   int grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, cluster[3] = {0, 0, 0};
   int regs = 0, smem_static = 0, smem_dyn = 0;
@@ -114,8 +114,9 @@ class Tracer {
   }
 
   // One row per record, sorted by start: kind,start_ns,end_ns,stream,graph_id,graph_node,grid,
-  // block,cluster,regs,smem_static,smem_dyn,bytes,corr,name (name demangled, without its
-  // parameter list and namespaces, quoted).
+  // block,cluster,regs,smem_static,smem_dyn,bytes,corr,channel,channel_type,name (name demangled,
+  // without its parameter list and namespaces, quoted). A graph's kernels may all report the
+  // stream it was launched into; the hardware channel (channelID) tells its branches apart.
   bool write_csv(const std::string& path, std::string& err) {
     std::lock_guard<std::mutex> g(mu_);
     std::FILE* f = std::fopen(path.c_str(), "w");
@@ -127,16 +128,16 @@ class Tracer {
     for (const auto& r : rows_) order.push_back(&r);
     std::stable_sort(order.begin(), order.end(), [](const Row* a, const Row* b) { return a->start < b->start; });
     std::fprintf(f, "kind,start_ns,end_ns,stream,graph_id,graph_node,grid,block,cluster,regs,smem_static,smem_dyn,"
-                    "bytes,corr,name\n");
+                    "bytes,corr,channel,channel_type,name\n");
     for (const Row* r : order) {
       std::string n = std::strcmp(r->kind, "kernel") == 0 ? shorten(r->name) : r->name;
       for (auto& c : n)
         if (c == '"') c = '\'';
-      std::fprintf(f, "%s,%llu,%llu,%u,%u,%llu,%d.%d.%d,%d.%d.%d,%d.%d.%d,%d,%d,%d,%llu,%u,\"%s\"\n", r->kind,
+      std::fprintf(f, "%s,%llu,%llu,%u,%u,%llu,%d.%d.%d,%d.%d.%d,%d.%d.%d,%d,%d,%d,%llu,%u,%u,%u,\"%s\"\n", r->kind,
                    (unsigned long long)r->start, (unsigned long long)r->end, r->stream, r->graph_id,
                    (unsigned long long)r->node, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1],
                    r->block[2], r->cluster[0], r->cluster[1], r->cluster[2], r->regs, r->smem_static, r->smem_dyn,
-                   (unsigned long long)r->bytes, r->corr, n.c_str());
+                   (unsigned long long)r->bytes, r->corr, r->channel, r->channel_type, n.c_str());
     }
     std::fclose(f);
     return true;
@@ -184,6 +185,8 @@ class Tracer {
         r.graph_id = k->graphId;
         r.node = k->graphNodeId;
         r.corr = k->correlationId;
+        r.channel = k->channelID;
+        r.channel_type = uint32_t(k->channelType);
         r.grid[0] = k->gridX, r.grid[1] = k->gridY, r.grid[2] = k->gridZ;
         r.block[0] = k->blockX, r.block[1] = k->blockY, r.block[2] = k->blockZ;
         r.cluster[0] = int(k->clusterX), r.cluster[1] = int(k->clusterY), r.cluster[2] = int(k->clusterZ);
@@ -204,6 +207,8 @@ class Tracer {
         r.node = m->graphNodeId;
         r.corr = m->correlationId;
         r.bytes = m->bytes;
+        r.channel = m->channelID;
+        r.channel_type = uint32_t(m->channelType);
         r.name = m->copyKind < 11 ? kKinds[m->copyKind] : "memcpy_?";
       } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);

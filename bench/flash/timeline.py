@@ -7,7 +7,8 @@
 Why: ncu times each kernel alone and serialized, and the layer events give per-layer totals;
 a batch-1 decode step is one graph whose branches run on three streams at once, so what sets
 the step is its critical path and the idle time between the kernels on it, which only a
-timeline shows.
+timeline shows. "Stream" below is a lane (--lanes): the CUDA stream, or where a graph reports
+one stream for all its nodes, the hardware channel a kernel ran on.
 
 The CSV holds the kernels / copies / sets of the first (context, batch) pair's graph steps
 (modes graph, with the layer event nodes, and graph_untimed, without) and a "mark" row at each
@@ -41,7 +42,8 @@ def load(path):
             if r["kind"] == "mark":
                 marks.append((int(r["start_ns"]), r["name"]))
             else:
-                ks.append(dict(kind=r["kind"], s=int(r["start_ns"]), e=int(r["end_ns"]), st=int(r["stream"]),
+                ks.append(dict(kind=r["kind"], s=int(r["start_ns"]), e=int(r["end_ns"]), stream=int(r["stream"]),
+                               channel=int(r.get("channel") or 0),
                                node=int(r["graph_node"]), grid=r["grid"], block=r["block"], regs=int(r["regs"]),
                                smem=int(r["smem_static"]) + int(r["smem_dyn"]), bytes=int(r["bytes"]),
                                name=r["name"] if r["kind"] == "kernel" else f"{r['name']} {int(r['bytes'])}B"))
@@ -134,7 +136,11 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--mode", default="graph_untimed", help="graph (with the layer event nodes) or graph_untimed")
     ap.add_argument("--step", type=int, default=-1, help="index into that mode's measured steps (>= 2)")
-    ap.add_argument("--main-stream", type=int, default=None)
+    ap.add_argument("--main-stream", type=int, default=None, help="the main lane's id (default: the lane with most kernels)")
+    ap.add_argument("--lanes", default="auto", choices=["auto", "stream", "channel", "greedy"],
+                    help="what tells the branches apart: the CUDA stream, the hardware channel (a graph's kernels "
+                         "may all report its launch stream), or a greedy packing of overlapping kernels; auto: "
+                         "the first of these with more than one value")
     ap.add_argument("--layer-start", default=r"hc_site|hc_expand|engram_gate|hc_mixes|hc_collapse")
     ap.add_argument("--sites-per-layer", type=int, default=2)
     ap.add_argument("--kinds", default="r0,r0+engram,r2_source,r2_reuse,r1_source,r1_reuse,r1_reindex",
@@ -158,6 +164,25 @@ def main():
         sys.exit(f"no measured step of mode {args.mode}")
     mode, step, kv, sel = cand[args.step]
     kern = [k for k in sel if k["kind"] == "kernel"]
+    lanes = args.lanes
+    if lanes == "auto":
+        lanes = ("stream" if len({k["stream"] for k in kern}) > 1
+                 else "channel" if len({k["channel"] for k in kern}) > 1 else "greedy")
+    if lanes == "greedy":
+        ends = []  # a kernel goes to the first lane free at its start
+        for k in kern:
+            for i, e in enumerate(ends):
+                if e <= k["s"]:
+                    k["st"], ends[i] = i, k["e"]
+                    break
+            else:
+                k["st"] = len(ends)
+                ends.append(k["e"])
+    else:
+        for k in kern:
+            k["st"] = k[lanes]
+    for k in sel:
+        k.setdefault("st", k["stream"])
     t0 = kern[0]["s"]
     W = wall(sel)
     cnt = defaultdict(int)
@@ -169,7 +194,7 @@ def main():
     lname = lambda i: "embed" if i < 0 else (kinds[i] if i < len(kinds) else f"L{i}") if i < len(bounds) - 1 else (
         kinds[i] if i < len(kinds) else "head")
     print(f"\nchosen: mode {mode} step {step}: {len(kern)} kernels, wall {W / 1000:.1f} us, main stream {main_st}, "
-          f"streams {dict(cnt)}, layer starts at (us) " + ",".join(f"{(b - t0) / 1000:.1f}" for b in bounds))
+          f"lanes ({lanes}) {dict(cnt)}, layer starts at (us) " + ",".join(f"{(b - t0) / 1000:.1f}" for b in bounds))
     others = [k for k in sel if k["kind"] != "kernel"]
     if others:
         print("  copies / sets in the step: " + "; ".join(
