@@ -234,22 +234,28 @@ class Tracer {
     for (auto& r : got) t->rows_.push_back(std::move(r));
   }
 
-  // "void ns::kern<A, B>(int, float*)" -> "kern<A, B>": the qualifiers and parameter list say
-  // nothing the template arguments do not; namespaces inside the arguments go too.
+  // "void ns::(anonymous namespace)::kern<A, B>(int, float*)" -> "kern<A, B>": the qualifiers and
+  // parameter list say nothing the template arguments do not; namespaces inside the arguments go
+  // too. (The first version cut at the first '(' outside template brackets, which is the one of
+  // "(anonymous namespace)", and so wrote every kernel of an anonymous namespace as "".)
+ public:
   static std::string shorten(const std::string& mangled) {
     int status = 0;
     char* d = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
     std::string s = (status == 0 && d) ? d : mangled;
     std::free(d);
-    // cut the parameter list: the last top-level '(' (template arguments may hold parentheses)
-    int depth = 0;
-    size_t cut = std::string::npos;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '<') ++depth;
-      else if (s[i] == '>') --depth;
-      else if (s[i] == '(' && depth == 0) { cut = i; break; }
+    for (size_t p; (p = s.find("(anonymous namespace)::")) != std::string::npos;) s.erase(p, 23);
+    // cut the parameter list: the '(' that matches the final ')'
+    if (!s.empty() && s.back() == ')') {
+      int depth = 0;
+      for (size_t i = s.size(); i-- > 0;) {
+        if (s[i] == ')') ++depth;
+        else if (s[i] == '(' && --depth == 0) {
+          s.resize(i);
+          break;
+        }
+      }
     }
-    if (cut != std::string::npos) s.resize(cut);
     if (s.rfind("void ", 0) == 0) s = s.substr(5);
     std::string out;
     for (size_t i = 0; i < s.size(); ++i) {
@@ -267,10 +273,12 @@ class Tracer {
         out.push_back(s[i]);
       }
     }
+    if (out.empty()) out = mangled;  // never an empty name
     if (out.size() > 200) out.resize(200);
     return out;
   }
 
+ private:
   void* lib_ = nullptr;
   std::mutex mu_;
   std::vector<Row> rows_;

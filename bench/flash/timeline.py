@@ -23,10 +23,11 @@ gap before each link; a link whose kernel started before its same-stream predece
 (programmatic dependent launch) is followed to that predecessor instead and its gap is negative.
 Sum of kernel time on the path vs the replay's wall, and per layer.
 
-Layers: main-stream kernels matching --layer-start (the hyper-connection site, which opens
-each attention and each MoE half, and the Engram layers' expand / gate before it) begin a
-"site"; a match right after another match does not; --sites-per-layer 2 sites make a layer.
-Kernels on other streams belong to the layer in which they start.
+Layers: by kernel names (a graph may run its main path on several internal streams, so lanes
+cannot say which kernels are the main path): every --sites-per-layer-th hyper-connection site
+kernel (--site; one opens each attention and each MoE half) opens a layer, pulled back over an
+Engram layer's expand / gate right before it (--pre); the first --head kernel after the last
+site opens the head. A branch's kernels belong to the layer in which they start.
 """
 import argparse
 import csv
@@ -76,17 +77,28 @@ def wall(sel, kinds=("kernel",)):
     return (max(k["e"] for k in kk) - min(k["s"] for k in kk)) if kk else 0
 
 
-def layers_of(kern, main, rx, per_layer):
-    """A layer index for each kernel (-1: before the first layer, i.e. the embedding)."""
-    sites, prev_match = [], False
-    for k in kern:
-        if k["st"] != main:
-            continue
-        m = bool(rx.search(k["name"]))
-        if m and not prev_match:
-            sites.append(k["s"])
-        prev_match = m
-    bounds = sites[::per_layer]
+def layers_of(kern, site_rx, pre_rx, head_rx, per_layer):
+    """A layer index for each kernel (-1: the embedding, before the first layer; the number of
+    layers: the head). Every per_layer-th site kernel opens a layer, pulled back over the
+    kernels matching pre_rx that end right before it (an Engram layer's expand and gate); the
+    first head_rx kernel after the last site opens the head. Names, not lanes: a graph may run
+    its main path on several internal streams."""
+    sites = [i for i, k in enumerate(kern) if site_rx.search(k["name"])]
+    firsts = sites[::per_layer]
+
+    def pull_back(i):
+        t = kern[i]["s"]
+        while True:
+            pre = [k for k in kern if pre_rx.search(k["name"]) and t - 3000 <= k["e"] <= t]
+            if not pre:
+                return t
+            t = min(k["s"] for k in pre)
+
+    bounds = [pull_back(i) for i in firsts]
+    if sites:
+        head = [i for i, k in enumerate(kern) if k["s"] > kern[sites[-1]]["s"] and head_rx.search(k["name"])]
+        if head:
+            bounds.append(pull_back(head[0]))
     out = []
     for k in kern:
         i = -1
@@ -96,13 +108,13 @@ def layers_of(kern, main, rx, per_layer):
     return out, bounds
 
 
-def critical_path(kern, main):
-    """Back from the main stream's last kernel; returns [(kernel index, gap_ns before it, how)]."""
-    idx = [i for i, k in enumerate(kern) if k["st"] == main]
-    if not idx:
-        return []
-    cur = max(idx, key=lambda i: kern[i]["e"])
-    # same-stream predecessor of each kernel
+def critical_path(kern, tol_ns=500):
+    """Back from the replay's last kernel (the head's, on the main path); returns
+    [(kernel index, gap_ns before it, how)]. Kernels of consecutive launches may overlap by
+    a few tens of ns in the records (the next one's first block starts as the last block of
+    the previous one drains), so a kernel that ended up to tol_ns after K started still
+    counts as having ended before it (its gap is then negative)."""
+    cur = max(range(len(kern)), key=lambda i: kern[i]["e"])
     last_on, prev_same = {}, {}
     for i, k in enumerate(kern):
         prev_same[i] = last_on.get(k["st"])
@@ -111,15 +123,15 @@ def critical_path(kern, main):
     while True:
         k = kern[cur]
         ps = prev_same[cur]
-        if ps is not None and kern[ps]["e"] > k["s"]:
-            # started before its stream predecessor ended: an early (PDL) launch, so the
+        if ps is not None and kern[ps]["e"] > k["s"] + tol_ns:
+            # started well before its lane predecessor ended: an early (PDL) launch, so the
             # predecessor is what it waits for
             chain.append((cur, k["s"] - kern[ps]["e"], "pdl"))
             cur = ps
             continue
         best = None
         for j, q in enumerate(kern):
-            if j != cur and q["e"] <= k["s"] and (best is None or q["e"] > kern[best]["e"]):
+            if j != cur and q["s"] < k["s"] and q["e"] <= k["s"] + tol_ns and (best is None or q["e"] > kern[best]["e"]):
                 best = j
         if best is None:
             chain.append((cur, 0, "first"))
@@ -141,11 +153,15 @@ def main():
                     help="what tells the branches apart: the CUDA stream, the hardware channel (a graph's kernels "
                          "may all report its launch stream), or a greedy packing of overlapping kernels; auto: "
                          "the first of these with more than one value")
-    ap.add_argument("--layer-start", default=r"hc_site|hc_expand|engram_gate|hc_mixes|hc_collapse")
+    ap.add_argument("--site", default=r"hc_site|hc_mixes", help="the kernel that opens each hyper-connection site")
+    ap.add_argument("--pre", default=r"engram_gate|hc_expand", help="kernels right before a layer's first site that belong to it")
+    ap.add_argument("--head", default=r"hc_collapse_norm|hc_expand", help="the first kernel of the head, after the last site")
     ap.add_argument("--sites-per-layer", type=int, default=2)
     ap.add_argument("--kinds", default="r0,r0+engram,r2_source,r2_reuse,r1_source,r1_reuse,r1_reindex",
                     help="names of the layers, in order (flash_layers' 7)")
     ap.add_argument("--brief", action="store_true", help="no kernel-by-kernel list")
+    ap.add_argument("--tol-us", type=float, default=0.5, help="critical path: a kernel ending this much after the "
+                    "next one's start still counts as its predecessor")
     args = ap.parse_args()
     ks, marks = load(args.csv)
     if not ks:
@@ -189,10 +205,10 @@ def main():
     for k in kern:
         cnt[k["st"]] += 1
     main_st = args.main_stream if args.main_stream is not None else max(cnt, key=cnt.get)
-    lay, bounds = layers_of(kern, main_st, re.compile(args.layer_start), args.sites_per_layer)
+    lay, bounds = layers_of(kern, re.compile(args.site), re.compile(args.pre), re.compile(args.head), args.sites_per_layer)
     kinds = args.kinds.split(",")
-    lname = lambda i: "embed" if i < 0 else (kinds[i] if i < len(kinds) else f"L{i}") if i < len(bounds) - 1 else (
-        kinds[i] if i < len(kinds) else "head")
+    nl = len(bounds) - 1  # the last bound opens the head
+    lname = lambda i: "embed" if i < 0 else "head" if i >= nl else kinds[i] if i < len(kinds) else f"L{i}"
     print(f"\nchosen: mode {mode} step {step}: {len(kern)} kernels, wall {W / 1000:.1f} us, main stream {main_st}, "
           f"lanes ({lanes}) {dict(cnt)}, layer starts at (us) " + ",".join(f"{(b - t0) / 1000:.1f}" for b in bounds))
     others = [k for k in sel if k["kind"] != "kernel"]
@@ -235,7 +251,7 @@ def main():
     for n, (d, c) in sorted(by_name.items(), key=lambda x: -x[1][0])[:30]:
         print(f"  {d / 1000:8.1f} {c:4d}  {n[:110]}")
 
-    chain = critical_path(kern, main_st)
+    chain = critical_path(kern, int(args.tol_us * 1000))
     on = sum(kern[i]["e"] - kern[i]["s"] for i, _, _ in chain)
     gaps = sum(max(g, 0) for _, g, _ in chain)
     first_k = kern[chain[0][0]]
