@@ -25,11 +25,14 @@ for l in $(ldd "$BUILD/flash_layers" | awk '/utf8proc|pcre2/ { print $3 }'); do
   cp -L "$l" "$stage/.gpubin-flash/lib/"
   cp -L "$l" "$stage/.gpubin-tests/lib/"
 done
-# CUPTI for flash_layers --trace-csv (kernel_trace.h dlopens it only under that flag): 4.1 MB,
-# ~1.1 MB in the xz stream; the carry (~54 MB tree + all.tar.xz ~8.5 MB + tok.tar.xz 1.3 MB) stays
-# under its 64 MiB. The toolkit's own copy, so its record layouts match the header it compiled with.
-CUPTI="${CUPTI:-$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../lib64/libcupti.so.13}"
-if [ -f "$CUPTI" ]; then cp -L "$CUPTI" "$stage/.gpubin-flash/lib/"; else echo "no $CUPTI: --trace-csv will not load"; fi
+# TRACE=1: CUPTI too, for flash_layers --trace-csv (kernel_trace.h dlopens it only under that flag):
+# 4.1 MB, ~1.1 MB in the xz stream. Opt-in because the carry (~55 MB tree + all.tar.xz ~7.4 MB +
+# tok.tar.xz 1.3 MB) is within ~1 MB of its 64 MiB with it. The toolkit's own copy, so its record
+# layouts match the header flash_layers compiled with.
+if [ "${TRACE:-0}" = 1 ]; then
+  CUPTI="${CUPTI:-$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../lib64/libcupti.so.13}"
+  if [ -f "$CUPTI" ]; then cp -L "$CUPTI" "$stage/.gpubin-flash/lib/"; else echo "no $CUPTI: --trace-csv will not load"; fi
+fi
 { git rev-parse HEAD; git status --short --untracked-files=no; } > "$stage/.gpubin-flash/commit.txt"
 cp "$stage/.gpubin-flash/commit.txt" "$stage/.gpubin-tests/commit.txt"
 OUTDIR="${OUTDIR:-.gpubin-int}"
