@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "harness.h"
+#include "kernels/cuda/smxx_model.cuh"
 #include "model/config.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/norm.h"
@@ -82,6 +83,33 @@ OpCase quant_case(std::string name, Q q, int64_t n, int64_t dim, int64_t block) 
 
 }  // namespace
 
+// kernels::copy_rows (the model's ring / pool / scratch copies): rows gathered into a scrambled order
+// from a source buffer, with row starts at every 4-byte offset mod 16 (the scalar and the float4
+// paths), dims below, at and across the 8192-float block chunk; the destination's untouched floats
+// must stay as they were (they start at a sentinel). Family "former": bitwise.
+OpCase copy_rows_case(std::string name, int64_t count, int64_t dim) {
+  return {name, "former", [=](Rng& rng) {
+            const int64_t pitch = dim + 7;  // row r starts at float r * pitch + (r % 4): every alignment
+            const auto src = randn(rng, size_t(count * pitch + 4));
+            std::vector<float> dst(size_t(count * pitch + 4), -7.0f), want = dst;
+            std::vector<int64_t> perm(count);
+            for (int64_t r = 0; r < count; ++r) perm[r] = (r * 5 + 3) % count;  // a bijection when count % 5 != 0
+            Dev<float> dsrc(src), ddst(dst);
+            std::vector<const float*> sp(count);
+            std::vector<float*> dp(count);
+            for (int64_t r = 0; r < count; ++r) {
+              const int64_t so = perm[r] * pitch + perm[r] % 4, d0 = r * pitch + (r + 1) % 4;
+              sp[r] = dsrc.get() + so;
+              dp[r] = ddst.get() + d0;
+              for (int64_t i = 0; i < dim; ++i) want[d0 + i] = src[so + i];
+            }
+            Dev<const float*> dsp(sp);
+            Dev<float*> ddp(dp);
+            check_cuda(kernels::copy_rows({dsp.get(), ddp.get(), count, dim}, nullptr), "copy_rows");
+            return Outputs{{{"dst", want, ddst.host()}}, {}};
+          }};
+}
+
 std::vector<OpCase> elementwise_cases() {
   return {
       rms_case("rms_norm_5120", 7, 5120, true, 1e-6f),
@@ -96,6 +124,11 @@ std::vector<OpCase> elementwise_cases() {
       quant_case("fake_quant_fp4_e4m3_b16", Q::kFp4E4m3, 9, 512, 16),
       quant_case("fake_quant_fp4_ue8m0_b32", Q::kFp4Ue8m0, 33, 128, 32),
       quant_case("fake_quant_fp8_untouched_dim100", Q::kFp8, 3, 100, 32),
+      copy_rows_case("copy_rows_dim512_n129", 129, 512),
+      copy_rows_case("copy_rows_dim5_n3", 3, 5),
+      copy_rows_case("copy_rows_dim20480_n4", 4, 20480),
+      copy_rows_case("copy_rows_dim129281_n1", 1, 129281),
+      copy_rows_case("copy_rows_dim8193_n2", 2, 8193),
   };
 }
 

@@ -114,11 +114,53 @@ __global__ void compress_pool_kernel(CompressPoolArgs a) {
   a.latent[idx] = acc;
 }
 
-// One block per row.
-__global__ void copy_rows_kernel(CopyRowsArgs a) {
-  const float* s = a.src[blockIdx.x];
-  float* d = a.dst[blockIdx.x];
-  for (int64_t i = threadIdx.x; i < a.dim; i += blockDim.x) d[i] = s[i];
+// Block (row, chunk): kCopyChunk floats of one row. Why chunks and batches (NOTES 49's timeline,
+// session 13): the former one block per row with a plain loop, whose loads the compiler could not
+// hoist past the stores (src and dst might alias), copied one element per thread per memory round
+// trip: 8-10 us for the 1-4-row copies of the compressor / indexer chain and 15 us for the head's
+// one row, on the batch-1 critical path. Here every thread's loads of a batch are in flight
+// together (registers first, then the stores) and a long row spreads over several blocks. Rows must
+// not overlap (as before: the lists name ring rows, pool rows and scratch rows).
+constexpr int kCopyThreads = 256, kCopyBatch = 8;
+constexpr int64_t kCopyChunk = int64_t(kCopyThreads) * kCopyBatch * 4;  // 8192 floats, 32 KB
+__global__ void __launch_bounds__(kCopyThreads) copy_rows_kernel(CopyRowsArgs a) {
+  const float* __restrict__ s = a.src[blockIdx.x];
+  float* __restrict__ d = a.dst[blockIdx.x];
+  const int64_t lo = int64_t(blockIdx.y) * kCopyChunk, hi = lo + kCopyChunk < a.dim ? lo + kCopyChunk : a.dim;
+  const int tid = int(threadIdx.x);
+  if (((reinterpret_cast<uintptr_t>(s) | reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
+    // 16-byte rows (lo is a multiple of 4): float4 batches, then the last < 4 floats.
+    const int64_t n4 = (hi - lo) / 4;
+    const float4* s4 = reinterpret_cast<const float4*>(s + lo);
+    float4* d4 = reinterpret_cast<float4*>(d + lo);
+    float4 v[kCopyBatch];
+#pragma unroll
+    for (int u = 0; u < kCopyBatch; ++u) {
+      const int64_t i = tid + int64_t(u) * kCopyThreads;
+      if (i < n4) v[u] = s4[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyBatch; ++u) {
+      const int64_t i = tid + int64_t(u) * kCopyThreads;
+      if (i < n4) d4[i] = v[u];
+    }
+    const int64_t t = lo + 4 * n4 + tid;
+    if (t < hi) d[t] = s[t];
+    return;
+  }
+  for (int64_t b = lo; b < hi; b += int64_t(kCopyThreads) * kCopyBatch * 4) {
+    float v[kCopyBatch * 4];
+#pragma unroll
+    for (int u = 0; u < kCopyBatch * 4; ++u) {
+      const int64_t i = b + tid + int64_t(u) * kCopyThreads;
+      if (i < hi) v[u] = s[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyBatch * 4; ++u) {
+      const int64_t i = b + tid + int64_t(u) * kCopyThreads;
+      if (i < hi) d[i] = v[u];
+    }
+  }
 }
 
 __global__ void scatter_add_rows_kernel(ScatterAddRowsArgs a) {
@@ -173,7 +215,9 @@ cudaError_t compress_pool(const CompressPoolArgs& a, cudaStream_t stream) {
 cudaError_t copy_rows(const CopyRowsArgs& a, cudaStream_t stream) {
   if (a.count < 0 || a.dim < 1 || a.count > (int64_t(1) << 31) - 1) return cudaErrorInvalidValue;
   if (a.count == 0) return cudaSuccess;
-  copy_rows_kernel<<<unsigned(a.count), row_threads(a.dim), 0, stream>>>(a);
+  const int64_t chunks = (a.dim + kCopyChunk - 1) / kCopyChunk;
+  if (chunks > 65535) return cudaErrorInvalidValue;
+  copy_rows_kernel<<<dim3(unsigned(a.count), unsigned(chunks)), kCopyThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 
