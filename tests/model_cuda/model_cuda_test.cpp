@@ -42,6 +42,7 @@
 #include "io/safetensors.h"
 #include "model/v41/model.h"
 #include "model/v41/model_cuda.h"
+#include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "../model/golden_feeds.h"
@@ -1521,7 +1522,7 @@ TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
 // back to their defaults on other values; the model's load rejects those, so a typo cannot
 // silently measure the default.
 TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
-  for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN", "DEEPINFER_B1_FUSE"}) {
+  for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN", "DEEPINFER_B1_FUSE", "DEEPINFER_HC_SITE"}) {
     for (const char* bad : {"9", "on", "-1", "01"}) {
       setenv(name, bad, 1);
       EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << name << "=" << bad;
@@ -1530,6 +1531,44 @@ TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
     EXPECT_NO_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))) << name;
     unsetenv(name);
   }
+}
+
+// The one-launch hc site's finish deferred to its own stream (kernels::hc_set_site_mode(1),
+// DEEPINFER_HC_SITE=1; NOTES 51): the same kernels' arithmetic, joined before the next reader,
+// so the logits are bitwise the site's own finish: eager and replayed from CUDA graphs, batch 1
+// (the one-launch site) and 3 (the two launches, the mode ignored), branches on and off, f32
+// and bf16, the trained model and a fixture.
+TEST(CudaHcSite, DeferredFinishChangesNoBit) {
+  const std::string trained = fixtures() + "/../../models/deepinfer-v41-tiny";
+  for (const std::string& dir : {trained, fixture("v41_tiny_quant")})
+    for (const bool bf16 : {false, true})
+      for (const bool graphs : {false, true})
+        for (const bool overlap : {true, false}) {
+          SCOPED_TRACE(dir);
+          SCOPED_TRACE(bf16 ? "bf16" : "f32");
+          SCOPED_TRACE(graphs ? "graphs" : "eager");
+          SCOPED_TRACE(overlap ? "branches" : "one stream");
+          v41::CudaModelOptions o = bf16 ? bf16_options(4, false, 0) : options(4);
+          o.cuda_graphs = graphs;
+          o.overlap = overlap;
+          kernels::hc_set_site_mode(1);
+          auto on = v41::CudaModel::load(dir, o);
+          kernels::hc_set_site_mode(0);
+          auto off = v41::CudaModel::load(dir, o);
+          kernels::hc_set_site_mode(-1);
+          std::vector<std::vector<int64_t>> tables;
+          for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
+          for (int64_t count : {1, 3}) {
+            SCOPED_TRACE(count);
+            for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
+            const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
+                                                                   uint32_t(40 + count)),
+                                        tables);
+            EXPECT_EQ(c.steps, 25);
+            EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+          }
+          if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
+        }
 }
 
 TEST(CudaOverlap, BadBranchSettingsAreInputErrors) {

@@ -1,6 +1,7 @@
 // Hyper-connection mixes / collapse / expand and sink attention.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 
 #include "former_kernels.h"
@@ -41,9 +42,10 @@ OpCase mixes_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t 
 // With `one_launch`, the fused call gets HcMixesArgs::counters (the one-launch site where
 // the shape allows: n <= 8, splits of <= 128 columns) and runs twice on the same counters
 // (the second launch finds them zero again, so its results are checked too), and the
-// counters must be zero afterwards.
+// counters must be zero afterwards. With `defer` (one launch only), HcMixesArgs::defer_finish:
+// the site leaves the finish to kernels::hc_mixes_finish, called after it (NOTES 51).
 OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t iters, bool weight,
-                                bool expand = false, bool one_launch = false) {
+                                bool expand = false, bool one_launch = false, bool defer = false) {
   return {name, "fused", [=](Rng& rng) {
             const int64_t width = hc * dim, num_mix = (2 + hc) * hc;
             const auto h = randn(rng, n * width, 2.0f);
@@ -61,6 +63,7 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
               std::vector<float> pre, post, comb, x, h;
             };
             Dev<unsigned> counters(std::vector<unsigned>(size_t(n), 0u));
+            bool deferred_site_left_pre = true;
             auto run = [&](bool fused) {
               Dev<float> dh(h), dpre(n * hc), dpost(post0), dcomb(comb0), dx(n * dim);
               const kernels::HcExpandArgs e{dh.get(), dy.get(), dpost.get(), dcomb.get(), n, hc, dim};
@@ -80,6 +83,7 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
               m.comb = dcomb.get();
               m.workspace = ws.get();
               if (fused && one_launch) m.counters = counters.get();
+              if (fused && one_launch) m.defer_finish = defer;
               const kernels::HcCollapseNormArgs cn{dh.get(), dprev.get(), weight ? dw.get() : nullptr, dx.get(), n, hc,
                                                    dim, 1e-6f};
               if (fused && one_launch) {
@@ -94,13 +98,27 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
                 check_cuda(expand ? kernels::hc_expand_mixes_collapse_norm(e2, m2, cn2, nullptr)
                                   : kernels::hc_mixes_collapse_norm(m2, cn2, nullptr),
                            "one-launch warm-up");
+                if (defer) check_cuda(kernels::hc_mixes_finish(m2, nullptr), "hc_mixes_finish (warm-up)");
                 check_cuda(cudaDeviceSynchronize(), "one-launch warm-up");
               }
+              const std::vector<float> pre_before = dpre.host();
               if (fused && expand) {
                 check_cuda(kernels::hc_expand_mixes_collapse_norm(e, m, cn, nullptr), "hc_expand_mixes_collapse_norm");
               } else if (fused) {
                 check_cuda(kernels::hc_mixes_collapse_norm(m, cn, nullptr), "hc_mixes_collapse_norm");
-              } else {
+              }
+              if (fused && defer) {
+                // Only where the one-launch site ran (elsewhere the flag is ignored and the
+                // two launches finish the mixes themselves).
+                if (kernels::hc_site_one_launch_applies(m, cn)) {
+                  // The site itself must have left the finish's outputs alone.
+                  // (bytes, not floats: Dev's poison is a NaN pattern)
+                  const std::vector<float> after = dpre.host();
+                  deferred_site_left_pre =
+                      std::memcmp(after.data(), pre_before.data(), after.size() * sizeof(float)) == 0;
+                  check_cuda(kernels::hc_mixes_finish(m, nullptr), "hc_mixes_finish");
+                }
+              } else if (!fused) {
                 if (expand) check_cuda(kernels::hc_expand(e, nullptr), "hc_expand");
                 check_cuda(kernels::hc_mixes(m, nullptr), "hc_mixes");
                 check_cuda(kernels::hc_collapse_norm(cn, nullptr), "hc_collapse_norm");
@@ -126,7 +144,8 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
                             {"x", seq.x, fused.x},
                             {"h", seq.h, fused.h}},
                            {{"aliased_pre_rejected", {1}, {rejected == cudaErrorInvalidValue ? 1 : 0}},
-                            {"counters_left_zero", {1}, {zero ? 1 : 0}}}};
+                            {"counters_left_zero", {1}, {zero ? 1 : 0}},
+                            {"deferred_site_left_pre", {1}, {deferred_site_left_pre ? 1 : 0}}}};
           }};
 }
 
@@ -435,6 +454,13 @@ std::vector<OpCase> hyper_connection_cases() {
       mixes_collapse_norm_case("fused_hc_site_one_launch_expand_odd", 3, 4, 333, 3, false, true, true),
       mixes_collapse_norm_case("fused_hc_site_one_launch_hc3", 5, 3, 100, 7, true, false, true),
       mixes_collapse_norm_case("fused_hc_site_one_launch_n9_two_launches", 9, 4, 5120, 20, true, true, true),
+      // The deferred finish (DEEPINFER_HC_SITE=1): the site without its finish, then hc_mixes_finish.
+      mixes_collapse_norm_case("fused_hc_site_one_launch_defer_n1", 1, 4, 5120, 20, true, false, true, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_defer_expand_n1", 1, 4, 5120, 20, true, true, true, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_defer_expand_n8", 8, 4, 5120, 20, true, true, true, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_defer_expand_odd", 3, 4, 333, 3, false, true, true, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_defer_hc3", 5, 3, 100, 7, true, false, true, true),
+      mixes_collapse_norm_case("fused_hc_site_one_launch_defer_n9_two_launches", 9, 4, 5120, 20, true, true, true, true),
       mixes_finish_ab_case("former_hc_mixes_finish_warp_v41", 5, 4, 5120, 20, true),
       mixes_finish_ab_case("former_hc_mixes_finish_warp_n1", 1, 4, 5120, 20, false),
       mixes_finish_ab_case("former_hc_mixes_finish_warp_hc3", 11, 3, 333, 3, false),

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -653,7 +654,7 @@ __device__ void one_launch_tail(const HcMixesArgs& a, const OneLaunchTail& tl, c
   // counter, so the last block does not pay their round trip after the staging below (the
   // finish warp is the site's longest tail, NOTES 29; session 13).
   float p = 0.0f;
-  if (warp == 8) {
+  if (warp == 8 && !a.defer_finish) {
     if (lane < num_mix) p = a.base[lane];
     else if (lane >= kMaxMix && lane < kMaxMix + 3) p = a.scale[lane - kMaxMix];
   }
@@ -669,7 +670,12 @@ __device__ void one_launch_tail(const HcMixesArgs& a, const OneLaunchTail& tl, c
   }
   __syncthreads();
   if (am_last == 0u) return;
-  if (warp >= 8) {
+  if (a.defer_finish) {
+    // The finish runs in hc_mixes_finish after the site: only the counter's reset here (every
+    // block of the token has counted, so no one reads it again in this launch).
+    if (threadIdx.x == 0) tl.counters[t] = 0u;
+    if (threadIdx.x >= 256) return;
+  } else if (warp >= 8) {
     const int total = splits * (kMaxMix + 1);  // <= 64 x 25 = 1600: up to 7 per thread
     const float* src = ws + t * total;
     for (int idx = int(threadIdx.x) - 256; idx < total; idx += int(blockDim.x) - 256) stage[idx] = __ldcg(src + idx);
@@ -945,6 +951,40 @@ cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+cudaError_t hc_mixes_finish(const HcMixesArgs& a, cudaStream_t stream) {
+  if (a.n < 0 || a.hc < 1 || a.hc > kMaxHc || a.dim <= 0 || a.sinkhorn_iters < 1 || a.n > INT32_MAX)
+    return cudaErrorInvalidValue;
+  if (a.finish_variant < 0 || a.finish_variant > 1) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (!a.base || !a.scale || !a.pre || !a.post || !a.comb || !a.workspace) return cudaErrorInvalidValue;
+  // The tail's finish sums the staged split values in split order from 0 and runs the same
+  // mixes_finish_token_warp / mixes_finish_token on the same base / scale: the same bits.
+  hc_mixes_finish_kernel<<<finish_blocks(a.n), kFinishThreads, 0, stream>>>(
+      a, a.workspace, int(hc_mixes_splits(a.hc, a.dim)));
+  return cudaGetLastError();
+}
+
+namespace {
+std::atomic<int> g_site_mode{-1};
+}
+void hc_set_site_mode(int mode) { g_site_mode = mode < 0 ? -1 : std::min(mode, 1); }
+int hc_site_mode() {
+  int v = g_site_mode.load();
+  if (v < 0) {
+    const EnvDigit e = env_digit("DEEPINFER_HC_SITE", 0, 1);  // invalid: the model refuses it at load
+    v = e.valid ? e.value : kHcSiteDefault;
+    g_site_mode.store(v);
+  }
+  return v;
+}
+
+bool hc_site_one_launch_applies(const HcMixesArgs& m, const HcCollapseNormArgs& cn) {
+  if (m.counters == nullptr || m.n < 1 || m.n > 8 || !(m.variant == 0 || m.variant == 2) || m.hc < 1 || m.dim <= 0)
+    return false;
+  const int64_t splits = hc_mixes_splits(m.hc, m.dim), dchunk = (m.dim + splits - 1) / splits;
+  return dchunk <= kMixThreads && cn.h == m.h && cn.hc == m.hc && cn.dim == m.dim && m.dim <= kOneLaunchMaxDim;
+}
+
 namespace {
 // hc_mixes_collapse_norm with an optional expand (e != null) fused into the partial sums.
 cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& m, const HcCollapseNormArgs& cn,
@@ -965,8 +1005,7 @@ cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& m, con
   // One launch (m.counters): the tiled kernel at one token per block, as mixes_partial
   // picks it for n <= 8, with the collapse, the norm and the finish in its tail.
   const int64_t dchunk = (m.dim + splits - 1) / splits;
-  if (m.counters != nullptr && m.n <= 8 && (m.variant == 0 || m.variant == 2) && dchunk <= kMixThreads &&
-      cn.h == m.h && cn.hc == m.hc && cn.dim == m.dim && m.dim <= kOneLaunchMaxDim) {
+  if (hc_site_one_launch_applies(m, cn)) {
     const OneLaunchTail tl{cn.pre, cn.weight, cn.x, cn.eps, m.counters};
     const dim3 grid(unsigned(splits), unsigned(m.n));
     if (e)

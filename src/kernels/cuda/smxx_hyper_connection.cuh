@@ -41,6 +41,12 @@ struct HcMixesArgs {
   // counter) normalizes the row and finishes the mixes, with the separate kernels'
   // arithmetic in their order (bitwise the two launches). Null: the two launches.
   unsigned* counters = nullptr;
+  // The one-launch site only (hc_site_one_launch_applies): its last block normalizes the row
+  // but leaves the mixes' finish (gates + Sinkhorn, ~3 us of one warp's dependent chain at the
+  // end of the grid, which the gemv after the site waits for) to hc_mixes_finish, which the
+  // caller launches after the site -- on a concurrent stream, since pre / post / comb are read
+  // only at the next site (NOTES 51). The caller must keep workspace untouched until then.
+  bool defer_finish = false;
 };
 constexpr int kMaxMixes = (2 + kMaxHc) * kMaxHc;
 // Splits of the hc * dim reduction: ~512 elements each, at most 64 (fixed by the shape
@@ -51,6 +57,10 @@ inline int64_t hc_mixes_splits(int64_t hc, int64_t dim) {
   return s < 1 ? 1 : (s > 64 ? 64 : s);
 }
 cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream);
+// The finish alone (what hc_mixes runs after its partial sums): pre / post / comb of every
+// token from the split sums in a.workspace, in hc_mixes' order and arithmetic (bitwise the
+// one-launch site's own finish). For HcMixesArgs::defer_finish.
+cudaError_t hc_mixes_finish(const HcMixesArgs& a, cudaStream_t stream);
 
 struct HcCollapseArgs {
   const float* h = nullptr;    // [n, hc, dim]
@@ -91,6 +101,18 @@ cudaError_t hc_collapse_norm(const HcCollapseNormArgs& a, cudaStream_t stream);
 // previous site's weights while computing the next ones, so cn.pre must not be one of
 // m's outputs (cudaErrorInvalidValue); cn.n must equal m.n.
 cudaError_t hc_mixes_collapse_norm(const HcMixesArgs& m, const HcCollapseNormArgs& cn, cudaStream_t stream);
+// Whether hc_[expand_]mixes_collapse_norm(m, cn) takes the one-launch site (m.counters set and
+// the shape fits), i.e. whether m.defer_finish is honoured (elsewhere it is ignored: the two
+// launches finish the mixes themselves).
+bool hc_site_one_launch_applies(const HcMixesArgs& m, const HcCollapseNormArgs& cn);
+// Where the one-launch site's finish runs in the decode layers (the model reads it per step):
+// 0 = in the site's last block; 1 = deferred (defer_finish) to hc_mixes_finish on a concurrent
+// stream that joins before the next reader of pre / post / comb (NOTES 51). hc_set_site_mode
+// (-1: back to the environment) or DEEPINFER_HC_SITE=0..1 (read once; invalid: the model refuses
+// it at load), else kHcSiteDefault.
+constexpr int kHcSiteDefault = 0;
+void hc_set_site_mode(int mode);
+int hc_site_mode();
 
 struct HcExpandArgs {
   float* h = nullptr;           // [n, hc, dim], updated in place

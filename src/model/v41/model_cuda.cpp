@@ -267,6 +267,8 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   digit_switch("DEEPINFER_FP8_GEMV", 0, 1, "0 or 1 (fp8 mode's decode gemv never / from one token)");
   digit_switch("DEEPINFER_FP8_GEMV_LEAN", 0, 1, "0 or 1 (the fp8 decode gemv's lean variant)");
   digit_switch("DEEPINFER_B1_FUSE", 0, 8, "a digit 0..8 (the largest batch of the small-kernel fusions)");
+  digit_switch("DEEPINFER_HC_SITE", 0, 1,
+               "0 or 1 (the one-launch hc site's finish in its last block, or deferred to its own stream; NOTES 51)");
   digit_switch("DEEPINFER_GEMV_PAIR", 0, 3,
                "a digit 0..3 (kAuto's one-token gemv pairs on the tensor-map kernel: off, every pair, outside "
                "branches, pairs of <= 16 MiB)");
@@ -305,6 +307,15 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
       d.ev_engram.resize(c.engram_layer_ids.size());
       for (cudaEvent_t& e : d.ev_engram) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
+  }
+  // The hc site's deferred finish (DEEPINFER_HC_SITE / kernels::hc_set_site_mode, read here:
+  // a model per setting) on its own stream. Independent of the branches' switch: it is one
+  // small kernel beside the main path, and with one stream it would be on it again.
+  d.hc_site_defer = kernels::hc_site_mode() == 1;
+  if (d.hc_site_defer) {
+    CUDA_CHECK(cudaStreamCreateWithPriority(&d.hcs, cudaStreamNonBlocking, prio_least));
+    CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_hc_fork, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_hc_join, cudaEventDisableTiming));
   }
   size_t free_mem = 0, total_mem = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_mem, &total_mem));
@@ -747,15 +758,34 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   // fewer per site; bitwise the separate kernels).
   // With expand_y, the hc_expand of the previous sublayer's output (with the current
   // post / comb) runs first, inside the mixes' partial sums: still two launches.
+  // DEEPINFER_HC_SITE=1 (NOTES 51): the one-launch site leaves its finish (pre_out / post /
+  // comb from mix_ws) to hc_mixes_finish on the `hcs` stream; hc_join() makes the main stream
+  // wait for it before anything reads those buffers or rewrites mix_ws.
+  const bool hc_defer = go && hc_one_launch && hc_site_defer && hcs != nullptr;
+  bool hc_finish_pending = false;
+  auto hc_join = [&] {
+    if (!hc_finish_pending) return;
+    CUDA_CHECK(cudaStreamWaitEvent(stream, ev_hc_join, 0));
+    hc_finish_pending = false;
+  };
   auto mixes_collapse_norm = [&](const DHc& s, float* pre_out, const float* collapse_pre, const float* w,
                                  const float* expand_y) {
     if (!go) return;
+    hc_join();
     const kernels::HcCollapseNormArgs cn{h, collapse_pre, w, x, n, hc, d, eps};
+    kernels::HcMixesArgs m = mixes_args(s, pre_out);
+    m.defer_finish = hc_defer && kernels::hc_site_one_launch_applies(m, cn);
     if (expand_y != nullptr)
-      CUDA_CHECK(kernels::hc_expand_mixes_collapse_norm({h, expand_y, post, comb, n, hc, d}, mixes_args(s, pre_out), cn,
-                                                        stream));
+      CUDA_CHECK(kernels::hc_expand_mixes_collapse_norm({h, expand_y, post, comb, n, hc, d}, m, cn, stream));
     else
-      CUDA_CHECK(kernels::hc_mixes_collapse_norm(mixes_args(s, pre_out), cn, stream));
+      CUDA_CHECK(kernels::hc_mixes_collapse_norm(m, cn, stream));
+    if (m.defer_finish) {
+      CUDA_CHECK(cudaEventRecord(ev_hc_fork, stream));
+      CUDA_CHECK(cudaStreamWaitEvent(hcs, ev_hc_fork, 0));
+      CUDA_CHECK(kernels::hc_mixes_finish(m, hcs));
+      CUDA_CHECK(cudaEventRecord(ev_hc_join, hcs));
+      hc_finish_pending = true;
+    }
   };
   // An Engram layer's gather of its table rows into e, then its wkv projection into kv, on
   // `stream` (the main one, or the Engram branch's inside a Branch scope).
@@ -796,6 +826,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     layer_arena->reset();
     const DLayer& lw = layers[l];
     if (lw.has_engram) {
+      if (go) hc_join();  // the gate reads h only, but the expand reads post / comb
       if (expand_pending && go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
       expand_pending = false;
       float* kv = engram_kv[l];
@@ -818,6 +849,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     expand_pending = true;
     sign(*layer_arena);
   }
+  if (go) hc_join();  // the last expand and the head's collapse read post / comb / pre_mix
   if (expand_pending && go) gpu::hc_expand({h, y, post, comb, n, hc, d}, stream);
   mark_layer(c.num_hidden_layers);
   for (size_t i = 0; i < items.size(); ++i) slot_of(b, i).num_tokens += b.count(i);

@@ -109,6 +109,14 @@ struct CudaModel::Impl {
   cudaStream_t aux = nullptr, eng = nullptr;
   cudaEvent_t ev_fork = nullptr, ev_join = nullptr;
   std::vector<cudaEvent_t> ev_engram;  // one per Engram layer: its kv is ready
+  // The one-launch hc site's deferred finish (kernels::hc_site_mode() 1, NOTES 51): after the
+  // site, hc_mixes_finish on its own stream `hcs` (one warp's gates + Sinkhorn, off the path
+  // of the gemv after the site); the main stream joins it (ev_hc_join) before the next reader
+  // of pre / post / comb or the split sums (the next site, an hc_expand, the head's collapse).
+  // Created at load (a stream cannot be made inside a capture).
+  bool hc_site_defer = false;  // kernels::hc_site_mode() == 1 at load (a model per setting)
+  cudaStream_t hcs = nullptr;
+  cudaEvent_t ev_hc_fork = nullptr, ev_hc_join = nullptr;
   // How the branches yield to the critical path (CudaModelOptions::branch_priority /
   // branch_bulk_per_sm after DEEPINFER_BRANCH_PRIO / DEEPINFER_BRANCH_BULK; NOTES 34).
   bool branch_priority = false;
@@ -159,6 +167,7 @@ struct CudaModel::Impl {
     cudaStreamSynchronize(stream);
     if (aux) cudaStreamSynchronize(aux);
     if (eng) cudaStreamSynchronize(eng);
+    if (hcs) cudaStreamSynchronize(hcs);
   }
 
   gpu::LinearMode mode = gpu::LinearMode::kAuto;
@@ -280,9 +289,9 @@ struct CudaModel::Impl {
     if (pinned_logits) cudaFreeHost(pinned_logits);
     if (pinned_flags) cudaFreeHost(pinned_flags);
     for (cudaEvent_t e : ev_engram) cudaEventDestroy(e);
-    for (cudaEvent_t e : {ev_fork, ev_join})
+    for (cudaEvent_t e : {ev_fork, ev_join, ev_hc_fork, ev_hc_join})
       if (e) cudaEventDestroy(e);
-    for (cudaStream_t s : {aux, eng})
+    for (cudaStream_t s : {aux, eng, hcs})
       if (s) cudaStreamDestroy(s);
     if (stream) cudaStreamDestroy(stream);
   }
