@@ -79,7 +79,7 @@
 //   flash_layers [--contexts 4096,32768] [--batches 1,8,32,128,256] [--steps 5]
 //                [--prefill 4096[,8192]] [--activations f32|bf16|fp8|f32,bf16,...] [--budget-s 300]
 //                [--bf16-weights off|on|auto|off,on]
-//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk|persist|auto0] [--gemv-pdl 0|1]
+//                [--tokenizer PATH] [--dry] [--ops] [--ops-linear] [--ops-gemv] [--gemv auto|stream|bulk|persist|auto0] [--gemv-pdl 0|1] [--sel-fuse 0|1]
 //                [--gemv-persist 2|4|6[,blocks]] [--gemv-shapes a,b] [--gemv-variants a,b] [--gemv-ns 1,4]
 //                [--ops-moe] [--ops-moe-profile] [--profile-big wgmmawss,wide]
 //                [--fp8-kinds auto,mma8] [--linear-ns 256,8192]
@@ -122,6 +122,7 @@
 #include "kernels/cuda/smxx_linear_fp8.cuh"
 #include "kernels/cuda/smxx_model.cuh"
 #include "kernels/cuda/smxx_moe.cuh"
+#include "kernels/cuda/smxx_selection.cuh"
 #include "kernels/cuda/smxx_topk.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/weight_args.h"
@@ -2449,6 +2450,7 @@ int main(int argc, char** argv) {
     else if (a == "--gemv-variants") g_gemv_variants = split_commas(next());  // run_gemv_ops' kernels
     else if (a == "--gemv-ns") g_gemv_ns = parse_list(next());                // run_gemv_ops' token counts
     else if (a == "--gemv-pdl") kernels::gemv_set_pdl(std::atoi(next()) != 0);  // programmatic dependent gemv launches
+    else if (a == "--sel-fuse") kernels::selection_set_fuse(std::atoi(next()) != 0);  // selection lists in one launch (NOTES 50)
     else if (a == "--fp8-kinds") {  // what the linear section times in fp8 mode
       g_fp8_kinds = next();
       for (const std::string& k : split_commas(g_fp8_kinds))

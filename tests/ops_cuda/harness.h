@@ -141,5 +141,6 @@ std::vector<OpCase> moe_cases();
 std::vector<OpCase> indexer_cases();
 std::vector<OpCase> fused_cases();
 std::vector<OpCase> former_cases();
+std::vector<OpCase> selection_cases();
 
 }  // namespace deepinfer::testing_cuda

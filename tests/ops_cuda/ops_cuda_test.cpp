@@ -166,7 +166,7 @@ std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
   for (auto* f : {elementwise_cases, hyper_connection_cases, attention_cases, linear_cases, linear_path_cases,
                   linear_gemv_cases, linear_bf16_cases, linear_fp8_cases, moe_cases, indexer_cases, fused_cases,
-                  former_cases})
+                  former_cases, selection_cases})
     for (OpCase& c : f()) all.push_back(std::move(c));
   return all;
 }

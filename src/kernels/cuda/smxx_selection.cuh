@@ -17,6 +17,15 @@
 //   ids      per token: window ids, then comp_base + rank[flag_begin + id]
 // Ids outside [0, num_entries) are skipped and set *bad (the caller checks it once
 // per step); they cannot occur when the selection ranks the same source's entries.
+//
+// Decode steps (one_token_per_item: token t is item t, as in a graph step's bucket) can
+// take one launch instead (NOTES 50; selection_set_fuse / DEEPINFER_SEL_FUSE): a grid of
+// (selection chunks, tokens); every block builds its item's flags as a bitmap in shared
+// memory (cleared there, so no memset node), ranks its own chunk of selections by the
+// bitmap's popcount prefix, writes those ids and gathers their pool rows; the chunk-0
+// block also writes the token's window ids, its offset (from the selected counts of the
+// tokens before it) and count. The same ids, offsets, pool rows, count and *bad as the
+// five launches; flags / rank / list are not written (only those launches use them).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,7 +58,13 @@ struct SelectionListArgs {
   int64_t* offsets = nullptr;  // [n + 1]
   int64_t* ids = nullptr;      // [w_offsets[n] + selected ids]
   int* bad = nullptr;          // set to 1 on an out-of-range id
+  bool one_token_per_item = false;  // token t is item t (items == n): the one-launch path may run
 };
 cudaError_t build_selection_lists(const SelectionListArgs& a, cudaStream_t stream);
+// The one-launch decode path: -1 (default) DEEPINFER_SEL_FUSE (unset: off), 0 off, 1 on. It runs
+// only where the args allow it (one_token_per_item, entries > 0, the bitmap within 48 KiB of
+// shared memory: <= 196,608 entries); elsewhere build_selection_lists takes the five launches.
+void selection_set_fuse(int mode);
+bool selection_fuse_on();
 
 }  // namespace deepinfer::kernels

@@ -309,7 +309,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     sa.flags = layer_arena->alloc<uint8_t>(std::max<int64_t>(1, flag_count));
     sa.rank = layer_arena->alloc<int32_t>(std::max<int64_t>(1, flag_count));
     sa.list = layer_arena->alloc<int64_t>(std::max<int64_t>(1, list_count));
-    sa.count = layer_arena->alloc<int64_t>(int64_t(items));
+    sa.count = layer_arena->alloc<int64_t>(int64_t(list_items));  // one per list item (graph: padding rows too)
     sa.entries = cs.entries;
     sa.tables = b.d_tables;
     sa.entries_per_block = cs.epb;
@@ -322,6 +322,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     sa.offsets = d_off;
     sa.ids = d_all;
     sa.bad = b.d_bad_selection;
+    sa.one_token_per_item = graph;  // token t is item t: the one-launch lists may run (NOTES 50)
     if (go) CUDA_CHECK(kn::build_selection_lists(sa, stream));
     d_offsets = d_off;
     d_ids = d_all;

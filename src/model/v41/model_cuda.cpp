@@ -249,7 +249,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   d.branch_priority = o.branch_priority;
   d.branch_bulk_per_sm = o.branch_bulk_per_sm;
   // The one-digit switches (common/env.h), each read once and refused at load when set to
-  // anything else: a typo must not silently measure the default. The last five are read again
+  // anything else: a typo must not silently measure the default. The last six are read again
   // by the kernel library where it picks a kernel (it cannot throw), with the same parser.
   const auto digit_switch = [](const char* name, int lo, int hi, const char* meaning) {
     const EnvDigit e = env_digit(name, lo, hi);
@@ -275,6 +275,8 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   digit_switch("DEEPINFER_ROUTER_SPLIT", 0, 1,
                "0 or 1 (the router logits in 16 K pieces, kDmmaSplit, the default; 0: kDmmaDeep's order, NOTES 48)");
   digit_switch("DEEPINFER_INDEXER_WGMMA", 0, 1, "0 or 1 (0: the prefill indexer score off wgmma, on the grouped mma.sync kernel)");
+  digit_switch("DEEPINFER_SEL_FUSE", 0, 1,
+               "0 or 1 (1: a graph step's attention selection lists in one launch, NOTES 50)");
   // Priorities (NOTES 34): the main stream carries the critical path, so with
   // branch_priority it takes the device's highest priority and the branches its lowest;
   // pending blocks of a higher-priority stream are placed first (running ones are not
