@@ -1518,11 +1518,12 @@ TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
   EXPECT_TRUE(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1))->overlap());
 }
 
-// The switches the kernels read themselves (fp8 mode's decode gemv, the batch-1 fusions) fall
-// back to their defaults on other values; the model's load rejects those, so a typo cannot
-// silently measure the default.
+// The switches the kernels read themselves (fp8 mode's decode gemv, the batch-1 fusions, the
+// one-launch selection lists) fall back to their defaults on other values; the model's load
+// rejects those, so a typo cannot silently measure the default.
 TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
-  for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN", "DEEPINFER_B1_FUSE", "DEEPINFER_HC_SITE"}) {
+  for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN", "DEEPINFER_B1_FUSE", "DEEPINFER_HC_SITE",
+                           "DEEPINFER_SEL_FUSE"}) {
     for (const char* bad : {"9", "on", "-1", "01"}) {
       setenv(name, bad, 1);
       EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << name << "=" << bad;
