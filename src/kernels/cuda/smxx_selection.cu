@@ -240,7 +240,7 @@ void selection_set_fuse(int mode) { g_sel_fuse.store(mode < 0 ? -1 : mode != 0 ?
 bool selection_fuse_on() {
   static const bool env = [] {
     const EnvDigit e = env_digit("DEEPINFER_SEL_FUSE", 0, 1);  // invalid: the model refuses it at load
-    return e.valid && e.value == 1;
+    return !(e.valid && e.value == 0);  // on unless =0 (NOTES 50)
   }();
   const int forced = g_sel_fuse.load(std::memory_order_relaxed);
   return forced < 0 ? env : forced == 1;

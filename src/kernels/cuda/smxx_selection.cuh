@@ -61,7 +61,7 @@ struct SelectionListArgs {
   bool one_token_per_item = false;  // token t is item t (items == n): the one-launch path may run
 };
 cudaError_t build_selection_lists(const SelectionListArgs& a, cudaStream_t stream);
-// The one-launch decode path: -1 (default) DEEPINFER_SEL_FUSE (unset: off), 0 off, 1 on. It runs
+// The one-launch decode path: -1 (default) DEEPINFER_SEL_FUSE (unset: on), 0 off, 1 on. It runs
 // only where the args allow it (one_token_per_item, entries > 0, the bitmap within 48 KiB of
 // shared memory: <= 196,608 entries); elsewhere build_selection_lists takes the five launches.
 void selection_set_fuse(int mode);

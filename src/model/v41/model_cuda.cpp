@@ -276,7 +276,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
                "0 or 1 (the router logits in 16 K pieces, kDmmaSplit, the default; 0: kDmmaDeep's order, NOTES 48)");
   digit_switch("DEEPINFER_INDEXER_WGMMA", 0, 1, "0 or 1 (0: the prefill indexer score off wgmma, on the grouped mma.sync kernel)");
   digit_switch("DEEPINFER_SEL_FUSE", 0, 1,
-               "0 or 1 (1: a graph step's attention selection lists in one launch, NOTES 50)");
+               "0 or 1 (0: a graph step's attention selection lists in five launches, not one, NOTES 50)");
   // Priorities (NOTES 34): the main stream carries the critical path, so with
   // branch_priority it takes the device's highest priority and the branches its lowest;
   // pending blocks of a higher-priority stream are placed first (running ones are not
