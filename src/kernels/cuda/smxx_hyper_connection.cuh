@@ -109,8 +109,9 @@ bool hc_site_one_launch_applies(const HcMixesArgs& m, const HcCollapseNormArgs& 
 // 0 = in the site's last block; 1 = deferred (defer_finish) to hc_mixes_finish on a concurrent
 // stream that joins before the next reader of pre / post / comb (NOTES 51). hc_set_site_mode
 // (-1: back to the environment) or DEEPINFER_HC_SITE=0..1 (read once; invalid: the model refuses
-// it at load), else kHcSiteDefault.
-constexpr int kHcSiteDefault = 0;
+// it at load), else kHcSiteDefault: 1 since run 46 (the 7 layers at batch 1 1.620 / 1.617 -> 1.579 ms
+// alone, with the one-launch selection lists 1.487 / 1.493 against their 1.529; same bits).
+constexpr int kHcSiteDefault = 1;
 void hc_set_site_mode(int mode);
 int hc_site_mode();
 
