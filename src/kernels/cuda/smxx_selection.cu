@@ -237,13 +237,25 @@ std::atomic<int> g_sel_fuse{-1};
 
 void selection_set_fuse(int mode) { g_sel_fuse.store(mode < 0 ? -1 : mode != 0 ? 1 : 0); }
 
-bool selection_fuse_on() {
-  static const bool env = [] {
+// -1 unset, 0, 1: DEEPINFER_SEL_FUSE as read once.
+int sel_fuse_env() {
+  static const int env = [] {
     const EnvDigit e = env_digit("DEEPINFER_SEL_FUSE", 0, 1);  // invalid: the model refuses it at load
-    return !(e.valid && e.value == 0);  // on unless =0 (NOTES 50)
+    return e.valid ? e.value : -1;
   }();
+  return env;
+}
+
+bool selection_fuse_on() {
   const int forced = g_sel_fuse.load(std::memory_order_relaxed);
-  return forced < 0 ? env : forced == 1;
+  return forced >= 0 ? forced == 1 : sel_fuse_env() != 0;
+}
+
+bool selection_fuse_for(int64_t n) {
+  const int forced = g_sel_fuse.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  const int env = sel_fuse_env();
+  return env >= 0 ? env == 1 : n <= kSelFuseDefaultMaxRows;
 }
 
 cudaError_t build_selection_lists(const SelectionListArgs& a, cudaStream_t stream) {
@@ -256,7 +268,7 @@ cudaError_t build_selection_lists(const SelectionListArgs& a, cudaStream_t strea
   const int64_t words_cap = (a.max_entries + 31) / 32;
   const int64_t smem = 8 * words_cap;
   if (a.one_token_per_item && a.items == a.n && a.max_entries > 0 && smem <= kFuseMaxSmem && a.n <= 65535 &&
-      selection_fuse_on()) {
+      selection_fuse_for(a.n)) {
     const int64_t chunks = std::max<int64_t>(1, (a.top_k + kFuseWarps - 1) / kFuseWarps);
     decode_lists_kernel<<<dim3(unsigned(chunks), unsigned(a.n)), kFuseThreads, size_t(smem), stream>>>(a, words_cap);
     return cudaGetLastError();
