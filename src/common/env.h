@@ -7,6 +7,7 @@
 // this function, so they cannot disagree about which values are accepted.
 #pragma once
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -30,6 +31,20 @@ inline EnvDigit env_digit(const char* name, int lo, int hi) {
     d.value = d.text[0] - '0';
   }
   return d;
+}
+
+// A kernel-side switch read lazily: `slot` holds a setter's value (>= 0), or -1 until the first
+// read, which stores map(env_digit(name, lo, hi)) -- map turns the variable (unset or invalid
+// included: the model's load has refused invalid values already) into the value. Later reads
+// return the stored value; a setter storing -1 makes the next read consult the variable again.
+template <class Map>
+int resolve_env_switch(std::atomic<int>& slot, const char* name, int lo, int hi, Map map) {
+  int v = slot.load();
+  if (v < 0) {
+    v = map(env_digit(name, lo, hi));
+    slot.store(v);
+  }
+  return v;
 }
 
 }  // namespace deepinfer

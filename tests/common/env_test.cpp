@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 
 namespace deepinfer {
@@ -39,6 +40,31 @@ TEST(EnvDigit, AcceptsOneDigitInRangeOnly) {
   EXPECT_FALSE(env_digit(kName, 0, 1).valid);
   EXPECT_FALSE(env_digit(kName, 3, 8).valid);
   EXPECT_TRUE(env_digit(kName, 2, 2).valid);
+  unsetenv(kName);
+}
+
+// resolve_env_switch: the setter's value wins; otherwise the variable is read once (map sees
+// unset and invalid values too) and kept, until a setter stores -1 again.
+TEST(EnvSwitch, SetterThenVariableReadOnce) {
+  std::atomic<int> slot{-1};
+  int reads = 0;
+  const auto map = [&reads](const EnvDigit& e) {
+    ++reads;
+    return e.valid ? e.value : 7;
+  };
+  unsetenv(kName);
+  EXPECT_EQ(resolve_env_switch(slot, kName, 0, 3, map), 7);  // unset: the default
+  setenv(kName, "2", 1);
+  EXPECT_EQ(resolve_env_switch(slot, kName, 0, 3, map), 7);  // kept: the variable is not read again
+  EXPECT_EQ(reads, 1);
+  slot.store(-1);  // a setter going back to the variable
+  EXPECT_EQ(resolve_env_switch(slot, kName, 0, 3, map), 2);
+  setenv(kName, "9", 1);
+  slot.store(-1);
+  EXPECT_EQ(resolve_env_switch(slot, kName, 0, 3, map), 7);  // invalid: mapped like unset here
+  slot.store(1);  // a setter's value
+  EXPECT_EQ(resolve_env_switch(slot, kName, 0, 3, map), 1);
+  EXPECT_EQ(reads, 3);
   unsetenv(kName);
 }
 

@@ -969,13 +969,8 @@ std::atomic<int> g_site_mode{-1};
 }
 void hc_set_site_mode(int mode) { g_site_mode = mode < 0 ? -1 : std::min(mode, 1); }
 int hc_site_mode() {
-  int v = g_site_mode.load();
-  if (v < 0) {
-    const EnvDigit e = env_digit("DEEPINFER_HC_SITE", 0, 1);  // invalid: the model refuses it at load
-    v = e.valid ? e.value : kHcSiteDefault;
-    g_site_mode.store(v);
-  }
-  return v;
+  return resolve_env_switch(g_site_mode, "DEEPINFER_HC_SITE", 0, 1,
+                            [](const EnvDigit& e) { return e.valid ? e.value : kHcSiteDefault; });
 }
 
 bool hc_site_one_launch_applies(const HcMixesArgs& m, const HcCollapseNormArgs& cn) {

@@ -525,13 +525,8 @@ cudaError_t linear_fp8_gemv(const Fp8GemvCall* calls, int count, int64_t n, cuda
 int64_t linear_fp8_gemv_launches() { return gemv8::g_launches.load(); }
 
 int linear_fp8_gemv_variant() {
-  int v = gemv8::g_variant.load();
-  if (v < 0) {
-    const EnvDigit e = env_digit("DEEPINFER_FP8_GEMV_LEAN", 0, 1);  // invalid: the model refuses it at load
-    v = e.valid ? e.value : 0;
-    gemv8::g_variant.store(v);
-  }
-  return v;
+  return resolve_env_switch(gemv8::g_variant, "DEEPINFER_FP8_GEMV_LEAN", 0, 1,
+                            [](const EnvDigit& e) { return e.valid ? e.value : 0; });
 }
 
 void linear_fp8_gemv_set_variant(int v) { gemv8::g_variant.store(v == 1 ? 1 : 0); }
@@ -558,13 +553,8 @@ std::atomic<int> g_min_n{-1};
 }  // namespace
 
 int linear_fp8_gemv_min_n() {
-  int v = g_min_n.load();
-  if (v < 0) {
-    const EnvDigit e = env_digit("DEEPINFER_FP8_GEMV", 0, 1);  // invalid: the model refuses it at load
-    v = !e.valid ? kDefaultMinN : e.value == 0 ? 9 : 1;
-    g_min_n.store(v);
-  }
-  return v;
+  return resolve_env_switch(g_min_n, "DEEPINFER_FP8_GEMV", 0, 1,
+                            [](const EnvDigit& e) { return !e.valid ? kDefaultMinN : e.value == 0 ? 9 : 1; });
 }
 
 void linear_fp8_gemv_set_min_n(int n) { g_min_n.store(n <= 0 ? kDefaultMinN : n); }

@@ -1284,13 +1284,8 @@ std::atomic<int> g_pair_mode{-1};  // -1: not read yet
 }  // namespace
 void gemv_set_tmap_pair(int mode) { g_pair_mode = mode < 0 ? -1 : std::min(mode, 3); }
 int gemv_tmap_pair_mode() {
-  int v = g_pair_mode.load();
-  if (v < 0) {
-    const EnvDigit e = env_digit("DEEPINFER_GEMV_PAIR", 0, 3);  // invalid: the model refuses it at load
-    v = e.valid ? e.value : kPairDefault;
-    g_pair_mode.store(v);
-  }
-  return v;
+  return resolve_env_switch(g_pair_mode, "DEEPINFER_GEMV_PAIR", 0, 3,
+                            [](const EnvDigit& e) { return e.valid ? e.value : kPairDefault; });
 }
 void gemv_set_tmap_pair_config(int stages, int tr, int cs) {
   gemv_tmap::g_pair_stages = stages > 0 ? std::clamp(stages, 2, gemv_tmap::kMaxStages) : 4;

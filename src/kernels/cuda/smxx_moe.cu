@@ -433,13 +433,9 @@ __global__ void __launch_bounds__(kDmmaQuarters * kWarpsPerQuarter * 32)
 // a path) keeps kDmmaDeep's order.
 std::atomic<int> g_router_path{-1};  // -1: not resolved yet
 RouterLogitsPath current_router_path() {
-  int v = g_router_path.load();
-  if (v < 0) {
-    const EnvDigit e = env_digit("DEEPINFER_ROUTER_SPLIT", 0, 1);  // invalid: the model refuses it at load
-    v = int(e.valid && e.value == 0 ? RouterLogitsPath::kDmmaDeep : RouterLogitsPath::kDmmaSplit);
-    g_router_path.store(v);
-  }
-  return RouterLogitsPath(v);
+  return RouterLogitsPath(resolve_env_switch(g_router_path, "DEEPINFER_ROUTER_SPLIT", 0, 1, [](const EnvDigit& e) {
+    return int(e.valid && e.value == 0 ? RouterLogitsPath::kDmmaDeep : RouterLogitsPath::kDmmaSplit);
+  }));
 }
 
 // One block of kSelectWarps warps per token; scores and biased scores live in shared
