@@ -1152,6 +1152,22 @@ cudaError_t set_smem_once(Fn k, int dyn_smem) {
   return e;
 }
 
+// The launch both kernels (single weight, pair) take: the plan's CTAs in clusters of pl.cs, `warps`
+// consumer warps and the producer warp, the plan's dynamic shared memory, PDL where it is on.
+template <typename Fn, typename... Args>
+cudaError_t launch_planned(const Plan& pl, int warps, cudaStream_t stream, Fn k, Args... args) {
+  if (const cudaError_t e = set_smem_once(k, pl.dyn_smem); e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(pl.nclusters * pl.cs));
+  cfg.blockDim = dim3(unsigned((warps + 1) * 32));
+  cfg.dynamicSmemBytes = size_t(pl.dyn_smem);
+  cfg.stream = stream;
+  LaunchAttrs attrs;
+  if (pl.cs > 1) attrs.cluster(unsigned(pl.cs));
+  attrs.pdl(gemv_pdl()).apply(cfg);
+  return cudaLaunchKernelEx(&cfg, k, args...);
+}
+
 bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 int log2i(int64_t v) {
   int s = 0;
@@ -1371,17 +1387,7 @@ cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf)
   const bool slim = conf.slim && codes != 8;
   const int cw = conf.slim || conf.warps == 16 ? 16 : 8;
   KernelFn k = slim ? slim_kernel_for(pl.tr, scaled, conf.dbg) : kernel_for(pl.tr, codes, cw, conf.f16 || conf.slim);
-  cudaError_t e = set_smem_once(k, pl.dyn_smem);
-  if (e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(pl.nclusters * pl.cs));
-  cfg.blockDim = dim3(unsigned((cw + 1) * 32));
-  cfg.dynamicSmemBytes = size_t(pl.dyn_smem);
-  cfg.stream = stream;
-  LaunchAttrs attrs;
-  if (pl.cs > 1) attrs.cluster(unsigned(pl.cs));
-  attrs.pdl(gemv_pdl()).apply(cfg);
-  return cudaLaunchKernelEx(&cfg, k, map, p);
+  return launch_planned(pl, cw, stream, k, map, p);
 }
 
 // Two calls of one x in one launch (gemv_tmap_pair_kernel): the first weight's tiles, then the
@@ -1401,16 +1407,7 @@ cudaError_t launch_pair(const LinearArgs* calls, cudaStream_t stream, const Conf
   p1.num_rows = int(b.num_rows);
   p1.tiles = int(ceil_div(b.num_rows, pl.tr));
   PairFn k = pair_kernel_for(pl.tr, p.scale != nullptr);
-  if (const cudaError_t e = set_smem_once(k, pl.dyn_smem); e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(pl.nclusters * pl.cs));
-  cfg.blockDim = dim3(unsigned((kSlimWarps + 1) * 32));
-  cfg.dynamicSmemBytes = size_t(pl.dyn_smem);
-  cfg.stream = stream;
-  LaunchAttrs attrs;
-  if (pl.cs > 1) attrs.cluster(unsigned(pl.cs));
-  attrs.pdl(gemv_pdl()).apply(cfg);
-  return cudaLaunchKernelEx(&cfg, k, m0, m1, p, p1);
+  return launch_planned(pl, kSlimWarps, stream, k, m0, m1, p, p1);
 }
 cudaError_t launch_pair_auto(const LinearArgs* calls, cudaStream_t stream) {
   return launch_pair(calls, stream, pair_config(calls));
