@@ -938,30 +938,35 @@ int b1_fuse_max_n() {
   return n;
 }
 
-cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
-  if (a.n < 0 || a.hc < 1 || a.hc > kMaxHc || a.dim <= 0 || a.sinkhorn_iters < 1 || a.n > INT32_MAX)
-    return cudaErrorInvalidValue;
-  if (a.variant < 0 || a.variant > 3 || a.finish_variant < 0 || a.finish_variant > 1) return cudaErrorInvalidValue;
-  if (a.n == 0) return cudaSuccess;
-  if (!a.h || !a.fn || !a.base || !a.scale || !a.pre || !a.post || !a.comb) return cudaErrorInvalidValue;
-  if (!a.workspace) return cudaErrorInvalidValue;
-  const int64_t splits = hc_mixes_splits(a.hc, a.dim);
-  if (cudaError_t e = mixes_partial<false>(a, HcExpandArgs{}, stream); e != cudaSuccess) return e;
-  hc_mixes_finish_kernel<<<finish_blocks(a.n), kFinishThreads, 0, stream>>>(a, a.workspace, int(splits));
-  return cudaGetLastError();
+namespace {
+// What the finish reads, checked by hc_mixes and hc_mixes_finish before they launch anything.
+bool finish_args_ok(const HcMixesArgs& a) {
+  if (a.n < 0 || a.hc < 1 || a.hc > kMaxHc || a.dim <= 0 || a.sinkhorn_iters < 1 || a.n > INT32_MAX) return false;
+  if (a.finish_variant < 0 || a.finish_variant > 1) return false;
+  return a.n == 0 || (a.base && a.scale && a.pre && a.post && a.comb && a.workspace);
 }
-
-cudaError_t hc_mixes_finish(const HcMixesArgs& a, cudaStream_t stream) {
-  if (a.n < 0 || a.hc < 1 || a.hc > kMaxHc || a.dim <= 0 || a.sinkhorn_iters < 1 || a.n > INT32_MAX)
-    return cudaErrorInvalidValue;
-  if (a.finish_variant < 0 || a.finish_variant > 1) return cudaErrorInvalidValue;
-  if (a.n == 0) return cudaSuccess;
-  if (!a.base || !a.scale || !a.pre || !a.post || !a.comb || !a.workspace) return cudaErrorInvalidValue;
-  // The tail's finish sums the staged split values in split order from 0 and runs the same
-  // mixes_finish_token_warp / mixes_finish_token on the same base / scale: the same bits.
+// pre / post / comb of every token from the split sums in a.workspace. The one-launch site's own
+// finish sums the staged split values in split order from 0 and runs the same
+// mixes_finish_token_warp / mixes_finish_token on the same base / scale: the same bits.
+cudaError_t launch_finish(const HcMixesArgs& a, cudaStream_t stream) {
   hc_mixes_finish_kernel<<<finish_blocks(a.n), kFinishThreads, 0, stream>>>(
       a, a.workspace, int(hc_mixes_splits(a.hc, a.dim)));
   return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
+  if (!finish_args_ok(a) || a.variant < 0 || a.variant > 3) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (!a.h || !a.fn) return cudaErrorInvalidValue;
+  if (cudaError_t e = mixes_partial<false>(a, HcExpandArgs{}, stream); e != cudaSuccess) return e;
+  return launch_finish(a, stream);
+}
+
+cudaError_t hc_mixes_finish(const HcMixesArgs& a, cudaStream_t stream) {
+  if (!finish_args_ok(a)) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  return launch_finish(a, stream);
 }
 
 namespace {
