@@ -148,18 +148,17 @@ __global__ void __launch_bounds__(kCopyThreads) copy_rows_kernel(CopyRowsArgs a)
     if (t < hi) d[t] = s[t];
     return;
   }
-  for (int64_t b = lo; b < hi; b += int64_t(kCopyThreads) * kCopyBatch * 4) {
-    float v[kCopyBatch * 4];
+  // Other alignments: the chunk (kCopyChunk = kCopyBatch * 4 floats per thread) as one batch of floats.
+  float v[kCopyBatch * 4];
 #pragma unroll
-    for (int u = 0; u < kCopyBatch * 4; ++u) {
-      const int64_t i = b + tid + int64_t(u) * kCopyThreads;
-      if (i < hi) v[u] = s[i];
-    }
+  for (int u = 0; u < kCopyBatch * 4; ++u) {
+    const int64_t i = lo + tid + int64_t(u) * kCopyThreads;
+    if (i < hi) v[u] = s[i];
+  }
 #pragma unroll
-    for (int u = 0; u < kCopyBatch * 4; ++u) {
-      const int64_t i = b + tid + int64_t(u) * kCopyThreads;
-      if (i < hi) d[i] = v[u];
-    }
+  for (int u = 0; u < kCopyBatch * 4; ++u) {
+    const int64_t i = lo + tid + int64_t(u) * kCopyThreads;
+    if (i < hi) d[i] = v[u];
   }
 }
 

@@ -237,6 +237,7 @@ std::atomic<int> g_sel_fuse{-1};
 
 void selection_set_fuse(int mode) { g_sel_fuse.store(mode < 0 ? -1 : mode != 0 ? 1 : 0); }
 
+namespace {
 // -1 unset, 0, 1: DEEPINFER_SEL_FUSE as read once.
 int sel_fuse_env() {
   static const int env = [] {
@@ -245,11 +246,7 @@ int sel_fuse_env() {
   }();
   return env;
 }
-
-bool selection_fuse_on() {
-  const int forced = g_sel_fuse.load(std::memory_order_relaxed);
-  return forced >= 0 ? forced == 1 : sel_fuse_env() != 0;
-}
+}  // namespace
 
 bool selection_fuse_for(int64_t n) {
   const int forced = g_sel_fuse.load(std::memory_order_relaxed);

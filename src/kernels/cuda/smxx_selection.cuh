@@ -69,7 +69,6 @@ cudaError_t build_selection_lists(const SelectionListArgs& a, cudaStream_t strea
 // entries); elsewhere build_selection_lists takes the five launches.
 constexpr int64_t kSelFuseDefaultMaxRows = 1;
 void selection_set_fuse(int mode);
-bool selection_fuse_on();                // the setter's / variable's choice (unset: on)
-bool selection_fuse_for(int64_t n);      // whether a step of n rows takes it
+bool selection_fuse_for(int64_t n);  // whether a step of n rows takes it
 
 }  // namespace deepinfer::kernels
