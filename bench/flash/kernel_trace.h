@@ -170,6 +170,16 @@ class Tracer {
     *size = kBytes;
     *max_records = 0;
   }
+  // The fields every record kind has (kernel, memcpy, memset: the same names in each struct).
+  template <class Rec>
+  static void timing(Row& r, const Rec* m) {
+    r.start = m->start;
+    r.end = m->end;
+    r.stream = m->streamId;
+    r.graph_id = m->graphId;
+    r.node = m->graphNodeId;
+    r.corr = m->correlationId;
+  }
   static void CUPTIAPI completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
     Tracer* t = self();
     CUpti_Activity* rec = nullptr;
@@ -179,12 +189,7 @@ class Tracer {
       if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
         r.kind = "kernel";
-        r.start = k->start;
-        r.end = k->end;
-        r.stream = k->streamId;
-        r.graph_id = k->graphId;
-        r.node = k->graphNodeId;
-        r.corr = k->correlationId;
+        timing(r, k);
         r.channel = k->channelID;
         r.channel_type = uint32_t(k->channelType);
         r.grid[0] = k->gridX, r.grid[1] = k->gridY, r.grid[2] = k->gridZ;
@@ -200,12 +205,7 @@ class Tracer {
                                              "memcpy_AtoA", "memcpy_AtoD", "memcpy_DtoA", "memcpy_DtoD",
                                              "memcpy_HtoH", "memcpy_PtoP"};
         r.kind = "memcpy";
-        r.start = m->start;
-        r.end = m->end;
-        r.stream = m->streamId;
-        r.graph_id = m->graphId;
-        r.node = m->graphNodeId;
-        r.corr = m->correlationId;
+        timing(r, m);
         r.bytes = m->bytes;
         r.channel = m->channelID;
         r.channel_type = uint32_t(m->channelType);
@@ -213,12 +213,7 @@ class Tracer {
       } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
         r.kind = "memset";
-        r.start = m->start;
-        r.end = m->end;
-        r.stream = m->streamId;
-        r.graph_id = m->graphId;
-        r.node = m->graphNodeId;
-        r.corr = m->correlationId;
+        timing(r, m);
         r.bytes = m->bytes;
         r.name = "memset";
       } else {
