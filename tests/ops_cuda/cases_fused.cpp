@@ -179,6 +179,36 @@ OpCase norm_pair_case(std::string name, int64_t n, int64_t qdim, NrqShape s, boo
           }};
 }
 
+// norm_rope_quant with copy_to (NOTES 54: the compressed entry and the index key written to their
+// history rows by the launch, not by a copy_rows after it) against the same launch without it:
+// y bitwise, and each copy_to row (rows of a scratch buffer in reverse order) bitwise y's row.
+// Both kernels: the block kernel (dim 512, the entry) and the warp kernel (dim 128, the key).
+OpCase nrq_copy_case(std::string name, NrqShape s) {
+  return {name, "fused", [=](Rng& rng) {
+            const float eps = 1e-6f;
+            const NrqInputs in = nrq_inputs(rng, s);
+            const auto plain = nrq_fused(s, in, eps);
+            Dev<float> dx(in.x), dw(in.w), dinv(in.inv), dy(size_t(s.n * s.dim)), rows(size_t(s.n * s.dim));
+            Dev<int64_t> dpos(in.pos);
+            std::vector<float*> dst;
+            for (int64_t t = 0; t < s.n; ++t) dst.push_back(rows.get() + (s.n - 1 - t) * s.dim);
+            Dev<float*> ddst(dst);
+            kernels::NormRopeQuantArgs a;
+            a.x = dx.get();
+            a.y = s.in_place ? dx.get() : dy.get();
+            a.n = s.n, a.dim = s.dim, a.norm = s.norm, a.weight = s.weight ? dw.get() : nullptr, a.eps = eps;
+            a.positions = dpos.get(), a.heads = s.heads, a.inv_freq = dinv.get(), a.rope_dim = s.rope_dim;
+            a.attention_factor = s.factor, a.quant_block = s.block, a.kind = s.kind;
+            a.copy_to = ddst.get();
+            check_cuda(kernels::norm_rope_quant(a, nullptr), "norm_rope_quant copy_to");
+            const auto y = s.in_place ? dx.host() : dy.host(), cp = rows.host();
+            std::vector<float> expect(cp.size());
+            for (int64_t t = 0; t < s.n; ++t)
+              std::copy(y.begin() + t * s.dim, y.begin() + (t + 1) * s.dim, expect.begin() + (s.n - 1 - t) * s.dim);
+            return Outputs{{{"y", plain, y}, {"copy_to", expect, cp}}, {}};
+          }};
+}
+
 // With the norm and no quantization: fused vs the CPU composition (the norm's fp32 sum).
 OpCase nrq_norm_case(std::string name, NrqShape s) {
   s.block = 0;
@@ -280,6 +310,15 @@ std::vector<OpCase> fused_cases() {
   ik.kind = QK::kFp4Ue8m0;
   c.push_back(nrq_exact_case("fused_key_norm_rope_fp4ue8m0", ik));
   c.push_back(nrq_norm_case("fused_key_norm_rope_vs_cpu", ik));
+  // Both with copy_to (NOTES 54): the entry on the block kernel, the key on the warp kernel,
+  // at one row (batch-1 decode) and several.
+  for (const int64_t rows : {int64_t(1), int64_t(9)}) {
+    NrqShape e = ce, k = ik;
+    e.n = rows;
+    k.n = rows;
+    c.push_back(nrq_copy_case("fused_entry_copy_to_n" + std::to_string(rows), e));
+    c.push_back(nrq_copy_case("fused_key_copy_to_n" + std::to_string(rows), k));
+  }
   // The indexer query: 32 heads of 128 per token, RoPE + FP4 (ue8m0), no norm.
   NrqShape iq;
   iq.n = 3 * 32;
