@@ -26,14 +26,24 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // compressed entries (and, at index sources, their index keys), then the batched
   // indexer, whose selections stay on the device.
   const bool kv_source = ratio > 0 && c.is_kv_source(l), index_source = ratio > 0 && c.is_index_source(l);
-  auto compress_part = [&] {
+  // side (src_chain in a graph step's branch, NOTES 54): what no later kernel of the chain
+  // reads -- the compressor's pending-row copy and the stored entry's norm_rope_quant -- on
+  // aux3, after the latent's norm (ev_lat), beside the key's gemv and norm_rope_quant and the
+  // indexer on aux; the main stream joins aux3 (ev_side) with aux.
+  bool side_used = false;
+  auto compress_part = [&](bool side) {
     if (!kv_source) return;
     const int64_t ihd = c.index_head_dim;
     std::vector<float*> entry_dst, key_dst;
     std::vector<int64_t> gpos;
     std::vector<size_t> gitem;
     float* lat = nullptr;
-    compressor(b, l, x, lat, gpos, gitem);
+    PendingCopy pend;
+    compressor(b, l, x, lat, gpos, gitem, side ? &pend : nullptr);
+    // The deferred pending copy (or, with no group row to wait for, issued here: eager).
+    auto pending_copy = [&] {
+      if (pend.count > 0) copy_rows(pend.src, pend.dst, hd, pend.count);
+    };
     for (size_t g = 0; g < gpos.size(); ++g) {
       const size_t i = gitem[g];
       LayerSlot& st = slot_of(b, i).layers[l];
@@ -67,7 +77,20 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
         kernels::NormRopeQuantArgs nq = nrq_args(lat, rotated, groups, hd, false, nullptr, d_gpos, compress_inv_freq,
                                                  rd, caf, 16, kernels::QuantKind::kFp4E4m3);
         nq.copy_to = upload(entry_dst, *layer_arena, groups, dump_row);
-        if (go) CUDA_CHECK(kernels::norm_rope_quant(nq, stream));
+        if (side) {
+          if (go) {
+            CUDA_CHECK(cudaEventRecord(ev_lat, stream));
+            CUDA_CHECK(cudaStreamWaitEvent(aux3, ev_lat, 0));
+          }
+          Branch br(*this, aux3);
+          pending_copy();
+          if (go) CUDA_CHECK(kernels::norm_rope_quant(nq, stream));
+          if (go) CUDA_CHECK(cudaEventRecord(ev_side, stream));
+          side_used = true;
+          pend.count = 0;
+        } else if (go) {
+          CUDA_CHECK(kernels::norm_rope_quant(nq, stream));
+        }
       } else {
         norm_rope_quant(lat, rotated, groups, hd, false, nullptr, d_gpos, compress_inv_freq, rd, caf, 16,
                         kernels::QuantKind::kFp4E4m3);
@@ -90,6 +113,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
         }
       }
     }
+    pending_copy();  // not deferred (no group row): after the gather, in stream order
   };
   // Concurrent branches (model_cuda_impl.h) in a graph step: the compressor path reads
   // only x, so it runs on the aux stream from the start, beside wq_a / wkv and the
@@ -109,7 +133,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     if (go) fork_to(aux);
     {
       Branch br(*this, aux);
-      compress_part();
+      compress_part(split);
     }
     if (split) {
       ir = indexer_plan(b, l);
@@ -181,8 +205,9 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
 
   if (branch) {
     if (go) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_join, 0));
+    if (go && side_used) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_side, 0));
   } else {
-    compress_part();
+    compress_part(false);
     if (index_source) indexer(b, l, x, qr);
   }
   // Pass 2: the KV pool of the whole batch, per item [its window ring | its new
@@ -434,7 +459,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
 // items: the projections over all rows, one row gather of every completed group's
 // [pending | new] rows, one pooling, one norm, one copy of the rows left pending.
 void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos,
-                                 std::vector<size_t>& group_item) {
+                                 std::vector<size_t>& group_item, PendingCopy* defer) {
   const ModelConfig& c = cfg;
   const DAttn& a = layers[l].attn;
   const int64_t n = b.n, hd = c.head_dim, ratio = c.compress_ratios[l], src = source_index(l);
@@ -481,8 +506,11 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
     groups = n;
   }
   latent = layer_arena->alloc<float>(groups * hd);
-  float* cat_kv = ratio > 1 ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
-  float* cat_gate = ratio > 1 ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
+  // src_chain: the gather, the pooling and the norm in one launch (compress_gather_pool_norm
+  // reads the rows in place; no scratch rows).
+  const bool fused = src_chain;
+  float* cat_kv = ratio > 1 && !fused ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
+  float* cat_gate = ratio > 1 && !fused ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
   std::vector<const float*> gsrc, psrc;
   std::vector<float*> gdst, pdst;
   int64_t gi = 0;
@@ -493,10 +521,10 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
       for (int64_t k = 0; k < ratio; ++k) {
         const int64_t r = g * ratio + k;
         gsrc.push_back(row(i, p.np, r, false));
-        gdst.push_back(ratio == 1 ? latent + gi * hd : cat_kv + (gi * ratio + k) * hd);
+        if (!fused) gdst.push_back(ratio == 1 ? latent + gi * hd : cat_kv + (gi * ratio + k) * hd);
         if (ratio > 1) {
           gsrc.push_back(row(i, p.np, r, true));
-          gdst.push_back(cat_gate + (gi * ratio + k) * hd);
+          if (!fused) gdst.push_back(cat_gate + (gi * ratio + k) * hd);
         }
       }
     // What stays pending moves to the front of the pending rows. With no group
@@ -518,15 +546,30 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
     st.num_pending = p.total - used;
     st.next_group_position += used;
   }
-  copy_rows(gsrc, gdst, hd, n * ratio * per_row);
-  if (groups > 0 && ratio > 1 && go)  // softmax-gated pooling of each group's rows, per channel, in fp32
-    CUDA_CHECK(kernels::compress_pool({cat_kv, cat_gate, latent, groups, ratio, hd}, stream));
+  if (fused) {
+    DI_CHECK(gp == nullptr || hd <= pad_dim, "graph step: compressor rows of ", hd, " floats exceed the padding rows");
+    const float* const* d_rows = upload(gsrc, *layer_arena, n * ratio * per_row, zero_row);
+    if (groups > 0 && go)
+      CUDA_CHECK(kernels::compress_gather_pool_norm(
+          {d_rows, latent, a.compressor_norm, groups, ratio, hd, float(c.rms_norm_eps)}, stream));
+  } else {
+    copy_rows(gsrc, gdst, hd, n * ratio * per_row);
+    if (groups > 0 && ratio > 1 && go)  // softmax-gated pooling of each group's rows, per channel, in fp32
+      CUDA_CHECK(kernels::compress_pool({cat_kv, cat_gate, latent, groups, ratio, hd}, stream));
+  }
   // After the gather above has read the old pending rows (stream order). At ratio 1 no row
   // is ever left pending (used == total): with src_chain a graph step skips its padding-only
   // launch (zero_row to dump_row).
   DI_CHECK(ratio > 1 || psrc.empty(), "compressor: a pending row at ratio 1, layer ", l);
-  if (!(src_chain && ratio == 1)) copy_rows(psrc, pdst, hd, n * per_row);
-  if (groups > 0 && go)
+  if (src_chain && ratio == 1) {
+  } else if (defer != nullptr) {  // the caller copies them later (after the norm below)
+    defer->src = std::move(psrc);
+    defer->dst = std::move(pdst);
+    defer->count = gp != nullptr ? n * per_row : int64_t(defer->src.size());
+  } else {
+    copy_rows(psrc, pdst, hd, n * per_row);
+  }
+  if (groups > 0 && go && !fused)
     gpu::rms_norm({latent, latent, groups, hd, a.compressor_norm, float(c.rms_norm_eps)}, stream);
 }
 

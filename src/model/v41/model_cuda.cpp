@@ -320,7 +320,9 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_join, cudaEventDisableTiming));
     if (d.src_chain) {
       CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux2, cudaStreamNonBlocking, prio_least));
-      CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_q, cudaEventDisableTiming));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux3, cudaStreamNonBlocking, prio_least));
+      for (cudaEvent_t* e : {&d.ev_q, &d.ev_lat, &d.ev_side})
+        CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     }
     if (d.engram) {
       CUDA_CHECK(cudaStreamCreateWithPriority(&d.eng, cudaStreamNonBlocking, prio_least));

@@ -114,9 +114,12 @@ struct CudaModel::Impl {
   // the indexer's weights projection (reads x, from the layer's start) and query (reads qr,
   // after its norm) on `aux2` beside the compressor on `aux`, which waits for them (ev_q)
   // before the score. Created at load with the branches.
+  // The compressor's pending-row copy and the stored entry's norm_rope_quant (read by nothing
+  // later in the chain) run on aux3 after the latent's norm (ev_lat); the main stream joins it
+  // (ev_side) with aux.
   bool src_chain = false;
-  cudaStream_t aux2 = nullptr;
-  cudaEvent_t ev_q = nullptr;
+  cudaStream_t aux2 = nullptr, aux3 = nullptr;
+  cudaEvent_t ev_q = nullptr, ev_lat = nullptr, ev_side = nullptr;
   std::vector<cudaEvent_t> ev_engram;  // one per Engram layer: its kv is ready
   // The one-launch hc site's deferred finish (kernels::hc_site_mode() 1, NOTES 51): after the
   // site, hc_mixes_finish on its own stream `hcs` (one warp's gates + Sinkhorn, off the path
@@ -178,6 +181,7 @@ struct CudaModel::Impl {
     if (eng) cudaStreamSynchronize(eng);
     if (hcs) cudaStreamSynchronize(hcs);
     if (aux2) cudaStreamSynchronize(aux2);
+    if (aux3) cudaStreamSynchronize(aux3);
   }
 
   gpu::LinearMode mode = gpu::LinearMode::kAuto;
@@ -299,9 +303,9 @@ struct CudaModel::Impl {
     if (pinned_logits) cudaFreeHost(pinned_logits);
     if (pinned_flags) cudaFreeHost(pinned_flags);
     for (cudaEvent_t e : ev_engram) cudaEventDestroy(e);
-    for (cudaEvent_t e : {ev_fork, ev_join, ev_hc_fork, ev_hc_join, ev_q})
+    for (cudaEvent_t e : {ev_fork, ev_join, ev_hc_fork, ev_hc_join, ev_q, ev_lat, ev_side})
       if (e) cudaEventDestroy(e);
-    for (cudaStream_t s : {aux, eng, hcs, aux2})
+    for (cudaStream_t s : {aux, eng, hcs, aux2, aux3})
       if (s) cudaStreamDestroy(s);
     if (stream) cudaStreamDestroy(stream);
   }
@@ -507,8 +511,15 @@ struct CudaModel::Impl {
   bool forward_graph(std::vector<CudaBatchItem>& items, const std::vector<int64_t>& all_tokens, int64_t bucket,
                      LogitsView& logits);
   void attention(Batch& b, int64_t l, const float* x, float* out);
+  // The compressor's copy of the rows left pending, when deferred (defer set: NOTES 54's side
+  // stream issues it after the latent's norm; it must follow the gather, which reads the old ones).
+  struct PendingCopy {
+    std::vector<const float*> src;
+    std::vector<float*> dst;
+    int64_t count = 0;  // copy_rows' cap (a graph step's fixed list length)
+  };
   void compressor(Batch& b, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos,
-                  std::vector<size_t>& group_item);
+                  std::vector<size_t>& group_item, PendingCopy* defer = nullptr);
   void upload_tables(Batch& b);
   void indexer(Batch& b, int64_t l, const float* x, const float* qr);
   // indexer() in parts (attention_cuda.cpp): the host plan (row info, buffers; inactive when
