@@ -153,7 +153,8 @@ def main():
                     help="what tells the branches apart: the CUDA stream, the hardware channel (a graph's kernels "
                          "may all report its launch stream), or a greedy packing of overlapping kernels; auto: "
                          "the first of these with more than one value")
-    ap.add_argument("--site", default=r"hc_site|hc_mixes", help="the kernel that opens each hyper-connection site")
+    ap.add_argument("--site", default=r"hc_site|hc_mixes(?!_finish)",
+                    help="the kernel that opens each hyper-connection site (not the deferred finish, NOTES 51)")
     ap.add_argument("--pre", default=r"engram_gate|hc_expand", help="kernels right before a layer's first site that belong to it")
     ap.add_argument("--head", default=r"hc_collapse_norm|hc_expand", help="the first kernel of the head, after the last site")
     ap.add_argument("--sites-per-layer", type=int, default=2)

@@ -1523,7 +1523,7 @@ TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
 // rejects those, so a typo cannot silently measure the default.
 TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
   for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN", "DEEPINFER_B1_FUSE", "DEEPINFER_HC_SITE",
-                           "DEEPINFER_SEL_FUSE"}) {
+                           "DEEPINFER_SEL_FUSE", "DEEPINFER_SRC_CHAIN"}) {
     for (const char* bad : {"9", "on", "-1", "01"}) {
       setenv(name, bad, 1);
       EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << name << "=" << bad;
@@ -1564,6 +1564,45 @@ TEST(CudaHcSite, DeferredFinishChangesNoBit) {
             for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
             const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
                                                                    uint32_t(40 + count)),
+                                        tables);
+            EXPECT_EQ(c.steps, 25);
+            EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+          }
+          if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
+        }
+}
+
+// The source layers' chain (v41::source_chain_set_mode(1), DEEPINFER_SRC_CHAIN=1; NOTES 54): the
+// indexer's query projections on a second branch stream, the entry / key copies written by
+// their norm_rope_quant launch, no ratio-1 pending copy: the same kernels on the same data,
+// so the logits are bitwise mode 0's: eager and replayed from CUDA graphs, batch 1 and 3,
+// branches on and off, f32 and bf16, the trained model (ratio-2 and ratio-1 KV sources, the
+// candidate source, a reindex layer) and a fixture.
+TEST(CudaSourceChain, ChangesNoBit) {
+  const std::string trained = fixtures() + "/../../models/deepinfer-v41-tiny";
+  for (const std::string& dir : {trained, fixture("v41_tiny_quant")})
+    for (const bool bf16 : {false, true})
+      for (const bool graphs : {false, true})
+        for (const bool overlap : {true, false}) {
+          SCOPED_TRACE(dir);
+          SCOPED_TRACE(bf16 ? "bf16" : "f32");
+          SCOPED_TRACE(graphs ? "graphs" : "eager");
+          SCOPED_TRACE(overlap ? "branches" : "one stream");
+          v41::CudaModelOptions o = bf16 ? bf16_options(4, false, 0) : options(4);
+          o.cuda_graphs = graphs;
+          o.overlap = overlap;
+          v41::source_chain_set_mode(1);
+          auto on = v41::CudaModel::load(dir, o);
+          v41::source_chain_set_mode(0);
+          auto off = v41::CudaModel::load(dir, o);
+          v41::source_chain_set_mode(-1);
+          std::vector<std::vector<int64_t>> tables;
+          for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
+          for (int64_t count : {1, 3}) {
+            SCOPED_TRACE(count);
+            for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
+            const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
+                                                                   uint32_t(60 + count)),
                                         tables);
             EXPECT_EQ(c.steps, 25);
             EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;

@@ -13,6 +13,7 @@
 #include "kernels/cuda/smxx_elementwise.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
+#include "kernels/cuda/smxx_model.cuh"
 #include "model/config.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/weight_args.h"
@@ -179,6 +180,80 @@ OpCase norm_pair_case(std::string name, int64_t n, int64_t qdim, NrqShape s, boo
           }};
 }
 
+// norm_rope_quant with copy_to (NOTES 54: the compressed entry and the index key written to their
+// history rows by the launch, not by a copy_rows after it) against the same launch without it:
+// y bitwise, and each copy_to row (rows of a scratch buffer in reverse order) bitwise y's row.
+// Both kernels: the block kernel (dim 512, the entry) and the warp kernel (dim 128, the key).
+OpCase nrq_copy_case(std::string name, NrqShape s) {
+  return {name, "fused", [=](Rng& rng) {
+            const float eps = 1e-6f;
+            const NrqInputs in = nrq_inputs(rng, s);
+            const auto plain = nrq_fused(s, in, eps);
+            Dev<float> dx(in.x), dw(in.w), dinv(in.inv), dy(size_t(s.n * s.dim)), rows(size_t(s.n * s.dim));
+            Dev<int64_t> dpos(in.pos);
+            std::vector<float*> dst;
+            for (int64_t t = 0; t < s.n; ++t) dst.push_back(rows.get() + (s.n - 1 - t) * s.dim);
+            Dev<float*> ddst(dst);
+            kernels::NormRopeQuantArgs a;
+            a.x = dx.get();
+            a.y = s.in_place ? dx.get() : dy.get();
+            a.n = s.n, a.dim = s.dim, a.norm = s.norm, a.weight = s.weight ? dw.get() : nullptr, a.eps = eps;
+            a.positions = dpos.get(), a.heads = s.heads, a.inv_freq = dinv.get(), a.rope_dim = s.rope_dim;
+            a.attention_factor = s.factor, a.quant_block = s.block, a.kind = s.kind;
+            a.copy_to = ddst.get();
+            check_cuda(kernels::norm_rope_quant(a, nullptr), "norm_rope_quant copy_to");
+            const auto y = s.in_place ? dx.host() : dy.host(), cp = rows.host();
+            std::vector<float> expect(cp.size());
+            for (int64_t t = 0; t < s.n; ++t)
+              std::copy(y.begin() + t * s.dim, y.begin() + (t + 1) * s.dim, expect.begin() + (s.n - 1 - t) * s.dim);
+            return Outputs{{{"y", plain, y}, {"copy_to", expect, cp}}, {}};
+          }};
+}
+
+// kernels::compress_gather_pool_norm (NOTES 54: the compressor's gather, pooling and norm in
+// one launch) against what the model ran: copy_rows of the group rows into consecutive
+// scratch rows (ratio 1: into the latent), compress_pool, rms_norm in place; bitwise. The
+// rows sit in a shuffled order in one buffer (the list names them, as the pending / new rows).
+OpCase compress_gather_case(std::string name, int64_t groups, int64_t ratio, int64_t dim, bool weight) {
+  return {name, "fused", [=](Rng& rng) {
+            const float eps = 1e-20f;
+            const int64_t per = ratio > 1 ? 2 : 1, nrows = groups * ratio * per;
+            auto x = randn(rng, size_t(nrows * dim), 2.0f);
+            for (int64_t r = 0; r < nrows; ++r)  // gates of several scales (the softmax's range)
+              if (per == 2 && r % 2 == 1)
+                for (int64_t i = 0; i < dim; ++i) x[size_t(r * dim + i)] *= 4.0f;
+            const auto w = uniform(rng, size_t(dim), 0.5f, 1.5f);
+            std::vector<int64_t> perm(static_cast<size_t>(nrows));
+            for (int64_t r = 0; r < nrows; ++r) perm[size_t(r)] = r;
+            std::shuffle(perm.begin(), perm.end(), rng);
+            Dev<float> dx(x), dw(w);
+            std::vector<const float*> src;
+            for (int64_t r = 0; r < nrows; ++r) src.push_back(dx.get() + perm[size_t(r)] * dim);
+            Dev<const float*> dsrc(src);
+            // The former launches.
+            Dev<float> lat1(size_t(groups * dim)), cat_kv(size_t(groups * ratio * dim)), cat_gate(size_t(groups * ratio * dim));
+            std::vector<float*> dst;
+            for (int64_t g = 0; g < groups; ++g)
+              for (int64_t k = 0; k < ratio; ++k) {
+                dst.push_back(ratio == 1 ? lat1.get() + g * dim : cat_kv.get() + (g * ratio + k) * dim);
+                if (ratio > 1) dst.push_back(cat_gate.get() + (g * ratio + k) * dim);
+              }
+            Dev<float*> ddst(dst);
+            check_cuda(kernels::copy_rows({dsrc.get(), ddst.get(), nrows, dim}, nullptr), "copy_rows");
+            if (ratio > 1)
+              check_cuda(kernels::compress_pool({cat_kv.get(), cat_gate.get(), lat1.get(), groups, ratio, dim}, nullptr),
+                         "compress_pool");
+            check_cuda(kernels::rms_norm({lat1.get(), lat1.get(), weight ? dw.get() : nullptr, groups, dim, eps}, nullptr),
+                       "rms_norm");
+            // The one launch.
+            Dev<float> lat2(size_t(groups * dim));
+            check_cuda(kernels::compress_gather_pool_norm(
+                           {dsrc.get(), lat2.get(), weight ? dw.get() : nullptr, groups, ratio, dim, eps}, nullptr),
+                       "compress_gather_pool_norm");
+            return Outputs{{{"latent", lat1.host(), lat2.host()}}, {}};
+          }};
+}
+
 // With the norm and no quantization: fused vs the CPU composition (the norm's fp32 sum).
 OpCase nrq_norm_case(std::string name, NrqShape s) {
   s.block = 0;
@@ -280,6 +355,24 @@ std::vector<OpCase> fused_cases() {
   ik.kind = QK::kFp4Ue8m0;
   c.push_back(nrq_exact_case("fused_key_norm_rope_fp4ue8m0", ik));
   c.push_back(nrq_norm_case("fused_key_norm_rope_vs_cpu", ik));
+  // The compressor's gather + pool + norm (NOTES 54): V4.1's ratios 2 and 1 at one group
+  // (batch-1 decode) and several, V4's 4 and 128, a dim that is not a multiple of the block.
+  c.push_back(compress_gather_case("fused_compress_gather_r2_g1", 1, 2, 512, true));
+  c.push_back(compress_gather_case("fused_compress_gather_r2_g5", 5, 2, 512, true));
+  c.push_back(compress_gather_case("fused_compress_gather_r1_g1", 1, 1, 512, true));
+  c.push_back(compress_gather_case("fused_compress_gather_r1_g3", 3, 1, 512, false));
+  c.push_back(compress_gather_case("fused_compress_gather_r4_g2", 2, 4, 512, true));
+  c.push_back(compress_gather_case("fused_compress_gather_r128_g1", 1, 128, 512, true));
+  c.push_back(compress_gather_case("fused_compress_gather_odd", 3, 2, 333, true));
+  // Both with copy_to (NOTES 54): the entry on the block kernel, the key on the warp kernel,
+  // at one row (batch-1 decode) and several.
+  for (const int64_t rows : {int64_t(1), int64_t(9)}) {
+    NrqShape e = ce, k = ik;
+    e.n = rows;
+    k.n = rows;
+    c.push_back(nrq_copy_case("fused_entry_copy_to_n" + std::to_string(rows), e));
+    c.push_back(nrq_copy_case("fused_key_copy_to_n" + std::to_string(rows), k));
+  }
   // The indexer query: 32 heads of 128 per token, RoPE + FP4 (ue8m0), no norm.
   NrqShape iq;
   iq.n = 3 * 32;

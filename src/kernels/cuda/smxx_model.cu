@@ -114,6 +114,39 @@ __global__ void compress_pool_kernel(CompressPoolArgs a) {
   a.latent[idx] = acc;
 }
 
+// One block of kThreads per group (compress_gather_pool_norm): pooled channels into shared
+// memory, then the norm. Channel ch is thread ch % kThreads's, in rms_norm_kernel's order.
+__global__ void __launch_bounds__(kThreads) compress_gather_pool_norm_kernel(CompressGatherArgs a) {
+  extern __shared__ float lat_row[];
+  __shared__ float scratch[32];
+  const int64_t g = blockIdx.x, per = a.ratio > 1 ? 2 : 1;
+  const float* const* rows = a.rows + g * a.ratio * per;
+  float ss = 0.0f;
+  for (int64_t ch = threadIdx.x; ch < a.dim; ch += blockDim.x) {
+    float v;
+    if (a.ratio == 1) {
+      v = rows[0][ch];
+    } else {  // compress_pool_kernel's arithmetic on the same values
+      float mx = -INFINITY;
+      for (int64_t k = 0; k < a.ratio; ++k) mx = fmaxf(mx, rows[2 * k + 1][ch]);
+      float denom = 0.0f;
+      for (int64_t k = 0; k < a.ratio; ++k) denom += expf(rows[2 * k + 1][ch] - mx);
+      float acc = 0.0f;
+      for (int64_t k = 0; k < a.ratio; ++k) acc += rows[2 * k][ch] * (expf(rows[2 * k + 1][ch] - mx) / denom);
+      v = acc;
+    }
+    lat_row[ch] = v;
+    ss = __fmaf_rn(v, v, ss);  // rms_norm_kernel's sum
+  }
+  ss = block_sum(ss, scratch);
+  const float r = 1.0f / sqrtf(ss / float(a.dim) + a.eps);
+  float* y = a.latent + g * a.dim;
+  for (int64_t ch = threadIdx.x; ch < a.dim; ch += blockDim.x) {
+    const float v = __fmul_rn(lat_row[ch], r);
+    y[ch] = a.weight ? __fmul_rn(a.weight[ch], v) : v;
+  }
+}
+
 // Block (row, chunk): kCopyChunk floats of one row. Why chunks and batches (NOTES 49's timeline,
 // session 13): the former one block per row with a plain loop, whose loads the compiler could not
 // hoist past the stores (src and dst might alias), copied one element per thread per memory round
@@ -208,6 +241,15 @@ cudaError_t compress_pool(const CompressPoolArgs& a, cudaStream_t stream) {
   if (a.groups < 0 || a.ratio < 1 || a.dim < 1) return cudaErrorInvalidValue;
   if (a.groups == 0) return cudaSuccess;
   compress_pool_kernel<<<grid_1d(a.groups * a.dim, kThreads), kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t compress_gather_pool_norm(const CompressGatherArgs& a, cudaStream_t stream) {
+  if (a.groups < 0 || a.ratio < 1 || a.dim < 1 || a.dim > kMaxCompressGatherDim || a.groups > INT32_MAX)
+    return cudaErrorInvalidValue;
+  if (a.groups == 0) return cudaSuccess;
+  if (a.rows == nullptr || a.latent == nullptr) return cudaErrorInvalidValue;
+  compress_gather_pool_norm_kernel<<<unsigned(a.groups), kThreads, size_t(a.dim) * sizeof(float), stream>>>(a);
   return cudaGetLastError();
 }
 

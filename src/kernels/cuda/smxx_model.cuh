@@ -56,6 +56,25 @@ struct CompressPoolArgs {
 };
 cudaError_t compress_pool(const CompressPoolArgs& a, cudaStream_t stream);
 
+// The compressor's gather (copy_rows of each group's rows into consecutive scratch rows),
+// compress_pool and the latent's rms_norm in one launch (NOTES 54): one 256-thread block per
+// group reads its rows in place through the pointer list, pools each channel with
+// compress_pool_kernel's arithmetic (ratio 1: the row itself) into shared memory and
+// normalizes it with rms_norm's (the 256-thread strided sum of products, block_sum, the
+// IEEE rsqrt, weight * (x * r)): bitwise the three launches. At batch 1 they were three
+// dependent 1-4-block kernels on the source layers' critical path.
+struct CompressGatherArgs {
+  // [groups * ratio * (ratio > 1 ? 2 : 1)]: group g's rows k = 0 .. ratio - 1 in order, each
+  // its kv row, then (ratio > 1) its gate row (the compressor's gather list).
+  const float* const* rows = nullptr;
+  float* latent = nullptr;        // [groups, dim]
+  const float* weight = nullptr;  // [dim] or null: the norm's weight
+  int64_t groups = 0, ratio = 1, dim = 0;  // dim <= kMaxCompressGatherDim
+  float eps = 1e-6f;
+};
+constexpr int64_t kMaxCompressGatherDim = 8192;
+cudaError_t compress_gather_pool_norm(const CompressGatherArgs& a, cudaStream_t stream);
+
 struct CopyRowsArgs {
   const float* const* src = nullptr;  // [count] device array of row pointers
   float* const* dst = nullptr;        // [count]

@@ -26,14 +26,24 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // compressed entries (and, at index sources, their index keys), then the batched
   // indexer, whose selections stay on the device.
   const bool kv_source = ratio > 0 && c.is_kv_source(l), index_source = ratio > 0 && c.is_index_source(l);
-  auto compress_part = [&] {
+  // side (src_chain in a graph step's branch, NOTES 54): what no later kernel of the chain
+  // reads -- the compressor's pending-row copy and the stored entry's norm_rope_quant -- on
+  // aux3, after the latent's norm (ev_lat), beside the key's gemv and norm_rope_quant and the
+  // indexer on aux; the main stream joins aux3 (ev_side) with aux.
+  bool side_used = false;
+  auto compress_part = [&](bool side) {
     if (!kv_source) return;
     const int64_t ihd = c.index_head_dim;
     std::vector<float*> entry_dst, key_dst;
     std::vector<int64_t> gpos;
     std::vector<size_t> gitem;
     float* lat = nullptr;
-    compressor(b, l, x, lat, gpos, gitem);
+    PendingCopy pend;
+    compressor(b, l, x, lat, gpos, gitem, side ? &pend : nullptr);
+    // The deferred pending copy (or, with no group row to wait for, issued here: eager).
+    auto pending_copy = [&] {
+      if (pend.count > 0) copy_rows(pend.src, pend.dst, hd, pend.count);
+    };
     for (size_t g = 0; g < gpos.size(); ++g) {
       const size_t i = gitem[g];
       LayerSlot& st = slot_of(b, i).layers[l];
@@ -57,21 +67,53 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
       // the unrotated latent, rotated to the group's first position.
       const int64_t* d_gpos = upload(gpos, *layer_arena, groups, 0);
       float* rotated = layer_arena->alloc<float>(groups * hd);
-      // copy + RoPE + FP4 (e4m3 scales) in one launch, lat read once.
-      norm_rope_quant(lat, rotated, groups, hd, false, nullptr, d_gpos, compress_inv_freq, rd, caf, 16,
-                      kernels::QuantKind::kFp4E4m3);
+      // copy + RoPE + FP4 (e4m3 scales) in one launch, lat read once. With src_chain the
+      // launch also writes each row to its history entry (copy_to; a graph's padding rows
+      // to dump_row, where the copy wrote zero_row's), which copy_rows did after it.
       std::vector<const float*> src(static_cast<size_t>(real_groups));
-      for (int64_t g = 0; g < real_groups; ++g) src[g] = rotated + g * hd;
-      copy_rows(src, entry_dst, hd, groups);
+      if (src_chain) {
+        DI_CHECK(gp == nullptr || std::max(hd, ihd) <= pad_dim, "graph step: rows of ", std::max(hd, ihd),
+                 " floats exceed the padding rows");
+        kernels::NormRopeQuantArgs nq = nrq_args(lat, rotated, groups, hd, false, nullptr, d_gpos, compress_inv_freq,
+                                                 rd, caf, 16, kernels::QuantKind::kFp4E4m3);
+        nq.copy_to = upload(entry_dst, *layer_arena, groups, dump_row);
+        if (side) {
+          if (go) {
+            CUDA_CHECK(cudaEventRecord(ev_lat, stream));
+            CUDA_CHECK(cudaStreamWaitEvent(aux3, ev_lat, 0));
+          }
+          Branch br(*this, aux3);
+          pending_copy();
+          if (go) CUDA_CHECK(kernels::norm_rope_quant(nq, stream));
+          if (go) CUDA_CHECK(cudaEventRecord(ev_side, stream));
+          side_used = true;
+          pend.count = 0;
+        } else if (go) {
+          CUDA_CHECK(kernels::norm_rope_quant(nq, stream));
+        }
+      } else {
+        norm_rope_quant(lat, rotated, groups, hd, false, nullptr, d_gpos, compress_inv_freq, rd, caf, 16,
+                        kernels::QuantKind::kFp4E4m3);
+        for (int64_t g = 0; g < real_groups; ++g) src[g] = rotated + g * hd;
+        copy_rows(src, entry_dst, hd, groups);
+      }
       if (index_source) {
         float* k = layer_arena->alloc<float>(groups * ihd);
         linear(lat, k, groups, a.indexer_wk);
-        norm_rope_quant(k, k, groups, ihd, true, a.indexer_k_norm, d_gpos, compress_inv_freq, rd, caf, 32,
-                        kernels::QuantKind::kFp4Ue8m0);
-        for (int64_t g = 0; g < real_groups; ++g) src[g] = k + g * ihd;
-        copy_rows(src, key_dst, ihd, groups);
+        if (src_chain) {
+          kernels::NormRopeQuantArgs nq = nrq_args(k, k, groups, ihd, true, a.indexer_k_norm, d_gpos,
+                                                   compress_inv_freq, rd, caf, 32, kernels::QuantKind::kFp4Ue8m0);
+          nq.copy_to = upload(key_dst, *layer_arena, groups, dump_row);
+          if (go) CUDA_CHECK(kernels::norm_rope_quant(nq, stream));
+        } else {
+          norm_rope_quant(k, k, groups, ihd, true, a.indexer_k_norm, d_gpos, compress_inv_freq, rd, caf, 32,
+                          kernels::QuantKind::kFp4Ue8m0);
+          for (int64_t g = 0; g < real_groups; ++g) src[g] = k + g * ihd;
+          copy_rows(src, key_dst, ihd, groups);
+        }
       }
     }
+    pending_copy();  // not deferred (no group row): after the gather, in stream order
   };
   // Concurrent branches (model_cuda_impl.h) in a graph step: the compressor path reads
   // only x, so it runs on the aux stream from the start, beside wq_a / wkv and the
@@ -82,10 +124,25 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   const bool branch = gp != nullptr && overlap_attention_on && (kv_source || index_source) && overlap_rows(n) &&
                       branch_ok(a.compressor_wkv) && branch_ok(a.compressor_wgate) && branch_ok(a.indexer_wk) &&
                       branch_ok(a.indexer_wq_b) && branch_ok(a.indexer_weights_proj);
+  // src_chain (NOTES 54): the indexer's weights projection and query on aux2 beside the
+  // compressor, which waits for them before the score. Its plan follows compress_part's
+  // (the key counts it reads are the compressor's).
+  const bool split = branch && src_chain && index_source;
+  IndexerRun ir;
   if (branch) {
     if (go) fork_to(aux);
-    Branch br(*this, aux);
-    compress_part();
+    {
+      Branch br(*this, aux);
+      compress_part(split);
+    }
+    if (split) {
+      ir = indexer_plan(b, l);
+      if (ir.active) {
+        if (go) fork_to(aux2);
+        Branch br(*this, aux2);
+        indexer_weights(ir, x);
+      }
+    }
   }
 
   linear2(x, n, qr, a.wq_a, kv, a.wkv);  // both read x: one launch at decode
@@ -116,7 +173,20 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   } else if (go) {
     gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
   }
-  if (branch) {
+  if (split) {
+    if (ir.active) {
+      if (go) fork_to(aux2);  // aux2: after its weights projection and qr's norm
+      {
+        Branch br(*this, aux2);
+        indexer_query(ir, b, qr);
+        if (go) CUDA_CHECK(cudaEventRecord(ev_q, stream));
+      }
+      if (go) CUDA_CHECK(cudaStreamWaitEvent(aux, ev_q, 0));
+    }
+    Branch br(*this, aux);  // aux: after its compressor and aux2's query
+    if (ir.active) indexer_select(ir, b, l);
+    if (go) CUDA_CHECK(cudaEventRecord(ev_join, stream));
+  } else if (branch) {
     if (go) fork_to(aux);  // aux: after its compressor and qr's norm
     Branch br(*this, aux);
     if (index_source) indexer(b, l, x, qr);
@@ -135,8 +205,9 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
 
   if (branch) {
     if (go) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_join, 0));
+    if (go && side_used) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_side, 0));
   } else {
-    compress_part();
+    compress_part(false);
     if (index_source) indexer(b, l, x, qr);
   }
   // Pass 2: the KV pool of the whole batch, per item [its window ring | its new
@@ -388,7 +459,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
 // items: the projections over all rows, one row gather of every completed group's
 // [pending | new] rows, one pooling, one norm, one copy of the rows left pending.
 void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos,
-                                 std::vector<size_t>& group_item) {
+                                 std::vector<size_t>& group_item, PendingCopy* defer) {
   const ModelConfig& c = cfg;
   const DAttn& a = layers[l].attn;
   const int64_t n = b.n, hd = c.head_dim, ratio = c.compress_ratios[l], src = source_index(l);
@@ -435,8 +506,11 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
     groups = n;
   }
   latent = layer_arena->alloc<float>(groups * hd);
-  float* cat_kv = ratio > 1 ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
-  float* cat_gate = ratio > 1 ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
+  // src_chain: the gather, the pooling and the norm in one launch (compress_gather_pool_norm
+  // reads the rows in place; no scratch rows).
+  const bool fused = src_chain;
+  float* cat_kv = ratio > 1 && !fused ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
+  float* cat_gate = ratio > 1 && !fused ? layer_arena->alloc<float>(groups * ratio * hd) : nullptr;
   std::vector<const float*> gsrc, psrc;
   std::vector<float*> gdst, pdst;
   int64_t gi = 0;
@@ -447,10 +521,10 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
       for (int64_t k = 0; k < ratio; ++k) {
         const int64_t r = g * ratio + k;
         gsrc.push_back(row(i, p.np, r, false));
-        gdst.push_back(ratio == 1 ? latent + gi * hd : cat_kv + (gi * ratio + k) * hd);
+        if (!fused) gdst.push_back(ratio == 1 ? latent + gi * hd : cat_kv + (gi * ratio + k) * hd);
         if (ratio > 1) {
           gsrc.push_back(row(i, p.np, r, true));
-          gdst.push_back(cat_gate + (gi * ratio + k) * hd);
+          if (!fused) gdst.push_back(cat_gate + (gi * ratio + k) * hd);
         }
       }
     // What stays pending moves to the front of the pending rows. With no group
@@ -472,11 +546,30 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
     st.num_pending = p.total - used;
     st.next_group_position += used;
   }
-  copy_rows(gsrc, gdst, hd, n * ratio * per_row);
-  if (groups > 0 && ratio > 1 && go)  // softmax-gated pooling of each group's rows, per channel, in fp32
-    CUDA_CHECK(kernels::compress_pool({cat_kv, cat_gate, latent, groups, ratio, hd}, stream));
-  copy_rows(psrc, pdst, hd, n * per_row);  // after the gather above has read the old pending rows (stream order)
-  if (groups > 0 && go)
+  if (fused) {
+    DI_CHECK(gp == nullptr || hd <= pad_dim, "graph step: compressor rows of ", hd, " floats exceed the padding rows");
+    const float* const* d_rows = upload(gsrc, *layer_arena, n * ratio * per_row, zero_row);
+    if (groups > 0 && go)
+      CUDA_CHECK(kernels::compress_gather_pool_norm(
+          {d_rows, latent, a.compressor_norm, groups, ratio, hd, float(c.rms_norm_eps)}, stream));
+  } else {
+    copy_rows(gsrc, gdst, hd, n * ratio * per_row);
+    if (groups > 0 && ratio > 1 && go)  // softmax-gated pooling of each group's rows, per channel, in fp32
+      CUDA_CHECK(kernels::compress_pool({cat_kv, cat_gate, latent, groups, ratio, hd}, stream));
+  }
+  // After the gather above has read the old pending rows (stream order). At ratio 1 no row
+  // is ever left pending (used == total): with src_chain a graph step skips its padding-only
+  // launch (zero_row to dump_row).
+  DI_CHECK(ratio > 1 || psrc.empty(), "compressor: a pending row at ratio 1, layer ", l);
+  if (src_chain && ratio == 1) {
+  } else if (defer != nullptr) {  // the caller copies them later (after the norm below)
+    defer->src = std::move(psrc);
+    defer->dst = std::move(pdst);
+    defer->count = gp != nullptr ? n * per_row : int64_t(defer->src.size());
+  } else {
+    copy_rows(psrc, pdst, hd, n * per_row);
+  }
+  if (groups > 0 && go && !fused)
     gpu::rms_norm({latent, latent, groups, hd, a.compressor_norm, float(c.rms_norm_eps)}, stream);
 }
 
@@ -503,24 +596,33 @@ void CudaModel::Impl::upload_tables(Batch& b) {
 // The index layer of the whole batch: every query row of every item scores its own
 // item's keys (read in place from the paged history through the block tables) and
 // selects its top-k, one launch per kernel; the selections stay on the device, where
-// attention() turns them into entry lists (no host round trip).
+// attention() turns them into entry lists (no host round trip). Four parts, so a graph
+// step can run the query projections beside the compressor (NOTES 54): the host plan,
+// the weights projection (reads x), the query (reads qr), the score and the selection.
 void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* qr) {
+  IndexerRun r = indexer_plan(b, l);
+  if (!r.active) return;
+  indexer_query(r, b, qr);
+  indexer_weights(r, x);
+  indexer_select(r, b, l);
+}
+
+CudaModel::Impl::IndexerRun CudaModel::Impl::indexer_plan(Batch& b, int64_t l) {
   const ModelConfig& c = cfg;
-  const DAttn& a = layers[l].attn;
-  const int64_t n = b.n, ihd = c.index_head_dim, ih = c.index_n_heads, ratio = c.compress_ratios[l];
-  const float caf = float(c.compress_rope.attention_factor);
+  const int64_t n = b.n, ihd = c.index_head_dim, ih = c.index_n_heads;
+  IndexerRun run;
   int64_t key_layer = -1;
   for (const Shared& sh : b.shared) {
     if (sh.index_source < 0) continue;
     DI_CHECK(key_layer < 0 || key_layer == sh.index_source, "items disagree on the index source at layer ", l);
     key_layer = sh.index_source;
   }
-  if (key_layer < 0) return;
+  if (key_layer < 0) return run;
   const Source& src = sources[source_index(key_layer)];
   const bool is_candidate_source = l == c.candidate_source_layer_id;
   const bool uses_candidates = c.candidate_source_layer_id >= 0 && c.candidate_source_layer_id < l;
   upload_tables(b);
-  const bool go = launching(), graph = gp != nullptr;
+  const bool graph = gp != nullptr;
 
   // Row t of the batch is token t. Items without keys yet skip their rows (an earlier
   // selection stays published, as in the per-sequence model). A graph step gives
@@ -530,7 +632,7 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
   const int64_t key_cap = graph ? max_context / src.ratio + 1 : 0;
   std::vector<int64_t> info(size_t(n * k::kRowInfoCols), 0);
   for (int64_t t = 0; t < n; ++t) info[t * k::kRowInfoCols + k::kRowCand] = -1;
-  std::vector<bool> active(b.items->size(), false);
+  run.active_items.assign(b.items->size(), false);
   int64_t total = 0, max_keys = 0;
   for (size_t i = 0; i < b.items->size(); ++i) {
     Shared& sh = b.shared[i];
@@ -557,7 +659,7 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
       sh.cand_begin = row0;
       sh.cand_keys = nk;
     }
-    active[i] = true;
+    run.active_items[i] = true;
     total += b.count(i) * nk;
     max_keys = std::max(max_keys, nk);
   }
@@ -565,39 +667,65 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
     total = n * key_cap;
     max_keys = key_cap;
   }
-  if (total == 0) return;
-  const int64_t* d_info = upload(info, *layer_arena, int64_t(info.size()), 0);
+  if (total == 0) return run;
+  run.active = true;
+  run.layer = l;
+  run.n = n;
+  run.src = &src;
+  run.is_candidate_source = is_candidate_source;
+  run.uses_candidates = uses_candidates;
+  run.total = total;
+  run.max_keys = max_keys;
+  run.d_info = upload(info, *layer_arena, int64_t(info.size()), 0);
+  run.qi = layer_arena->alloc<float>(n * ih * ihd);
+  run.w = layer_arena->alloc<float>(n * ih);
+  run.scores = layer_arena->alloc<float>(total);
+  return run;
+}
 
-  float* qi = layer_arena->alloc<float>(n * ih * ihd);
-  float* w = layer_arena->alloc<float>(n * ih);
-  float* scores = layer_arena->alloc<float>(total);
-  linear(qr, qi, n, a.indexer_wq_b);
-  // RoPE + FP4 (ue8m0 scales) of every head's query in one launch (bitwise the two kernels).
-  norm_rope_quant(qi, qi, n * ih, ihd, false, nullptr, b.d_positions, compress_inv_freq, c.qk_rope_head_dim, caf, 32,
-                  kernels::QuantKind::kFp4Ue8m0, ih);
-  linear(x, w, n, a.indexer_weights_proj);
-  if (go) CUDA_CHECK(kernels::scale(w, 1.0f / std::sqrt(float(ih)), n * ih, stream));
+// The query: wq_b of the indexer on the normalized qr, then RoPE + FP4 (ue8m0 scales) of
+// every head in one launch (bitwise the two kernels).
+void CudaModel::Impl::indexer_query(const IndexerRun& r, const Batch& b, const float* qr) {
+  const ModelConfig& c = cfg;
+  const int64_t n = b.n, ihd = c.index_head_dim, ih = c.index_n_heads;
+  linear(qr, r.qi, n, layers[r.layer].attn.indexer_wq_b);
+  norm_rope_quant(r.qi, r.qi, n * ih, ihd, false, nullptr, b.d_positions, compress_inv_freq, c.qk_rope_head_dim,
+                  float(c.compress_rope.attention_factor), 32, kernels::QuantKind::kFp4Ue8m0, ih);
+}
+
+// The heads' weights: the projection of x, scaled by 1 / sqrt(heads).
+void CudaModel::Impl::indexer_weights(const IndexerRun& r, const float* x) {
+  const int64_t ih = cfg.index_n_heads;
+  linear(x, r.w, r.n, layers[r.layer].attn.indexer_weights_proj);
+  if (launching()) CUDA_CHECK(kernels::scale(r.w, 1.0f / std::sqrt(float(ih)), r.n * ih, stream));
+}
+
+void CudaModel::Impl::indexer_select(const IndexerRun& r, Batch& b, int64_t l) {
+  const ModelConfig& c = cfg;
+  const int64_t n = b.n, ihd = c.index_head_dim, ih = c.index_n_heads, ratio = c.compress_ratios[l];
+  const Source& src = *r.src;
+  const bool go = launching();
   if (go)
     // Positions: the kernel may skip keys a row cannot see (the selection masks them to -inf).
-    gpu::indexer_score_paged({qi, w, src.keys, b.d_tables, d_info, n, ih, ihd, src.epb, max_keys,
-                              1.0f / std::sqrt(float(ihd)), scores, b.d_positions, ratio},
+    gpu::indexer_score_paged({r.qi, r.w, src.keys, b.d_tables, r.d_info, n, ih, ihd, src.epb, r.max_keys,
+                              1.0f / std::sqrt(float(ihd)), r.scores, b.d_positions, ratio},
                              stream);
 
   const int64_t top_k = c.index_topk;
   gpu::IndexerSelectBatchParams sp;
-  sp.scores = scores;
-  sp.row_info = d_info;
+  sp.scores = r.scores;
+  sp.row_info = r.d_info;
   sp.rows = n;
-  sp.max_keys = max_keys;
+  sp.max_keys = r.max_keys;
   sp.positions = b.d_positions;
   sp.ratio = ratio;
   sp.top_k = top_k;
-  if (is_candidate_source) {
-    b.candidates = step_arena->alloc<uint8_t>(total);  // read by later layers of this step
+  if (r.is_candidate_source) {
+    b.candidates = step_arena->alloc<uint8_t>(r.total);  // read by later layers of this step
     sp.candidates_out = b.candidates;
     sp.candidate_topk_blocks = c.candidate_topk_blocks;
     sp.candidate_block_size = c.candidate_block_size;
-  } else if (uses_candidates) {
+  } else if (r.uses_candidates) {
     sp.candidates_in = b.candidates;  // rows without a mask have cand_begin -1
   }
   // Read by the attention lists of this and the later layers of the step.
@@ -607,7 +735,7 @@ void CudaModel::Impl::indexer(Batch& b, int64_t l, const float* x, const float* 
   if (go) gpu::indexer_select_batch(sp, stream);
   b.selection_made = true;
   for (size_t i = 0; i < b.items->size(); ++i)
-    if (active[i]) b.shared[i].d_selection = sel;
+    if (r.active_items[i]) b.shared[i].d_selection = sel;
 }
 
 }  // namespace deepinfer::v41

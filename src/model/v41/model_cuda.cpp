@@ -4,6 +4,7 @@
 // exactly as the CPU model does, and uploads them through the pinned stage.
 #include "model/v41/model_cuda_impl.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -168,6 +169,16 @@ void CudaModel::copy_block(int64_t from, int64_t to) {
   }
 }
 
+namespace {
+std::atomic<int> g_src_chain{-1};
+}  // namespace
+
+void source_chain_set_mode(int mode) { g_src_chain = mode < 0 ? -1 : std::min(mode, 1); }
+int source_chain_mode() {
+  return resolve_env_switch(g_src_chain, "DEEPINFER_SRC_CHAIN", 0, 1,
+                            [](const EnvDigit& e) { return e.valid ? e.value : kSourceChainDefault; });
+}
+
 std::vector<float> CudaModel::forward_batch(std::vector<CudaBatchItem>& items) {
   const LogitsView v = impl_->forward(items);
   const auto t = Impl::Clock::now();
@@ -277,6 +288,9 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   digit_switch("DEEPINFER_INDEXER_WGMMA", 0, 1, "0 or 1 (0: the prefill indexer score off wgmma, on the grouped mma.sync kernel)");
   digit_switch("DEEPINFER_SEL_FUSE", 0, 1,
                "0 or 1 (0: a graph step's attention selection lists in five launches, not one, NOTES 50)");
+  digit_switch("DEEPINFER_SRC_CHAIN", 0, 1,
+               "0 or 1 (1: the source layers' indexer query beside the compressor, row copies folded, NOTES 54)");
+  d.src_chain = source_chain_mode() == 1;
   // Priorities (NOTES 34): the main stream carries the critical path, so with
   // branch_priority it takes the device's highest priority and the branches its lowest;
   // pending blocks of a higher-priority stream are placed first (running ones are not
@@ -304,6 +318,12 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux, cudaStreamNonBlocking, prio_least));
     CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_fork, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_join, cudaEventDisableTiming));
+    if (d.src_chain) {
+      CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux2, cudaStreamNonBlocking, prio_least));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux3, cudaStreamNonBlocking, prio_least));
+      for (cudaEvent_t* e : {&d.ev_q, &d.ev_lat, &d.ev_side})
+        CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    }
     if (d.engram) {
       CUDA_CHECK(cudaStreamCreateWithPriority(&d.eng, cudaStreamNonBlocking, prio_least));
       d.ev_engram.resize(c.engram_layer_ids.size());

@@ -67,6 +67,20 @@ enum class EngramTables { kAuto, kDevice, kHost };
 // InputError, kAuto stays off. load() prints one line saying what it did and why.
 enum class Bf16Weights { kOff, kOn, kAuto };
 
+// The KV / index source layers' compressor -> indexer chain (NOTES 54). 0: as before run 47.
+// 1: the new compressed entry and index key rows written by their norm_rope_quant launch
+// (NormRopeQuantArgs::copy_to) instead of two copy_rows launches, no pending-row copy at
+// ratio 1 (no row is ever left pending there), and in graph steps with the attention branch
+// the indexer's weights projection (reads x; from the layer's start) and its query (reads
+// the normalized qr) on a second branch stream beside the compressor, which waits for them
+// before the score: at batch 1 the chain was the layer's critical path (NOTES 49). The same
+// kernels on the same data: the same bits. source_chain_set_mode (-1: back to the
+// environment) or DEEPINFER_SRC_CHAIN=0..1 (read once; other values: the model refuses them at
+// load), else kSourceChainDefault. Read at load (a model per setting).
+constexpr int kSourceChainDefault = 0;
+void source_chain_set_mode(int mode);
+int source_chain_mode();
+
 struct CudaModelOptions {
   int64_t max_slots = 1;        // state slots (sequences that can run)
   int64_t max_tokens = 2048;    // token budget of one forward call (sizes the arena; more still runs)

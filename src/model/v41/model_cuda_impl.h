@@ -108,6 +108,18 @@ struct CudaModel::Impl {
   bool overlap_moe_on = false, overlap_engram_on = false, overlap_attention_on = false;
   cudaStream_t aux = nullptr, eng = nullptr;
   cudaEvent_t ev_fork = nullptr, ev_join = nullptr;
+  // The source layers' chain (source_chain_mode() 1 at load, NOTES 54; a model per setting):
+  // the new compressed entry / index key rows written by their norm_rope_quant launch
+  // (copy_to), no pending-row copy at ratio 1, and in graph steps with the attention branch
+  // the indexer's weights projection (reads x, from the layer's start) and query (reads qr,
+  // after its norm) on `aux2` beside the compressor on `aux`, which waits for them (ev_q)
+  // before the score. Created at load with the branches.
+  // The compressor's pending-row copy and the stored entry's norm_rope_quant (read by nothing
+  // later in the chain) run on aux3 after the latent's norm (ev_lat); the main stream joins it
+  // (ev_side) with aux.
+  bool src_chain = false;
+  cudaStream_t aux2 = nullptr, aux3 = nullptr;
+  cudaEvent_t ev_q = nullptr, ev_lat = nullptr, ev_side = nullptr;
   std::vector<cudaEvent_t> ev_engram;  // one per Engram layer: its kv is ready
   // The one-launch hc site's deferred finish (kernels::hc_site_mode() 1, NOTES 51): after the
   // site, hc_mixes_finish on its own stream `hcs` (one warp's gates + Sinkhorn, off the path
@@ -168,6 +180,8 @@ struct CudaModel::Impl {
     if (aux) cudaStreamSynchronize(aux);
     if (eng) cudaStreamSynchronize(eng);
     if (hcs) cudaStreamSynchronize(hcs);
+    if (aux2) cudaStreamSynchronize(aux2);
+    if (aux3) cudaStreamSynchronize(aux3);
   }
 
   gpu::LinearMode mode = gpu::LinearMode::kAuto;
@@ -289,9 +303,9 @@ struct CudaModel::Impl {
     if (pinned_logits) cudaFreeHost(pinned_logits);
     if (pinned_flags) cudaFreeHost(pinned_flags);
     for (cudaEvent_t e : ev_engram) cudaEventDestroy(e);
-    for (cudaEvent_t e : {ev_fork, ev_join, ev_hc_fork, ev_hc_join})
+    for (cudaEvent_t e : {ev_fork, ev_join, ev_hc_fork, ev_hc_join, ev_q, ev_lat, ev_side})
       if (e) cudaEventDestroy(e);
-    for (cudaStream_t s : {aux, eng, hcs})
+    for (cudaStream_t s : {aux, eng, hcs, aux2, aux3})
       if (s) cudaStreamDestroy(s);
     if (stream) cudaStreamDestroy(stream);
   }
@@ -497,10 +511,34 @@ struct CudaModel::Impl {
   bool forward_graph(std::vector<CudaBatchItem>& items, const std::vector<int64_t>& all_tokens, int64_t bucket,
                      LogitsView& logits);
   void attention(Batch& b, int64_t l, const float* x, float* out);
+  // The compressor's copy of the rows left pending, when deferred (defer set: NOTES 54's side
+  // stream issues it after the latent's norm; it must follow the gather, which reads the old ones).
+  struct PendingCopy {
+    std::vector<const float*> src;
+    std::vector<float*> dst;
+    int64_t count = 0;  // copy_rows' cap (a graph step's fixed list length)
+  };
   void compressor(Batch& b, int64_t l, const float* x, float*& latent, std::vector<int64_t>& group_pos,
-                  std::vector<size_t>& group_item);
+                  std::vector<size_t>& group_item, PendingCopy* defer = nullptr);
   void upload_tables(Batch& b);
   void indexer(Batch& b, int64_t l, const float* x, const float* qr);
+  // indexer() in parts (attention_cuda.cpp): the host plan (row info, buffers; inactive when
+  // no row has keys), the query (reads qr), the heads' weights (reads x), then the score and
+  // the selection, which read both. A graph step with the source chain mode runs the first
+  // two on the aux2 stream beside the compressor (NOTES 54).
+  struct IndexerRun {
+    bool active = false;
+    int64_t layer = -1, n = 0, total = 0, max_keys = 0;
+    const Source* src = nullptr;
+    bool is_candidate_source = false, uses_candidates = false;
+    std::vector<bool> active_items;
+    const int64_t* d_info = nullptr;
+    float *qi = nullptr, *w = nullptr, *scores = nullptr;
+  };
+  IndexerRun indexer_plan(Batch& b, int64_t l);
+  void indexer_query(const IndexerRun& r, const Batch& b, const float* qr);
+  void indexer_weights(const IndexerRun& r, const float* x);
+  void indexer_select(const IndexerRun& r, Batch& b, int64_t l);
   void moe(int64_t l, const float* x, int64_t n, float* out);
 };
 
