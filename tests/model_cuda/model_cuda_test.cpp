@@ -44,6 +44,7 @@
 #include "model/v41/model_cuda.h"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
 #include "kernels/cuda/smxx_linear.cuh"
+#include "kernels/cuda/smxx_linear_tmap.h"
 #include "ops/cuda/cuda_ops.h"
 #include "../model/golden_feeds.h"
 
@@ -1523,7 +1524,7 @@ TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
 // rejects those, so a typo cannot silently measure the default.
 TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
   for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN", "DEEPINFER_B1_FUSE", "DEEPINFER_HC_SITE",
-                           "DEEPINFER_SEL_FUSE", "DEEPINFER_SRC_CHAIN"}) {
+                           "DEEPINFER_SEL_FUSE", "DEEPINFER_SRC_CHAIN", "DEEPINFER_ENGRAM_WKV"}) {
     for (const char* bad : {"9", "on", "-1", "01"}) {
       setenv(name, bad, 1);
       EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << name << "=" << bad;
@@ -1539,37 +1540,79 @@ TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
 // so the logits are bitwise the site's own finish: eager and replayed from CUDA graphs, batch 1
 // (the one-launch site) and 3 (the two launches, the mode ignored), branches on and off, f32
 // and bf16, the trained model and a fixture.
+// Modes 2 and 3 (NOTES 55: the wide site, 3 as a programmatic dependent launch, read per step)
+// likewise: the mode stays set while the models step, so graphs are captured under it.
 TEST(CudaHcSite, DeferredFinishChangesNoBit) {
   const std::string trained = fixtures() + "/../../models/deepinfer-v41-tiny";
-  for (const std::string& dir : {trained, fixture("v41_tiny_quant")})
-    for (const bool bf16 : {false, true})
-      for (const bool graphs : {false, true})
-        for (const bool overlap : {true, false}) {
-          SCOPED_TRACE(dir);
-          SCOPED_TRACE(bf16 ? "bf16" : "f32");
-          SCOPED_TRACE(graphs ? "graphs" : "eager");
-          SCOPED_TRACE(overlap ? "branches" : "one stream");
-          v41::CudaModelOptions o = bf16 ? bf16_options(4, false, 0) : options(4);
-          o.cuda_graphs = graphs;
-          o.overlap = overlap;
-          kernels::hc_set_site_mode(1);
-          auto on = v41::CudaModel::load(dir, o);
-          kernels::hc_set_site_mode(0);
-          auto off = v41::CudaModel::load(dir, o);
-          kernels::hc_set_site_mode(-1);
-          std::vector<std::vector<int64_t>> tables;
-          for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
-          for (int64_t count : {1, 3}) {
-            SCOPED_TRACE(count);
-            for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
-            const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
-                                                                   uint32_t(40 + count)),
-                                        tables);
-            EXPECT_EQ(c.steps, 25);
-            EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+  for (const int mode : {1, 2, 3})
+    for (const std::string& dir : {trained, fixture("v41_tiny_quant")})
+      for (const bool bf16 : {false, true})
+        for (const bool graphs : {false, true})
+          for (const bool overlap : {true, false}) {
+            SCOPED_TRACE(mode);
+            SCOPED_TRACE(dir);
+            SCOPED_TRACE(bf16 ? "bf16" : "f32");
+            SCOPED_TRACE(graphs ? "graphs" : "eager");
+            SCOPED_TRACE(overlap ? "branches" : "one stream");
+            v41::CudaModelOptions o = bf16 ? bf16_options(4, false, 0) : options(4);
+            o.cuda_graphs = graphs;
+            o.overlap = overlap;
+            kernels::hc_set_site_mode(0);
+            auto off = v41::CudaModel::load(dir, o);
+            kernels::hc_set_site_mode(mode);
+            auto on = v41::CudaModel::load(dir, o);
+            std::vector<std::vector<int64_t>> tables;
+            for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
+            for (int64_t count : {1, 3}) {
+              SCOPED_TRACE(count);
+              for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
+              const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
+                                                                     uint32_t(40 + count)),
+                                          tables);
+              EXPECT_EQ(c.steps, 25);
+              EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+            }
+            kernels::hc_set_site_mode(-1);
+            if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
           }
-          if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
+}
+
+// The Engram wkv's placement at one-row steps (kernels::engram_wkv_set_mode 1..3, read per step;
+// NOTES 55): a capped grid (the tiny models' wkv is below the tensor-map kernel's size floor, so
+// the cap's bits are the op test LinearGemv.TmapMaxCtasChangesNoBit's) or the branch forked after
+// layer 0's first hc site: the logits bitwise those of one stream, eager and from graphs, batch 1
+// (the modes apply) and 3 (they do not).
+TEST(CudaOverlap, EngramWkvModesChangeNoBit) {
+  unsetenv("DEEPINFER_OVERLAP");
+  const std::string trained = fixtures() + "/../../models/deepinfer-v41-tiny";
+  for (const int mode : {1, 2, 3})
+    for (const std::string& dir : {trained, fixture("v41_tiny_quant")})
+      for (const bool graphs : {false, true}) {
+        SCOPED_TRACE(mode);
+        SCOPED_TRACE(dir);
+        SCOPED_TRACE(graphs ? "graphs" : "eager");
+        v41::CudaModelOptions o = bf16_options(4, false, 0);
+        o.cuda_graphs = graphs;
+        o.overlap = true;
+        auto on = v41::CudaModel::load(dir, o);
+        o.overlap = false;
+        auto off = v41::CudaModel::load(dir, o);
+        ASSERT_TRUE(on->overlap());
+        std::vector<std::vector<int64_t>> tables;
+        for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
+        kernels::engram_wkv_set_mode(mode);
+        for (int64_t count : {1, 3}) {
+          SCOPED_TRACE(count);
+          for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
+          const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
+                                                                 uint32_t(70 + count)),
+                                      tables);
+          EXPECT_EQ(c.steps, 25);
+          EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
         }
+        kernels::engram_wkv_set_mode(-1);
+        if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
+      }
 }
 
 // The source layers' chain (v41::source_chain_set_mode(1), DEEPINFER_SRC_CHAIN=1; NOTES 54): the

@@ -43,9 +43,11 @@ OpCase mixes_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t 
 // the shape allows: n <= 8, splits of <= 128 columns) and runs twice on the same counters
 // (the second launch finds them zero again, so its results are checked too), and the
 // counters must be zero afterwards. With `defer` (one launch only), HcMixesArgs::defer_finish:
-// the site leaves the finish to kernels::hc_mixes_finish, called after it (NOTES 51).
+// the site leaves the finish to kernels::hc_mixes_finish, called after it (NOTES 51). `site` 2:
+// HcMixesArgs::wide (the wide site and its finish, NOTES 55), 3: also pdl (a programmatic
+// dependent launch, on a stream of the case's own).
 OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t dim, int64_t iters, bool weight,
-                                bool expand = false, bool one_launch = false, bool defer = false) {
+                                bool expand = false, bool one_launch = false, bool defer = false, int site = 0) {
   return {name, "fused", [=](Rng& rng) {
             const int64_t width = hc * dim, num_mix = (2 + hc) * hc;
             const auto h = randn(rng, n * width, 2.0f);
@@ -58,7 +60,10 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
             const auto post0 = uniform(rng, n * hc, 0.0f, 2.0f);
             const auto comb0 = uniform(rng, n * hc * hc, 0.0f, 0.5f);
             Dev<float> dfn(fn), dbase(base), dscale(scale), dprev(pre_prev), dw(w), dy(y);
-            Dev<float> ws(n * kernels::hc_mixes_splits(hc, dim) * (kernels::kMaxMixes + 1));
+            Dev<float> ws(kernels::hc_mixes_workspace_floats(n, hc, dim));
+            cudaStream_t st = nullptr;
+            if (site == 3) check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+            const auto sync = [&] { check_cuda(st ? cudaStreamSynchronize(st) : cudaDeviceSynchronize(), "sync"); };
             struct Out {
               std::vector<float> pre, post, comb, x, h;
             };
@@ -84,6 +89,7 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
               m.workspace = ws.get();
               if (fused && one_launch) m.counters = counters.get();
               if (fused && one_launch) m.defer_finish = defer;
+              if (fused && one_launch) m.wide = site >= 2, m.pdl = site == 3;
               const kernels::HcCollapseNormArgs cn{dh.get(), dprev.get(), weight ? dw.get() : nullptr, dx.get(), n, hc,
                                                    dim, 1e-6f};
               if (fused && one_launch) {
@@ -95,18 +101,24 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
                 kernels::HcCollapseNormArgs cn2 = cn;
                 cn2.h = h2.get(), cn2.x = x2.get();
                 const kernels::HcExpandArgs e2{h2.get(), dy.get(), post2.get(), comb2.get(), n, hc, dim};
-                check_cuda(expand ? kernels::hc_expand_mixes_collapse_norm(e2, m2, cn2, nullptr)
-                                  : kernels::hc_mixes_collapse_norm(m2, cn2, nullptr),
+                check_cuda(expand ? kernels::hc_expand_mixes_collapse_norm(e2, m2, cn2, st)
+                                  : kernels::hc_mixes_collapse_norm(m2, cn2, st),
                            "one-launch warm-up");
-                if (defer) check_cuda(kernels::hc_mixes_finish(m2, nullptr), "hc_mixes_finish (warm-up)");
-                check_cuda(cudaDeviceSynchronize(), "one-launch warm-up");
+                // The finish gets what the site got (the workspace layout follows m.wide where
+                // the site applies, which the caller knows: the model sets it from the same test).
+                if (defer) {
+                  if (!kernels::hc_site_one_launch_applies(m2, cn2)) m2.wide = false;
+                  check_cuda(kernels::hc_mixes_finish(m2, st), "hc_mixes_finish (warm-up)");
+                }
+                sync();
               }
               const std::vector<float> pre_before = dpre.host();
               if (fused && expand) {
-                check_cuda(kernels::hc_expand_mixes_collapse_norm(e, m, cn, nullptr), "hc_expand_mixes_collapse_norm");
+                check_cuda(kernels::hc_expand_mixes_collapse_norm(e, m, cn, st), "hc_expand_mixes_collapse_norm");
               } else if (fused) {
-                check_cuda(kernels::hc_mixes_collapse_norm(m, cn, nullptr), "hc_mixes_collapse_norm");
+                check_cuda(kernels::hc_mixes_collapse_norm(m, cn, st), "hc_mixes_collapse_norm");
               }
+              sync();
               if (fused && defer) {
                 // Only where the one-launch site ran (elsewhere the flag is ignored and the
                 // two launches finish the mixes themselves).
@@ -116,7 +128,8 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
                   const std::vector<float> after = dpre.host();
                   deferred_site_left_pre =
                       std::memcmp(after.data(), pre_before.data(), after.size() * sizeof(float)) == 0;
-                  check_cuda(kernels::hc_mixes_finish(m, nullptr), "hc_mixes_finish");
+                  check_cuda(kernels::hc_mixes_finish(m, st), "hc_mixes_finish");
+                  sync();
                 }
               } else if (!fused) {
                 if (expand) check_cuda(kernels::hc_expand(e, nullptr), "hc_expand");
@@ -126,6 +139,7 @@ OpCase mixes_collapse_norm_case(std::string name, int64_t n, int64_t hc, int64_t
               return Out{dpre.host(), dpost.host(), dcomb.host(), dx.host(), dh.host()};
             };
             const Out seq = run(false), fused = run(true);
+            if (st) cudaStreamDestroy(st);
             // The collapse weights may not be one of the mixes' outputs (the sequence
             // would collapse with the new weights): rejected before any launch.
             Dev<float> dh(h);
@@ -461,6 +475,16 @@ std::vector<OpCase> hyper_connection_cases() {
       mixes_collapse_norm_case("fused_hc_site_one_launch_defer_expand_odd", 3, 4, 333, 3, false, true, true, true),
       mixes_collapse_norm_case("fused_hc_site_one_launch_defer_hc3", 5, 3, 100, 7, true, false, true, true),
       mixes_collapse_norm_case("fused_hc_site_one_launch_defer_n9_two_launches", 9, 4, 5120, 20, true, true, true, true),
+      // The wide site (DEEPINFER_HC_SITE=2, NOTES 55) and its finish; 3: as a programmatic dependent launch.
+      mixes_collapse_norm_case("fused_hc_site_wide_n1", 1, 4, 5120, 20, true, false, true, true, 2),
+      mixes_collapse_norm_case("fused_hc_site_wide_expand_n1", 1, 4, 5120, 20, true, true, true, true, 2),
+      mixes_collapse_norm_case("fused_hc_site_wide_expand_n8", 8, 4, 5120, 20, true, true, true, true, 2),
+      mixes_collapse_norm_case("fused_hc_site_wide_expand_odd", 3, 4, 333, 3, false, true, true, true, 2),
+      mixes_collapse_norm_case("fused_hc_site_wide_hc3", 5, 3, 100, 7, true, false, true, true, 2),
+      mixes_collapse_norm_case("fused_hc_site_wide_n9_two_launches", 9, 4, 5120, 20, true, true, true, true, 2),
+      mixes_collapse_norm_case("fused_hc_site_wide_pdl_expand_n1", 1, 4, 5120, 20, true, true, true, true, 3),
+      mixes_collapse_norm_case("fused_hc_site_wide_pdl_n1", 1, 4, 5120, 20, false, false, true, true, 3),
+      mixes_collapse_norm_case("fused_hc_site_wide_pdl_expand_odd", 3, 4, 333, 3, true, true, true, true, 3),
       mixes_finish_ab_case("former_hc_mixes_finish_warp_v41", 5, 4, 5120, 20, true),
       mixes_finish_ab_case("former_hc_mixes_finish_warp_n1", 1, 4, 5120, 20, false),
       mixes_finish_ab_case("former_hc_mixes_finish_warp_hc3", 11, 3, 333, 3, false),

@@ -962,3 +962,30 @@ TEST(LinearGemv, PdlChainsMatchPlainLaunches) {
 }
 
 }  // namespace deepinfer::testing_cuda
+
+namespace deepinfer::testing_cuda {
+namespace {
+
+// gemv_set_tmap_max_ctas (the Engram wkv's capped grid, NOTES 55): whole-K 64-row tiles over fewer
+// CTAs (more rounds per CTA) give the same bits as the plan's grid.
+TEST(LinearGemv, TmapMaxCtasChangesNoBit) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  Rng rng(5);
+  Shape s{WKind::kFp8E8m0, 1, 4096, 2048};
+  s.bf16_x = true;
+  const auto w = tc_weight(rng, s, 0);
+  const Dev<float> dx(randn(rng, size_t(s.cols)));
+  const TmapConsumer whole_k{16, true, true, 64, 1, 3};
+  const std::vector<float> full = run_tmap(s, *w, dx, 4, whole_k);
+  for (const int cap : {1, 5, 33}) {
+    kernels::gemv_set_tmap_max_ctas(cap);
+    const std::vector<float> capped = run_tmap(s, *w, dx, 4, whole_k);
+    kernels::gemv_set_tmap_max_ctas(0);
+    ASSERT_EQ(full.size(), capped.size());
+    EXPECT_EQ(std::memcmp(full.data(), capped.data(), full.size() * sizeof(float)), 0) << "cap " << cap;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::testing_cuda

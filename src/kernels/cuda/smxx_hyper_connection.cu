@@ -307,6 +307,174 @@ __global__ void __launch_bounds__(kMixThreads * 4) hc_site_one_launch_kernel(HcM
   mixes_tiled<kExpand, 4, true>(a, e, ws, dchunk, splits, 1, tl);
 }
 
+// The wide one-launch site (HcMixesArgs::wide, defer_finish; NOTES 55). The 512-thread site
+// block above streams its split's 49 KB of fn through one SM, 40 SMs in all at V4.1; here each
+// of its four column warps is a block of its own (blockIdx.x = split * kWideCw + cw), whose
+// four warps are its four mix groups: 160 blocks of 128 threads, ~12 KB of fn each. Every
+// value is formed as there: warp g of block (split, cw) holds what warp (g, cw) of the big
+// block held (column lo + 32 cw + lane, mixes 6g .. 6g + 5, the sum of squares in g = 0), the
+// same FMA chains over the streams and the same reduce-scatter, so its results are that
+// block's part[cw][m]; they go to ws[t][split][cw][m], and hc_mixes_finish (wide) adds the four
+// from 0 in cw order, which is the big block's sum. The expand / collapse of a column is warp
+// 0's, in expand_column's and the collapse's order. The norm of the row is the big tail's: the
+// last block's 128 threads each run two of its 256 threads' chains (i and i + 128), the same
+// warp sums and the same 8-value block sum, so x is bitwise the same. Under `pdl` (a
+// programmatic dependent launch) only fn, a weight, is read before pdl_wait; every read of
+// what the kernels before write (h, y, post, comb, pre) and every write comes after it.
+constexpr int kWideThreads = 32 * 4;
+// 16 bytes global -> shared through L2 only (cp.async.cg), completed by cp.async.wait_all.
+__device__ __forceinline__ void cp_async_l2(float* dst, const float* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src)
+               : "memory");
+}
+static_assert(kWideCw * 32 == kMixThreads, "a wide block is one column warp of the tiled kernel's split");
+template <bool kExpand>
+__global__ void __launch_bounds__(kWideThreads) hc_site_wide_kernel(HcMixesArgs a, HcExpandArgs e, float* ws,
+                                                                    int64_t dchunk, int splits, OneLaunchTail tl) {
+  using G = MixGroup<4>;
+  __shared__ float hs[kMaxHc][32];                    // the (expanded) state of the block's 32 columns
+  __shared__ float cs[kMaxHc * kMaxHc + kMaxHc];      // expand: comb, then post
+  __shared__ float scratch[8];
+  __shared__ unsigned am_last;
+  __shared__ __align__(16) float rowx[kOneLaunchMaxDim];  // the tail: the row to normalize
+  __shared__ __align__(16) float roww[kOneLaunchMaxDim];  // and the norm's weight
+  pdl_trigger();  // as the 512-thread site
+  const int hc = int(a.hc), num_mix = (2 + hc) * hc;
+  const int64_t width = a.hc * a.dim, t = blockIdx.y;
+  const int split = int(blockIdx.x) / kWideCw, cw = int(blockIdx.x) % kWideCw;
+  const int64_t lo = int64_t(split) * dchunk, hi = lo + dchunk < a.dim ? lo + dchunk : a.dim;
+  const int lane = int(threadIdx.x & 31), g = int(threadIdx.x >> 5);
+  const int64_t d = lo + cw * 32 + lane;
+  const bool live = cw * 32 + lane < dchunk && d < hi;
+  const int m0 = g * G::kPer;
+
+  // fn (a weight: before pdl_wait, so under PDL its HBM round trip overlaps the kernel before).
+  float w[G::kPer][kMaxHc];
+#pragma unroll
+  for (int m = 0; m < G::kPer; ++m)
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k)
+      w[m][k] = live && k < hc && m0 + m < num_mix ? a.fn[(m0 + m) * width + k * a.dim + d] : 0.0f;
+  // The state's lines of the block's columns into L2 meanwhile (a prefetch returns nothing, so it
+  // may run before the wait: the lines are read after it; the previous site wrote them ~0.1 ms
+  // ago and they may have left L2).
+  if (g == 1 && lane < hc && cw * 32 < dchunk && lo + cw * 32 < a.dim)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a.h + t * width + lane * a.dim + lo + cw * 32));
+  pdl_wait();
+
+  if (g == 0) {
+    float old[kMaxHc];
+    const float* h = a.h + t * width + d;
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) old[k] = live && k < hc ? h[k * a.dim] : 0.0f;
+    float y = 0.0f;
+    if constexpr (kExpand) y = live ? e.y[t * a.dim + d] : 0.0f;
+    if constexpr (kExpand) {
+      const int per = hc * hc + hc;
+      if (lane < per) cs[lane] = lane < hc * hc ? e.comb[t * hc * hc + lane] : e.post[t * hc + lane - hc * hc];
+      __syncwarp();
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) hs[k][lane] = old[k];
+    if (kExpand && live) {
+      // expand_column's arithmetic (the tiled kernel's staged copy of it), in its order.
+      float* hw = e.h + t * width + d;
+#pragma unroll
+      for (int k = 0; k < kMaxHc; ++k) {
+        if (k >= hc) continue;
+        float mixed = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kMaxHc; ++j)
+          if (j < hc) mixed = __fadd_rn(mixed, __fmul_rn(cs[j * hc + k], old[j]));
+        const float f = __fadd_rn(__fmul_rn(cs[hc * hc + k], y), mixed);
+        hs[k][lane] = f;
+        hw[k * a.dim] = f;
+      }
+    }
+    if (live) {
+      // collapse_norm_token's element, as the tiled kernel's kTail collapse.
+      float acc = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kMaxHc; ++k)
+        if (k < hc) acc = __fadd_rn(acc, __fmul_rn(tl.pre[t * hc + k], hs[k][lane]));
+      tl.x[t * a.dim + d] = acc;
+    }
+  }
+  __syncthreads();
+
+  bool writer;
+  const int vi = mix_lane_index<G::kVals>(lane, writer);
+  const int mout = vi < G::kPer ? m0 + vi : (vi == G::kPer && g == 0 ? kMaxMix : -1);
+  {
+    float f[kMaxHc];
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) f[k] = hs[k][lane];
+    float v[G::kVals];
+#pragma unroll
+    for (int j = 0; j < G::kVals; ++j) v[j] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) {
+      if (k >= hc) break;
+      if (g == 0) v[G::kPer] = __fmaf_rn(f[k], f[k], v[G::kPer]);
+#pragma unroll
+      for (int m = 0; m < G::kPer; ++m) v[m] = __fmaf_rn(f[k], w[m][k], v[m]);
+    }
+    const float sum = warp_reduce_scatter<G::kVals>(v, lane);
+    if (writer && mout >= 0) ws[((t * splits + split) * kWideCw + cw) * (kMaxMix + 1) + mout] = sum;
+  }
+
+  // Completion counter per token over its splits * kWideCw blocks, as one_launch_tail.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    am_last = atomicAdd(tl.counters + t, 1u) == gridDim.x - 1u ? 1u : 0u;
+    if (am_last) __threadfence();
+  }
+  __syncthreads();
+  if (am_last == 0u) return;
+  if (threadIdx.x == 0) tl.counters[t] = 0u;
+  // one_launch_tail's norm: its thread i (of 256) is thread i % 128's chain i / 128 here. The row
+  // and the norm's weight come into shared memory by cp.async (L2 only, as __ldcg: other blocks
+  // wrote the row in this launch), all in flight at once without holding registers (the 80 loads
+  // per thread in registers took the kernel to 138 registers).
+  const int64_t dim = a.dim;
+  float* x = tl.x + t * dim;
+  const bool vec = dim % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                   (!tl.weight || reinterpret_cast<uintptr_t>(tl.weight) % 16 == 0);
+  if (vec) {
+    for (int64_t q = threadIdx.x; q < dim / 4; q += kWideThreads) {
+      cp_async_l2(&rowx[4 * q], x + 4 * q);
+      if (tl.weight) cp_async_l2(&roww[4 * q], tl.weight + 4 * q);
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+  } else {
+    for (int64_t dd = threadIdx.x; dd < dim; dd += kWideThreads) {
+      rowx[dd] = __ldcg(x + dd);
+      if (tl.weight) roww[dd] = tl.weight[dd];
+    }
+  }
+  __syncthreads();
+  constexpr int kPer = int(kOneLaunchMaxDim / 256);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int64_t dd = threadIdx.x + c * 128 + int64_t(u) * 256;
+      if (dd < dim) ss = __fmaf_rn(rowx[dd], rowx[dd], ss);
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) scratch[g + 4 * c] = ss;
+  }
+  __syncthreads();
+  const float ss = warp_sum(lane < 8 ? scratch[lane] : 0.0f);
+  const float r = 1.0f / sqrtf(ss / float(dim) + tl.eps);
+  for (int64_t dd = threadIdx.x; dd < dim; dd += kWideThreads) {
+    const float nv = __fmul_rn(rowx[dd], r);
+    x[dd] = tl.weight ? __fmul_rn(roww[dd], nv) : nv;
+  }
+}
+
 // Prefill-sized partial sums (a.variant 3; picked from kRowsMinTokens tokens at hc = 4 with
 // splits of exactly 128 columns, V4.1's shape). The tiled kernel above spends most of its
 // time outside its 100 FMAs per (token, 32 columns): the 31-shuffle reduce-scatter, and a
@@ -744,7 +912,20 @@ __device__ __forceinline__ void mixes_finish_tokens(const HcMixesArgs& a, const 
   const int num_mix = int((2 + a.hc) * a.hc);
   if (lane < num_mix) prm[warp][lane] = a.base[lane];
   else if (lane >= kMaxMix && lane < kMaxMix + 3) prm[warp][lane] = a.scale[lane - kMaxMix];
-  if (lane <= kMaxMix) {
+  if (lane <= kMaxMix && a.wide) {
+    // The wide site's layout (HcMixesArgs::wide): a split's kWideCw column-warp sums, added from 0
+    // in column-warp order as the 512-thread block adds its part[cw] before storing its split.
+    const float* p = ws + t * splits * kWideCw * (kMaxMix + 1) + lane;
+    float v = 0.0f;
+#pragma unroll 2
+    for (int s = 0; s < splits; ++s) {
+      float vs = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kWideCw; ++c) vs = __fadd_rn(vs, p[(s * kWideCw + c) * (kMaxMix + 1)]);
+      v += vs;
+    }
+    mix[warp][lane] = v;
+  } else if (lane <= kMaxMix) {
     const float* p = ws + t * splits * (kMaxMix + 1) + lane;
     float v = 0.0f;
 #pragma unroll 8
@@ -955,7 +1136,9 @@ cudaError_t launch_finish(const HcMixesArgs& a, cudaStream_t stream) {
 }
 }  // namespace
 
-cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream) {
+cudaError_t hc_mixes(const HcMixesArgs& args, cudaStream_t stream) {
+  HcMixesArgs a = args;
+  a.wide = false;  // its partial sums are per split
   if (!finish_args_ok(a) || a.variant < 0 || a.variant > 3) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
   if (!a.h || !a.fn) return cudaErrorInvalidValue;
@@ -972,9 +1155,9 @@ cudaError_t hc_mixes_finish(const HcMixesArgs& a, cudaStream_t stream) {
 namespace {
 std::atomic<int> g_site_mode{-1};
 }
-void hc_set_site_mode(int mode) { g_site_mode = mode < 0 ? -1 : std::min(mode, 1); }
+void hc_set_site_mode(int mode) { g_site_mode = mode < 0 ? -1 : std::min(mode, 3); }
 int hc_site_mode() {
-  return resolve_env_switch(g_site_mode, "DEEPINFER_HC_SITE", 0, 1,
+  return resolve_env_switch(g_site_mode, "DEEPINFER_HC_SITE", 0, 3,
                             [](const EnvDigit& e) { return e.valid ? e.value : kHcSiteDefault; });
 }
 
@@ -987,8 +1170,12 @@ bool hc_site_one_launch_applies(const HcMixesArgs& m, const HcCollapseNormArgs& 
 
 namespace {
 // hc_mixes_collapse_norm with an optional expand (e != null) fused into the partial sums.
-cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& m, const HcCollapseNormArgs& cn,
+cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& args, const HcCollapseNormArgs& cn,
                                 cudaStream_t stream) {
+  HcMixesArgs m = args;
+  // The wide layout only where the wide site runs (with its deferred finish); the other paths'
+  // finishes read per-split sums.
+  if (!(m.defer_finish && hc_site_one_launch_applies(m, cn))) m.wide = false;
   if (m.n < 0 || m.hc < 1 || m.hc > kMaxHc || m.dim <= 0 || m.sinkhorn_iters < 1 || m.n > INT32_MAX)
     return cudaErrorInvalidValue;
   if (m.variant < 0 || m.variant > 3 || m.finish_variant < 0 || m.finish_variant > 1) return cudaErrorInvalidValue;
@@ -1005,6 +1192,23 @@ cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& m, con
   // One launch (m.counters): the tiled kernel at one token per block, as mixes_partial
   // picks it for n <= 8, with the collapse, the norm and the finish in its tail.
   const int64_t dchunk = (m.dim + splits - 1) / splits;
+  if (hc_site_one_launch_applies(m, cn) && m.wide && m.defer_finish) {
+    const OneLaunchTail tl{cn.pre, cn.weight, cn.x, cn.eps, m.counters};
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(splits * kWideCw), unsigned(m.n));
+    cfg.blockDim = dim3(kWideThreads);
+    cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    if (m.pdl) {
+      at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      at[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+    }
+    return e ? cudaLaunchKernelEx(&cfg, hc_site_wide_kernel<true>, m, *e, m.workspace, dchunk, int(splits), tl)
+             : cudaLaunchKernelEx(&cfg, hc_site_wide_kernel<false>, m, HcExpandArgs{}, m.workspace, dchunk,
+                                  int(splits), tl);
+  }
   if (hc_site_one_launch_applies(m, cn)) {
     const OneLaunchTail tl{cn.pre, cn.weight, cn.x, cn.eps, m.counters};
     const dim3 grid(unsigned(splits), unsigned(m.n));

@@ -47,6 +47,15 @@ struct HcMixesArgs {
   // caller launches after the site -- on a concurrent stream, since pre / post / comb are read
   // only at the next site (NOTES 51). The caller must keep workspace untouched until then.
   bool defer_finish = false;
+  // The wide one-launch site (hc_site_mode 2 / 3, NOTES 55), honoured only with defer_finish where
+  // the one-launch site applies: a block of 4 warps per 32 columns (a column warp of the 512-thread
+  // block's split: 160 blocks at V4.1 instead of 40, a quarter of fn's bytes per SM) whose warp sums
+  // go to workspace per column warp, [n][splits][kWideCw][kMaxMix + 1]; hc_mixes_finish (given the
+  // same flag) adds a split's four in column-warp order from 0 as the 512-thread block does, so
+  // pre / post / comb, h and x are bitwise the same. `pdl`: launched as a programmatic dependent
+  // of the kernel before it; fn (a weight) is requested before griddepcontrol.wait.
+  bool wide = false;
+  bool pdl = false;
 };
 constexpr int kMaxMixes = (2 + kMaxHc) * kMaxHc;
 // Splits of the hc * dim reduction: ~512 elements each, at most 64 (fixed by the shape
@@ -55,6 +64,12 @@ constexpr int kMaxMixes = (2 + kMaxHc) * kMaxHc;
 inline int64_t hc_mixes_splits(int64_t hc, int64_t dim) {
   const int64_t s = (hc * dim + 511) / 512;
   return s < 1 ? 1 : (s > 64 ? 64 : s);
+}
+// Column warps (32 columns) per split in the wide site's workspace layout (HcMixesArgs::wide).
+constexpr int kWideCw = 4;
+// Floats of HcMixesArgs::workspace for n tokens, enough for every layout (the wide site's).
+inline int64_t hc_mixes_workspace_floats(int64_t n, int64_t hc, int64_t dim) {
+  return n * hc_mixes_splits(hc, dim) * kWideCw * (kMaxMixes + 1);
 }
 cudaError_t hc_mixes(const HcMixesArgs& a, cudaStream_t stream);
 // The finish alone (what hc_mixes runs after its partial sums): pre / post / comb of every
@@ -111,6 +126,9 @@ bool hc_site_one_launch_applies(const HcMixesArgs& m, const HcCollapseNormArgs& 
 // (-1: back to the environment) or DEEPINFER_HC_SITE=0..1 (read once; invalid: the model refuses
 // it at load), else kHcSiteDefault: 1 since run 46 (the 7 layers at batch 1 1.620 / 1.617 -> 1.579 ms
 // alone, with the one-launch selection lists 1.487 / 1.493 against their 1.529; same bits).
+// 2 = deferred and wide (HcMixesArgs::wide), 3 = 2 launched as a programmatic dependent
+// (HcMixesArgs::pdl); the model reads the mode at load (1..3: the finish's stream) and per step
+// (wide / pdl), so one model can compare 1..3.
 constexpr int kHcSiteDefault = 1;
 void hc_set_site_mode(int mode);
 int hc_site_mode();

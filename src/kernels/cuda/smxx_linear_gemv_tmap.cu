@@ -1373,9 +1373,12 @@ Params make_params(const LinearArgs& a, const Plan& pl, const Config& conf) {
 }
 }  // namespace
 
+thread_local int t_max_ctas = 0;  // gemv_set_tmap_max_ctas (per host thread, as the bulk cap)
+
 cudaError_t launch(const LinearArgs& a, cudaStream_t stream, const Config& conf) {
   if (!eligible(a, conf)) return cudaErrorInvalidValue;
-  const Plan pl = cached_plan(a, conf);
+  Plan pl = cached_plan(a, conf);
+  if (t_max_ctas > 0 && pl.cs == 1 && pl.nclusters > t_max_ctas) pl.nclusters = t_max_ctas;  // more rounds
   const WeightArgs& w = a.w;
   CUtensorMap map;
   if (!cached_map(a, pl.tr, &map)) return cudaErrorInvalidValue;
@@ -1417,6 +1420,16 @@ cudaError_t launch_pair_auto(const LinearArgs* calls, cudaStream_t stream) {
 }  // namespace deepinfer::kernels::gemv_tmap
 
 namespace deepinfer::kernels {
+void gemv_set_tmap_max_ctas(int ctas) { gemv_tmap::t_max_ctas = ctas > 0 ? ctas : 0; }
+int gemv_tmap_max_ctas() { return gemv_tmap::t_max_ctas; }
+namespace {
+std::atomic<int> g_engram_wkv_mode{-1};
+}  // namespace
+void engram_wkv_set_mode(int mode) { g_engram_wkv_mode = mode < 0 ? -1 : std::min(mode, 3); }
+int engram_wkv_mode() {
+  return resolve_env_switch(g_engram_wkv_mode, "DEEPINFER_ENGRAM_WKV", 0, 3,
+                            [](const EnvDigit& e) { return e.valid ? e.value : 0; });
+}
 void gemv_tmap_plan(const LinearArgs& a, int* tr, int* cs, int* nclusters, int* stages) {
   gemv_tmap::Plan pl;
   if (linear_gemv_tmap_eligible(a)) pl = gemv_tmap::cached_plan(a, gemv_tmap::global_config());

@@ -59,5 +59,18 @@ void gemv_set_tmap_pair_config(int stages, int tr, int cs);
 void gemv_tmap_pair_plan(const LinearArgs* calls, int* tr, int* cs, int* nclusters, int* stages);
 // Whether kTmap runs its kernel for a call: linear_gemv_tmap_eligible and the size floor above.
 bool gemv_tmap_wants(const LinearArgs& a);
+// This host thread's launches of the tensor-map kernel use at most `ctas` CTAs where the plan
+// has no cluster split (whole-K tiles: a CTA takes tiles cid, cid + grid, ..., so each tile's sum
+// is the same whatever the grid; 0: the plan's grid, the default). The model sets it around the
+// Engram wkv (engram_wkv_mode 1 / 2), so the wkv leaves SMs to layer 0 (NOTES 55).
+void gemv_set_tmap_max_ctas(int ctas);
+int gemv_tmap_max_ctas();
+// The Engram branch's wkv at one-row decode steps (NOTES 49 item 6, NOTES 55): 0 at the step's
+// start on the plan's grid (one CTA per SM, the default); 1 / 2 there on at most a half / a
+// quarter of the SMs (gemv_set_tmap_max_ctas); 3 forked after layer 0's first hc site, the plan's
+// grid. DEEPINFER_ENGRAM_WKV=0..3 (invalid: the model refuses it at load) or
+// engram_wkv_set_mode (-1: back to the environment); the model reads it per step.
+void engram_wkv_set_mode(int mode);
+int engram_wkv_mode();
 
 }  // namespace deepinfer::kernels

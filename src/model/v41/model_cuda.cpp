@@ -10,6 +10,8 @@
 #include <string>
 
 #include "common/env.h"
+#include "kernels/cuda/smxx_device.h"
+#include "kernels/cuda/smxx_linear_tmap.h"
 
 namespace deepinfer::v41 {
 
@@ -278,8 +280,12 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   digit_switch("DEEPINFER_FP8_GEMV", 0, 1, "0 or 1 (fp8 mode's decode gemv never / from one token)");
   digit_switch("DEEPINFER_FP8_GEMV_LEAN", 0, 1, "0 or 1 (the fp8 decode gemv's lean variant)");
   digit_switch("DEEPINFER_B1_FUSE", 0, 8, "a digit 0..8 (the largest batch of the small-kernel fusions)");
-  digit_switch("DEEPINFER_HC_SITE", 0, 1,
-               "0 or 1 (the one-launch hc site's finish in its last block, or deferred to its own stream; NOTES 51)");
+  digit_switch("DEEPINFER_HC_SITE", 0, 3,
+               "a digit 0..3 (the one-launch hc site's finish in its last block, or deferred to its own stream, "
+               "NOTES 51; 2: deferred, the wide site; 3: 2 as a programmatic dependent launch, NOTES 55)");
+  digit_switch("DEEPINFER_ENGRAM_WKV", 0, 3,
+               "a digit 0..3 (the Engram wkv at one-row steps: at the step's start, capped to a half / a quarter "
+               "of the SMs, or after layer 0's first hc site; NOTES 55)");
   digit_switch("DEEPINFER_GEMV_PAIR", 0, 3,
                "a digit 0..3 (kAuto's one-token gemv pairs on the tensor-map kernel: off, every pair, outside "
                "branches, pairs of <= 16 MiB)");
@@ -333,7 +339,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   // The hc site's deferred finish (DEEPINFER_HC_SITE / kernels::hc_set_site_mode, read here:
   // a model per setting) on its own stream. Independent of the branches' switch: it is one
   // small kernel beside the main path, and with one stream it would be on it again.
-  d.hc_site_defer = kernels::hc_site_mode() == 1;
+  d.hc_site_defer = kernels::hc_site_mode() >= 1;
   if (d.hc_site_defer) {
     CUDA_CHECK(cudaStreamCreateWithPriority(&d.hcs, cudaStreamNonBlocking, prio_least));
     CUDA_CHECK(cudaEventCreateWithFlags(&d.ev_hc_fork, cudaEventDisableTiming));
@@ -751,7 +757,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   // per call was two more graph nodes and an allocator round per call).
   DI_CHECK(hc >= 1 && hc <= kernels::kMaxHc && d <= kernels::kMaxCollapseNormDim, "hc ", hc, " x ", d,
            " is outside the CUDA kernels' range");
-  float* mix_ws = step_arena->alloc<float>(n * kernels::hc_mixes_splits(hc, d) * (kernels::kMaxMixes + 1));
+  float* mix_ws = step_arena->alloc<float>(kernels::hc_mixes_workspace_floats(n, hc, d));
   auto mixes_args = [&](const DHc& s, float* pre_out) {
     kernels::HcMixesArgs a;
     a.h = h;
@@ -784,6 +790,9 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   // comb from mix_ws) to hc_mixes_finish on the `hcs` stream; hc_join() makes the main stream
   // wait for it before anything reads those buffers or rewrites mix_ws.
   const bool hc_defer = go && hc_one_launch && hc_site_defer && hcs != nullptr;
+  // Modes 2 / 3 (NOTES 55): the wide site, 3 also a programmatic dependent launch; read per step
+  // (the stream is the load's), so a model loaded with 1..3 can compare them.
+  const int hc_mode = hc_defer ? kernels::hc_site_mode() : 0;
   bool hc_finish_pending = false;
   auto hc_join = [&] {
     if (!hc_finish_pending) return;
@@ -797,6 +806,8 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     const kernels::HcCollapseNormArgs cn{h, collapse_pre, w, x, n, hc, d, eps};
     kernels::HcMixesArgs m = mixes_args(s, pre_out);
     m.defer_finish = hc_defer && kernels::hc_site_one_launch_applies(m, cn);
+    m.wide = m.defer_finish && hc_mode >= 2;
+    m.pdl = m.wide && hc_mode == 3;
     if (expand_y != nullptr)
       CUDA_CHECK(kernels::hc_expand_mixes_collapse_norm({h, expand_y, post, comb, n, hc, d}, m, cn, stream));
     else
@@ -825,7 +836,14 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   // gather may set), beside the layers before them; each Engram gate waits for its layer's.
   const bool engram_ahead = overlap_engram(n);
   std::vector<float*> engram_kv(size_t(c.num_hidden_layers), nullptr);
-  if (engram_ahead) {
+  // One-row steps (NOTES 55): the wkv's grid capped to a half / a quarter of the SMs (modes 1 / 2)
+  // or the branch forked after layer 0's first hc site (3; not where layer 0 has the Engram gate),
+  // so that layer 0's path does not wait for the wkv's one-CTA-per-SM grid (NOTES 49 item 6).
+  const int engram_mode = engram_ahead && n == 1 ? kernels::engram_wkv_mode() : 0;
+  const int sms = kernels::device_sm_count();
+  const int engram_cap = engram_mode == 1 ? std::max(1, sms / 2) : engram_mode == 2 ? std::max(1, sms / 4) : 0;
+  const bool engram_late = engram_mode == 3 && c.num_hidden_layers > 0 && !layers[0].has_engram;
+  auto engram_fork = [&] {
     const int64_t cols = engram->num_columns(), ehd = c.engram_head_dim;
     bool forked = false;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -836,10 +854,14 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
       if (!forked) fork_to(eng);
       forked = true;
       Branch br(*this, eng);
+      const int saved_cap = kernels::gemv_tmap_max_ctas();
+      kernels::gemv_set_tmap_max_ctas(engram_cap);
       engram_project(l, e, engram_kv[l]);
+      kernels::gemv_set_tmap_max_ctas(saved_cap);
       CUDA_CHECK(cudaEventRecord(ev_engram[size_t(c.engram_slot(l))], stream));
     }
-  }
+  };
+  if (engram_ahead && !engram_late) engram_fork();
   // The MoE output y of the previous layer, not yet expanded into h: the next layer's
   // first mixes take it (unless an Engram gate reads h before them).
   bool expand_pending = false;
@@ -863,6 +885,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     }
     mixes_collapse_norm(lw.hc_attn, a_pre, pre_mix, lw.attn_norm, expand_pending ? y : nullptr);
     expand_pending = false;
+    if (engram_late && l == 0) engram_fork();
     attention(b, l, x, y);
 
     // The attention output expanded into h, then f_pre (the next site's collapse weights).
