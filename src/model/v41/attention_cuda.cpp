@@ -211,9 +211,17 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   if (!b1_fuse)
     norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32, kernels::QuantKind::kFp8E4m3);
 
-  if (branch) {
+  // The main stream joins the branches (aux, and aux3 when used) before the first launch
+  // that reads their outputs. src_chain2 (NOTES 59): after the pool / ring copies below, which
+  // read only kv and the ring, so they run beside the selection's top-k (in the r1 layers
+  // longer than wq_b) instead of after it.
+  const bool late_join = branch && src_chain2;
+  auto join_branches = [&] {
     if (go) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_join, 0));
     if (go && side_used) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_side, 0));
+  };
+  if (branch) {
+    if (!late_join) join_branches();
   } else {
     compress_part(false);
     if (index_source) indexer(b, l, x, qr);
@@ -363,6 +371,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     }
     copy_rows(src, dst, hd, n);
   }
+  if (late_join) join_branches();
 
   const int64_t* d_offsets = nullptr;
   const int64_t* d_ids = nullptr;
