@@ -61,7 +61,7 @@
 // --gemv-tmap-auto-rounds 1|0: kAuto's whole-K 64-row tiles over several rounds (the Engram wkv) or not.
 // --src-chain 0|1: the KV / index source layers' compressor -> indexer chain as before (0) or with the indexer's
 // query projections on a second branch stream and the entry / key row copies folded (1; NOTES 54; default
-// DEEPINFER_SRC_CHAIN).
+// DEEPINFER_SRC_CHAIN); 2: also wq_b after the indexer's score and no bad-selection memset node (NOTES 59).
 // --hc-site 0|1|2|3: the one-launch hc site's finish (gates + Sinkhorn) in its last block (0) or deferred to
 // kernels::hc_mixes_finish on its own stream, joined before the next site (1; NOTES 51; default DEEPINFER_HC_SITE);
 // 2 deferred + the wide site (160 blocks of 128 threads), 3 = 2 as a programmatic dependent launch (NOTES 55).
@@ -2436,7 +2436,7 @@ int main(int argc, char** argv) {
     else if (a == "--gemv-tmap-auto-rounds")  // kAuto's whole-K tiles over several rounds 1|0
       kernels::gemv_set_tmap_auto_rounds(pick<bool>("--gemv-tmap-auto-rounds", next(), {{"1", true}, {"0", false}}));
     else if (a == "--src-chain")  // the source layers' chain: 0 as before, 1 the indexer query beside the compressor (NOTES 54)
-      v41::source_chain_set_mode(pick<int>("--src-chain", next(), {{"0", 0}, {"1", 1}}));
+      v41::source_chain_set_mode(pick<int>("--src-chain", next(), {{"0", 0}, {"1", 1}, {"2", 2}}));
     else if (a == "--hc-site")  // the one-launch hc site's finish: 0 in its last block, 1 deferred to its own stream (NOTES 51),
       // 2 deferred + the wide site, 3 = 2 as a programmatic dependent launch (NOTES 55)
       kernels::hc_set_site_mode(pick<int>("--hc-site", next(), {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}));

@@ -1615,8 +1615,9 @@ TEST(CudaOverlap, EngramWkvModesChangeNoBit) {
       }
 }
 
-// The source layers' chain (v41::source_chain_set_mode(1), DEEPINFER_SRC_CHAIN=1; NOTES 54): the
-// indexer's query projections on a second branch stream, the entry / key copies written by
+// The source layers' chain (v41::source_chain_set_mode(1 / 2), DEEPINFER_SRC_CHAIN=1 / 2; NOTES 54,
+// 59: mode 2 also orders wq_b after the indexer's score, the bad-selection flag zeroed at the step's
+// start): the indexer's query projections on a second branch stream, the entry / key copies written by
 // their norm_rope_quant launch, no ratio-1 pending copy: the same kernels on the same data,
 // so the logits are bitwise mode 0's: eager and replayed from CUDA graphs, batch 1 and 3,
 // branches on and off, f32 and bf16, the trained model (ratio-2 and ratio-1 KV sources, the
@@ -1634,23 +1635,26 @@ TEST(CudaSourceChain, ChangesNoBit) {
           v41::CudaModelOptions o = bf16 ? bf16_options(4, false, 0) : options(4);
           o.cuda_graphs = graphs;
           o.overlap = overlap;
-          v41::source_chain_set_mode(1);
-          auto on = v41::CudaModel::load(dir, o);
           v41::source_chain_set_mode(0);
           auto off = v41::CudaModel::load(dir, o);
-          v41::source_chain_set_mode(-1);
-          std::vector<std::vector<int64_t>> tables;
-          for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
-          for (int64_t count : {1, 3}) {
-            SCOPED_TRACE(count);
-            for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
-            const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
-                                                                   uint32_t(60 + count)),
-                                        tables);
-            EXPECT_EQ(c.steps, 25);
-            EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+          for (const int mode : {1, 2}) {
+            SCOPED_TRACE(mode);
+            v41::source_chain_set_mode(mode);
+            auto on = v41::CudaModel::load(dir, o);
+            v41::source_chain_set_mode(-1);
+            std::vector<std::vector<int64_t>> tables;
+            for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
+            for (int64_t count : {1, 3}) {
+              SCOPED_TRACE(count);
+              for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
+              const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
+                                                                     uint32_t(60 + count)),
+                                          tables);
+              EXPECT_EQ(c.steps, 25);
+              EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+            }
+            if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
           }
-          if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
         }
 }
 

@@ -129,6 +129,9 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   // (the key counts it reads are the compressor's).
   const bool split = branch && src_chain && index_source;
   IndexerRun ir;
+  // src_chain2 (NOTES 59): the main stream's wq_b waits for the indexer's score (ev_score),
+  // set below once the plan is known to be active.
+  bool score_first = false;
   if (branch) {
     if (go) fork_to(aux);
     {
@@ -174,6 +177,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
   }
   if (split) {
+    score_first = src_chain2 && ir.active;
     if (ir.active) {
       if (go) fork_to(aux2);  // aux2: after its weights projection and qr's norm
       {
@@ -183,9 +187,13 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
       }
       if (go) CUDA_CHECK(cudaStreamWaitEvent(aux, ev_q, 0));
     }
-    Branch br(*this, aux);  // aux: after its compressor and aux2's query
-    if (ir.active) indexer_select(ir, b, l);
-    if (go) CUDA_CHECK(cudaEventRecord(ev_join, stream));
+    {
+      Branch br(*this, aux);  // aux: after its compressor and aux2's query
+      if (ir.active) indexer_select(ir, b, l, score_first ? ev_score : nullptr);
+      if (go) CUDA_CHECK(cudaEventRecord(ev_join, stream));
+    }
+    // src_chain2 (NOTES 59): wq_b after the score, beside the selection's mask / top-k.
+    if (go && score_first) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_score, 0));
   } else if (branch) {
     if (go) fork_to(aux);  // aux: after its compressor and qr's norm
     Branch br(*this, aux);
@@ -203,9 +211,17 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   if (!b1_fuse)
     norm_rope_quant(kv, kv, n, hd, true, a.kv_norm, b.d_positions, inv_freq, rd, af, 32, kernels::QuantKind::kFp8E4m3);
 
-  if (branch) {
+  // The main stream joins the branches (aux, and aux3 when used) before the first launch
+  // that reads their outputs. src_chain2 (NOTES 59): after the pool / ring copies below, which
+  // read only kv and the ring, so they run beside the selection's top-k (in the r1 layers
+  // longer than wq_b) instead of after it.
+  const bool late_join = branch && src_chain2;
+  auto join_branches = [&] {
     if (go) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_join, 0));
     if (go && side_used) CUDA_CHECK(cudaStreamWaitEvent(stream, ev_side, 0));
+  };
+  if (branch) {
+    if (!late_join) join_branches();
   } else {
     compress_part(false);
     if (index_source) indexer(b, l, x, qr);
@@ -355,6 +371,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     }
     copy_rows(src, dst, hd, n);
   }
+  if (late_join) join_branches();
 
   const int64_t* d_offsets = nullptr;
   const int64_t* d_ids = nullptr;
@@ -362,7 +379,9 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     d_offsets = upload(offsets, *layer_arena, n + 1, 0);
     d_ids = upload(ids, *layer_arena, window_ids, 0);
   } else {
-    if (b.d_bad_selection == nullptr) {
+    if (b.d_bad_selection == nullptr && b.bad_selection_slot != nullptr) {
+      b.d_bad_selection = b.bad_selection_slot;  // zeroed by the step start's memset (src_chain2)
+    } else if (b.d_bad_selection == nullptr) {
       b.d_bad_selection = step_arena->alloc<int>(1);
       if (go) CUDA_CHECK(cudaMemsetAsync(b.d_bad_selection, 0, sizeof(int), stream));
     }
@@ -700,7 +719,7 @@ void CudaModel::Impl::indexer_weights(const IndexerRun& r, const float* x) {
   if (launching()) CUDA_CHECK(kernels::scale(r.w, 1.0f / std::sqrt(float(ih)), r.n * ih, stream));
 }
 
-void CudaModel::Impl::indexer_select(const IndexerRun& r, Batch& b, int64_t l) {
+void CudaModel::Impl::indexer_select(const IndexerRun& r, Batch& b, int64_t l, cudaEvent_t after_score) {
   const ModelConfig& c = cfg;
   const int64_t n = b.n, ihd = c.index_head_dim, ih = c.index_n_heads, ratio = c.compress_ratios[l];
   const Source& src = *r.src;
@@ -710,6 +729,7 @@ void CudaModel::Impl::indexer_select(const IndexerRun& r, Batch& b, int64_t l) {
     gpu::indexer_score_paged({r.qi, r.w, src.keys, b.d_tables, r.d_info, n, ih, ihd, src.epb, r.max_keys,
                               1.0f / std::sqrt(float(ihd)), r.scores, b.d_positions, ratio},
                              stream);
+  if (go && after_score != nullptr) CUDA_CHECK(cudaEventRecord(after_score, stream));
 
   const int64_t top_k = c.index_topk;
   gpu::IndexerSelectBatchParams sp;

@@ -175,9 +175,9 @@ namespace {
 std::atomic<int> g_src_chain{-1};
 }  // namespace
 
-void source_chain_set_mode(int mode) { g_src_chain = mode < 0 ? -1 : std::min(mode, 1); }
+void source_chain_set_mode(int mode) { g_src_chain = mode < 0 ? -1 : std::min(mode, 2); }
 int source_chain_mode() {
-  return resolve_env_switch(g_src_chain, "DEEPINFER_SRC_CHAIN", 0, 1,
+  return resolve_env_switch(g_src_chain, "DEEPINFER_SRC_CHAIN", 0, 2,
                             [](const EnvDigit& e) { return e.valid ? e.value : kSourceChainDefault; });
 }
 
@@ -294,9 +294,11 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   digit_switch("DEEPINFER_INDEXER_WGMMA", 0, 1, "0 or 1 (0: the prefill indexer score off wgmma, on the grouped mma.sync kernel)");
   digit_switch("DEEPINFER_SEL_FUSE", 0, 1,
                "0 or 1 (0: a graph step's attention selection lists in five launches, not one, NOTES 50)");
-  digit_switch("DEEPINFER_SRC_CHAIN", 0, 1,
-               "0 or 1 (1: the source layers' indexer query beside the compressor, row copies folded, NOTES 54)");
-  d.src_chain = source_chain_mode() == 1;
+  digit_switch("DEEPINFER_SRC_CHAIN", 0, 2,
+               "a digit 0..2 (1: the source layers' indexer query beside the compressor, row copies folded, NOTES 54; "
+               "2: also wq_b after the indexer score and no bad-selection memset node, NOTES 59)");
+  d.src_chain = source_chain_mode() >= 1;
+  d.src_chain2 = source_chain_mode() == 2;
   // Priorities (NOTES 34): the main stream carries the critical path, so with
   // branch_priority it takes the device's highest priority and the branches its lowest;
   // pending blocks of a higher-priority stream are placed first (running ones are not
@@ -327,7 +329,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
     if (d.src_chain) {
       CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux2, cudaStreamNonBlocking, prio_least));
       CUDA_CHECK(cudaStreamCreateWithPriority(&d.aux3, cudaStreamNonBlocking, prio_least));
-      for (cudaEvent_t* e : {&d.ev_q, &d.ev_lat, &d.ev_side})
+      for (cudaEvent_t* e : {&d.ev_q, &d.ev_lat, &d.ev_side, &d.ev_score})
         CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     }
     if (d.engram) {
@@ -728,10 +730,15 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   int64_t engram_row_stride = 0;
   // The flag, then (DEEPINFER_B1_FUSE) the one-launch hc sites' completion counters, one
   // per row: zeroed by the same memset (no node more), and each launch leaves them zero.
+  // With src_chain2 (NOTES 59) one int more after them: the bad-selection flag, which the
+  // first sparse layer then takes without a memset node of its own (a graph's memset node
+  // there left ~14 us with nothing running on the step's path, NOTES 54).
   const bool hc_one_launch = kernels::b1_fuse_for(n);
-  d_bad_row = step_arena->alloc<int>(hc_one_launch ? 1 + n : 1);
+  const int64_t flag_ints = (hc_one_launch ? 1 + n : 1) + (src_chain2 ? 1 : 0);
+  d_bad_row = step_arena->alloc<int>(flag_ints);
   unsigned* hc_counters = hc_one_launch ? reinterpret_cast<unsigned*>(d_bad_row + 1) : nullptr;
-  if (launching()) CUDA_CHECK(cudaMemsetAsync(d_bad_row, 0, sizeof(int) * (hc_one_launch ? 1 + n : 1), stream));
+  b.bad_selection_slot = src_chain2 ? d_bad_row + flag_ints - 1 : nullptr;
+  if (launching()) CUDA_CHECK(cudaMemsetAsync(d_bad_row, 0, sizeof(int) * flag_ints, stream));
   if (engram) {
     std::vector<int64_t> rows;
     for (size_t i = 0; i < items.size(); ++i) {

@@ -74,9 +74,14 @@ enum class Bf16Weights { kOff, kOn, kAuto };
 // the indexer's weights projection (reads x; from the layer's start) and its query (reads
 // the normalized qr) on a second branch stream beside the compressor, which waits for them
 // before the score: at batch 1 the chain was the layer's critical path (NOTES 49). The same
-// kernels on the same data: the same bits. source_chain_set_mode (-1: back to the
-// environment) or DEEPINFER_SRC_CHAIN=0..1 (read once; other values: the model refuses them at
-// load), else kSourceChainDefault. Read at load (a model per setting).
+// kernels on the same data: the same bits. 2 (NOTES 59): 1, and in those split index layers
+// the main stream's wq_b waits for the indexer's score (the query's gemv_xs and the score cannot
+// share an SM with wq_b's blocks, so the query no longer waits behind wq_b, and wq_b runs beside
+// the selection's top-k), and the step's bad-selection flag is zeroed by the step start's memset
+// instead of a memset node at the first sparse layer. The same bits as 0 and 1.
+// source_chain_set_mode (-1: back to the environment) or DEEPINFER_SRC_CHAIN=0..2 (read once;
+// other values: the model refuses them at load), else kSourceChainDefault. Read at load (a
+// model per setting).
 constexpr int kSourceChainDefault = 0;
 void source_chain_set_mode(int mode);
 int source_chain_mode();

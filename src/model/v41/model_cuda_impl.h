@@ -120,6 +120,14 @@ struct CudaModel::Impl {
   bool src_chain = false;
   cudaStream_t aux2 = nullptr, aux3 = nullptr;
   cudaEvent_t ev_q = nullptr, ev_lat = nullptr, ev_side = nullptr;
+  // source_chain_mode() 2 (NOTES 59; implies src_chain): in a split index layer the main
+  // stream's wq_b waits for the indexer's score (ev_score): neither the query's gemv_xs nor
+  // the score fits on an SM beside wq_b's blocks (registers), so ordered query -> score ->
+  // wq_b the query runs alone (~6.5 us, not ~20 behind wq_b) and wq_b beside the selection's
+  // mask / top-k kernels, which fit on the SMs it leaves. And the step's bad-selection flag is
+  // zeroed by the step start's memset (Batch::bad_selection_slot), not a memset node of its own.
+  bool src_chain2 = false;
+  cudaEvent_t ev_score = nullptr;
   std::vector<cudaEvent_t> ev_engram;  // one per Engram layer: its kv is ready
   // The one-launch hc site's deferred finish (kernels::hc_site_mode() 1, NOTES 51): after the
   // site, hc_mixes_finish on its own stream `hcs` (one warp's gates + Sinkhorn, off the path
@@ -303,7 +311,7 @@ struct CudaModel::Impl {
     if (pinned_logits) cudaFreeHost(pinned_logits);
     if (pinned_flags) cudaFreeHost(pinned_flags);
     for (cudaEvent_t e : ev_engram) cudaEventDestroy(e);
-    for (cudaEvent_t e : {ev_fork, ev_join, ev_hc_fork, ev_hc_join, ev_q, ev_lat, ev_side})
+    for (cudaEvent_t e : {ev_fork, ev_join, ev_hc_fork, ev_hc_join, ev_q, ev_lat, ev_side, ev_score})
       if (e) cudaEventDestroy(e);
     for (cudaStream_t s : {aux, eng, hcs, aux2, aux3})
       if (s) cudaStreamDestroy(s);
@@ -484,6 +492,9 @@ struct CudaModel::Impl {
     std::vector<int64_t> table_begin;
     uint8_t* candidates = nullptr;  // level-1 masks of the candidate source (step arena, ragged)
     int* d_bad_selection = nullptr;  // set by build_selection_lists on an id outside the history
+    // src_chain2: the flag's int in the step start's memset (run()); the first sparse layer
+    // takes it as d_bad_selection instead of a memset of its own.
+    int* bad_selection_slot = nullptr;
     // What the config decides for the whole step (a graph step's launches follow these,
     // never the per-item state): the latest KV source, and whether an index layer ran.
     int64_t compress_source = -1;
@@ -538,7 +549,8 @@ struct CudaModel::Impl {
   IndexerRun indexer_plan(Batch& b, int64_t l);
   void indexer_query(const IndexerRun& r, const Batch& b, const float* qr);
   void indexer_weights(const IndexerRun& r, const float* x);
-  void indexer_select(const IndexerRun& r, Batch& b, int64_t l);
+  // after_score: recorded on the stream after the score launch (src_chain2's wq_b waits for it).
+  void indexer_select(const IndexerRun& r, Batch& b, int64_t l, cudaEvent_t after_score = nullptr);
   void moe(int64_t l, const float* x, int64_t n, float* out);
 };
 
