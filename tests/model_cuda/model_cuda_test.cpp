@@ -1577,7 +1577,7 @@ TEST(CudaHcSite, DeferredFinishChangesNoBit) {
           }
 }
 
-// The Engram wkv's placement at one-row steps (kernels::engram_wkv_set_mode 1..3, read per step;
+// The Engram wkv's placement at one-row steps (kernels::engram_wkv_set_mode 0..3, read per step;
 // NOTES 55): a capped grid (the tiny models' wkv is below the tensor-map kernel's size floor, so
 // the cap's bits are the op test LinearGemv.TmapMaxCtasChangesNoBit's) or the branch forked after
 // layer 0's first hc site: the logits bitwise those of one stream, eager and from graphs, batch 1
@@ -1585,7 +1585,7 @@ TEST(CudaHcSite, DeferredFinishChangesNoBit) {
 TEST(CudaOverlap, EngramWkvModesChangeNoBit) {
   unsetenv("DEEPINFER_OVERLAP");
   const std::string trained = fixtures() + "/../../models/deepinfer-v41-tiny";
-  for (const int mode : {1, 2, 3})
+  for (const int mode : {0, 1, 2, 3})
     for (const std::string& dir : {trained, fixture("v41_tiny_quant")})
       for (const bool graphs : {false, true}) {
         SCOPED_TRACE(mode);

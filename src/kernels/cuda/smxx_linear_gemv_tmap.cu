@@ -1428,7 +1428,7 @@ std::atomic<int> g_engram_wkv_mode{-1};
 void engram_wkv_set_mode(int mode) { g_engram_wkv_mode = mode < 0 ? -1 : std::min(mode, 3); }
 int engram_wkv_mode() {
   return resolve_env_switch(g_engram_wkv_mode, "DEEPINFER_ENGRAM_WKV", 0, 3,
-                            [](const EnvDigit& e) { return e.valid ? e.value : 0; });
+                            [](const EnvDigit& e) { return e.valid ? e.value : kEngramWkvDefault; });
 }
 void gemv_tmap_plan(const LinearArgs& a, int* tr, int* cs, int* nclusters, int* stages) {
   gemv_tmap::Plan pl;

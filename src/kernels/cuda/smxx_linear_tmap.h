@@ -66,10 +66,14 @@ bool gemv_tmap_wants(const LinearArgs& a);
 void gemv_set_tmap_max_ctas(int ctas);
 int gemv_tmap_max_ctas();
 // The Engram branch's wkv at one-row decode steps (NOTES 49 item 6, NOTES 55): 0 at the step's
-// start on the plan's grid (one CTA per SM, the default); 1 / 2 there on at most a half / a
-// quarter of the SMs (gemv_set_tmap_max_ctas); 3 forked after layer 0's first hc site, the plan's
-// grid. DEEPINFER_ENGRAM_WKV=0..3 (invalid: the model refuses it at load) or
-// engram_wkv_set_mode (-1: back to the environment); the model reads it per step.
+// start on the plan's grid (one CTA per SM); 1 / 2 there on at most a half / a quarter of the
+// SMs (gemv_set_tmap_max_ctas); 3 forked after layer 0's first hc site, the plan's grid.
+// DEEPINFER_ENGRAM_WKV=0..3 (invalid: the model refuses it at load) or engram_wkv_set_mode (-1:
+// back to the environment), else kEngramWkvDefault; the model reads it per step. 1 since run 47's
+// successor, run 48: three rounds in one process, 7 layers at batch 1 1.408 (0) / 1.396 (1) /
+// 1.408 (2) / 1.412 (3) ms, every mode-1 sample below every other one (layer 0 runs beside the
+// wkv on the SMs it leaves; the same bits: each tile is summed by one CTA whatever the grid).
+constexpr int kEngramWkvDefault = 1;
 void engram_wkv_set_mode(int mode);
 int engram_wkv_mode();
 

@@ -177,7 +177,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     gpu::rms_norm({qr, qr, n, c.q_lora_rank, a.q_norm, eps}, stream);
   }
   if (split) {
-    score_first = src_chain2 && ir.active;
+    score_first = src_chain2 && ir.active && n <= kSourceChainReorderMaxRows;
     if (ir.active) {
       if (go) fork_to(aux2);  // aux2: after its weights projection and qr's norm
       {
