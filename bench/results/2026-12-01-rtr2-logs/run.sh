@@ -16,9 +16,9 @@ DEEPINFER_ROUTER_HEAD=1 gtest test_model_cuda 15 'CudaFp8Gemv.BadEnvironmentValu
 B1="--contexts 8192 --batches 1 --steps 3 --activations bf16 --bf16-weights on --engram-compare 0 --budget-s 20"
 for i in 1 2; do
   st "layers b1 off ($i)"
-  flash b1_off_$i 23 $B1 --router-head 0
+  flash b1_off_$i 25 $B1 --router-head 0
   st "layers b1 on ($i)"
-  flash b1_on_$i 23 $B1 --router-head 1
+  flash b1_on_$i 25 $B1 --router-head 1
 done
 grep -ho "logits_fnv=[0-9a-f]*" "$LOG"/b1_*.log | sort | uniq -c
 left=$((104 - $(date +%s) + T0))
