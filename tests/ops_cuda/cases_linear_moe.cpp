@@ -512,8 +512,8 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               const kernels::RouterLogitsPath def_path = kernels::router_logits_path();
               kernels::moe_plan_set_select(how != 2 && how != 4);
               const bool def_lean = kernels::moe_plan_lean();
-              const bool def_head = kernels::moe_plan_router_head();
-              kernels::moe_plan_set_router_head(how == 8);
+              const int def_head = kernels::moe_plan_router_head();
+              kernels::moe_plan_set_router_head(how == 8 ? 1 : 0);
               kernels::router_logits_set_path(how == 5 || how >= 7 ? kernels::RouterLogitsPath::kDmmaSplit
                                               : how >= 3           ? kernels::RouterLogitsPath::kDmmaDeep
                                                                    : kernels::RouterLogitsPath::kDmma);
@@ -571,7 +571,7 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
 // slot_row, the split planes and the zeroed sync words; ids also against the CPU router. Per
 // n = 1..8 in one case; tie_rows: the gate's row 20 = row 10 and no bias (the lower id wins);
 // big: big_threshold 1 (experts with two or more rows take big tiles); launched twice (the ticket
-// resets: the second launch must give the same bits).
+// resets: the second launch must give the same bits); modes 1, 2 (spread clusters), 3 (slim).
 OpCase router_head_case(std::string name, WKind kind, int64_t E, int64_t dim, int64_t k, bool tie_rows, bool big) {
   return {name, "moe_router", [=](Rng& rng) {
             auto gw = random_weight(rng, kind, E, dim, 0.02f);
@@ -607,7 +607,9 @@ OpCase router_head_case(std::string name, WKind kind, int64_t E, int64_t dim, in
                 std::vector<int64_t> ids, ints;
                 std::vector<uint16_t> planes;
               };
-              auto run = [&](int how) {  // 0: router_logits + plan, 1: the head, 2: the head again
+              // 0: router_logits + plan; 1: the head (mode 1); 2: the head twice in a row (mode 2,
+              // the spread cluster policy: the ticket's reset); 3: mode 3 (slim registers)
+              auto run = [&](int how) {
                 Dev<float> logits(n * E * 3), dw(nk), row_weight(nk), split_x(x);
                 Dev<int64_t> did(nk);
                 Dev<int32_t> counts(E), offsets(E + 1), chunk(kernels::moe_plan_chunks(nk) * E), row_token(nk),
@@ -651,10 +653,10 @@ OpCase router_head_case(std::string name, WKind kind, int64_t E, int64_t dim, in
                 pa.select.routed_scaling_factor = 1.5f;
                 pa.select.expert_ids = did.get();
                 pa.select.expert_weights = dw.get();
-                const bool def_head = kernels::moe_plan_router_head();
+                const int def_head = kernels::moe_plan_router_head();
                 const kernels::RouterLogitsPath def_path = kernels::router_logits_path();
                 kernels::router_logits_set_path(kernels::RouterLogitsPath::kDmmaSplit);
-                kernels::moe_plan_set_router_head(how > 0);
+                kernels::moe_plan_set_router_head(how == 0 ? 0 : how == 1 ? 1 : how == 2 ? 2 : 3);
                 pa.router = la;
                 pa.router_scores = logits.get() + n * E;
                 for (int rep = 0; rep < (how == 2 ? 2 : 1); ++rep) check_cuda(kernels::moe_plan(pa, nullptr), "moe_plan");
@@ -682,7 +684,7 @@ OpCase router_head_case(std::string name, WKind kind, int64_t E, int64_t dim, in
                 for (int32_t i = 0; i < nt[1]; ++i) put({bh[i].expert, bh[i].row0, bh[i].rows, bh[i].pad}, 4);
                 return r;
               };
-              const Run ref = run(0), head = run(1), again = run(2);
+              const Run ref = run(0), head = run(1), again = run(2), nopdl = run(3);
               auto diff = [&](const Run& a) {
                 return int64_t(std::memcmp(a.logits.data(), ref.logits.data(), ref.logits.size() * 4) != 0) +
                        2 * int64_t(a.ids != ref.ids) +
@@ -692,11 +694,12 @@ OpCase router_head_case(std::string name, WKind kind, int64_t E, int64_t dim, in
               };
               differ.push_back(diff(head));
               differ.push_back(diff(again));
+              differ.push_back(diff(nopdl));
               want_ids.insert(want_ids.end(), ids.begin(), ids.end());
               got_ids.insert(got_ids.end(), head.ids.begin(), head.ids.end());
             }
             o.ints.push_back({"ids_vs_cpu", want_ids, got_ids});
-            o.ints.push_back({"head_differs_n1_to_8_twice", std::vector<int64_t>(differ.size(), 0), differ});
+            o.ints.push_back({"head_differs_n1_to_8_modes", std::vector<int64_t>(differ.size(), 0), differ});
             return o;
           }};
 }

@@ -1082,12 +1082,15 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_fast_kernel(MoePlanArgs
 // The ticket is one device word: router head launches must not run concurrently (one stream
 // at a time; the model's MoE runs on its main stream).
 constexpr int kHeadMaxTokens = 8;   // one 8-token row of tiles; warps of the last block take tokens w, w + 4
-constexpr int kHeadAhead = 10;      // 32-channel groups in flight per warp: a whole piece at dim 5120
+// kAhead: 32-channel groups in flight per warp: 10 = a whole piece at dim 5120 (mode 1, 2: 163-210
+// registers); 5 with kMinBlocks 5 (mode 3: <= 102 registers, 13 K per block, so that a CTA of the
+// one-CTA-per-SM tensor-map gemv (544 threads x 96 registers: the shared expert's pair at batch 1)
+// still fits beside a head block on its SM; NOTES 56).
 constexpr int kHeadPer = 3;         // experts per thread in the last block's plan (E <= 384, 128 threads)
 __device__ unsigned int g_head_ticket = 0;
 
-template <WFormat F>
-__global__ void __launch_bounds__(kDmmaQuarters * 32) router_head_kernel(MoePlanArgs a, float* scores) {
+template <WFormat F, int kHeadAhead, int kMinBlocks>
+__global__ void __launch_bounds__(kDmmaQuarters * 32, kMinBlocks) router_head_kernel(MoePlanArgs a, float* scores) {
   namespace cg = cooperative_groups;
   pdl_trigger();  // no dependent reads anything before this grid completes (stage 1 is not PDL here)
   using Ops = DmmaOperands<F, 8, 8>;
@@ -1280,9 +1283,9 @@ __global__ void __launch_bounds__(kDmmaQuarters * 32) router_head_kernel(MoePlan
 }
 
 std::atomic<int> g_router_head{-1};  // moe_plan_set_router_head; -1: DEEPINFER_ROUTER_HEAD not read yet
-bool router_head_on() {
-  return resolve_env_switch(g_router_head, "DEEPINFER_ROUTER_HEAD", 0, 1,
-                            [](const EnvDigit& e) { return int(e.valid && e.value == 1); }) == 1;
+int router_head_mode() {
+  return resolve_env_switch(g_router_head, "DEEPINFER_ROUTER_HEAD", 0, 3,
+                            [](const EnvDigit& e) { return e.valid ? e.value : 0; });
 }
 bool g_moe_plan_lean = true;  // moe_plan_set_lean (NOTES 48; default since session 13, same outputs)
 bool g_moe_plan_fast = true;  // moe_plan_set_fast (NOTES 28: ncu 13.9 -> 10.2 us at batch 1, the same outputs)
@@ -1550,8 +1553,8 @@ int moe_plan_single_launch_max() { return g_moe_plan_one_max; }
 void moe_plan_set_select(bool on) { g_moe_plan_select = on; }
 void moe_plan_set_fast(bool on) { g_moe_plan_fast = on; }
 void moe_plan_set_lean(bool on) { g_moe_plan_lean = on; }
-void moe_plan_set_router_head(bool on) { g_router_head = on ? 1 : 0; }
-bool moe_plan_router_head() { return router_head_on(); }
+void moe_plan_set_router_head(int mode) { g_router_head = std::clamp(mode, 0, 3); }
+int moe_plan_router_head() { return router_head_mode(); }
 bool moe_plan_lean() { return g_moe_plan_lean; }
 bool moe_plan_fast() { return g_moe_plan_fast; }
 bool moe_plan_select() { return g_moe_plan_select; }
@@ -1597,7 +1600,8 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
                          (w.format == WFormat::kF32 || w.format == WFormat::kBF16 || w.format == WFormat::kF16);
     const int64_t elem = w.format == WFormat::kF32 ? 4 : 2;
     const size_t sel_smem = size_t(a.n) * (2 * E * sizeof(float) + a.k * sizeof(int));
-    const bool head = router_head_on() && a.router_scores && vec_fmt && weight_args_valid(w) &&
+    const int mode = router_head_mode();
+    const bool head = mode > 0 && a.router_scores && vec_fmt && weight_args_valid(w) &&
                       current_router_path() == RouterLogitsPath::kDmmaSplit && w.cols % (kDmmaQuarters * kSplitPieces * 32) == 0 &&
                       reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && reinterpret_cast<uintptr_t>(g.x) % 16 == 0 &&
                       (w.cols * elem) % 16 == 0 && a.n >= 1 && a.n <= kHeadMaxTokens &&
@@ -1613,9 +1617,12 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
     }
     const size_t smem = size_t(a.n) * 2 * E * sizeof(float) + size_t(total) * 3 * sizeof(int32_t) +
                         (E + 3 * 32 + 4) * sizeof(int32_t);
-    auto kern = w.format == WFormat::kF32    ? router_head_kernel<WFormat::kF32>
-                : w.format == WFormat::kBF16 ? router_head_kernel<WFormat::kBF16>
-                                             : router_head_kernel<WFormat::kF16>;
+    const bool slim = mode == 3;
+    auto kern = w.format == WFormat::kF32
+                    ? (slim ? router_head_kernel<WFormat::kF32, 5, 5> : router_head_kernel<WFormat::kF32, 10, 1>)
+                : w.format == WFormat::kBF16
+                    ? (slim ? router_head_kernel<WFormat::kBF16, 5, 5> : router_head_kernel<WFormat::kBF16, 10, 1>)
+                    : (slim ? router_head_kernel<WFormat::kF16, 5, 5> : router_head_kernel<WFormat::kF16, 10, 1>);
     if (smem > 48 * 1024) {
       const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       if (err != cudaSuccess) return err;
@@ -1626,7 +1633,9 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     LaunchAttrs attrs;
-    attrs.cluster(kDmmaQuarters).pdl(true).apply(cfg);
+    attrs.cluster(kDmmaQuarters).pdl(true);
+    if (mode >= 2) attrs.cluster_policy(cudaClusterSchedulingPolicySpread);
+    attrs.apply(cfg);
     return cudaLaunchKernelEx(&cfg, kern, a, a.router_scores);
   }
   if (a.select.logits) {

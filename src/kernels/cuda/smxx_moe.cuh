@@ -204,13 +204,16 @@ void moe_plan_set_fast(bool on);
 // memory, the launch with PDL after the router. Off: moe_plan_fast_kernel as before (A/B).
 void moe_plan_set_lean(bool on);
 bool moe_plan_lean();
-// The router head (NOTES 56; opt-in, DEEPINFER_ROUTER_HEAD=1 where no setter has chosen): with
+// The router head (NOTES 56; opt-in, DEEPINFER_ROUTER_HEAD=mode where no setter has chosen): with
 // MoePlanArgs::router set, the kDmmaSplit logits, the selection and the lean plan in one
-// clustered launch (192 blocks at 384 experts, PDL, the weights loaded before the wait, the
+// clustered launch (192 blocks at 384 experts, the weights loaded before the PDL wait, the
 // select + plan in the last tile's block). The same outputs as router_logits + the lean plan.
-// Launches of it must not overlap (one device-wide ticket).
-void moe_plan_set_router_head(bool on);
-bool moe_plan_router_head();
+// Launches of it must not overlap (one device-wide ticket). Modes (the same kernel and bits):
+// 0 off; 1 the default cluster scheduling, 10 groups in flight per warp (measured in NOTES 56:
+// slower in the layers); 2 cudaClusterSchedulingPolicySpread; 3 Spread with 5 groups in flight and
+// <= 102 registers (a tensor-map gemv CTA fits beside a head block). 2 and 3: not measured yet.
+void moe_plan_set_router_head(int mode);
+int moe_plan_router_head();
 bool moe_plan_fast();
 
 struct MoeGroupedArgs {

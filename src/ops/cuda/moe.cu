@@ -241,7 +241,7 @@ void moe_route_experts(const MoeRouterParams& r, const MoeExpertsParams& p, cons
   }
   // The router head (kernels::moe_plan_set_router_head, NOTES 56): the logits deferred to the
   // plan's launch, with 2 n E floats of score scratch after them.
-  const bool head = kernels::moe_plan_router_head();
+  const bool head = kernels::moe_plan_router_head() > 0;
   Scratch logits(r.n * r.gate.rows * (head ? 3 : 1), stream);
   kernels::RouterLogitsArgs la;
   const kernels::RouterSelectArgs sa = router_logits_then(r, logits.p, stream, head ? &la : nullptr);
