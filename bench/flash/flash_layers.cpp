@@ -93,7 +93,7 @@
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--trace-csv PATH] [--engram-compare 1|0] [--engram-only] [--indexer-only] [--index-score-prefill] [--indexer-wgmma-ab] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep|dmmasplit] [--moe-small auto|former|lean4] [--moe-select 1|0]
-//                [--moe-plan one|fast|lean] [--ops-moe-route] [--ops-moe-route-profile]
+//                [--moe-plan one|fast|lean] [--router-head 0|1|2|3] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmawss]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
@@ -1660,6 +1660,7 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
     MoeTcSmall small;
     bool profile;  // in the --ops-moe-route-profile pass
     bool lean_plan = false;  // kernels::moe_plan_set_lean (NOTES 48)
+    int head = 0;            // kernels::moe_plan_set_router_head (NOTES 56)
   };
   const auto D4 = RouterLogitsPath::kDmma, DD = RouterLogitsPath::kDmmaDeep, DS = RouterLogitsPath::kDmmaSplit;
   // (NOTES 28's new_fold, new_lean4l, new_leanw2 / 4 configurations went with those kernels in session 8.)
@@ -1670,20 +1671,27 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
                       // NOTES 48: the split-order logits; + the lean plan; the lean plan alone
                       {"split", DS, true, MoeTcSmall::kAuto, true},
                       {"splitlean", DS, true, MoeTcSmall::kAuto, true, true},
-                      {"lean", DD, true, MoeTcSmall::kAuto, false, true}};
+                      {"lean", DD, true, MoeTcSmall::kAuto, false, true},
+                      // NOTES 56: the router head (logits + select + plan in one launch), against splitlean
+                      {"head", DS, true, MoeTcSmall::kAuto, true, true, 1},
+                      {"head2", DS, true, MoeTcSmall::kAuto, true, true, 2},
+                      {"head3", DS, true, MoeTcSmall::kAuto, true, true, 3}};
   const RouterLogitsPath path_def = kernels::router_logits_path();
   const bool fast_def = kernels::moe_plan_fast(), lean_def = kernels::moe_plan_lean();
+  const int head_def = kernels::moe_plan_router_head();
   const MoeTcSmall small_def = kernels::moe_tc_small();
   auto apply = [](const Cfg& g) {
     kernels::router_logits_set_path(g.router);
     kernels::moe_plan_set_fast(g.fast_plan);
     kernels::moe_plan_set_lean(g.lean_plan);
+    kernels::moe_plan_set_router_head(g.head);
     kernels::moe_tc_set_small(g.small);
   };
   auto restore = [&] {
     kernels::router_logits_set_path(path_def);
     kernels::moe_plan_set_fast(fast_def);
     kernels::moe_plan_set_lean(lean_def);
+    kernels::moe_plan_set_router_head(head_def);
     kernels::moe_tc_set_small(small_def);
   };
   EvTimer tm;
@@ -2224,6 +2232,7 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
     std::vector<float> walls, devs;
     std::vector<v41::CudaModel::StepTiming> host;
     int64_t nonfinite = 0;
+    uint64_t step0_fnv = 0;  // FNV-1a of the first step's logits (A/B runs that must agree bitwise)
     std::vector<std::vector<float>> per_layer(size_t(cfg.num_hidden_layers));
     for (int s = 0; s < steps + 2; ++s) {
       std::vector<v41::CudaBatchItem> items(static_cast<size_t>(B));
@@ -2262,9 +2271,15 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
         }
         tracer->mark(end);
       }
-      if (s == 0)
+      if (s == 0) {
         nonfinite = std::count_if(view.data, view.data + view.rows * view.vocab,
                                   [](float v) { return !std::isfinite(v); });
+        // The first step's logits' bits (FNV-1a): A/B runs of switches that must change no bit
+        // (the same seeds, so the same weights, history and tokens) print the same value.
+        step0_fnv = 1469598103934665603ull;
+        for (int64_t i = 0; i < view.rows * view.vocab; ++i)
+          step0_fnv = (step0_fnv ^ std::bit_cast<uint32_t>(view.data[i])) * 1099511628211ull;
+      }
       if (s >= 2) {  // two warm-up steps
         walls.push_back(ms);
         host.push_back(m.last_step_timing());
@@ -2286,9 +2301,9 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
                   (long long)ctx, (long long)B, median(walls), fill_s, (long long)nonfinite);
     } else if (mode == 1) {
       std::printf("decode_graph act=%s ctx=%lld batch=%lld wall_ms=%.3f device_ms=%.3f replays=%lld fallbacks=%lld "
-                  "nonfinite=%lld layers_ms=",
+                  "nonfinite=%lld logits_fnv=%016llx layers_ms=",
                   act_name, (long long)ctx, (long long)B, median(walls), median(devs), replays,
-                  (long long)(stats1.fallbacks - stats0.fallbacks), (long long)nonfinite);
+                  (long long)(stats1.fallbacks - stats0.fallbacks), (long long)nonfinite, (unsigned long long)step0_fnv);
     } else {
       std::printf("%s act=%s ctx=%lld batch=%lld wall_ms=%.3f replays=%lld nonfinite=%lld\n",
                   mode == 2 ? "decode_graph_untimed" : "decode_graph_vector", act_name, (long long)ctx, (long long)B,
@@ -2566,6 +2581,9 @@ int main(int argc, char** argv) {
       kernels::moe_plan_set_fast(plan >= 1);
       kernels::moe_plan_set_lean(plan == 2);  // NOTES 48
     }
+    else if (a == "--router-head")  // 1..3: the router head, logits + select + plan in one launch (NOTES 56)
+      kernels::moe_plan_set_router_head(
+          pick<int>("--router-head", next(), {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}));
     else if (a == "--ops-moe-route") moe_route = true;  // run_moe_route (NOTES 28)
     else if (a == "--ops-moe-route-profile") moe_route = moe_route_profile = true;
     else {

@@ -1524,7 +1524,8 @@ TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
 // rejects those, so a typo cannot silently measure the default.
 TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
   for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN", "DEEPINFER_B1_FUSE", "DEEPINFER_HC_SITE",
-                           "DEEPINFER_SEL_FUSE", "DEEPINFER_SRC_CHAIN", "DEEPINFER_ENGRAM_WKV"}) {
+                           "DEEPINFER_SEL_FUSE", "DEEPINFER_SRC_CHAIN", "DEEPINFER_ENGRAM_WKV",
+                           "DEEPINFER_ROUTER_HEAD"}) {
     for (const char* bad : {"9", "on", "-1", "01"}) {
       setenv(name, bad, 1);
       EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << name << "=" << bad;
