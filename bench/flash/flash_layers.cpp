@@ -93,7 +93,7 @@
 //                [--engram-tables host|device|auto] [--engram-vocab 400000]
 //                [--trace-csv PATH] [--engram-compare 1|0] [--engram-only] [--indexer-only] [--index-score-prefill] [--indexer-wgmma-ab] [--ops-attention] [--graphs 1|0]
 //                [--router vec|wide|dmma|dmmadeep|dmmasplit] [--moe-small auto|former|lean4] [--moe-select 1|0]
-//                [--moe-plan one|fast|lean] [--router-head 0|1|2|3] [--ops-moe-route] [--ops-moe-route-profile]
+//                [--moe-plan one|fast|lean] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmawss]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
 //                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
@@ -1660,7 +1660,6 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
     MoeTcSmall small;
     bool profile;  // in the --ops-moe-route-profile pass
     bool lean_plan = false;  // kernels::moe_plan_set_lean (NOTES 48)
-    int head = 0;            // kernels::moe_plan_set_router_head (NOTES 56)
   };
   const auto D4 = RouterLogitsPath::kDmma, DD = RouterLogitsPath::kDmmaDeep, DS = RouterLogitsPath::kDmmaSplit;
   // (NOTES 28's new_fold, new_lean4l, new_leanw2 / 4 configurations went with those kernels in session 8.)
@@ -1671,27 +1670,21 @@ void run_moe_route(const ModelConfig& c, HostPool& hp, const std::vector<int64_t
                       // NOTES 48: the split-order logits; + the lean plan; the lean plan alone
                       {"split", DS, true, MoeTcSmall::kAuto, true},
                       {"splitlean", DS, true, MoeTcSmall::kAuto, true, true},
-                      {"lean", DD, true, MoeTcSmall::kAuto, false, true},
-                      // NOTES 56: the router head (logits + select + plan in one launch), against splitlean
-                      {"head", DS, true, MoeTcSmall::kAuto, true, true, 1},
-                      {"head2", DS, true, MoeTcSmall::kAuto, true, true, 2},
-                      {"head3", DS, true, MoeTcSmall::kAuto, true, true, 3}};
+                      {"lean", DD, true, MoeTcSmall::kAuto, false, true}};
+  // (NOTES 56's router head configurations went with the head: it lost in every mode, run 50.)
   const RouterLogitsPath path_def = kernels::router_logits_path();
   const bool fast_def = kernels::moe_plan_fast(), lean_def = kernels::moe_plan_lean();
-  const int head_def = kernels::moe_plan_router_head();
   const MoeTcSmall small_def = kernels::moe_tc_small();
   auto apply = [](const Cfg& g) {
     kernels::router_logits_set_path(g.router);
     kernels::moe_plan_set_fast(g.fast_plan);
     kernels::moe_plan_set_lean(g.lean_plan);
-    kernels::moe_plan_set_router_head(g.head);
     kernels::moe_tc_set_small(g.small);
   };
   auto restore = [&] {
     kernels::router_logits_set_path(path_def);
     kernels::moe_plan_set_fast(fast_def);
     kernels::moe_plan_set_lean(lean_def);
-    kernels::moe_plan_set_router_head(head_def);
     kernels::moe_tc_set_small(small_def);
   };
   EvTimer tm;
@@ -2581,9 +2574,6 @@ int main(int argc, char** argv) {
       kernels::moe_plan_set_fast(plan >= 1);
       kernels::moe_plan_set_lean(plan == 2);  // NOTES 48
     }
-    else if (a == "--router-head")  // 1..3: the router head, logits + select + plan in one launch (NOTES 56)
-      kernels::moe_plan_set_router_head(
-          pick<int>("--router-head", next(), {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}));
     else if (a == "--ops-moe-route") moe_route = true;  // run_moe_route (NOTES 28)
     else if (a == "--ops-moe-route-profile") moe_route = moe_route_profile = true;
     else {

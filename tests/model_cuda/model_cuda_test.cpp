@@ -397,6 +397,22 @@ std::vector<std::vector<Call>> decode_workload(int64_t first, int64_t count, int
   return steps;
 }
 
+// The mode-switch tests' comparison: from fresh slots 0..3, one sequence and then three (the
+// one-row path and a multi-row one), a prompt and 24 decode steps each; every step's logits
+// bitwise equal in `on` and `off`.
+void expect_decodes_bitwise(v41::CudaModel& on, v41::CudaModel& off, uint32_t seed) {
+  std::vector<std::vector<int64_t>> tables;
+  for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
+  for (int64_t count : {1, 3}) {
+    SCOPED_TRACE(count);
+    for (int64_t s = 0; s < 4; ++s) on.reset_slot(s), off.reset_slot(s);
+    const Compare c =
+        step_both(on, off, decode_workload(1, count, 24, on.config().vocab_size, seed + uint32_t(count)), tables);
+    EXPECT_EQ(c.steps, 25);
+    EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+  }
+}
+
 // Graph replay against eager steps over buckets 1, 4 (3 items), 8 and 16 (13 items),
 // 40 decode steps each: past groups completed by the compressor (ratio 2 and 1),
 // index selections (layers 2, 4, 6, candidates at 4), window wraps (window 8) and the
@@ -1104,7 +1120,9 @@ TEST(CudaModelFp8, TrainedModelMatchesTheCpuInFp8Mode) {
       const double d = max_abs_diff(feed(*gpu8, 1, f.tokens, *sizes), feed_cpu(*cpu8, f.tokens, *sizes));
       std::printf("[ metric ] trained model fp8 %s %s: max|gpu-cpu| %.3g (cpu fp8 vs bf16 %.3g)\n", k.label, mode, d,
                   shift);
-      if (k.gemm_min < (1 << 30) || std::string(mode) != "full") EXPECT_LE(d, 0.5 * shift) << k.label << " " << mode;
+      if (k.gemm_min < (1 << 30) || std::string(mode) != "full") {
+        EXPECT_LE(d, 0.5 * shift) << k.label << " " << mode;
+      }
     }
     const auto s1 = ops::cuda::linear_gemm_stats();
     // Which path the whole call took: cuBLASLt (per call or from the copies) or not at all.
@@ -1524,8 +1542,7 @@ TEST(CudaOverlap, BadEnvironmentValueIsAnInputError) {
 // rejects those, so a typo cannot silently measure the default.
 TEST(CudaFp8Gemv, BadEnvironmentValueIsAnInputError) {
   for (const char* name : {"DEEPINFER_FP8_GEMV", "DEEPINFER_FP8_GEMV_LEAN", "DEEPINFER_B1_FUSE", "DEEPINFER_HC_SITE",
-                           "DEEPINFER_SEL_FUSE", "DEEPINFER_SRC_CHAIN", "DEEPINFER_ENGRAM_WKV",
-                           "DEEPINFER_ROUTER_HEAD"}) {
+                           "DEEPINFER_SEL_FUSE", "DEEPINFER_SRC_CHAIN", "DEEPINFER_ENGRAM_WKV"}) {
     for (const char* bad : {"9", "on", "-1", "01"}) {
       setenv(name, bad, 1);
       EXPECT_THROW(v41::CudaModel::load(fixture("v41_tiny_f32"), options(1)), InputError) << name << "=" << bad;
@@ -1562,19 +1579,11 @@ TEST(CudaHcSite, DeferredFinishChangesNoBit) {
             auto off = v41::CudaModel::load(dir, o);
             kernels::hc_set_site_mode(mode);
             auto on = v41::CudaModel::load(dir, o);
-            std::vector<std::vector<int64_t>> tables;
-            for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
-            for (int64_t count : {1, 3}) {
-              SCOPED_TRACE(count);
-              for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
-              const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
-                                                                     uint32_t(40 + count)),
-                                          tables);
-              EXPECT_EQ(c.steps, 25);
-              EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
-            }
+            expect_decodes_bitwise(*on, *off, 40u);
             kernels::hc_set_site_mode(-1);
-            if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
+            if (graphs) {
+              EXPECT_EQ(on->graph_stats().fallbacks, 0);
+            }
           }
 }
 
@@ -1599,20 +1608,12 @@ TEST(CudaOverlap, EngramWkvModesChangeNoBit) {
         o.overlap = false;
         auto off = v41::CudaModel::load(dir, o);
         ASSERT_TRUE(on->overlap());
-        std::vector<std::vector<int64_t>> tables;
-        for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
         kernels::engram_wkv_set_mode(mode);
-        for (int64_t count : {1, 3}) {
-          SCOPED_TRACE(count);
-          for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
-          const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
-                                                                 uint32_t(70 + count)),
-                                      tables);
-          EXPECT_EQ(c.steps, 25);
-          EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
-        }
+        expect_decodes_bitwise(*on, *off, 70u);
         kernels::engram_wkv_set_mode(-1);
-        if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
+        if (graphs) {
+          EXPECT_EQ(on->graph_stats().fallbacks, 0);
+        }
       }
 }
 
@@ -1643,18 +1644,10 @@ TEST(CudaSourceChain, ChangesNoBit) {
             v41::source_chain_set_mode(mode);
             auto on = v41::CudaModel::load(dir, o);
             v41::source_chain_set_mode(-1);
-            std::vector<std::vector<int64_t>> tables;
-            for (int64_t s = 0; s < 4; ++s) tables.push_back(table_for(s));
-            for (int64_t count : {1, 3}) {
-              SCOPED_TRACE(count);
-              for (int64_t s = 0; s < 4; ++s) on->reset_slot(s), off->reset_slot(s);
-              const Compare c = step_both(*on, *off, decode_workload(1, count, 24, on->config().vocab_size,
-                                                                     uint32_t(60 + count)),
-                                          tables);
-              EXPECT_EQ(c.steps, 25);
-              EXPECT_EQ(c.unequal_steps, 0) << "worst " << c.worst;
+            expect_decodes_bitwise(*on, *off, 60u);
+            if (graphs) {
+              EXPECT_EQ(on->graph_stats().fallbacks, 0);
             }
-            if (graphs) EXPECT_EQ(on->graph_stats().fallbacks, 0);
           }
         }
 }

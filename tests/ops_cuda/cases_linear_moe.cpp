@@ -512,9 +512,7 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               const kernels::RouterLogitsPath def_path = kernels::router_logits_path();
               kernels::moe_plan_set_select(how != 2 && how != 4);
               const bool def_lean = kernels::moe_plan_lean();
-              const int def_head = kernels::moe_plan_router_head();
-              kernels::moe_plan_set_router_head(how == 8 ? 1 : 0);
-              kernels::router_logits_set_path(how == 5 || how >= 7 ? kernels::RouterLogitsPath::kDmmaSplit
+              kernels::router_logits_set_path(how == 5 || how == 7 ? kernels::RouterLogitsPath::kDmmaSplit
                                               : how >= 3           ? kernels::RouterLogitsPath::kDmmaDeep
                                                                    : kernels::RouterLogitsPath::kDmma);
               kernels::moe_plan_set_fast(how >= 3);
@@ -529,16 +527,13 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
               kernels::moe_plan_set_fast(def_fast);
               kernels::moe_plan_set_lean(def_lean);
               kernels::router_logits_set_path(def_path);
-              kernels::moe_plan_set_router_head(def_head);
               return Run{did.host(), dw.host(), dy.host()};
             };
             const Run fused = run(0), separate = run(1), unfolded = run(2), fresh = run(3), fresh_off = run(4);
             // NOTES 48. 5: the kDmmaSplit logits (other low bits: against the oracle); 6: the lean
             // plan (register pick, ids / weights from shared memory, PDL) after kDmmaDeep, bitwise
             // the fused op; 7: the lean plan after kDmmaSplit (its trigger), bitwise 5.
-            // NOTES 56. 8: the router head (its one launch where it applies: n <= 8, dim % 512 == 0;
-            // elsewhere the split logits + lean plan), bitwise 7.
-            const Run split = run(5), lean = run(6), split_lean = run(7), head = run(8);
+            const Run split = run(5), lean = run(6), split_lean = run(7);
             auto differ_from = [](const Run& o, const Run& r) {
               return int64_t(o.ids != r.ids || std::memcmp(o.wts.data(), r.wts.data(), o.wts.size() * 4) != 0 ||
                              std::memcmp(o.y.data(), r.y.data(), o.y.size() * 4) != 0);
@@ -560,147 +555,7 @@ OpCase route_experts_case(std::string name, int64_t n, int64_t E, int64_t k, int
                             {"new_kernels_differ", {0}, {differ(fresh)}},
                             {"new_kernels_fold_off_differ", {0}, {differ(fresh_off)}},
                             {"lean_plan_differ", {0}, {differ(lean)}},
-                            {"split_lean_plan_differ", {0}, {differ_from(split_lean, split)}},
-                            {"router_head_differ", {0}, {differ_from(head, split_lean)}}}};
-          }};
-}
-
-// NOTES 56: the router head (one launch: kDmmaSplit logits, selection, lean plan) bitwise against
-// router_logits (kDmmaSplit) + the lean one-launch plan with the folded selection, every output:
-// logits, ids, weights, counts, offsets, the tile lists and totals, row_token / row_weight /
-// slot_row, the split planes and the zeroed sync words; ids also against the CPU router. Per
-// n = 1..8 in one case; tie_rows: the gate's row 20 = row 10 and no bias (the lower id wins);
-// big: big_threshold 1 (experts with two or more rows take big tiles); launched twice (the ticket
-// resets: the second launch must give the same bits); modes 1, 2 (spread clusters), 3 (slim).
-OpCase router_head_case(std::string name, WKind kind, int64_t E, int64_t dim, int64_t k, bool tie_rows, bool big) {
-  return {name, "moe_router", [=](Rng& rng) {
-            auto gw = random_weight(rng, kind, E, dim, 0.02f);
-            if (tie_rows) {  // as router_case
-              const size_t row_bytes = gw->data.size() / size_t(E);
-              std::copy_n(gw->data.begin() + 10 * row_bytes, row_bytes, gw->data.begin() + 20 * row_bytes);
-              gw->d_data = std::make_unique<Dev<uint8_t>>(gw->data);
-            }
-            const auto bias = randn(rng, E, 0.05f);
-            std::vector<int64_t> want_ids, got_ids, differ;
-            Outputs o;
-            for (int64_t n = 1; n <= 8; ++n) {
-              const auto x = randn(rng, n * dim);
-              std::vector<int64_t> ids(n * k);
-              std::vector<float> wts(n * k);
-              ops::MoeRouterParams hr;
-              hr.x = x.data();
-              hr.n = n;
-              hr.gate = gw->ref(false);
-              hr.bias = tie_rows ? nullptr : bias.data();
-              hr.top_k = k;
-              hr.norm_topk_prob = true;
-              hr.routed_scaling_factor = 1.5f;
-              hr.expert_ids = ids.data();
-              hr.expert_weights = wts.data();
-              ops::cpu::moe_router(hr);
-              Dev<float> dx(x), db(bias);
-              const int64_t nk = n * k, small_rows = kernels::moe_small_tile_rows(n);
-              const int64_t ns = kernels::moe_small_tile_bound(nk, E, small_rows), nb = kernels::moe_big_tile_bound(nk, E);
-              const int64_t sync_count = 7;
-              struct Run {
-                std::vector<float> logits, wts, row_weight;
-                std::vector<int64_t> ids, ints;
-                std::vector<uint16_t> planes;
-              };
-              // 0: router_logits + plan; 1: the head (mode 1); 2: the head twice in a row (mode 2,
-              // the spread cluster policy: the ticket's reset); 3: mode 3 (slim registers)
-              auto run = [&](int how) {
-                Dev<float> logits(n * E * 3), dw(nk), row_weight(nk), split_x(x);
-                Dev<int64_t> did(nk);
-                Dev<int32_t> counts(E), offsets(E + 1), chunk(kernels::moe_plan_chunks(nk) * E), row_token(nk),
-                    slot_row(nk), num_tiles(2), sync(sync_count);
-                Dev<kernels::MoeTile> st(ns), bt(nb);
-                Dev<uint16_t> planes(n * dim);
-                kernels::RouterLogitsArgs la;
-                la.x = dx.get();
-                la.n = n;
-                la.gate = ops::cuda::to_weight_args(gw->ref(true));
-                la.logits = logits.get();
-                kernels::MoePlanArgs pa;
-                pa.expert_ids = did.get();
-                pa.expert_weights = dw.get();
-                pa.n = int32_t(n);
-                pa.k = int32_t(k);
-                pa.num_experts = int32_t(E);
-                pa.big_threshold = big ? 1 : INT32_MAX;
-                pa.small_rows = int32_t(small_rows);
-                pa.counts = counts.get();
-                pa.offsets = offsets.get();
-                pa.chunk_base = chunk.get();
-                pa.row_token = row_token.get();
-                pa.row_weight = row_weight.get();
-                pa.slot_row = slot_row.get();
-                pa.small_tiles = st.get();
-                pa.big_tiles = bt.get();
-                pa.num_tiles = num_tiles.get();
-                pa.sync = sync.get();
-                pa.sync_count = sync_count;
-                pa.split_x = split_x.get();
-                pa.split_out = planes.get();
-                pa.split_count = n * dim;
-                pa.split_terms = 1;
-                pa.select.logits = logits.get();
-                pa.select.bias = tie_rows ? nullptr : db.get();
-                pa.select.n = n;
-                pa.select.num_experts = E;
-                pa.select.top_k = k;
-                pa.select.norm_topk_prob = true;
-                pa.select.routed_scaling_factor = 1.5f;
-                pa.select.expert_ids = did.get();
-                pa.select.expert_weights = dw.get();
-                const int def_head = kernels::moe_plan_router_head();
-                const kernels::RouterLogitsPath def_path = kernels::router_logits_path();
-                kernels::router_logits_set_path(kernels::RouterLogitsPath::kDmmaSplit);
-                kernels::moe_plan_set_router_head(how == 0 ? 0 : how == 1 ? 1 : how == 2 ? 2 : 3);
-                pa.router = la;
-                pa.router_scores = logits.get() + n * E;
-                for (int rep = 0; rep < (how == 2 ? 2 : 1); ++rep) check_cuda(kernels::moe_plan(pa, nullptr), "moe_plan");
-                kernels::moe_plan_set_router_head(def_head);
-                kernels::router_logits_set_path(def_path);
-                Run r;
-                const auto lg = logits.host();
-                r.logits.assign(lg.begin(), lg.begin() + n * E);
-                r.wts = dw.host();
-                r.row_weight = row_weight.host();
-                r.ids = did.host();
-                r.planes = planes.host();
-                const auto nt = num_tiles.host();
-                auto put = [&](const std::vector<int32_t>& v, size_t m) {
-                  for (size_t i = 0; i < m; ++i) r.ints.push_back(v[i]);
-                };
-                put(counts.host(), size_t(E));
-                put(offsets.host(), size_t(E + 1));
-                put(row_token.host(), size_t(nk));
-                put(slot_row.host(), size_t(nk));
-                put(nt, 2);
-                put(sync.host(), size_t(sync_count));
-                const auto sh = st.host(), bh = bt.host();
-                for (int32_t i = 0; i < nt[0]; ++i) put({sh[i].expert, sh[i].row0, sh[i].rows, sh[i].pad}, 4);
-                for (int32_t i = 0; i < nt[1]; ++i) put({bh[i].expert, bh[i].row0, bh[i].rows, bh[i].pad}, 4);
-                return r;
-              };
-              const Run ref = run(0), head = run(1), again = run(2), nopdl = run(3);
-              auto diff = [&](const Run& a) {
-                return int64_t(std::memcmp(a.logits.data(), ref.logits.data(), ref.logits.size() * 4) != 0) +
-                       2 * int64_t(a.ids != ref.ids) +
-                       4 * int64_t(std::memcmp(a.wts.data(), ref.wts.data(), ref.wts.size() * 4) != 0) +
-                       8 * int64_t(std::memcmp(a.row_weight.data(), ref.row_weight.data(), ref.row_weight.size() * 4) != 0) +
-                       16 * int64_t(a.ints != ref.ints) + 32 * int64_t(a.planes != ref.planes);
-              };
-              differ.push_back(diff(head));
-              differ.push_back(diff(again));
-              differ.push_back(diff(nopdl));
-              want_ids.insert(want_ids.end(), ids.begin(), ids.end());
-              got_ids.insert(got_ids.end(), head.ids.begin(), head.ids.end());
-            }
-            o.ints.push_back({"ids_vs_cpu", want_ids, got_ids});
-            o.ints.push_back({"head_differs_n1_to_8_modes", std::vector<int64_t>(differ.size(), 0), differ});
-            return o;
+                            {"split_lean_plan_differ", {0}, {differ_from(split_lean, split)}}}};
           }};
 }
 
@@ -761,10 +616,6 @@ std::vector<OpCase> moe_cases() {
       route_experts_case("moe_route_experts_bf16_n3", 3, 384, 6, 128, 256, ops::Activations::kBF16),
       route_experts_case("moe_route_experts_bf16_n6", 6, 384, 6, 128, 256, ops::Activations::kBF16),
       route_experts_case("moe_route_experts_bf16_n2_v41dim", 2, 384, 6, 128, 5120, ops::Activations::kBF16),
-      // NOTES 56: the router head's shapes in the op (n = 1, 8 at dim 5120), kBF16 and kF32.
-      route_experts_case("moe_route_experts_bf16_n1_v41dim", 1, 384, 6, 128, 5120, ops::Activations::kBF16),
-      route_experts_case("moe_route_experts_bf16_n8_v41dim", 8, 384, 6, 128, 5120, ops::Activations::kBF16),
-      route_experts_case("moe_route_experts_f32_n5_v41dim", 5, 384, 6, 128, 5120, ops::Activations::kF32),
       router_dmma_deep_case("router_logits_dmmadeep_v41_bf16", WKind::kBF16, 384, 5120),
       router_dmma_deep_case("router_logits_dmmadeep_odd_f32", WKind::kF32, 13, 384),
       // NOTES 48: kDmmaSplit (K in 16 pieces) against kVec (one f32 ulp), batch-invariant
@@ -780,11 +631,6 @@ std::vector<OpCase> moe_cases() {
       router_dmma_case("router_logits_split_fallback_f32", WKind::kF32, 70, 9, 13, 256,
                        kernels::RouterLogitsPath::kDmmaSplit),
       router_split_invariance_case("router_logits_split_invariance_v41_bf16", WKind::kBF16, 384, 5120),
-      // NOTES 56: the router head against router_logits + the lean plan, every output, n = 1..8.
-      router_head_case("router_head_v41_bf16", WKind::kBF16, 384, 5120, 6, false, false),
-      router_head_case("router_head_v41_bf16_big", WKind::kBF16, 384, 5120, 6, false, true),
-      router_head_case("router_head_ties_f32", WKind::kF32, 64, 512, 6, true, false),
-      router_head_case("router_head_f16_odd", WKind::kF16, 100, 1024, 8, false, false),
       router_split_invariance_case("router_logits_split_invariance_f32", WKind::kF32, 24, 1536),
       router_path_case("moe_router_split_v41_bf16", kernels::RouterLogitsPath::kDmmaSplit,
                        router_case("x", WKind::kBF16, 77, 384, 5120, 6, true, false, true)),

@@ -8,7 +8,7 @@
 namespace deepinfer::kernels {
 
 struct LaunchAttrs {
-  cudaLaunchAttribute at[3];
+  cudaLaunchAttribute at[2];
   unsigned n = 0;
   // A cluster of x * y CTAs (added as asked, a cluster of one included).
   LaunchAttrs& cluster(unsigned x, unsigned y = 1) {
@@ -16,13 +16,6 @@ struct LaunchAttrs {
     at[n].val.clusterDim.x = x;
     at[n].val.clusterDim.y = y;
     at[n].val.clusterDim.z = 1;
-    ++n;
-    return *this;
-  }
-  // How the hardware places a cluster's CTAs (cudaClusterSchedulingPolicySpread: over the SMs).
-  LaunchAttrs& cluster_policy(cudaClusterSchedulingPolicy p) {
-    at[n].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-    at[n].val.clusterSchedulingPolicyPreference = p;
     ++n;
     return *this;
   }

@@ -1,5 +1,3 @@
-#include <cooperative_groups.h>
-
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
@@ -454,17 +452,11 @@ RouterLogitsPath current_router_path() {
 constexpr int kSelectWarps = 4;
 constexpr int kSelectMaxThreads = 512;
 // Token t's score and biased score of expert e (each element computed alone).
-// select_score_of: the same from the logit's value (the router head computes it in the block
-// that formed the logit, NOTES 56).
-__device__ __forceinline__ void select_score_of(const RouterSelectArgs& a, int e, float logit, float& score,
-                                                float& biased) {
-  const float z = logit / a.temp;
-  const float sp = z > 20.0f ? z : float(log1p(exp(double(z))));
-  score = sqrtf(sp);
-  biased = score + (a.bias ? a.bias[e] : 0.0f);
-}
 __device__ __forceinline__ void select_score(const RouterSelectArgs& a, int64_t t, int e, float* score, float* biased) {
-  select_score_of(a, e, a.logits[t * a.num_experts + e], score[e], biased[e]);
+  const float z = a.logits[t * a.num_experts + e] / a.temp;
+  const float sp = z > 20.0f ? z : float(log1p(exp(double(z))));
+  score[e] = sqrtf(sp);
+  biased[e] = score[e] + (a.bias ? a.bias[e] : 0.0f);
 }
 
 // One warp picks token t's top_k from its scores (router_select_kernel's warp 0; the
@@ -1055,238 +1047,6 @@ __global__ void __launch_bounds__(kScanThreads) moe_plan_fast_kernel(MoePlanArgs
   }
 }
 
-// ---------------------------------------------------------------------------
-// The router head (moe_plan_set_router_head, NOTES 56): at decode sizes (n <= 8) the router's
-// kDmmaSplit logits, the selection and the lean plan in ONE launch, with the same bits as
-// router_logits (kDmmaSplit) + moe_plan_fast_kernel<true>.
-// Why: at batch 1 the router (48 blocks of 16 warps: ~10,200 busy cycles on each of 48 SMs,
-// the FP64 pipe shared four ways per scheduler, NOTES 48) and the plan (one block's serial
-// chain after a PDL wait: 384 double exp + log1p, six picks, scans, placement) were ~16 us of
-// every MoE layer's critical path for 3.9 MB of weights.
-// How (the order of every sum is kDmmaSplit's, so are the logits):
-//   - one cluster of 4 blocks per 8-expert tile (192 blocks at 384 experts, 1-2 per SM instead
-//     of 48 blocks of 16 warps): block q = quarter q, its warp w = piece 4q + w (an 80-DMMA
-//     chain at dim 5120); the block folds its pieces ((p0 + p1) + p2) + p3 in shared memory and
-//     writes that quarter's sum into rank 0's shared memory (DSMEM); rank 0 forms
-//     float(((q0 + q1) + q2) + q3);
-//   - launched with PDL: each warp's weight loads (all of its piece at dim 5120) are issued
-//     before griddepcontrol.wait (the gate does not depend on the kernel before; the hc site
-//     before the router triggers at its start), x after it;
-//   - rank 0 computes its 8 experts' score and biased score (select_score's arithmetic) for
-//     the n tokens into global scratch: the 384 double exp + log1p run in 48 blocks at once,
-//     not 384 in a row-ish on one block;
-//   - the last cluster to finish (a ticket, reset by that block) picks the top-k of each
-//     token with select_pick_regs (the lean plan's pick: the same ids / weights) and writes
-//     the plan as moe_plan_fast_kernel does (integer counts / scans / placement: exact in any
-//     order, so the same outputs); every block splits a slice of x (the folded moe_split_terms).
-// The ticket is one device word: router head launches must not run concurrently (one stream
-// at a time; the model's MoE runs on its main stream).
-constexpr int kHeadMaxTokens = 8;   // one 8-token row of tiles; warps of the last block take tokens w, w + 4
-// kAhead: 32-channel groups in flight per warp: 10 = a whole piece at dim 5120 (mode 1, 2: 163-210
-// registers); 5 with kMinBlocks 5 (mode 3: <= 102 registers, 13 K per block, so that a CTA of the
-// one-CTA-per-SM tensor-map gemv (544 threads x 96 registers: the shared expert's pair at batch 1)
-// still fits beside a head block on its SM; NOTES 56).
-constexpr int kHeadPer = 3;         // experts per thread in the last block's plan (E <= 384, 128 threads)
-__device__ unsigned int g_head_ticket = 0;
-
-template <WFormat F, int kHeadAhead, int kMinBlocks>
-__global__ void __launch_bounds__(kDmmaQuarters * 32, kMinBlocks) router_head_kernel(MoePlanArgs a, float* scores) {
-  namespace cg = cooperative_groups;
-  pdl_trigger();  // no dependent reads anything before this grid completes (stage 1 is not PDL here)
-  using Ops = DmmaOperands<F, 8, 8>;
-  const RouterLogitsArgs& r = a.router;
-  __shared__ double part[kDmmaQuarters][64];  // this block's piece sums
-  __shared__ double qsum[kDmmaQuarters][64];  // rank 0: the four quarters' sums
-  __shared__ int is_last;
-  extern __shared__ float head_sm[];          // the last block: scores, picks, plan scratch
-  cg::cluster_group cluster = cg::this_cluster();
-  // Every block of the cluster must have started before rank 0's shared memory is written
-  // (DSMEM): arrive now, wait just before that write (all blocks arrive at once).
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  const int q = int(cluster.block_rank());
-  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int64_t e0 = int64_t(blockIdx.x / kDmmaQuarters) * 8;
-  const int64_t piece = r.gate.cols / (kDmmaQuarters * kSplitPieces);
-  const Ops ops(r, 0, e0, (q * kSplitPieces + w) * piece + 8 * t, g);
-  // DmmaOperands::chain<kHeadAhead>(0, piece, acc) with the first groups' weight loads before
-  // the PDL wait and their x loads after it (the same products in the same order).
-  typename Ops::Raw buf[kHeadAhead];
-#pragma unroll
-  for (int u = 0; u < kHeadAhead; ++u)
-    if (32 * u < piece) {
-#pragma unroll
-      for (int h = 0; h < Ops::kWVec; ++h)
-        buf[u].w[0][h] = ops.wok[0] ? *reinterpret_cast<const uint4*>(ops.wr[0] + (32 * u) * Ops::kElem + 16 * h)
-                                    : make_uint4(0u, 0u, 0u, 0u);
-    }
-  pdl_wait();  // x (and the plan's outputs' previous readers) from here on
-#pragma unroll
-  for (int u = 0; u < kHeadAhead; ++u)
-    if (32 * u < piece) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        buf[u].x[0][h] = ops.xok[0] ? *reinterpret_cast<const float4*>(ops.xr[0] + 32 * u + 4 * h)
-                                    : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  // Every block splits its slice of x into the bf16 planes (moe_plan_fast_kernel's blocks 1..).
-  if (a.split_x)
-    for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + tid) * 4; i < a.split_count;
-         i += int64_t(gridDim.x) * blockDim.x * 4) {
-      if (a.split_terms == 1) moe_terms::split4<1>(a.split_x, a.split_out, a.split_count, i);
-      else moe_terms::split4<3>(a.split_x, a.split_out, a.split_count, i);
-    }
-  typename Ops::Acc acc;
-  acc[0][0][0] = acc[0][0][1] = 0.0;
-  for (int64_t k = 0; k < piece; k += 32 * kHeadAhead) {
-#pragma unroll
-    for (int u = 0; u < kHeadAhead; ++u) {
-      if (k + 32 * u >= piece) break;
-      Ops::multiply(buf[u], acc);
-      const int64_t kn = k + 32 * (u + kHeadAhead);
-      if (kn < piece) ops.load(kn, buf[u]);
-    }
-  }
-  // Accumulator c of a lane: token g, expert 2t + c of the tile (element 8 g + 2 t + c).
-  part[w][8 * g + 2 * t] = acc[0][0][0];
-  part[w][8 * g + 2 * t + 1] = acc[0][0][1];
-  __syncthreads();
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-  if (tid < 64) {  // this quarter's sum, in kDmmaSplit's order, into rank 0's qsum[q]
-    const double qs = ((part[0][tid] + part[1][tid]) + part[2][tid]) + part[3][tid];
-    cluster.map_shared_rank(&qsum[0][0], 0)[q * 64 + tid] = qs;
-  }
-  cluster.sync();
-  if (q != 0) return;
-  const int E = a.num_experts, n = a.n;
-  float* sc = scores;                       // [n][E] score
-  float* bs = scores + int64_t(n) * E;      // [n][E] biased score
-  if (tid < 64) {
-    const int tok = tid >> 3;
-    const int64_t e = e0 + (tid & 7);
-    const double v = ((qsum[0][tid] + qsum[1][tid]) + qsum[2][tid]) + qsum[3][tid];
-    if (tok < n && e < r.gate.rows) {
-      const float logit = float(v);
-      r.logits[tok * r.gate.rows + e] = logit;
-      float s, b;
-      select_score_of(a.select, int(e), logit, s, b);
-      sc[int64_t(tok) * E + e] = s;
-      bs[int64_t(tok) * E + e] = b;
-    }
-  }
-  __syncthreads();
-  if (tid == 0) {
-    __threadfence();  // this tile's scores before its ticket
-    const unsigned tiles = gridDim.x / kDmmaQuarters;
-    is_last = atomicAdd(&g_head_ticket, 1u) == tiles - 1;
-    if (is_last) {
-      g_head_ticket = 0u;  // every other tile has taken its ticket: ready for the next launch
-      __threadfence();     // the other tiles' scores after their tickets
-    }
-  }
-  __syncthreads();
-  if (!is_last) return;
-  // The selection: moe_plan_fast_kernel<true>'s (select_score's values, select_pick_regs).
-  const int K = a.k, total = n * K, nthreads = int(blockDim.x);
-  float* sel = head_sm;                                          // [n][2 E]: score | biased
-  int* pk = reinterpret_cast<int*>(sel + int64_t(n) * 2 * E);    // [n][K] picked ids
-  float* pw = reinterpret_cast<float*>(pk + total);              // [n][K] their weights
-  int32_t* cnt = reinterpret_cast<int32_t*>(pw + total);         // [E]: rows, then row offsets
-  int32_t* ids = cnt + E;                                        // [total]
-  int32_t* wsum = ids + total;                                   // [3][32] warp totals, [3] totals
-  for (int i = tid; i < n * E; i += nthreads) {
-    const int tok = i / E, e = i % E;
-    sel[int64_t(tok) * 2 * E + e] = __ldcg(sc + i);
-    sel[int64_t(tok) * 2 * E + E + e] = __ldcg(bs + i);
-  }
-  for (int64_t i = tid; i < a.sync_count; i += nthreads) a.sync[i] = 0;
-  for (int e = tid; e < E; e += nthreads) cnt[e] = 0;
-  __syncthreads();
-  for (int tok = w; tok < n; tok += nthreads / 32)
-    select_pick_regs<kLeanPickPer>(a.select, tok, sel + int64_t(tok) * 2 * E, sel + int64_t(tok) * 2 * E + E,
-                                   pk + tok * K, pw + tok * K, lane);
-  __syncthreads();
-  for (int i = tid; i < total; i += nthreads) {
-    const int v = pk[i];
-    ids[i] = v >= 0 && v < E ? v : -1;
-    if (ids[i] >= 0) atomicAdd(&cnt[ids[i]], 1);
-  }
-  __syncthreads();
-  // Thread tid holds experts [kHeadPer tid, kHeadPer tid + kHeadPer): counts, tile counts and
-  // the three exclusive scans (integers: moe_plan_fast_kernel's values in any order).
-  int32_t c[kHeadPer], ns[kHeadPer], nb[kHeadPer], lc = 0, ls = 0, lb = 0;
-#pragma unroll
-  for (int j = 0; j < kHeadPer; ++j) {
-    const int e = kHeadPer * tid + j;
-    c[j] = ns[j] = nb[j] = 0;
-    if (e < E) {
-      c[j] = cnt[e];
-      a.counts[e] = c[j];
-      tile_counts(a, c[j], ns[j], nb[j]);
-    }
-    lc += c[j], ls += ns[j], lb += nb[j];
-  }
-  int32_t ic = lc, is = ls, ib = lb;  // inclusive warp scans
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int32_t uc = __shfl_up_sync(0xffffffffu, ic, o), us = __shfl_up_sync(0xffffffffu, is, o),
-                  ub = __shfl_up_sync(0xffffffffu, ib, o);
-    if (lane >= o) ic += uc, is += us, ib += ub;
-  }
-  if (lane == 31) wsum[w] = ic, wsum[32 + w] = is, wsum[64 + w] = ib;
-  __syncthreads();
-  if (tid == 0) {
-    int32_t rc = 0, rs = 0, rb = 0;
-    for (int v = 0; v < nthreads / 32; ++v) {
-      const int32_t xc = wsum[v], xs = wsum[32 + v], xb = wsum[64 + v];
-      wsum[v] = rc, wsum[32 + v] = rs, wsum[64 + v] = rb;
-      rc += xc, rs += xs, rb += xb;
-    }
-    wsum[96] = rc, wsum[97] = rs, wsum[98] = rb;
-  }
-  __syncthreads();
-  int32_t off = ic - lc + wsum[w], soff = is - ls + wsum[32 + w], boff = ib - lb + wsum[64 + w];
-#pragma unroll
-  for (int j = 0; j < kHeadPer; ++j) {
-    const int e = kHeadPer * tid + j;
-    if (e < E) {
-      a.offsets[e] = off;
-      cnt[e] = off;
-      if (c[j] > a.big_threshold) {
-        for (int32_t rr = 0; rr < c[j]; rr += a.big_rows)
-          a.big_tiles[boff + rr / a.big_rows] = {e, off + rr, min(a.big_rows, c[j] - rr), 0};
-      } else {
-        for (int32_t rr = 0; rr < c[j]; rr += a.small_rows)
-          a.small_tiles[soff + rr / a.small_rows] = {e, off + rr, min(a.small_rows, c[j] - rr), 0};
-      }
-    }
-    off += c[j], soff += ns[j], boff += nb[j];
-  }
-  if (tid == 0) {
-    a.offsets[E] = wsum[96];
-    a.num_tiles[0] = wsum[97];
-    a.num_tiles[1] = wsum[98];
-  }
-  __syncthreads();
-  for (int i = tid; i < total; i += nthreads) {
-    const int32_t e = ids[i];
-    if (e < 0) {
-      a.slot_row[i] = -1;
-      continue;
-    }
-    int32_t rank = 0;
-    for (int j = 0; j < i; ++j) rank += ids[j] == e;
-    const int32_t p = cnt[e] + rank;
-    a.row_token[p] = int32_t(i / K);
-    a.row_weight[p] = pw[i];
-    a.slot_row[i] = p;
-  }
-}
-
-std::atomic<int> g_router_head{-1};  // moe_plan_set_router_head; -1: DEEPINFER_ROUTER_HEAD not read yet
-int router_head_mode() {
-  return resolve_env_switch(g_router_head, "DEEPINFER_ROUTER_HEAD", 0, 3,
-                            [](const EnvDigit& e) { return e.valid ? e.value : 0; });
-}
 bool g_moe_plan_lean = true;  // moe_plan_set_lean (NOTES 48; default since session 13, same outputs)
 bool g_moe_plan_fast = true;  // moe_plan_set_fast (NOTES 28: ncu 13.9 -> 10.2 us at batch 1, the same outputs)
 int g_moe_plan_one_max = 64;  // moe_plan_set_single_launch_max
@@ -1553,8 +1313,6 @@ int moe_plan_single_launch_max() { return g_moe_plan_one_max; }
 void moe_plan_set_select(bool on) { g_moe_plan_select = on; }
 void moe_plan_set_fast(bool on) { g_moe_plan_fast = on; }
 void moe_plan_set_lean(bool on) { g_moe_plan_lean = on; }
-void moe_plan_set_router_head(int mode) { g_router_head = std::clamp(mode, 0, 3); }
-int moe_plan_router_head() { return router_head_mode(); }
 bool moe_plan_lean() { return g_moe_plan_lean; }
 bool moe_plan_fast() { return g_moe_plan_fast; }
 bool moe_plan_select() { return g_moe_plan_select; }
@@ -1586,58 +1344,6 @@ cudaError_t moe_plan(const MoePlanArgs& a, cudaStream_t stream) {
       (a.split_x && (!a.split_out || a.split_count <= 0 || a.split_count % 4 != 0 ||
                      (a.split_terms != 1 && a.split_terms != 3) || reinterpret_cast<uintptr_t>(a.split_x) % 16 != 0)))
     return cudaErrorInvalidValue;
-  if (a.router.x) {
-    // The router's logits first: in this launch where the head applies (NOTES 56), else as
-    // their own launch.
-    const RouterLogitsArgs& g = a.router;
-    const RouterSelectArgs& sr = a.select;
-    if (!sr.logits || g.logits != sr.logits || g.n != a.n || g.gate.rows != a.num_experts || sr.n != a.n ||
-        sr.top_k != a.k || sr.num_experts != a.num_experts || sr.expert_ids != a.expert_ids ||
-        sr.expert_weights != a.expert_weights)
-      return cudaErrorInvalidValue;
-    const WeightArgs& w = g.gate;
-    const bool vec_fmt = w.scale_format == SFormat::kNone &&
-                         (w.format == WFormat::kF32 || w.format == WFormat::kBF16 || w.format == WFormat::kF16);
-    const int64_t elem = w.format == WFormat::kF32 ? 4 : 2;
-    const size_t sel_smem = size_t(a.n) * (2 * E * sizeof(float) + a.k * sizeof(int));
-    const int mode = router_head_mode();
-    const bool head = mode > 0 && a.router_scores && vec_fmt && weight_args_valid(w) &&
-                      current_router_path() == RouterLogitsPath::kDmmaSplit && w.cols % (kDmmaQuarters * kSplitPieces * 32) == 0 &&
-                      reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && reinterpret_cast<uintptr_t>(g.x) % 16 == 0 &&
-                      (w.cols * elem) % 16 == 0 && a.n >= 1 && a.n <= kHeadMaxTokens &&
-                      a.num_experts <= kHeadPer * kDmmaQuarters * 32 && a.num_experts <= 32 * kLeanPickPer && a.k <= 32 &&
-                      g_moe_plan_select && g_moe_plan_fast && g_moe_plan_lean && total <= g_moe_plan_one_max &&
-                      sel_smem <= 128 * 1024;
-    if (!head) {
-      const cudaError_t e = router_logits(g, stream);
-      if (e != cudaSuccess) return e;
-      MoePlanArgs b = a;
-      b.router = RouterLogitsArgs{};
-      return moe_plan(b, stream);
-    }
-    const size_t smem = size_t(a.n) * 2 * E * sizeof(float) + size_t(total) * 3 * sizeof(int32_t) +
-                        (E + 3 * 32 + 4) * sizeof(int32_t);
-    const bool slim = mode == 3;
-    auto kern = w.format == WFormat::kF32
-                    ? (slim ? router_head_kernel<WFormat::kF32, 5, 5> : router_head_kernel<WFormat::kF32, 10, 1>)
-                : w.format == WFormat::kBF16
-                    ? (slim ? router_head_kernel<WFormat::kBF16, 5, 5> : router_head_kernel<WFormat::kBF16, 10, 1>)
-                    : (slim ? router_head_kernel<WFormat::kF16, 5, 5> : router_head_kernel<WFormat::kF16, 10, 1>);
-    if (smem > 48 * 1024) {
-      const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      if (err != cudaSuccess) return err;
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned((a.num_experts + 7) / 8 * kDmmaQuarters));
-    cfg.blockDim = dim3(unsigned(kDmmaQuarters * 32));
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    LaunchAttrs attrs;
-    attrs.cluster(kDmmaQuarters).pdl(true);
-    if (mode >= 2) attrs.cluster_policy(cudaClusterSchedulingPolicySpread);
-    attrs.apply(cfg);
-    return cudaLaunchKernelEx(&cfg, kern, a, a.router_scores);
-  }
   if (a.select.logits) {
     const RouterSelectArgs& r = a.select;
     if (r.n != a.n || r.top_k != a.k || r.num_experts != a.num_experts || r.expert_ids != a.expert_ids ||

@@ -164,14 +164,6 @@ struct MoePlanArgs {
   // one launch for select + plan. Otherwise moe_plan launches router_select itself
   // first. Either way the ids, weights and plan are bitwise router_select's + the plan's.
   RouterSelectArgs select;
-  // Optional (NOTES 56): the router's logits computed by the plan's launch (with select set:
-  // router.logits == select.logits, router.n == n, router.gate.rows == num_experts) and
-  // router_scores, 2 n num_experts floats of scratch. Where moe_plan_router_head() is on and
-  // the head applies (kDmmaSplit logits, n <= 8, the lean one-launch plan's conditions), ONE
-  // launch computes the logits, the selection and the plan; otherwise moe_plan launches
-  // router_logits first, then plans as above. Either way the same bits.
-  RouterLogitsArgs router;
-  float* router_scores = nullptr;
 };
 int64_t moe_plan_chunks(int64_t assignments);
 // Small-tile height for a batch of n tokens (an expert has at most n rows when a
@@ -204,16 +196,6 @@ void moe_plan_set_fast(bool on);
 // memory, the launch with PDL after the router. Off: moe_plan_fast_kernel as before (A/B).
 void moe_plan_set_lean(bool on);
 bool moe_plan_lean();
-// The router head (NOTES 56; opt-in, DEEPINFER_ROUTER_HEAD=mode where no setter has chosen): with
-// MoePlanArgs::router set, the kDmmaSplit logits, the selection and the lean plan in one
-// clustered launch (192 blocks at 384 experts, the weights loaded before the PDL wait, the
-// select + plan in the last tile's block). The same outputs as router_logits + the lean plan.
-// Launches of it must not overlap (one device-wide ticket). Modes (the same kernel and bits):
-// 0 off; 1 the default cluster scheduling, 10 groups in flight per warp (measured in NOTES 56:
-// slower in the layers); 2 cudaClusterSchedulingPolicySpread; 3 Spread with 5 groups in flight and
-// <= 102 registers (a tensor-map gemv CTA fits beside a head block). 2 and 3: not measured yet.
-void moe_plan_set_router_head(int mode);
-int moe_plan_router_head();
 bool moe_plan_fast();
 
 struct MoeGroupedArgs {

@@ -291,9 +291,6 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
                "branches, pairs of <= 16 MiB)");
   digit_switch("DEEPINFER_ROUTER_SPLIT", 0, 1,
                "0 or 1 (the router logits in 16 K pieces, kDmmaSplit, the default; 0: kDmmaDeep's order, NOTES 48)");
-  digit_switch("DEEPINFER_ROUTER_HEAD", 0, 3,
-               "a digit 0..3 (1..3: the router logits, selection and MoE plan in one launch at decode sizes, "
-               "NOTES 56)");
   digit_switch("DEEPINFER_INDEXER_WGMMA", 0, 1, "0 or 1 (0: the prefill indexer score off wgmma, on the grouped mma.sync kernel)");
   digit_switch("DEEPINFER_SEL_FUSE", 0, 1,
                "0 or 1 (0: a graph step's attention selection lists in five launches, not one, NOTES 50)");

@@ -28,18 +28,14 @@ struct Scratch {
 
 namespace {
 // The router's logits into `logits` ([n, experts]) and the selection's arguments over them.
-// With `deferred` the logits are not launched here: their arguments go to *deferred, and the
-// plan's launch computes them (the router head, NOTES 56) or launches them first.
-kernels::RouterSelectArgs router_logits_then(const MoeRouterParams& p, float* logits, cudaStream_t stream,
-                                             kernels::RouterLogitsArgs* deferred = nullptr) {
+kernels::RouterSelectArgs router_logits_then(const MoeRouterParams& p, float* logits, cudaStream_t stream) {
   const int64_t experts = p.gate.rows;
   kernels::RouterLogitsArgs la;
   la.x = p.x;
   la.n = p.n;
   la.gate = to_weight_args(p.gate);
   la.logits = logits;
-  if (deferred) *deferred = la;
-  else CUDA_CHECK(kernels::router_logits(la, stream));
+  CUDA_CHECK(kernels::router_logits(la, stream));
   kernels::RouterSelectArgs sa;
   sa.logits = logits;
   sa.bias = p.bias;
@@ -212,19 +208,13 @@ size_t moe_experts_workspace_bytes(int64_t n, int64_t top_k, const MoeExpertTabl
 }
 
 namespace {
-// The router's deferred logits and the head's score scratch (NOTES 56); router null: none.
-struct HeadArgs {
-  const kernels::RouterLogitsArgs* router = nullptr;
-  float* scores = nullptr;
-};
 void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
-                      void* workspace, const kernels::RouterSelectArgs* select, cudaEvent_t residual_ready,
-                      const HeadArgs& head);
+                      void* workspace, const kernels::RouterSelectArgs* select, cudaEvent_t residual_ready);
 }  // namespace
 
 void moe_experts(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
                  void* workspace) {
-  moe_experts_impl(p, t, mode, stream, workspace, nullptr, nullptr, {});
+  moe_experts_impl(p, t, mode, stream, workspace, nullptr, nullptr);
 }
 
 void moe_route_experts(const MoeRouterParams& r, const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode,
@@ -239,20 +229,14 @@ void moe_route_experts(const MoeRouterParams& r, const MoeExpertsParams& p, cons
     if (residual_ready) CUDA_CHECK(cudaStreamWaitEvent(stream, residual_ready, 0));
     return;
   }
-  // The router head (kernels::moe_plan_set_router_head, NOTES 56): the logits deferred to the
-  // plan's launch, with 2 n E floats of score scratch after them.
-  const bool head = kernels::moe_plan_router_head() > 0;
-  Scratch logits(r.n * r.gate.rows * (head ? 3 : 1), stream);
-  kernels::RouterLogitsArgs la;
-  const kernels::RouterSelectArgs sa = router_logits_then(r, logits.p, stream, head ? &la : nullptr);
-  const HeadArgs ha{head ? &la : nullptr, head ? logits.p + r.n * r.gate.rows : nullptr};
-  moe_experts_impl(p, t, mode, stream, workspace, &sa, residual_ready, ha);
+  Scratch logits(r.n * r.gate.rows, stream);
+  const kernels::RouterSelectArgs sa = router_logits_then(r, logits.p, stream);
+  moe_experts_impl(p, t, mode, stream, workspace, &sa, residual_ready);
 }
 
 namespace {
 void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, LinearMode mode, cudaStream_t stream,
-                      void* workspace, const kernels::RouterSelectArgs* select, cudaEvent_t residual_ready,
-                      const HeadArgs& head) {
+                      void* workspace, const kernels::RouterSelectArgs* select, cudaEvent_t residual_ready) {
   CUDA_OP_CHECK(t.table() != nullptr, "moe_experts: empty expert table");
   CUDA_OP_CHECK(p.num_experts == t.num_experts(), "moe_experts: num_experts differs from the table's");
   CUDA_OP_CHECK(p.n >= 0 && p.top_k >= 1 && p.top_k <= 16, "moe_experts: need n >= 0 and 1 <= top_k <= 16");
@@ -272,7 +256,6 @@ void moe_experts_impl(const MoeExpertsParams& p, const MoeExpertTable& t, Linear
   pa.expert_ids = p.expert_ids;
   pa.expert_weights = p.expert_weights;
   if (select) pa.select = *select;  // the router's selection first, in the plan's launch where it fits
-  if (head.router) pa.router = *head.router, pa.router_scores = head.scores;  // the logits too (NOTES 56)
   pa.n = int32_t(p.n);
   pa.k = int32_t(p.top_k);
   pa.num_experts = int32_t(E);
