@@ -631,6 +631,11 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   d.plan.history = per_block * size_t(d.num_blocks);
   d.plan.num_blocks = d.num_blocks;
   d.history_buf = DeviceBuffer(std::max<size_t>(d.plan.history, 256));
+  // Cleared once: a served sequence writes every history row before any read, but a slot reset
+  // for replay (reset_slot's history_end) declares rows it never wrote -- flash_layers' decode
+  // does, for 8K of context -- and what they read must not depend on what the memory held
+  // before (NOTES 58: logits that differed between identical runs). ~30 ms per 100 GB.
+  CUDA_CHECK(cudaMemset(d.history_buf.data(), 0, d.history_buf.size()));
   float* p = reinterpret_cast<float*>(d.history_buf.data());
   for (auto& s : d.sources) {
     s.entries = p;
