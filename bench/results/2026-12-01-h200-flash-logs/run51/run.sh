@@ -4,7 +4,7 @@
 # (logits_fnv on the decode_graph line) must agree between the two runs of a configuration, and
 # between configurations that claim to change no bit (the source chain 0 / 1 / 2, the branches on / off).
 # With the model's load-time clear of the history pool (abc9f53) the harness's unwritten history reads
-# zeros in every run. ~250 s.
+# zeros in every run. ~300 s.
 #   bash bench/results/2026-12-01-h200-flash-logs/run51/run.sh LOG_DIR   (after bench/flash/pack_all.sh; carry .gpubin-int)
 set -uo pipefail
 source bench/flash/device_lib.sh "$1"
