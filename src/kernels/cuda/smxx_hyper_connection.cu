@@ -20,6 +20,17 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-
 // Σ_j comb[j][k] h[j][d], stored and returned in f. Explicit _rn operations keep the
 // CPU's unfused multiply-then-add order, so the results agree bit for bit; shared by
 // hc_expand_kernel and the expand fused into the mixes' partial sums.
+// Stream k of one column after the expand: post_k y + Σ_j comb[j][k] old[j], the sum from 0 in
+// j order (comb row-major hc x hc). The one place this order is written: every kernel that
+// expands (expand_column, the tiled and the wide site) calls it, so they agree bit for bit.
+__device__ __forceinline__ float expand_value(const float* comb, float post_k, const float (&old)[kMaxHc], float y,
+                                              int hc, int k) {
+  float mixed = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMaxHc; ++j)
+    if (j < hc) mixed = __fadd_rn(mixed, __fmul_rn(comb[j * hc + k], old[j]));
+  return __fadd_rn(__fmul_rn(post_k, y), mixed);
+}
 __device__ __forceinline__ void expand_column(const HcExpandArgs& a, int64_t t, int64_t d, float (&f)[kMaxHc]) {
   const int hc = int(a.hc);
   float* h = a.h + t * a.hc * a.dim + d;
@@ -32,11 +43,7 @@ __device__ __forceinline__ void expand_column(const HcExpandArgs& a, int64_t t, 
   for (int k = 0; k < kMaxHc; ++k) {
     f[k] = 0.0f;
     if (k >= hc) continue;
-    float mixed = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxHc; ++j)
-      if (j < hc) mixed = __fadd_rn(mixed, __fmul_rn(c[j * hc + k], old[j]));
-    f[k] = __fadd_rn(__fmul_rn(a.post[t * hc + k], y), mixed);
+    f[k] = expand_value(c, a.post[t * hc + k], old, y, hc, k);
     h[k * a.dim] = f[k];
   }
 }
@@ -165,6 +172,26 @@ __device__ __forceinline__ int mix_lane_index(int lane, bool& writer) {
   return idx;
 }
 
+// One column's contribution to a group's mixes: Σ_k f[k] w[m][k] for the group's kPer mixes and,
+// in group 0, Σ_k f[k]² (slot kPer), each from 0 in k order, then summed over the warp's 32
+// columns (warp_reduce_scatter): lane l gets value mix_lane_index(l). Shared by the tiled and the
+// wide site, whose partial sums must be the same bits.
+template <class G>
+__device__ __forceinline__ float mix_partials(const float (&f)[kMaxHc], const float (&w)[G::kPer][kMaxHc], int hc,
+                                              bool sum_squares, int lane) {
+  float v[G::kVals];
+#pragma unroll
+  for (int j = 0; j < G::kVals; ++j) v[j] = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxHc; ++k) {
+    if (k >= hc) break;
+    if (sum_squares) v[G::kPer] = __fmaf_rn(f[k], f[k], v[G::kPer]);
+#pragma unroll
+    for (int m = 0; m < G::kPer; ++m) v[m] = __fmaf_rn(f[k], w[m][k], v[m]);
+  }
+  return warp_reduce_scatter<G::kVals>(v, lane);
+}
+
 // The one-launch hc site (HcMixesArgs::counters): the collapse + norm's arguments that
 // the tiled kernel's kTail instantiation takes along (HcCollapseNormArgs without h, n,
 // hc and dim, which are the mixes' own).
@@ -235,11 +262,7 @@ __device__ __forceinline__ void mixes_tiled(const HcMixesArgs& a, const HcExpand
 #pragma unroll
       for (int k = 0; k < kMaxHc; ++k) {
         if (k >= hc) continue;
-        float mixed = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kMaxHc; ++j)
-          if (j < hc) mixed = __fadd_rn(mixed, __fmul_rn(c[j * hc + k], old[j]));
-        const float f = __fadd_rn(__fmul_rn(c[hc * hc + k], y), mixed);
+        const float f = expand_value(c, c[hc * hc + k], old, y, hc, k);
         hs[tt][k][i] = f;
         h[k * a.dim] = f;
       }
@@ -267,17 +290,7 @@ __device__ __forceinline__ void mixes_tiled(const HcMixesArgs& a, const HcExpand
     float f[kMaxHc];
 #pragma unroll
     for (int k = 0; k < kMaxHc; ++k) f[k] = hs[tt][k][i];
-    float v[G::kVals];
-#pragma unroll
-    for (int j = 0; j < G::kVals; ++j) v[j] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kMaxHc; ++k) {
-      if (k >= hc) break;
-      if (g == 0) v[G::kPer] = __fmaf_rn(f[k], f[k], v[G::kPer]);
-#pragma unroll
-      for (int m = 0; m < G::kPer; ++m) v[m] = __fmaf_rn(f[k], w[m][k], v[m]);
-    }
-    const float s = warp_reduce_scatter<G::kVals>(v, lane);
+    const float s = mix_partials<G>(f, w, hc, g == 0, lane);
     if (writer && mout >= 0) part[tt][cw][mout] = s;
   }
   __syncthreads();
@@ -382,11 +395,7 @@ __global__ void __launch_bounds__(kWideThreads) hc_site_wide_kernel(HcMixesArgs 
 #pragma unroll
       for (int k = 0; k < kMaxHc; ++k) {
         if (k >= hc) continue;
-        float mixed = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kMaxHc; ++j)
-          if (j < hc) mixed = __fadd_rn(mixed, __fmul_rn(cs[j * hc + k], old[j]));
-        const float f = __fadd_rn(__fmul_rn(cs[hc * hc + k], y), mixed);
+        const float f = expand_value(cs, cs[hc * hc + k], old, y, hc, k);
         hs[k][lane] = f;
         hw[k * a.dim] = f;
       }
@@ -409,17 +418,7 @@ __global__ void __launch_bounds__(kWideThreads) hc_site_wide_kernel(HcMixesArgs 
     float f[kMaxHc];
 #pragma unroll
     for (int k = 0; k < kMaxHc; ++k) f[k] = hs[k][lane];
-    float v[G::kVals];
-#pragma unroll
-    for (int j = 0; j < G::kVals; ++j) v[j] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kMaxHc; ++k) {
-      if (k >= hc) break;
-      if (g == 0) v[G::kPer] = __fmaf_rn(f[k], f[k], v[G::kPer]);
-#pragma unroll
-      for (int m = 0; m < G::kPer; ++m) v[m] = __fmaf_rn(f[k], w[m][k], v[m]);
-    }
-    const float sum = warp_reduce_scatter<G::kVals>(v, lane);
+    const float sum = mix_partials<G>(f, w, hc, g == 0, lane);
     if (writer && mout >= 0) ws[((t * splits + split) * kWideCw + cw) * (kMaxMix + 1) + mout] = sum;
   }
 

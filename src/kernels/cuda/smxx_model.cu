@@ -99,19 +99,28 @@ __global__ void engram_gate_kernel(EngramGateArgs a) {
   }
 }
 
+// One channel of a group's softmax-gated pooling: Σ_k kv(k) softmax_k(gate), in fp32, in k order.
+// kv(k) / gate(k) read row k's value of the channel; the one copy of this arithmetic, so
+// compress_pool_kernel and compress_gather_pool_norm_kernel agree bit for bit.
+template <class Kv, class Gate>
+__device__ __forceinline__ float pool_channel(int64_t ratio, Kv kv, Gate gate) {
+  float mx = -INFINITY;
+  for (int64_t k = 0; k < ratio; ++k) mx = fmaxf(mx, gate(k));
+  float denom = 0.0f;
+  for (int64_t k = 0; k < ratio; ++k) denom += expf(gate(k) - mx);
+  float acc = 0.0f;
+  for (int64_t k = 0; k < ratio; ++k) acc += kv(k) * (expf(gate(k) - mx) / denom);
+  return acc;
+}
+
 __global__ void compress_pool_kernel(CompressPoolArgs a) {
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= a.groups * a.dim) return;
   const int64_t g = idx / a.dim, ch = idx % a.dim;
   const float* ka = a.kv + g * a.ratio * a.dim + ch;
   const float* ga = a.gate + g * a.ratio * a.dim + ch;
-  float mx = -INFINITY;
-  for (int64_t k = 0; k < a.ratio; ++k) mx = fmaxf(mx, ga[k * a.dim]);
-  float denom = 0.0f;
-  for (int64_t k = 0; k < a.ratio; ++k) denom += expf(ga[k * a.dim] - mx);
-  float acc = 0.0f;
-  for (int64_t k = 0; k < a.ratio; ++k) acc += ka[k * a.dim] * (expf(ga[k * a.dim] - mx) / denom);
-  a.latent[idx] = acc;
+  a.latent[idx] = pool_channel(
+      a.ratio, [&](int64_t k) { return ka[k * a.dim]; }, [&](int64_t k) { return ga[k * a.dim]; });
 }
 
 // One block of kThreads per group (compress_gather_pool_norm): pooled channels into shared
@@ -127,13 +136,8 @@ __global__ void __launch_bounds__(kThreads) compress_gather_pool_norm_kernel(Com
     if (a.ratio == 1) {
       v = rows[0][ch];
     } else {  // compress_pool_kernel's arithmetic on the same values
-      float mx = -INFINITY;
-      for (int64_t k = 0; k < a.ratio; ++k) mx = fmaxf(mx, rows[2 * k + 1][ch]);
-      float denom = 0.0f;
-      for (int64_t k = 0; k < a.ratio; ++k) denom += expf(rows[2 * k + 1][ch] - mx);
-      float acc = 0.0f;
-      for (int64_t k = 0; k < a.ratio; ++k) acc += rows[2 * k][ch] * (expf(rows[2 * k + 1][ch] - mx) / denom);
-      v = acc;
+      v = pool_channel(
+          a.ratio, [&](int64_t k) { return rows[2 * k][ch]; }, [&](int64_t k) { return rows[2 * k + 1][ch]; });
     }
     lat_row[ch] = v;
     ss = __fmaf_rn(v, v, ss);  // rms_norm_kernel's sum
