@@ -262,8 +262,9 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   d.branch_priority = o.branch_priority;
   d.branch_bulk_per_sm = o.branch_bulk_per_sm;
   // The one-digit switches (common/env.h), each read once and refused at load when set to
-  // anything else: a typo must not silently measure the default. The last six are read again
-  // by the kernel library where it picks a kernel (it cannot throw), with the same parser.
+  // anything else: a typo must not silently measure the default. All but the two branch switches
+  // are read again where the kernel or path is picked (the kernel library, which cannot throw;
+  // DEEPINFER_SRC_CHAIN by source_chain_mode), with the same parser.
   const auto digit_switch = [](const char* name, int lo, int hi, const char* meaning) {
     const EnvDigit e = env_digit(name, lo, hi);
     DI_CHECK_INPUT(!e.set || e.valid, name, "='", e.text, "' must be ", meaning);

@@ -134,7 +134,7 @@ struct CudaModel::Impl {
   // of the gemv after the site); the main stream joins it (ev_hc_join) before the next reader
   // of pre / post / comb or the split sums (the next site, an hc_expand, the head's collapse).
   // Created at load (a stream cannot be made inside a capture).
-  bool hc_site_defer = false;  // kernels::hc_site_mode() == 1 at load (a model per setting)
+  bool hc_site_defer = false;  // kernels::hc_site_mode() >= 1 at load (a model per setting)
   cudaStream_t hcs = nullptr;
   cudaEvent_t ev_hc_fork = nullptr, ev_hc_join = nullptr;
   // How the branches yield to the critical path (CudaModelOptions::branch_priority /
