@@ -580,13 +580,14 @@ void CudaModel::Impl::compressor(Batch& b, int64_t l, const float* x, float*& la
   // is ever left pending (used == total): with src_chain a graph step skips its padding-only
   // launch (zero_row to dump_row).
   DI_CHECK(ratio > 1 || psrc.empty(), "compressor: a pending row at ratio 1, layer ", l);
-  if (src_chain && ratio == 1) {
-  } else if (defer != nullptr) {  // the caller copies them later (after the norm below)
-    defer->src = std::move(psrc);
-    defer->dst = std::move(pdst);
-    defer->count = gp != nullptr ? n * per_row : int64_t(defer->src.size());
-  } else {
-    copy_rows(psrc, pdst, hd, n * per_row);
+  if (!(src_chain && ratio == 1)) {
+    if (defer != nullptr) {  // the caller copies them later (after the norm below)
+      defer->src = std::move(psrc);
+      defer->dst = std::move(pdst);
+      defer->count = gp != nullptr ? n * per_row : int64_t(defer->src.size());
+    } else {
+      copy_rows(psrc, pdst, hd, n * per_row);
+    }
   }
   if (groups > 0 && go && !fused)
     gpu::rms_norm({latent, latent, groups, hd, a.compressor_norm, float(c.rms_norm_eps)}, stream);
