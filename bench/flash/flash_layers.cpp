@@ -152,6 +152,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
 
+// FNV-1a over the bits of n floats: the logits' fingerprint that A/B runs of switches which must
+// change no bit print (prefill with --indexer-wgmma-ab, logits_fnv on the decode_graph line).
+uint64_t logits_fnv(const float* p, int64_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0; i < n; ++i) h = (h ^ std::bit_cast<uint32_t>(p[i])) * 1099511628211ull;
+  return h;
+}
+
 uint64_t splitmix(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -2269,9 +2277,7 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
                                   [](float v) { return !std::isfinite(v); });
         // The first step's logits' bits (FNV-1a): A/B runs of switches that must change no bit
         // (the same seeds, so the same weights, history and tokens) print the same value.
-        step0_fnv = 1469598103934665603ull;
-        for (int64_t i = 0; i < view.rows * view.vocab; ++i)
-          step0_fnv = (step0_fnv ^ std::bit_cast<uint32_t>(view.data[i])) * 1099511628211ull;
+        step0_fnv = logits_fnv(view.data, view.rows * view.vocab);
       }
       if (s >= 2) {  // two warm-up steps
         walls.push_back(ms);
@@ -2744,8 +2750,7 @@ int main(int argc, char** argv) {
           // Random weights must still give finite activations (NaN would change routing and top-k).
           const auto bad = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
           // The logits' bits (FNV-1a), so runs that must agree bitwise can be compared.
-          uint64_t fnv = 1469598103934665603ull;
-          for (float v : logits) fnv = (fnv ^ std::bit_cast<uint32_t>(v)) * 1099511628211ull;
+          const uint64_t fnv = logits_fnv(logits.data(), int64_t(logits.size()));
           std::printf("prefill act=%s tokens=%lld wall_ms=%.3f nonfinite=%lld logit0=%.4g", act_name,
                       (long long)prefill, s * 1e3, (long long)bad, logits.empty() ? 0.0 : double(logits[0]));
           if (ab >= 0) std::printf(" indexer_wgmma=%d logits_fnv=%016llx", ab, (unsigned long long)fnv);
