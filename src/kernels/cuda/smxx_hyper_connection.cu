@@ -7,6 +7,7 @@
 #include "common/env.h"
 #include "kernels/cuda/smxx_common.cuh"
 #include "kernels/cuda/smxx_hyper_connection.cuh"
+#include "kernels/cuda/smxx_launch.h"
 
 namespace deepinfer::kernels {
 namespace {
@@ -1197,13 +1198,8 @@ cudaError_t mixes_collapse_norm(const HcExpandArgs* e, const HcMixesArgs& args, 
     cfg.gridDim = dim3(unsigned(splits * kWideCw), unsigned(m.n));
     cfg.blockDim = dim3(kWideThreads);
     cfg.stream = stream;
-    cudaLaunchAttribute at[1];
-    if (m.pdl) {
-      at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      at[0].val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = at;
-      cfg.numAttrs = 1;
-    }
+    LaunchAttrs attrs;
+    attrs.pdl(m.pdl).apply(cfg);
     return e ? cudaLaunchKernelEx(&cfg, hc_site_wide_kernel<true>, m, *e, m.workspace, dchunk, int(splits), tl)
              : cudaLaunchKernelEx(&cfg, hc_site_wide_kernel<false>, m, HcExpandArgs{}, m.workspace, dchunk,
                                   int(splits), tl);
