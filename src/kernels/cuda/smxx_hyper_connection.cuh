@@ -124,14 +124,12 @@ bool hc_site_one_launch_applies(const HcMixesArgs& m, const HcCollapseNormArgs& 
 // 0 = in the site's last block; 1 = deferred (defer_finish) to hc_mixes_finish on a concurrent
 // stream that joins before the next reader of pre / post / comb (NOTES 51). hc_set_site_mode
 // (-1: back to the environment) or DEEPINFER_HC_SITE=0..3 (read once; invalid: the model refuses
-// it at load), else kHcSiteDefault: 1 since run 46 (the 7 layers at batch 1 1.620 / 1.617 -> 1.579 ms
-// alone, with the one-launch selection lists 1.487 / 1.493 against their 1.529; same bits).
-// 2 = deferred and wide (HcMixesArgs::wide), 3 = 2 launched as a programmatic dependent
-// (HcMixesArgs::pdl); the model reads the mode at load (1..3: the finish's stream) and per step
-// (wide / pdl), so one model can compare 1..3.
-// kHcSiteDefault 3 since run 48 (NOTES 55 measured 1.493 -> 1.477 ms for the 7 layers at batch 1
-// alone; with the source chain's mode 2 the two together 1.493 / 1.496 -> 1.405 / 1.402 ms; the
-// whole test_model_cuda with it set). Modes 2 / 3 act on one-row steps; larger ones take mode 1.
+// it at load), else kHcSiteDefault. 2 = deferred and wide (HcMixesArgs::wide), 3 = 2 launched as
+// a programmatic dependent (HcMixesArgs::pdl); the model reads the mode at load (1..3: the
+// finish's stream) and per step (wide / pdl), so one model can compare 1..3. All modes give the
+// same bits. The default was 1 from run 46 (the 7 layers at batch 1 1.620 / 1.617 -> 1.579 ms
+// alone) and is 3 since run 48 (NOTES 55: 1.493 -> 1.477 ms; the whole test_model_cuda with it
+// set). Modes 2 / 3 act where the one-launch site runs (one-row steps); elsewhere mode 1's.
 constexpr int kHcSiteDefault = 3;
 void hc_set_site_mode(int mode);
 int hc_site_mode();
