@@ -129,7 +129,8 @@ bool hc_site_one_launch_applies(const HcMixesArgs& m, const HcCollapseNormArgs& 
 // finish's stream) and per step (wide / pdl), so one model can compare 1..3. All modes give the
 // same bits. The default was 1 from run 46 (the 7 layers at batch 1 1.620 / 1.617 -> 1.579 ms
 // alone) and is 3 since run 48 (NOTES 55: 1.493 -> 1.477 ms; the whole test_model_cuda with it
-// set). Modes 2 / 3 act where the one-launch site runs (one-row steps); elsewhere mode 1's.
+// set). Modes 1..3 act where the one-launch site runs (one-row steps); elsewhere the two launches
+// finish the mixes themselves.
 constexpr int kHcSiteDefault = 3;
 void hc_set_site_mode(int mode);
 int hc_site_mode();
