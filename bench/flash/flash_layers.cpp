@@ -96,7 +96,9 @@
 //                [--moe-plan one|fast|lean] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmawss]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
-//                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile]
+//                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile] [--step-fnv]
+// --step-fnv: a step_fnv line (the logits' FNV-1a) per fill and decode step; with DEEPINFER_TRACE_FNV=1
+// the model adds a trace_fnv line per named tensor at eager steps (stderr; NOTES 61).
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -159,6 +161,10 @@ uint64_t logits_fnv(const float* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) h = (h ^ std::bit_cast<uint32_t>(p[i])) * 1099511628211ull;
   return h;
 }
+
+// --step-fnv: the logits' FNV-1a of every fill and decode step of the timed runs (not only the
+// first graph step's), so two runs that should agree show the first step where they do not (NOTES 61).
+bool g_step_fnv = false;
 
 uint64_t splitmix(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ull);
@@ -2272,6 +2278,9 @@ void time_decode(v41::CudaModel& m, const ModelConfig& cfg, std::vector<std::vec
         }
         tracer->mark(end);
       }
+      if (g_step_fnv)
+        std::printf("step_fnv batch=%lld mode=%s step=%d fnv=%016llx\n", (long long)B, kModeNames[mode], s,
+                    (unsigned long long)logits_fnv(view.data, view.rows * view.vocab));
       if (s == 0) {
         nonfinite = std::count_if(view.data, view.data + view.rows * view.vocab,
                                   [](float v) { return !std::isfinite(v); });
@@ -2511,6 +2520,7 @@ int main(int argc, char** argv) {
     else if (a == "--trace-csv") g_trace_csv = next();  // CUPTI kernel timeline of the first pair's graph steps
     else if (a == "--tokenizer") tokenizer = next();
     else if (a == "--dry") dry = true;
+    else if (a == "--step-fnv") g_step_fnv = true;
     else if (a == "--profile") profile = true;  // the timed prefill and the last eager decode step inside cudaProfilerStart/Stop
     else if (a == "--ops") with_ops = true;
     else if (a == "--ops-only") ops_only = with_ops = true;
@@ -2794,7 +2804,10 @@ int main(int argc, char** argv) {
             for (int k = 0; k < 128; ++k) it.tokens.push_back(rand_tok());
             items.push_back(std::move(it));
           }
-          m->forward_batch(items);
+          const std::vector<float> lg = m->forward_batch(items);
+          if (g_step_fnv)
+            std::printf("step_fnv batch=%lld fill=%lld fnv=%016llx\n", (long long)B, (long long)i0,
+                        (unsigned long long)logits_fnv(lg.data(), int64_t(lg.size())));
         }
         const double fill_s = secs(a0);
         time_decode(*m, cfg, tables, ctx, B, steps, profile, fill_s, rand_tok, graphs, act_name);

@@ -201,6 +201,10 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     if (go) CUDA_CHECK(cudaEventRecord(ev_join, stream));
   }
   linear(qr, q, n, a.wq_b);
+  if (go) {
+    trace("attn_qr", l, qr, n * c.q_lora_rank * int64_t(sizeof(float)));
+    trace("attn_q", l, q, n * heads * hd * int64_t(sizeof(float)));
+  }
   // Outside the batch-invariant mode small batches take the small-batch attention kernel
   // (a query spread over 128 SMs at n = 1; other sums than the invariant kernels, so the
   // invariant mode never takes it), which also applies q's RoPE and the output's inverse
@@ -417,6 +421,16 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     d_offsets = d_off;
     d_ids = d_all;
   }
+  if (go) {
+    trace("attn_kv", l, kv, n * hd * int64_t(sizeof(float)));
+    // The lists' used part only (offsets[n] ids): the rest of their room is never written.
+    if (trace_fnv && gp == nullptr) {
+      trace("attn_offsets", l, d_offsets, (n + 1) * int64_t(sizeof(int64_t)));
+      int64_t used = 0;
+      CUDA_CHECK(cudaMemcpy(&used, d_offsets + n, sizeof(used), cudaMemcpyDeviceToHost));
+      trace("attn_ids", l, d_ids, used * int64_t(sizeof(int64_t)));
+    }
+  }
   float* o = layer_arena->alloc<float>(n * heads * hd);
   if (go) {
     ops::SinkAttentionParams sp{q, pool, d_offsets, d_ids, a.attn_sink, 1.0f / std::sqrt(float(hd)), o, n, heads, hd,
@@ -428,6 +442,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
   }
   // The values carried RoPE; rotate the output back by the query position.
   if (go && !small_attention) gpu::rope({o, n, heads, hd, rd, b.d_positions, inv_freq, /*inverse=*/true, af}, stream);
+  if (go) trace("attn_o", l, o, n * heads * hd * int64_t(sizeof(float)));
 
   // Grouped low-rank output: group g (heads g*H/G ..) through its own block of wo_a.
   const int64_t groups = c.o_groups, group_in = heads * hd / groups, rank = c.o_lora_rank;

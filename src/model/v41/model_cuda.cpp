@@ -278,6 +278,10 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
                                       "a digit 0..8 (a branch's bulk gemv blocks per SM; 0: as many as fit)");
       e.valid)
     d.branch_bulk_per_sm = e.value;
+  if (const EnvDigit e = digit_switch("DEEPINFER_TRACE_FNV", 0, 1,
+                                      "0 or 1 (1: a stderr line with the FNV-1a of each named tensor at eager steps)");
+      e.valid)
+    d.trace_fnv = e.value == 1;
   digit_switch("DEEPINFER_FP8_GEMV", 0, 1, "0 or 1 (fp8 mode's decode gemv never / from one token)");
   digit_switch("DEEPINFER_FP8_GEMV_LEAN", 0, 1, "0 or 1 (the fp8 decode gemv's lean variant)");
   digit_switch("DEEPINFER_B1_FUSE", 0, 8, "a digit 0..8 (the largest batch of the small-kernel fusions)");
@@ -732,6 +736,8 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
 
   float* h = step_arena->alloc<float>(n * hc * d);
   if (launching()) CUDA_CHECK(kernels::embed_rows({gpu::to_weight_args(embed), d_tokens, h, n, hc}, stream));
+  if (gp == nullptr) ++trace_step;
+  if (launching()) trace("h_embed", -1, h, n * hc * d * int64_t(sizeof(float)));
   const int64_t* d_engram_rows = nullptr;
   int64_t engram_row_stride = 0;
   // The flag, then (DEEPINFER_B1_FUSE) the one-launch hc sites' completion counters, one
@@ -898,12 +904,16 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
     }
     mixes_collapse_norm(lw.hc_attn, a_pre, pre_mix, lw.attn_norm, expand_pending ? y : nullptr);
     expand_pending = false;
+    if (go) trace("attn_in", l, x, n * d * int64_t(sizeof(float)));
     if (engram_late && l == 0) engram_fork();
     attention(b, l, x, y);
+    if (go) trace("attn_out", l, y, n * d * int64_t(sizeof(float)));
 
     // The attention output expanded into h, then f_pre (the next site's collapse weights).
     mixes_collapse_norm(lw.hc_ffn, pre_mix, a_pre, lw.ffn_norm, y);
+    if (go) trace("ffn_in", l, x, n * d * int64_t(sizeof(float)));
     moe(l, x, n, y);
+    if (go) trace("moe_out", l, y, n * d * int64_t(sizeof(float)));
     expand_pending = true;
     sign(*layer_arena);
   }
@@ -946,6 +956,7 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
   collapse_norm(hs, pm, xs, m, norm);
   float* d_logits = layer_arena->alloc<float>(m * c.vocab_size);
   linear(xs, d_logits, m, head);
+  if (go) trace("logits", c.num_hidden_layers, d_logits, m * c.vocab_size * int64_t(sizeof(float)));
   timing_event(c.num_hidden_layers + 1);
   sign(*layer_arena);
   sign(*step_arena);
@@ -1227,6 +1238,11 @@ void CudaModel::Impl::moe(int64_t l, const float* x, int64_t n, float* out) {
                            {x, n, k, d_ids, d_wts, nullptr, c.n_routed_experts, float(c.swiglu_limit), shared_out,
                             out, ops::rounding_of(act)},
                            m.table, mode, stream, ws, branch ? ev_join : nullptr);
+  if (go) {
+    trace("moe_shared", l, shared_out, n * d * int64_t(sizeof(float)));
+    trace("moe_ids", l, d_ids, n * k * int64_t(sizeof(int64_t)));
+    trace("moe_weights", l, d_wts, n * k * int64_t(sizeof(float)));
+  }
 }
 
 }  // namespace deepinfer::v41

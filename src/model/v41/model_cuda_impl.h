@@ -240,6 +240,24 @@ struct CudaModel::Impl {
   std::unique_ptr<DeviceArena> step_arena, layer_arena;
   std::unique_ptr<HostStage> stage;
 
+  // Diagnostic hook (DEEPINFER_TRACE_FNV=1): at eager steps, after a device sync, one stderr line
+  // per named tensor with the FNV-1a of its bytes, so two runs that should agree bit for bit can be
+  // diffed to the first tensor that does not (NOTES 61). Off by default; it syncs the device per
+  // tensor, so it is for finding a divergence, never for timing. Graph steps print nothing (no sync
+  // can sit in a capture); their logits are hashed by the caller.
+  bool trace_fnv = false;
+  int64_t trace_step = 0;  // eager steps traced so far (the lines' step=)
+  void trace(const char* what, int64_t layer, const void* p, int64_t bytes) {
+    if (!trace_fnv || gp != nullptr || p == nullptr || bytes <= 0) return;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<unsigned char> host(static_cast<size_t>(bytes));
+    CUDA_CHECK(cudaMemcpy(host.data(), p, size_t(bytes), cudaMemcpyDeviceToHost));
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char v : host) h = (h ^ v) * 1099511628211ull;
+    std::fprintf(stderr, "trace_fnv step=%lld layer=%lld %s bytes=%lld fnv=%016llx\n", (long long)trace_step,
+                 (long long)layer, what, (long long)bytes, (unsigned long long)h);
+  }
+
   // Benchmark hook (set_layer_timing): one event per layer start plus one at the end.
   // In a capture pass the records become event nodes of the graph (external events),
   // so a replay times its layers like an eager step; a plan pass records nothing.

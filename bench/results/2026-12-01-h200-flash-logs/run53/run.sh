@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 15, lead call 2: where run 52's run-to-run logits differences start (NOTES 61). Each
+# configuration twice in its own process with --step-fnv (the logits' FNV of every fill and decode
+# step), then with DEEPINFER_TRACE_FNV=1 as well (an FNV per named tensor at eager steps, after a
+# device sync each); the first differing lines of each pair are printed.
+#   bash bench/results/2026-12-01-h200-flash-logs/run53/run.sh LOG_DIR   (after bench/flash/pack_all.sh; carry .gpubin-int)
+set -uo pipefail
+source bench/flash/device_lib.sh "$1"
+B="--contexts 8192 --steps 3 --activations bf16 --bf16-weights on --engram-compare 0 --budget-s 20 --step-fnv"
+firstdiff() {  # the first differing step_fnv / trace_fnv lines of two logs
+  for k in step_fnv trace_fnv; do  # separately: stdout is buffered, stderr not, so their order varies
+    diff <(grep "^$k" "$LOG/$1.log") <(grep "^$k" "$LOG/$2.log") | head -${3:-8}
+  done
+  echo "lines: $(grep -cE '^(step_fnv|trace_fnv)' "$LOG/$1.log") / $(grep -cE '^(step_fnv|trace_fnv)' "$LOG/$2.log")"
+}
+run2() {  # NAME ENV ARGS...
+  local name=$1 envs=$2; shift 2
+  for r in 1 2; do env $envs .gpubin-flash/flash_layers "$@" > "$LOG/${name}_$r.log" 2>&1; echo "$name $r rc=$?"; done
+  st "$name: first differences"; firstdiff ${name}_1 ${name}_2 12
+}
+run2 b1 "DEEPINFER_X=0" $B --batches 1
+run2 b1_trace "DEEPINFER_TRACE_FNV=1" $B --batches 1
+run2 b256_serial_trace "DEEPINFER_TRACE_FNV=1 DEEPINFER_OVERLAP=0" $B --batches 256
+run2 b256_trace "DEEPINFER_TRACE_FNV=1" $B --batches 256
+tar -C "$LOG" -czf "$LOG/logs.tgz" $(cd "$LOG" && ls b*.log) && rm -f "$LOG"/b*.log
+st "done"
