@@ -96,9 +96,10 @@
 //                [--moe-plan one|fast|lean] [--ops-moe-route] [--ops-moe-route-profile]
 //                [--moe-big auto|wide|wgmmawss]
 //                [--attn-path auto|mma|wgmma|wgmma_overlap]
-//                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile] [--step-fnv]
-// --step-fnv: a step_fnv line (the logits' FNV-1a) per fill and decode step; with DEEPINFER_TRACE_FNV=1
-// the model adds a trace_fnv line per named tensor at eager steps (stderr; NOTES 61).
+//                [--attn-ns 1,2,4] [--attn-entries 640,128] [--attn-profile] [--step-fnv 1|2]
+// --step-fnv 1: a step_fnv line (the logits' FNV-1a) per fill and decode step (and the setup
+// prefill's on its line); 2: the model's trace_fnv lines too (a line per named tensor at the decode
+// fill and the eager decode steps, stderr; DEEPINFER_TRACE_FNV=1 traces every step; NOTES 61).
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -164,7 +165,9 @@ uint64_t logits_fnv(const float* p, int64_t n) {
 
 // --step-fnv: the logits' FNV-1a of every fill and decode step of the timed runs (not only the
 // first graph step's), so two runs that should agree show the first step where they do not (NOTES 61).
-bool g_step_fnv = false;
+// --step-fnv 2: also the model's tensor trace (CudaModel::set_trace_fnv) over the decode fill
+// and the eager decode steps.
+int g_step_fnv = 0;
 
 uint64_t splitmix(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ull);
@@ -2520,7 +2523,7 @@ int main(int argc, char** argv) {
     else if (a == "--trace-csv") g_trace_csv = next();  // CUPTI kernel timeline of the first pair's graph steps
     else if (a == "--tokenizer") tokenizer = next();
     else if (a == "--dry") dry = true;
-    else if (a == "--step-fnv") g_step_fnv = true;
+    else if (a == "--step-fnv") g_step_fnv = std::atoi(next());
     else if (a == "--profile") profile = true;  // the timed prefill and the last eager decode step inside cudaProfilerStart/Stop
     else if (a == "--ops") with_ops = true;
     else if (a == "--ops-only") ops_only = with_ops = true;
@@ -2763,7 +2766,7 @@ int main(int argc, char** argv) {
           const uint64_t fnv = logits_fnv(logits.data(), int64_t(logits.size()));
           std::printf("prefill act=%s tokens=%lld wall_ms=%.3f nonfinite=%lld logit0=%.4g", act_name,
                       (long long)prefill, s * 1e3, (long long)bad, logits.empty() ? 0.0 : double(logits[0]));
-          if (ab >= 0) std::printf(" indexer_wgmma=%d logits_fnv=%016llx", ab, (unsigned long long)fnv);
+          if (ab >= 0 || g_step_fnv > 0) std::printf(" indexer_wgmma=%d logits_fnv=%016llx", ab, (unsigned long long)fnv);
           std::printf(" layers_ms=");
           for (float v : m->last_layer_ms()) std::printf("%.4f,", v);
           std::printf("\n");
@@ -2793,6 +2796,7 @@ int main(int argc, char** argv) {
           for (int64_t j = 0; j < bps; ++j) tables[size_t(i)][size_t(j)] = i * bps + j;
           m->reset_slot(i, ctx - 128, ctx - 128);
         }
+        if (g_step_fnv >= 2) m->set_trace_fnv(true);
         // 128 real tokens per sequence: window rings, compressor state, newest entries.
         const int64_t group = std::max<int64_t>(1, 4096 / 128);
         for (int64_t i0 = 0; i0 < B; i0 += group) {
@@ -2811,6 +2815,7 @@ int main(int argc, char** argv) {
         }
         const double fill_s = secs(a0);
         time_decode(*m, cfg, tables, ctx, B, steps, profile, fill_s, rand_tok, graphs, act_name);
+        m->set_trace_fnv(false);
         const auto ab = [&](const std::vector<int>& modes, const char* label, int (*get)(), void (*set)(int)) {
           if (modes.empty()) return;
           const int before = get();

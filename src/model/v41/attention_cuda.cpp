@@ -40,6 +40,7 @@ void CudaModel::Impl::attention(Batch& b, int64_t l, const float* x, float* out)
     float* lat = nullptr;
     PendingCopy pend;
     compressor(b, l, x, lat, gpos, gitem, side ? &pend : nullptr);
+    if (go) trace("comp_latent", l, lat, int64_t(gpos.size()) * hd * int64_t(sizeof(float)));
     // The deferred pending copy (or, with no group row to wait for, issued here: eager).
     auto pending_copy = [&] {
       if (pend.count > 0) copy_rows(pend.src, pend.dst, hd, pend.count);

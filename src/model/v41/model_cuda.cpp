@@ -193,6 +193,7 @@ LogitsView CudaModel::forward_batch_view(std::vector<CudaBatchItem>& items) { re
 CudaModel::StepTiming CudaModel::last_step_timing() const { return impl_->timing; }
 
 void CudaModel::set_layer_timing(bool on) { impl_->layer_timing = on; }
+void CudaModel::set_trace_fnv(bool on) { impl_->trace_fnv = on; }
 void CudaModel::set_cuda_graphs(bool on) { impl_->opts.cuda_graphs = on; }
 CudaModel::GraphNodes CudaModel::last_graph_nodes() const { return impl_->last_nodes; }
 std::vector<float> CudaModel::last_layer_ms() const { return impl_->layer_ms; }

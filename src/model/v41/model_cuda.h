@@ -240,6 +240,9 @@ class CudaModel {
   // the event records as nodes (a bucket's graph is recaptured when timing is
   // toggled), so the same numbers come from a replay, as the engine runs decode.
   void set_layer_timing(bool on);
+  // Diagnostic hook (as DEEPINFER_TRACE_FNV=1, from here on): a stderr line with the FNV-1a of
+  // each named tensor at eager steps, each after a device sync (NOTES 61). Not for timing.
+  void set_trace_fnv(bool on);
   std::vector<float> last_layer_ms() const;
   // Turns decode graphs on or off after load (CudaModelOptions::cuda_graphs at load),
   // so a benchmark can time one model, with its caches, eagerly and replayed.

@@ -6,7 +6,7 @@
 #   bash bench/results/2026-12-01-h200-flash-logs/run53/run.sh LOG_DIR   (after bench/flash/pack_all.sh; carry .gpubin-int)
 set -uo pipefail
 source bench/flash/device_lib.sh "$1"
-B="--contexts 8192 --steps 3 --activations bf16 --bf16-weights on --engram-compare 0 --budget-s 20 --step-fnv"
+B="--contexts 8192 --steps 3 --activations bf16 --bf16-weights on --engram-compare 0 --budget-s 20 --step-fnv 1"
 firstdiff() {  # the first differing step_fnv / trace_fnv lines of two logs
   for k in step_fnv trace_fnv; do  # separately: stdout is buffered, stderr not, so their order varies
     diff <(grep "^$k" "$LOG/$1.log") <(grep "^$k" "$LOG/$2.log") | head -${3:-8}
