@@ -850,6 +850,11 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
                                          d_bad_row},
                                         stream));
     linear(e, kv, n, layers[l].engram.wkv);
+    if (go) {
+      trace("engram_rows", l, d_engram_rows, n * engram_row_stride * int64_t(sizeof(int64_t)));
+      trace("engram_e", l, e, n * cols * c.engram_head_dim * int64_t(sizeof(float)));
+      trace("engram_kv", l, kv, n * (hc + 1) * d * int64_t(sizeof(float)));
+    }
   };
   // Concurrent branches: every Engram layer's gather + wkv projection read only the token
   // ids, so they run on their own stream from here (after the flag's memset, which the
@@ -901,7 +906,9 @@ float* CudaModel::Impl::run(Batch& b, const std::vector<int64_t>& all_tokens, in
         kv = layer_arena->alloc<float>(n * (hc + 1) * d);
         engram_project(l, e, kv);
       }
+      if (go) trace("h_before_gate", l, h, n * hc * d * int64_t(sizeof(float)));
       if (go) CUDA_CHECK(kernels::engram_gate({h, kv, lw.engram.gate_weight, n, hc, d, eps}, stream));
+      if (go) trace("h_gated", l, h, n * hc * d * int64_t(sizeof(float)));
     }
     mixes_collapse_norm(lw.hc_attn, a_pre, pre_mix, lw.attn_norm, expand_pending ? y : nullptr);
     expand_pending = false;
