@@ -45,8 +45,13 @@ std::vector<int64_t> EngramHasher::hash(const std::vector<int64_t>& tokens, int6
     const int64_t pos = first_position + int64_t(i);
     bool blocked = false;
     for (int64_t s = 0; s < m; ++s) {
-      // Look-back stops at the start of the sequence; every longer shift is padding.
-      blocked = blocked || pos - s < 0;
+      // Look-back stops at the first position whose id the slot holds -- the sequence's start,
+      // or a replay's start (StateSlot::reset_for_replay keeps no ids from before it); every
+      // longer shift is padding. A replay's first tokens are outside the cone its continuation
+      // reads, so their padded n-grams change no logit the replay keeps; reading past the ids
+      // there instead read heap memory before the vector (undefined, and it made runs differ,
+      // NOTES 61).
+      blocked = blocked || pos - s < base;
       gram[s] = blocked ? pad_id_ : ids[pos - s - base];
     }
     for (int64_t l = 0; l < num_layers; ++l) {

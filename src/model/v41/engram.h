@@ -24,7 +24,8 @@ class EngramHasher {
   int64_t num_columns() const;  // (max_ngram_size - 1) * n_heads
   // Table rows for each new token and engram layer: [n, num_layers, num_columns].
   // `recent` holds the compressed ids of the preceding tokens (oldest first) and is
-  // updated to include the new tokens.
+  // updated to include the new tokens. Positions before the oldest id held (the sequence's
+  // start, or after a replay reset the replay's start) hash as padding.
   std::vector<int64_t> hash(const std::vector<int64_t>& tokens, int64_t first_position,
                             std::vector<int64_t>& recent) const;
 

@@ -81,15 +81,15 @@ enum class Bf16Weights { kOff, kOn, kAuto };
 // instead of a memset node at the first sparse layer. The same bits as 0 and 1.
 // source_chain_set_mode (-1: back to the environment) or DEEPINFER_SRC_CHAIN=0..2 (read once;
 // other values: the model refuses them at load), else kSourceChainDefault. Read at load (a
-// model per setting). Default 0: run 48 measured mode 2 at batch 1 (the 7 layers 1.493 / 1.496 ->
+// model per setting). Default 2: run 48 measured it at batch 1 (the 7 layers 1.493 / 1.496 ->
 // 1.405 / 1.402 ms with the hc site's mode 3; this mode's own share 1.4925 -> 1.429 in NOTES 59)
-// and batch 8 (4.375 -> 4.368, neutral), and run 50 at batch 256 (26.51 -> 26.44 ms), but in run 50
-// the first decode step's logits (flash_layers' logits_fnv) at batch 256 matched between two runs
-// with mode 0 and differed between two runs with mode 2 (and from mode 0's) -- a result that
-// varies from run to run, which mode 0 did not show there. Until that is explained (NOTES 58), the
-// chain stays opt-in. Mode 2's wq_b-after-the-score order is measured at one and eight rows only,
-// so steps of more than kSourceChainReorderMaxRows rows keep wq_b where it was.
-constexpr int kSourceChainDefault = 0;
+// and batch 8 (4.375 -> 4.368, neutral), run 50 at batch 256 (26.51 -> 26.44 ms). It was opt-in
+// for session 14's end because run 50's first-step logits at batch 256 differed between mode 0 and
+// mode 2 and between two runs of mode 2; NOTES 61 traced that to the Engram hash reading heap
+// memory before its ids vector after flash_layers' replay reset (the heap's contents follow each
+// process's allocations), not to the chain. Mode 2's wq_b-after-the-score order is measured at one
+// and eight rows only, so steps of more than kSourceChainReorderMaxRows rows keep wq_b where it was.
+constexpr int kSourceChainDefault = 2;
 constexpr int64_t kSourceChainReorderMaxRows = 8;
 void source_chain_set_mode(int mode);
 int source_chain_mode();
