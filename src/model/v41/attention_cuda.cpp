@@ -770,6 +770,23 @@ void CudaModel::Impl::indexer_select(const IndexerRun& r, Batch& b, int64_t l, c
   sp.counts = sel;
   sp.ids = sel + n;
   if (go) gpu::indexer_select_batch(sp, stream);
+  if (go && trace_fnv && gp == nullptr) {
+    trace("idx_q", l, r.qi, n * ih * ihd * int64_t(sizeof(float)));
+    trace("idx_w", l, r.w, n * ih * int64_t(sizeof(float)));
+    // Item 0's keys where its blocks are consecutive (flash_layers' tables), and each row's
+    // selection: its count, then only the ids it holds (the rest of the row is never written).
+    const auto& t0 = *(*b.items)[0].block_table;
+    const int64_t nk0 = slot_of(b, 0).layers[r.src->layer].num_entries, need = nk0 > 0 ? (nk0 - 1) / src.epb + 1 : 0;
+    bool consecutive = need <= int64_t(t0.size());
+    for (int64_t j = 1; consecutive && j < need; ++j) consecutive = t0[j] == t0[0] + j;
+    if (consecutive && nk0 > 0) trace("idx_keys0", l, src.keys + t0[0] * src.epb * ihd, nk0 * ihd * int64_t(sizeof(float)));
+    std::vector<int64_t> host(size_t(n * (1 + top_k)));
+    CUDA_CHECK(cudaMemcpy(host.data(), sel, host.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
+    std::vector<int64_t> used(host.begin(), host.begin() + n);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < std::min(host[t], top_k); ++j) used.push_back(host[n + t * top_k + j]);
+    trace_host("idx_selection", l, used.data(), int64_t(used.size() * sizeof(int64_t)));
+  }
   b.selection_made = true;
   for (size_t i = 0; i < b.items->size(); ++i)
     if (r.active_items[i]) b.shared[i].d_selection = sel;

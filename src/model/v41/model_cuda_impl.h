@@ -252,8 +252,11 @@ struct CudaModel::Impl {
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<unsigned char> host(static_cast<size_t>(bytes));
     CUDA_CHECK(cudaMemcpy(host.data(), p, size_t(bytes), cudaMemcpyDeviceToHost));
+    trace_host(what, layer, host.data(), bytes);
+  }
+  void trace_host(const char* what, int64_t layer, const void* p, int64_t bytes) const {
     uint64_t h = 1469598103934665603ull;
-    for (unsigned char v : host) h = (h ^ v) * 1099511628211ull;
+    for (int64_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
     std::fprintf(stderr, "trace_fnv step=%lld layer=%lld %s bytes=%lld fnv=%016llx\n", (long long)trace_step,
                  (long long)layer, what, (long long)bytes, (unsigned long long)h);
   }
