@@ -8,7 +8,10 @@ source bench/flash/device_lib.sh "$1"
 B="--contexts 8192 --steps 1 --activations bf16 --bf16-weights on --engram-compare 0 --budget-s 20 --step-fnv 2 --batches 1"
 .gpubin-flash/flash_layers $B --src-chain 0 > "$LOG/src0.log" 2>&1; echo "src0 rc=$?"
 .gpubin-flash/flash_layers $B --src-chain 2 > "$LOG/src2.log" 2>&1; echo "src2 rc=$?"
+for o in src2; do
   st "src0 vs $o"
   diff <(grep "^trace_fnv" "$LOG/src0.log") <(grep "^trace_fnv" "$LOG/$o.log") | head -10
 done
+grep "^trace_fnv step=3 layer=2 idx" "$LOG/src0.log" "$LOG/src2.log"
+tar -C "$LOG" -czf "$LOG/logs.tgz" src0.log src2.log && rm -f "$LOG"/*.log
 st "done"
