@@ -2707,8 +2707,17 @@ int main(int argc, char** argv) {
     o.block_size = 64;
     // Blocks: each sequence its own; the pool takes 85% of what the weights and arenas
     // leave, and a (context, batch) pair whose blocks do not fit is skipped.
+    // At most the blocks the largest (context, batch) pair and the prefill use: a pool sized by
+    // free memory alone changes with each configuration's other allocations (a stream, a flag
+    // more), which moves the keys region against fill_random's pattern below, so configurations
+    // that change no bit printed different logits (NOTES 61: 288,737 blocks with the source chain
+    // 0, 288,730 with 2, 288,853 with one stream).
+    int64_t blocks_used = 1;
+    for (int64_t ctx : contexts)
+      for (int64_t B : batches) blocks_used = std::max(blocks_used, ((ctx + 512) / 64 + 1) * B);
+    for (int64_t p : prefills) blocks_used = std::max(blocks_used, (p + 63) / 64 + 1);
     o.num_blocks = 0;
-    o.max_blocks = int64_t(1) << 22;
+    o.max_blocks = blocks_used;
     o.memory_fraction = 0.85;
     o.engram_tables = tables;
     // Decode graphs size their lists for positions below max_context: the longest

@@ -779,16 +779,7 @@ void CudaModel::Impl::indexer_select(const IndexerRun& r, Batch& b, int64_t l, c
     const int64_t nk0 = slot_of(b, 0).layers[r.src->layer].num_entries, need = nk0 > 0 ? (nk0 - 1) / src.epb + 1 : 0;
     bool consecutive = need <= int64_t(t0.size());
     for (int64_t j = 1; consecutive && j < need; ++j) consecutive = t0[j] == t0[0] + j;
-    if (consecutive && nk0 > 0) {
-      const float* k0 = src.keys + t0[0] * src.epb * ihd;
-      trace("idx_keys0", l, k0, nk0 * ihd * int64_t(sizeof(float)));
-      // In 64-entry pieces, to see which entries differ between two runs.
-      for (int64_t e = 0; e < nk0; e += 64) {
-        char name[48];
-        std::snprintf(name, sizeof name, "idx_keys0_from_%lld", (long long)e);
-        trace(name, l, k0 + e * ihd, std::min<int64_t>(64, nk0 - e) * ihd * int64_t(sizeof(float)));
-      }
-    }
+    if (consecutive && nk0 > 0) trace("idx_keys0", l, src.keys + t0[0] * src.epb * ihd, nk0 * ihd * int64_t(sizeof(float)));
     std::vector<int64_t> host(size_t(n * (1 + top_k)));
     CUDA_CHECK(cudaMemcpy(host.data(), sel, host.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
     std::vector<int64_t> used(host.begin(), host.begin() + n);
