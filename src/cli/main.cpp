@@ -51,7 +51,7 @@ std::vector<float> run_feeding(runtime::ModelRunner& model, const std::vector<in
                                int64_t prefill, int64_t block_size) {
   std::vector<int64_t> table(size_t((int64_t(tokens.size()) + block_size - 1) / block_size));
   for (size_t b = 0; b < table.size(); ++b) table[b] = int64_t(b);
-  model.reset_slot(0, 0, 0);
+  model.reset_slot(0, 0, 0, {});
   std::vector<float> logits;
   size_t i = 0;
   while (i < tokens.size()) {

@@ -305,6 +305,7 @@ Planned CpuEngine::plan() {
 }
 
 runtime::RunPlan CpuEngine::materialize(Planned& p) {
+  const ModelConfig& c = model_->config();
   runtime::RunPlan run;
   p.draw_stream.clear();
   std::vector<std::pair<size_t, constraints::RequestState*>> masked;  // draw -> its constraint
@@ -331,6 +332,10 @@ runtime::RunPlan CpuEngine::materialize(Planned& p) {
     rc.reset = ch.fresh;
     rc.replay_start = r.replay_start;
     rc.history_floor = r.history_floor;
+    if (ch.fresh && !c.engram_layer_ids.empty())  // the Engram n-grams reach back before the replay
+      for (int64_t pos = std::max<int64_t>(0, r.replay_start - (c.engram_max_ngram_size - 1)); pos < r.replay_start;
+           ++pos)
+        rc.preceding.push_back(r.known(pos));
     rc.start = ch.start;
     for (int64_t pos = ch.start; pos < ch.start + ch.count; ++pos) rc.tokens.push_back(r.known(pos));
     rc.block_table = r.blocks;

@@ -25,8 +25,12 @@ class CpuRunner final : public ModelRunner {
   const ModelConfig& config() const override { return model_->config(); }
   int64_t num_blocks() const override { return num_blocks_; }
   int64_t slot_position(int64_t slot) const override { return slots_.at(slot).num_tokens; }
-  void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) override {
-    slots_.at(slot).reset_for_replay(model_->config(), replay_start, history_end);
+  void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end,
+                  std::span<const int64_t> preceding) override {
+    DI_CHECK(int64_t(preceding.size()) <= replay_start, "slot ", slot, ": ", preceding.size(),
+             " tokens before a replay from ", replay_start);
+    slots_.at(slot).reset_for_replay(model_->config(), replay_start, history_end,
+                                     model_->replay_recent_ids(preceding));
   }
   void copy_slot(int64_t from, int64_t to) override {
     slots_.at(to) = slots_.at(from);  // same shapes: copy-assignment reuses the storage

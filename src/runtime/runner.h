@@ -48,8 +48,11 @@ class ModelRunner {
   virtual int64_t num_blocks() const = 0;
   // The slot's next position.
   virtual int64_t slot_position(int64_t slot) const = 0;
-  // Resumes a slot with history stored for [0, history_end), replaying from replay_start.
-  virtual void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) = 0;
+  // Resumes a slot with history stored for [0, history_end), replaying from replay_start;
+  // preceding: the tokens just before replay_start (the last few; the model keeps what its
+  // Engram hash needs of them, so the first replayed tokens' n-grams are a full recompute's).
+  virtual void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end,
+                          std::span<const int64_t> preceding) = 0;
   // Runs the items (distinct slots) as one batch; returns the requested logits rows in
   // item order, [rows, vocab].
   virtual std::vector<float> forward(std::vector<RunItem>& items) = 0;

@@ -9,7 +9,7 @@ RunResult StepRunner::execute(const RunPlan& plan) {
   std::vector<RunItem> items(plan.chunks.size());
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const RunChunk& ch = plan.chunks[i];
-    if (ch.reset) model_.reset_slot(ch.slot, ch.replay_start, ch.history_floor);
+    if (ch.reset) model_.reset_slot(ch.slot, ch.replay_start, ch.history_floor, ch.preceding);
     const int64_t at = model_.slot_position(ch.slot);
     DI_CHECK(at == ch.start, "slot ", ch.slot, " is at ", at, ", plan says ", ch.start);
     items[i].slot = ch.slot;

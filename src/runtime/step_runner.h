@@ -29,6 +29,9 @@ struct RunChunk {
   int64_t slot = 0;
   bool reset = false;  // reset the slot for a replay from replay_start, history below history_floor
   int64_t replay_start = 0, history_floor = 0;
+  // With reset: the tokens just before replay_start (at most the model's Engram look-back;
+  // empty without Engram layers or from position 0).
+  std::vector<int64_t> preceding;
   int64_t start = 0;                 // position of tokens[0]; the slot must be there
   std::vector<int64_t> tokens;
   std::vector<int64_t> block_table;  // covers [0, start + tokens.size())

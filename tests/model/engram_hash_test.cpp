@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/config.h"
@@ -40,6 +41,30 @@ TEST(EngramHash, LookBackStopsWhereTheSlotsIdsStart) {
   split.insert(split.end(), rest.begin(), rest.end());
   EXPECT_EQ(whole, split);
   EXPECT_EQ(whole_recent, split_recent);
+}
+
+// A replay reset that keeps recent_ids(the tokens before the replay's start) hashes the
+// replayed tokens as the uninterrupted sequence does: the engine passes those tokens
+// (RunChunk::preceding), so a replay's first n-grams reach back past its start.
+TEST(EngramHash, ReplayWithThePrecedingTokensContinuesTheSequence) {
+  const ModelConfig cfg = load_model_config(kDir + "/config.json");
+  const auto h = EngramHasher::create(cfg, kDir + "/tokenizer.json");
+  ASSERT_EQ(h->lookback(), cfg.engram_max_ngram_size - 1);
+  std::vector<int64_t> tokens;
+  for (int64_t i = 0; i < 40; ++i) tokens.push_back((i * 37 + 11) % 300);
+  std::vector<int64_t> recent;
+  const auto whole = h->hash(tokens, 0, recent);
+  const int64_t per_token = int64_t(whole.size() / tokens.size());
+  for (int64_t start : {1, 2, 3, 17}) {
+    std::vector<int64_t> kept = h->recent_ids(std::span<const int64_t>(tokens.data(), size_t(start)));
+    EXPECT_EQ(int64_t(kept.size()), std::min<int64_t>(start, h->lookback()));
+    const std::vector<int64_t> rest(tokens.begin() + start, tokens.end());
+    const auto replay = h->hash(rest, start, kept);
+    EXPECT_EQ(replay, std::vector<int64_t>(whole.begin() + start * per_token, whole.end())) << start;
+  }
+  // Tokens the tokenizer does not cover (a vocab larger than it) keep padding ids, as in hash().
+  const std::vector<int64_t> outside = {1 << 30, 5};
+  EXPECT_EQ(h->recent_ids(outside).size(), size_t(std::min<int64_t>(2, h->lookback())));
 }
 
 }  // namespace

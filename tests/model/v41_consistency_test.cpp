@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <span>
 
 #include "common/check.h"
 #include "model/v41/model.h"
@@ -211,7 +212,9 @@ TEST(V41Batch, CausalConeReplayIsExact) {
   table.push_back(first_new);
   table.push_back(first_new + 1);
   v41::StateSlot slot = v41::StateSlot::create(cfg);
-  slot.reset_for_replay(cfg, replay_start, hit);
+  // As the engine: the ids of the tokens before the replay's start (RunChunk::preceding).
+  slot.reset_for_replay(cfg, replay_start, hit,
+                        f.model->replay_recent_ids(std::span<const int64_t>(tokens.data(), size_t(replay_start))));
   std::vector<v41::BatchItem> items(1);
   items[0].seq = {&slot, &table};
   items[0].tokens.assign(tokens.begin() + replay_start, tokens.begin() + hit);

@@ -29,8 +29,8 @@ TEST(Runner, CpuRunnerIsTheOracleBehindTheInterface) {
 
   // Two sequences in one batch, in slots 1 and 0 with their own blocks.
   const std::vector<int64_t> blocks_a{0, 1}, blocks_b{2, 3};
-  runner->reset_slot(0, 0, 0);
-  runner->reset_slot(1, 0, 0);
+  runner->reset_slot(0, 0, 0, {});
+  runner->reset_slot(1, 0, 0, {});
   std::vector<runtime::RunItem> items(2);
   items[0].slot = 1;
   items[0].blocks = &blocks_a;

@@ -34,7 +34,9 @@ class FakeRunner : public runtime::ModelRunner {
   const ModelConfig& config() const override { return cfg_; }
   int64_t num_blocks() const override { return 16; }
   int64_t slot_position(int64_t slot) const override { return at_.count(slot) ? at_.at(slot) : 0; }
-  void reset_slot(int64_t slot, int64_t replay_start, int64_t) override { at_[slot] = replay_start; }
+  void reset_slot(int64_t slot, int64_t replay_start, int64_t, std::span<const int64_t>) override {
+    at_[slot] = replay_start;
+  }
   std::vector<float> forward(std::vector<runtime::RunItem>& items) override {
     ++forward_calls;
     return advance(items);

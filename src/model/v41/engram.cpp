@@ -70,6 +70,16 @@ std::vector<int64_t> EngramHasher::hash(const std::vector<int64_t>& tokens, int6
   return out;
 }
 
+std::vector<int64_t> EngramHasher::recent_ids(std::span<const int64_t> tokens) const {
+  const size_t keep = size_t(lookback());
+  std::vector<int64_t> ids;
+  for (size_t i = tokens.size() > keep ? tokens.size() - keep : 0; i < tokens.size(); ++i) {
+    const int64_t t = tokens[i];  // as hash(): tokens outside the tokenizer's range hash as padding
+    ids.push_back(t >= 0 && t < int64_t(token_map_.size()) ? token_map_[t] : pad_id_);
+  }
+  return ids;
+}
+
 void apply_engram(const ModelConfig& cfg, const EngramWeights& w, const int64_t* rows, int64_t row_stride, int64_t n,
                   float* h, ops::Activations act) {
   const int64_t d = cfg.hidden_size, hc = cfg.hc_mult, hd = cfg.engram_head_dim;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "model/config.h"
@@ -28,6 +29,11 @@ class EngramHasher {
   // start, or after a replay reset the replay's start) hash as padding.
   std::vector<int64_t> hash(const std::vector<int64_t>& tokens, int64_t first_position,
                             std::vector<int64_t>& recent) const;
+  // The `recent` a slot holds after `tokens` (the ids just before a position, oldest first):
+  // what a replay reset keeps, so that the replayed tokens' n-grams reach back past the
+  // replay's start as a full recompute's do (the last max_ngram_size - 1 suffice).
+  std::vector<int64_t> recent_ids(std::span<const int64_t> tokens) const;
+  int64_t lookback() const { return layout_.max_ngram_size - 1; }
 
  private:
   EngramLayout layout_;

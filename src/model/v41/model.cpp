@@ -85,6 +85,10 @@ std::vector<float> Model::forward(SequenceState& seq, const std::vector<int64_t>
   return forward_batch(seq.pool, items);
 }
 
+std::vector<int64_t> Model::replay_recent_ids(std::span<const int64_t> preceding) const {
+  return engram_ ? engram_->recent_ids(preceding) : std::vector<int64_t>{};
+}
+
 std::vector<float> Model::forward_batch(HistoryPool& pool, std::vector<BatchItem>& items) const {
   const ModelConfig& c = cfg_;
   const int64_t d = c.hidden_size, hc = c.hc_mult;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,10 @@ class Model {
   // independent of the other items (batch invariance). The caller guarantees every
   // block table covers the positions written.
   std::vector<float> forward_batch(HistoryPool& pool, std::vector<BatchItem>& items) const;
+
+  // What StateSlot::reset_for_replay keeps of the tokens before a replay's start (their
+  // Engram hash ids; empty without Engram layers).
+  std::vector<int64_t> replay_recent_ids(std::span<const int64_t> preceding) const;
 
  private:
   struct Shared;  // per-sequence state published by source layers within one call

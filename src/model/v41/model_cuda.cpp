@@ -144,9 +144,13 @@ const StateSlot& CudaModel::slot(int64_t i) const {
   return impl_->slots[i];
 }
 
-void CudaModel::reset_slot(int64_t i, int64_t replay_start, int64_t history_end) {
+void CudaModel::reset_slot(int64_t i, int64_t replay_start, int64_t history_end,
+                           std::span<const int64_t> preceding) {
   DI_CHECK_INPUT(i >= 0 && i < num_slots(), "slot ", i, " is out of range [0, ", num_slots(), ")");
-  impl_->slots[i].reset_for_replay(impl_->cfg, replay_start, history_end);
+  DI_CHECK_INPUT(int64_t(preceding.size()) <= replay_start, "slot ", i, ": ", preceding.size(),
+                 " tokens before a replay from position ", replay_start);
+  impl_->slots[i].reset_for_replay(impl_->cfg, replay_start, history_end,
+                                   impl_->engram ? impl_->engram->recent_ids(preceding) : std::vector<int64_t>{});
 }
 
 void CudaModel::copy_slot(int64_t from, int64_t to) {

@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -191,8 +192,10 @@ class CudaModel {
   // Host counters of a slot (num_tokens is the next position).
   const StateSlot& slot(int64_t i) const;
   // As StateSlot::reset_for_replay: history stored for [0, history_end), tokens
-  // replayed from replay_start.
-  void reset_slot(int64_t i, int64_t replay_start = 0, int64_t history_end = 0);
+  // replayed from replay_start; preceding: the tokens just before replay_start (the
+  // last few; the Engram n-grams of the first replayed tokens reach back into them).
+  void reset_slot(int64_t i, int64_t replay_start = 0, int64_t history_end = 0,
+                  std::span<const int64_t> preceding = {});
   // Forks (n parallel samples): slot `to` becomes a copy of slot `from` (window rings,
   // pending compressor rows, host counters); history block `to` a copy of block `from`
   // in every source. Enqueued on the model's stream, so ordered with the forwards.

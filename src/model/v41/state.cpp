@@ -13,11 +13,14 @@ StateSlot StateSlot::create(const ModelConfig& cfg) {
   return s;
 }
 
-void StateSlot::reset_for_replay(const ModelConfig& cfg, int64_t replay_start, int64_t history_end) {
+void StateSlot::reset_for_replay(const ModelConfig& cfg, int64_t replay_start, int64_t history_end,
+                                 std::vector<int64_t> recent_ids) {
+  DI_CHECK(int64_t(recent_ids.size()) <= replay_start, "replay from ", replay_start, " with ", recent_ids.size(),
+           " earlier token ids");
   num_tokens = replay_start;
   window_start = replay_start;
   write_floor = history_end;
-  recent_ngram_ids.clear();
+  recent_ngram_ids = std::move(recent_ids);
   for (int64_t l = 0; l < int64_t(layers.size()); ++l) {
     LayerSlot& ls = layers[l];
     const int64_t ratio = cfg.compress_ratios[l];

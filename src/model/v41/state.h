@@ -40,7 +40,11 @@ struct StateSlot {
   static StateSlot create(const ModelConfig& cfg);
   // Resets the slot to resume a sequence whose history is stored for [0, history_end)
   // and whose tokens are replayed from `replay_start` (aligned to every ratio).
-  void reset_for_replay(const ModelConfig& cfg, int64_t replay_start, int64_t history_end);
+  // recent_ids: the Engram hash's ids of the tokens just before replay_start
+  // (EngramHasher::recent_ids); without them the replayed tokens' n-grams stop at
+  // replay_start (padding before it).
+  void reset_for_replay(const ModelConfig& cfg, int64_t replay_start, int64_t history_end,
+                        std::vector<int64_t> recent_ids = {});
   void reset(const ModelConfig& cfg) { reset_for_replay(cfg, 0, 0); }
 };
 

@@ -33,8 +33,9 @@ class CudaRunner final : public ModelRunner {
   const ModelConfig& config() const override { return model_->config(); }
   int64_t num_blocks() const override { return model_->num_blocks(); }
   int64_t slot_position(int64_t slot) const override { return model_->slot(slot).num_tokens; }
-  void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end) override {
-    model_->reset_slot(slot, replay_start, history_end);
+  void reset_slot(int64_t slot, int64_t replay_start, int64_t history_end,
+                  std::span<const int64_t> preceding) override {
+    model_->reset_slot(slot, replay_start, history_end, preceding);
   }
   void copy_slot(int64_t from, int64_t to) override { model_->copy_slot(from, to); }
   void copy_block(int64_t from, int64_t to) override { model_->copy_block(from, to); }
