@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): builds the CPU targets and runs every CPU test,
-# runs the model and runtime tests again under ASan + UBSan (scripts/sanitize.sh; SANITIZE=0
-# skips it), checks that the CUDA build configures and compiles where the toolkit exists, and
+# runs the model, runtime, scheduler, sampling, structured-output, tokenizer and I/O tests again
+# under ASan + UBSan (scripts/sanitize.sh; SANITIZE=0 skips it), checks that the CUDA build configures and compiles where the toolkit exists, and
 # runs the fuzz targets for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 if [ "${SANITIZE:-1}" != 0 ]; then
-  echo "== model and runtime tests under ASan + UBSan"
+  echo "== CPU test suites under ASan + UBSan"
   ./scripts/sanitize.sh
 fi
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then

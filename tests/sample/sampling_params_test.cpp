@@ -206,7 +206,8 @@ TEST(SamplingParamsJson, WrongTypesNameTheField) {
       {"request body", R"([1, 2])"},
   };
   for (const auto& [name, text] : cases) {
-    std::string msg = input_error([&] { SamplingParams::from_json(Json::parse(text)); });
+    const auto& body = text;  // clang before 16 cannot capture a structured binding
+    std::string msg = input_error([&] { SamplingParams::from_json(Json::parse(body)); });
     EXPECT_NE(msg.find(name), std::string::npos) << text << " -> \"" << msg << "\"";
   }
 }

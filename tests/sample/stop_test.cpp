@@ -40,8 +40,12 @@ StopResult reference(const std::string& text, const Stops& stops) {
 void expect_eq(const StopResult& a, const StopResult& b, const std::string& where) {
   EXPECT_EQ(a.stopped, b.stopped) << where;
   EXPECT_EQ(a.output_end, b.output_end) << where;
-  if (a.stopped && b.stopped) EXPECT_EQ(a.stop_index, b.stop_index) << where;
-  if (!a.stopped && !b.stopped) EXPECT_EQ(a.holdback, b.holdback) << where;
+  if (a.stopped && b.stopped) {
+    EXPECT_EQ(a.stop_index, b.stop_index) << where;
+  }
+  if (!a.stopped && !b.stopped) {
+    EXPECT_EQ(a.holdback, b.holdback) << where;
+  }
 }
 
 // Feeds text in the given chunks the way a server streams it, and checks at every step:
@@ -62,7 +66,9 @@ void check_chunks(const std::string& text, const std::vector<size_t>& cuts, cons
     expect_eq(r, reference(so_far, stops), where);
     EXPECT_GE(r.output_end, sent) << where;
     sent = r.output_end;
-    if (whole.stopped) EXPECT_LE(sent, whole.output_end) << where;
+    if (whole.stopped) {
+      EXPECT_LE(sent, whole.output_end) << where;
+    }
     begin = end;
     if (r.stopped) {
       expect_eq(r, whole, where);
