@@ -34,11 +34,7 @@ std::vector<int64_t> EngramHasher::hash(const std::vector<int64_t>& tokens, int6
   // ids[k] is the compressed id at position first_position - recent.size() + k.
   std::vector<int64_t> ids = recent;
   const int64_t base = first_position - int64_t(recent.size());
-  for (int64_t t : tokens) {
-    // Tokens outside the tokenizer's range hash as padding (a model whose vocab is
-    // larger than its tokenizer); ids were validated against vocab_size already.
-    ids.push_back(t < int64_t(token_map_.size()) ? token_map_[t] : pad_id_);
-  }
+  for (int64_t t : tokens) ids.push_back(compressed_id(t));
   std::vector<int64_t> out(tokens.size() * num_layers * cols);
   std::vector<int64_t> gram(m);
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -73,11 +69,15 @@ std::vector<int64_t> EngramHasher::hash(const std::vector<int64_t>& tokens, int6
 std::vector<int64_t> EngramHasher::recent_ids(std::span<const int64_t> tokens) const {
   const size_t keep = size_t(lookback());
   std::vector<int64_t> ids;
-  for (size_t i = tokens.size() > keep ? tokens.size() - keep : 0; i < tokens.size(); ++i) {
-    const int64_t t = tokens[i];  // as hash(): tokens outside the tokenizer's range hash as padding
-    ids.push_back(t >= 0 && t < int64_t(token_map_.size()) ? token_map_[t] : pad_id_);
-  }
+  for (size_t i = tokens.size() > keep ? tokens.size() - keep : 0; i < tokens.size(); ++i)
+    ids.push_back(compressed_id(tokens[i]));
   return ids;
+}
+
+int64_t EngramHasher::compressed_id(int64_t token) const {
+  // Tokens outside the tokenizer's range hash as padding (a model whose vocab is larger
+  // than its tokenizer); ids were validated against vocab_size already.
+  return token >= 0 && token < int64_t(token_map_.size()) ? token_map_[token] : pad_id_;
 }
 
 void apply_engram(const ModelConfig& cfg, const EngramWeights& w, const int64_t* rows, int64_t row_stride, int64_t n,

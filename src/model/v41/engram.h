@@ -36,6 +36,8 @@ class EngramHasher {
   int64_t lookback() const { return layout_.max_ngram_size - 1; }
 
  private:
+  int64_t compressed_id(int64_t token) const;  // the tokenizer's compressed id, or padding
+
   EngramLayout layout_;
   std::vector<int64_t> token_map_;
   int64_t pad_id_ = 0;
