@@ -1,6 +1,9 @@
 #include "runtime/runner.h"
 
+#include <algorithm>
+
 #include "common/check.h"
+#include "common/host_memory.h"
 #include "model/v41/model.h"
 
 namespace deepinfer::runtime {
@@ -17,8 +20,21 @@ class CpuRunner final : public ModelRunner {
   CpuRunner(const std::string& dir, const RunnerOptions& o)
       : model_(v41::Model::load(dir, {parse_activations(o.activations, "activations")})) {
     const ModelConfig& c = model_->config();
-    num_blocks_ = o.num_blocks > 0 ? o.num_blocks : o.default_blocks;
-    DI_CHECK_INPUT(num_blocks_ >= 1, "cache_blocks must be >= 1");
+    // Memory is planned up front, so a config whose context makes the default pool larger
+    // than the machine gets a smaller pool (or a clear error), not an OOM kill later.
+    const int64_t per_block = v41::HistoryPool::bytes_per_block(c, o.block_size);
+    const int64_t available = o.host_memory_bytes > 0 ? o.host_memory_bytes : host_memory_available();
+    if (o.num_blocks > 0) {
+      DI_CHECK_INPUT(available == 0 || o.num_blocks <= available / std::max<int64_t>(per_block, 1), o.num_blocks,
+                     " history blocks (", per_block, " bytes each) do not fit in the ", available,
+                     " bytes of available host memory");
+      num_blocks_ = o.num_blocks;
+    } else {
+      const int64_t fit = available == 0 ? o.default_blocks : available / 2 / std::max<int64_t>(per_block, 1);
+      num_blocks_ = std::min(o.default_blocks, fit);
+      DI_CHECK_INPUT(num_blocks_ >= 1, "no host memory is left for the history pool (", available,
+                     " bytes available, ", per_block, " bytes per block)");
+    }
     pool_ = std::make_unique<v41::HistoryPool>(c, o.block_size, num_blocks_);
     for (int64_t s = 0; s < o.max_num_seqs; ++s) slots_.push_back(v41::StateSlot::create(c));
   }

@@ -29,10 +29,14 @@ struct RunnerOptions {
   int64_t max_num_seqs = 1;
   int64_t max_num_batched_tokens = 2048;
   int64_t block_size = 64;
-  // History blocks: > 0 exactly this many; 0: `default_blocks` on the CPU, and on the
-  // GPU as many as fit in the free memory, at most `default_blocks`.
+  // History blocks: > 0 exactly this many (an InputError when they do not fit in the free
+  // memory); 0: as many as fit, at most `default_blocks` -- on the GPU in the free device
+  // memory after the weights and arena, on the CPU in half the available host memory
+  // (host_memory_available; the rest is for the slots, activations and everything else).
   int64_t num_blocks = 0;
   int64_t default_blocks = 1;
+  // CPU: the available host memory the pool is sized from; 0 reads it (tests set it).
+  int64_t host_memory_bytes = 0;
   bool batch_invariant = false;  // CUDA: fixed reduction order whatever the batch
   bool cuda_graphs = true;       // CUDA: decode steps as graphs per batch-size bucket
   int64_t max_model_len = 0;     // the longest sequence (sizes the graphs' lists); 0: the model's

@@ -47,6 +47,35 @@ TEST(Runner, CpuRunnerIsTheOracleBehindTheInterface) {
   EXPECT_EQ(runner->slot_position(0), int64_t(b.size()));
 }
 
+// Without a block count the CPU pool takes at most half the available host memory, as the
+// GPU's takes the free device memory: a config whose context would make the default pool
+// larger than the machine gets a smaller one, never an OOM kill halfway through a run.
+TEST(Runner, CpuPoolIsSizedByTheAvailableMemory) {
+  const ModelConfig cfg = load_model_config(kModel + "/config.json");
+  runtime::RunnerOptions o;
+  o.default_blocks = 1000;
+  const int64_t per_block = v41::HistoryPool::bytes_per_block(cfg, o.block_size);
+  ASSERT_GT(per_block, 0);
+  o.host_memory_bytes = per_block * 40;
+  EXPECT_EQ(runtime::create_runner(kModel, o)->num_blocks(), 20);
+  o.host_memory_bytes = per_block * 10000;
+  EXPECT_EQ(runtime::create_runner(kModel, o)->num_blocks(), 1000);
+  // An explicit count is taken as given, or refused when it cannot fit at all.
+  o.host_memory_bytes = per_block * 40;
+  o.num_blocks = 30;
+  EXPECT_EQ(runtime::create_runner(kModel, o)->num_blocks(), 30);
+  o.num_blocks = 41;
+  try {
+    runtime::create_runner(kModel, o);
+    ADD_FAILURE() << "41 blocks accepted in memory for 40";
+  } catch (const InputError& err) {
+    EXPECT_NE(std::string(err.what()).find("do not fit"), std::string::npos) << err.what();
+  }
+  o.num_blocks = 0;
+  o.host_memory_bytes = per_block;
+  EXPECT_THROW(runtime::create_runner(kModel, o), InputError);
+}
+
 TEST(Runner, UnavailableDevicesAreInputErrors) {
   runtime::RunnerOptions o;
   o.device = "tpu";

@@ -47,6 +47,15 @@ HistoryPool::HistoryPool(const ModelConfig& cfg, int64_t block_size, int64_t num
   grow(num_blocks);
 }
 
+int64_t HistoryPool::bytes_per_block(const ModelConfig& cfg, int64_t block_size) {
+  int64_t bytes = 0;
+  for (int64_t layer : cfg.kv_source_layer_ids) {
+    const int64_t ratio = std::max<int64_t>(1, cfg.compress_ratios[layer]);
+    bytes += (block_size / ratio) * (cfg.head_dim + cfg.index_head_dim) * int64_t(sizeof(float));
+  }
+  return bytes;
+}
+
 void HistoryPool::grow(int64_t num_blocks) {
   num_blocks_ += num_blocks;
   for (Source& s : sources_) {

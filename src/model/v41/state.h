@@ -52,6 +52,8 @@ class HistoryPool {
  public:
   // block_size must be a multiple of every compress ratio.
   HistoryPool(const ModelConfig& cfg, int64_t block_size, int64_t num_blocks);
+  // The bytes one block takes over every KV source (entries and index keys, f32).
+  static int64_t bytes_per_block(const ModelConfig& cfg, int64_t block_size);
 
   int64_t block_size() const { return block_size_; }
   int64_t num_blocks() const { return num_blocks_; }
