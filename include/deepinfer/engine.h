@@ -35,7 +35,10 @@ struct EngineOptions {
   int64_t max_num_seqs = 64;             // running requests per step
   int64_t max_num_batched_tokens = 2048; // token budget of one step (chunked prefill)
   int64_t max_model_len = 0;             // 0: from the model config
-  int64_t cache_blocks = 0;              // history blocks in the pool; 0: sized automatically
+  // History blocks in the pool; 0: enough for max_num_seqs sequences of max_model_len (at most
+  // 65,536), fewer where the free device memory (GPU) or half the available host memory (CPU)
+  // holds fewer. An explicit count that does not fit is an InputError.
+  int64_t cache_blocks = 0;
   int64_t block_size = 64;               // tokens per history block (prefix-cache grain)
   bool enable_prefix_caching = true;
   int64_t swa_replay = 0;                // 0: exact window rebuild on a prefix hit; N: bounded replay of N tokens
