@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): builds the CPU targets and runs every CPU test,
-# runs the model, runtime, scheduler, sampling, structured-output, tokenizer and I/O tests again
-# under ASan + UBSan (scripts/sanitize.sh; SANITIZE=0 skips it), checks that the CUDA build configures and compiles where the toolkit exists, and
+# runs the suites listed in scripts/sanitize.sh again under ASan + UBSan (SANITIZE=0 skips
+# them), checks that the CUDA build configures and compiles where the toolkit exists, and
 # runs the four fuzz targets for a bounded time (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -406,8 +406,7 @@ std::unique_ptr<CudaModel> CudaModel::load(const ModelConfig& cfg, const ModelWe
   // scales, 1.125 bytes per x element, fit in the bf16 x room).
   if (ops::rounding_of(o.activations) == ops::Activations::kBF16 && !o.batch_invariant)
     d.plan.gemm = gemm_workspace_bytes(w, n);
-  size_t per_block = 0;
-  for (const auto& s : d.sources) per_block += size_t(s.epb * (hd + c.index_head_dim)) * sizeof(float);
+  const size_t per_block = size_t(HistoryPool::bytes_per_block(c, o.block_size));
 
   // 1. Weights: one allocation, every tensor copied once; the Engram tables apart (2).
   Uploader up, tables;

@@ -33,15 +33,26 @@ void StateSlot::reset_for_replay(const ModelConfig& cfg, int64_t replay_start, i
   }
 }
 
+namespace {
+
+// Compressed entries of KV-source `layer` in one block; InputError when the block size is
+// not a multiple of its ratio. The pool's layout and its size both come from here.
+int64_t source_entries_per_block(const ModelConfig& cfg, int64_t block_size, int64_t layer) {
+  const int64_t ratio = cfg.compress_ratios[layer];
+  DI_CHECK_INPUT(ratio > 0 && block_size % ratio == 0, "block size ", block_size,
+                 " must be a multiple of every compress ratio (layer ", layer, " has ratio ", ratio, ")");
+  return block_size / ratio;
+}
+
+}  // namespace
+
 HistoryPool::HistoryPool(const ModelConfig& cfg, int64_t block_size, int64_t num_blocks)
     : block_size_(block_size), num_blocks_(0), head_dim_(cfg.head_dim), index_head_dim_(cfg.index_head_dim) {
   for (int64_t layer : cfg.kv_source_layer_ids) {
     Source s;
     s.layer = layer;
     s.ratio = cfg.compress_ratios[layer];
-    DI_CHECK_INPUT(s.ratio > 0 && block_size % s.ratio == 0, "block size ", block_size,
-                   " must be a multiple of every compress ratio (layer ", layer, " has ratio ", s.ratio, ")");
-    s.entries_per_block = block_size / s.ratio;
+    s.entries_per_block = source_entries_per_block(cfg, block_size, layer);
     sources_.push_back(std::move(s));
   }
   grow(num_blocks);
@@ -49,10 +60,9 @@ HistoryPool::HistoryPool(const ModelConfig& cfg, int64_t block_size, int64_t num
 
 int64_t HistoryPool::bytes_per_block(const ModelConfig& cfg, int64_t block_size) {
   int64_t bytes = 0;
-  for (int64_t layer : cfg.kv_source_layer_ids) {
-    const int64_t ratio = std::max<int64_t>(1, cfg.compress_ratios[layer]);
-    bytes += (block_size / ratio) * (cfg.head_dim + cfg.index_head_dim) * int64_t(sizeof(float));
-  }
+  for (int64_t layer : cfg.kv_source_layer_ids)
+    bytes += source_entries_per_block(cfg, block_size, layer) * (cfg.head_dim + cfg.index_head_dim) *
+             int64_t(sizeof(float));
   return bytes;
 }
 

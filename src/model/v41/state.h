@@ -52,7 +52,8 @@ class HistoryPool {
  public:
   // block_size must be a multiple of every compress ratio.
   HistoryPool(const ModelConfig& cfg, int64_t block_size, int64_t num_blocks);
-  // The bytes one block takes over every KV source (entries and index keys, f32).
+  // The bytes one block takes over every KV source (entries and index keys, f32): the
+  // CPU pool's and the GPU's, which keeps the same layout. InputError as the constructor.
   static int64_t bytes_per_block(const ModelConfig& cfg, int64_t block_size);
 
   int64_t block_size() const { return block_size_; }
